@@ -1,0 +1,105 @@
+"""Writes for API keys (SPEC §8). Keys are ``gbr_<prefix>_<secret>``; only the
+SHA-256 of the whole key is stored, so a key is shown exactly once."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.utils import timezone
+
+from accounts.models import ApiKey, User
+from brain.models import AuditEvent, Source
+
+KEY_PREFIX = "gbr_"
+
+
+@dataclass(frozen=True)
+class IssuedKey:
+    """A freshly created key: ``plaintext`` is the only copy of the secret."""
+
+    api_key: ApiKey
+    plaintext: str
+
+
+def hash_key(plaintext: str) -> str:
+    """Return the hex SHA-256 of a plaintext key (what the database stores)."""
+    return hashlib.sha256(plaintext.encode()).hexdigest()
+
+
+def apikey_create(
+    *,
+    name: str,
+    scopes: Iterable[str],
+    write_source: Source | None,
+    readable_sources: Iterable[Source] = (),
+    trusted: bool = False,
+    rate_limit_per_minute: int | None = None,
+    created_by: User | None = None,
+) -> IssuedKey:
+    """Create a key and return it with its plaintext (shown once, never stored).
+
+    The write source is always added to the readable sources.
+    """
+    prefix = secrets.token_hex(4)
+    plaintext = f"{KEY_PREFIX}{prefix}_{secrets.token_urlsafe(32)}"
+    with transaction.atomic():
+        key = ApiKey.objects.create(
+            name=name,
+            prefix=prefix,
+            key_hash=hash_key(plaintext),
+            scopes=sorted(set(scopes)),
+            write_source=write_source,
+            trusted=trusted,
+            rate_limit_per_minute=rate_limit_per_minute,
+            created_by=created_by,
+        )
+        readable = {s.pk: s for s in readable_sources}
+        if write_source is not None:
+            readable[write_source.pk] = write_source
+        key.readable_sources.set(readable.values())
+        AuditEvent.objects.create(
+            actor=created_by.get_username() if created_by else "system",
+            action=AuditEvent.Action.KEY_CREATED,
+            target_type="api_key",
+            target_id=str(key.pk),
+            extra_data={"name": name, "prefix": prefix, "trusted": trusted},
+        )
+    return IssuedKey(api_key=key, plaintext=plaintext)
+
+
+def apikey_authenticate(*, plaintext: str) -> ApiKey | None:
+    """Return the active key matching ``plaintext``, or None. Touches ``last_used_at``
+    at most once a minute so reads do not turn into a write per request."""
+    if not plaintext.startswith(KEY_PREFIX):
+        return None
+    key = (
+        ApiKey.objects.filter(key_hash=hash_key(plaintext), revoked_at__isnull=True)
+        .select_related("write_source")
+        .first()
+    )
+    if key is None:
+        return None
+    now = timezone.now()
+    if key.last_used_at is None or (now - key.last_used_at).total_seconds() > 60:
+        ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
+    return key
+
+
+def apikey_revoke(*, api_key: ApiKey, actor: str) -> bool:
+    """Revoke a key; returns False when it was already revoked (idempotent)."""
+    changed = ApiKey.objects.filter(pk=api_key.pk, revoked_at__isnull=True).update(
+        revoked_at=timezone.now()
+    )
+    if changed:
+        AuditEvent.objects.create(
+            actor=actor,
+            action=AuditEvent.Action.KEY_REVOKED,
+            target_type="api_key",
+            target_id=str(api_key.pk),
+            extra_data={"name": api_key.name},
+        )
+    return bool(changed)

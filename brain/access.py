@@ -1,0 +1,193 @@
+"""Who is calling, and what they may read: the one scoping function (SPEC §8).
+
+A ``Caller`` is built once per request (from an API key, a staff session, or the local
+CLI / MCP-over-stdio) and passed to every service. ``Caller.read_scope`` is the single
+place that turns "the sources a request asked for" into the sources it may read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from brain.exceptions import ScopeDenied
+from brain.models import Source, Visibility
+
+if TYPE_CHECKING:
+    from django.db.models import QuerySet
+
+    from accounts.models import ApiKey
+
+DEFAULT_SOURCE_ID = "default"
+
+
+@dataclass(frozen=True)
+class ReadScope:
+    """The resolved read scope of one request: source ids and whether private rows
+    (pages, facts, loop quotes) may be returned."""
+
+    source_ids: tuple[str, ...]
+    include_private: bool
+
+    @property
+    def visibilities(self) -> tuple[str, ...]:
+        """Visibility values this scope may read."""
+        if self.include_private:
+            return (Visibility.WORLD, Visibility.PRIVATE)
+        return (Visibility.WORLD,)
+
+
+@dataclass(frozen=True)
+class Caller:
+    """The identity behind a request.
+
+    ``readable_source_ids`` None means every source (local trusted callers and staff).
+    ``remote`` callers are HTTP/MCP-over-HTTP keys that are not trusted (SPEC §8):
+    world-visibility only, redacted loops, server-stamped provenance, no relations
+    auto-created from their free text.
+    """
+
+    actor: str
+    client: str = ""
+    trusted: bool = False
+    scopes: frozenset[str] = frozenset({"read"})
+    write_source_id: str | None = DEFAULT_SOURCE_ID
+    readable_source_ids: frozenset[str] | None = None
+    api_key_id: int | None = None
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def remote(self) -> bool:
+        """True for untrusted HTTP/MCP callers (SPEC §8)."""
+        return not self.trusted
+
+    def can(self, scope: str) -> bool:
+        """True when the caller holds ``scope`` (``admin`` implies all)."""
+        return scope in self.scopes or "admin" in self.scopes
+
+    def require(self, scope: str) -> None:
+        """Raise ``ScopeDenied`` unless the caller holds ``scope``."""
+        if not self.can(scope):
+            raise ScopeDenied(
+                f"This key lacks the '{scope}' scope.",
+                suggestion=f"Ask an admin to add '{scope}' to the key in admin → API keys.",
+                detail={"required_scope": scope},
+            )
+
+    def read_scope(
+        self,
+        requested: Iterable[str] | None = None,
+        *,
+        include_private: bool | None = None,
+    ) -> ReadScope:
+        """Resolve the sources a read covers; the one scoping function (SPEC §8).
+
+        ``requested`` (explicit source ids) must all be readable, else ``ScopeDenied``;
+        none requested means the federated sources the caller may read. Private rows
+        only for trusted callers, and only if ``include_private`` is not False.
+        """
+        self.require("read")
+        wanted = [s for s in (requested or []) if s]
+        if wanted:
+            unknown = set(wanted) - set(
+                Source.objects.filter(id__in=wanted).values_list("id", flat=True)
+            )
+            denied = (
+                set()
+                if self.readable_source_ids is None
+                else set(wanted) - self.readable_source_ids
+            )
+            if unknown or denied:
+                # One message for both, so a key cannot probe which sources exist.
+                raise ScopeDenied(
+                    f"Source(s) {sorted(unknown | denied)} are not readable with this key.",
+                    suggestion="Ask for a source this key may read, or omit 'source'.",
+                    detail={"sources": sorted(unknown | denied)},
+                )
+            ids = tuple(sorted(set(wanted)))
+        else:
+            qs = Source.objects.filter(federated=True)
+            if self.readable_source_ids is not None:
+                qs = qs.filter(id__in=self.readable_source_ids)
+            ids = tuple(qs.order_by("id").values_list("id", flat=True))
+        private = self.trusted and include_private is not False
+        return ReadScope(source_ids=ids, include_private=private)
+
+    def all_readable_scope(self) -> ReadScope:
+        """Every source the caller may read, federated or not (waiting, loops)."""
+        self.require("read")
+        qs = Source.objects.all()
+        if self.readable_source_ids is not None:
+            qs = qs.filter(id__in=self.readable_source_ids)
+        ids = tuple(qs.order_by("id").values_list("id", flat=True))
+        return ReadScope(source_ids=ids, include_private=self.trusted)
+
+    def write_source(self, requested: str | None = None) -> Source:
+        """Return the source a write goes to; a key writes only to its write source.
+
+        Raises ``ScopeDenied`` without the write scope or for another source, and
+        ``ScopeDenied`` when the key has no write source.
+        """
+        self.require("write")
+        target = requested or self.write_source_id
+        if target is None:
+            raise ScopeDenied(
+                "This key has no write source.",
+                suggestion="Set a write source on the key in admin → API keys.",
+            )
+        if self.write_source_id is not None and self.readable_source_ids is not None:
+            if target != self.write_source_id:
+                raise ScopeDenied(
+                    f"This key writes only to source '{self.write_source_id}'.",
+                    suggestion=f"Omit 'source' or use '{self.write_source_id}'.",
+                    detail={"write_source": self.write_source_id},
+                )
+        source = Source.objects.filter(id=target).first()
+        if source is None:
+            raise ScopeDenied(
+                f"Source '{target}' is not writable.",
+                suggestion="Create the source in admin → Sources first.",
+            )
+        return source
+
+
+def scope_queryset(
+    qs: QuerySet,
+    scope: ReadScope,
+    *,
+    source_field: str = "source_id",
+    visibility_field: str | None = "visibility",
+) -> QuerySet:
+    """Filter any queryset to a read scope: its sources and allowed visibilities."""
+    qs = qs.filter(**{f"{source_field}__in": scope.source_ids})
+    if visibility_field and not scope.include_private:
+        qs = qs.filter(**{visibility_field: Visibility.WORLD})
+    return qs
+
+
+def local_caller(*, actor: str = "cli", sources: Sequence[str] | None = None) -> Caller:
+    """A trusted local caller (CLI, MCP over stdio): all scopes, every source unless
+    ``sources`` narrows it."""
+    return Caller(
+        actor=actor,
+        client=actor,
+        trusted=True,
+        scopes=frozenset({"read", "write", "admin"}),
+        write_source_id=DEFAULT_SOURCE_ID,
+        readable_source_ids=frozenset(sources) if sources else None,
+    )
+
+
+def caller_for_key(key: ApiKey, *, client: str = "") -> Caller:
+    """Build the Caller for an authenticated API key."""
+    readable = frozenset(key.readable_sources.values_list("id", flat=True))
+    return Caller(
+        actor=f"key:{key.prefix}",
+        client=client or key.name,
+        trusted=key.trusted,
+        scopes=frozenset(key.scopes),
+        write_source_id=key.write_source_id,
+        readable_source_ids=readable,
+        api_key_id=key.pk,
+    )

@@ -1,0 +1,355 @@
+"""The operator console for the knowledge model (SPEC §0 "team admins", STYLE rule 21).
+
+Curators fix pages, aliases and facts, edit the Schema, and manage sources here.
+Audit rows (revisions, audit events, raw records) are read-only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.db.models import Count, QuerySet
+from django.http import HttpRequest
+
+from brain.models import (
+    Alias,
+    AuditEvent,
+    Chunk,
+    Fact,
+    Page,
+    PageRevision,
+    PageType,
+    PushEvent,
+    RawRecord,
+    Relation,
+    RelationType,
+    SessionCursor,
+    Source,
+    TimelineEntry,
+)
+from brain.services.sources import source_set_federated
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """For append-only and pipeline-only rows: viewable, never edited by hand."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+# --- Sources and Schema ---------------------------------------------------------------
+
+
+@admin.register(Source)
+class SourceAdmin(admin.ModelAdmin):
+    list_display = (
+        "id",
+        "name",
+        "kind",
+        "federated",
+        "page_count",
+        "last_success_at",
+        "has_error",
+    )
+    list_filter = ("kind", "federated")
+    search_fields = ("id", "name", "owner_addresses")
+    readonly_fields = ("created_at", "updated_at", "last_sync_at", "last_success_at",
+                       "last_error", "counts", "cursor")
+    actions = ("make_federated", "make_unfederated")
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        # The id is immutable once created (SPEC §2.1).
+        fields = tuple(super().get_readonly_fields(request, obj))
+        return fields + ("id",) if obj else fields
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Source]:
+        return super().get_queryset(request).annotate(_pages=Count("pages"))
+
+    @admin.display(description="pages", ordering="_pages")
+    def page_count(self, obj: Source) -> int:
+        return obj._pages  # type: ignore[attr-defined]
+
+    @admin.display(description="error", boolean=True)
+    def has_error(self, obj: Source) -> bool:
+        return bool(obj.last_error)
+
+    @admin.action(description="Include in unqualified searches (federate)")
+    def make_federated(self, request: HttpRequest, queryset: QuerySet[Source]) -> None:
+        changed = source_set_federated(
+            sources=list(queryset), federated=True, actor=request.user.get_username()
+        )
+        self.message_user(request, f"{changed} source(s) federated.", messages.SUCCESS)
+
+    @admin.action(description="Exclude from unqualified searches")
+    def make_unfederated(self, request: HttpRequest, queryset: QuerySet[Source]) -> None:
+        changed = source_set_federated(
+            sources=list(queryset), federated=False, actor=request.user.get_username()
+        )
+        self.message_user(request, f"{changed} source(s) unfederated.", messages.SUCCESS)
+
+
+@admin.register(PageType)
+class PageTypeAdmin(admin.ModelAdmin):
+    list_display = ("name", "primitive", "path_prefixes", "extractable", "page_count")
+    list_filter = ("primitive", "extractable")
+    search_fields = ("name", "description")
+    readonly_fields = ("created_at", "updated_at")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[PageType]:
+        return super().get_queryset(request).annotate(_pages=Count("pages"))
+
+    @admin.display(description="pages", ordering="_pages")
+    def page_count(self, obj: PageType) -> int:
+        return obj._pages  # type: ignore[attr-defined]
+
+
+@admin.register(RelationType)
+class RelationTypeAdmin(admin.ModelAdmin):
+    list_display = ("name", "inverse_name", "from_types", "to_types")
+    search_fields = ("name", "inverse_name", "description")
+    filter_horizontal = ("source_types", "target_types")
+    readonly_fields = ("created_at", "updated_at")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[RelationType]:
+        return super().get_queryset(request).prefetch_related("source_types", "target_types")
+
+    @admin.display(description="from")
+    def from_types(self, obj: RelationType) -> str:
+        return ", ".join(t.name for t in obj.source_types.all()) or "any"
+
+    @admin.display(description="to")
+    def to_types(self, obj: RelationType) -> str:
+        return ", ".join(t.name for t in obj.target_types.all()) or "any"
+
+
+# --- Pages and what hangs off them ----------------------------------------------------
+
+
+class AliasInline(admin.TabularInline):
+    model = Alias
+    extra = 0
+    fields = ("alias", "kind", "created_at")
+    readonly_fields = ("created_at",)
+
+
+class OutgoingRelationInline(admin.TabularInline):
+    model = Relation
+    fk_name = "from_page"
+    extra = 0
+    fields = ("relation_type", "to_page", "context", "created_by", "created_at")
+    readonly_fields = ("created_by", "created_at")
+    autocomplete_fields = ("to_page", "relation_type")
+    verbose_name_plural = "outgoing relations"
+
+
+class IncomingRelationInline(admin.TabularInline):
+    model = Relation
+    fk_name = "to_page"
+    extra = 0
+    fields = ("from_page", "relation_type", "context", "created_at")
+    readonly_fields = ("from_page", "relation_type", "context", "created_at")
+    verbose_name_plural = "backlinks"
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class FactInline(admin.TabularInline):
+    model = Fact
+    fk_name = "entity"
+    extra = 0
+    fields = ("text", "kind", "visibility", "confidence", "valid_until", "expired_at")
+    readonly_fields = ("text", "kind", "visibility", "confidence", "valid_until", "expired_at")
+    show_change_link = True
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Fact]:
+        return super().get_queryset(request).defer("embedding")
+
+
+class TimelineInline(admin.TabularInline):
+    model = TimelineEntry
+    extra = 0
+    fields = ("date", "summary", "source_ref")
+
+
+class RevisionInline(admin.TabularInline):
+    model = PageRevision
+    extra = 0
+    fields = ("created_at", "actor", "operation", "content_hash")
+    readonly_fields = fields
+    show_change_link = True
+    max_num = 0
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Page)
+class PageAdmin(admin.ModelAdmin):
+    list_display = ("slug", "title", "type", "source", "visibility", "updated_at", "is_live")
+    list_filter = ("source", "type", "visibility", ("deleted_at", admin.EmptyFieldListFilter))
+    search_fields = ("slug", "title", "aliases__alias")
+    list_select_related = ("type", "source")
+    autocomplete_fields = ("type",)
+    readonly_fields = (
+        "created_at",
+        "updated_at",
+        "content_hash",
+        "indexed_hash",
+        "last_retrieved_at",
+        "deleted_at",
+    )
+    date_hierarchy = "updated_at"
+    inlines = (
+        AliasInline,
+        OutgoingRelationInline,
+        IncomingRelationInline,
+        FactInline,
+        TimelineInline,
+        RevisionInline,
+    )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Page]:
+        return super().get_queryset(request).defer("body", "frontmatter")
+
+    @admin.display(description="live", boolean=True)
+    def is_live(self, obj: Page) -> bool:
+        return obj.deleted_at is None
+
+
+@admin.register(PageRevision)
+class PageRevisionAdmin(ReadOnlyAdmin):
+    list_display = ("page", "operation", "actor", "created_at")
+    list_filter = ("operation",)
+    search_fields = ("page__slug", "actor")
+    list_select_related = ("page",)
+    raw_id_fields = ("page", "raw_record")
+
+
+@admin.register(RawRecord)
+class RawRecordAdmin(ReadOnlyAdmin):
+    list_display = ("external_id", "kind", "source", "page", "captured_at")
+    list_filter = ("kind", "source")
+    search_fields = ("external_id", "content_hash")
+    list_select_related = ("source", "page")
+    raw_id_fields = ("page",)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[RawRecord]:
+        # Deferred columns still load lazily on the change form.
+        return super().get_queryset(request).defer("content", "payload")
+
+
+@admin.register(Alias)
+class AliasAdmin(admin.ModelAdmin):
+    list_display = ("alias", "kind", "page", "source")
+    list_filter = ("kind", "source")
+    search_fields = ("alias", "page__slug", "page__title")
+    list_select_related = ("page", "source")
+    autocomplete_fields = ("page",)
+    readonly_fields = ("created_at",)
+
+
+@admin.register(Relation)
+class RelationAdmin(admin.ModelAdmin):
+    list_display = ("from_page", "relation_type", "to_page", "source", "created_by", "created_at")
+    list_filter = ("relation_type", "source")
+    search_fields = ("from_page__slug", "to_page__slug", "context")
+    list_select_related = ("from_page", "to_page", "relation_type", "source")
+    autocomplete_fields = ("from_page", "to_page", "relation_type")
+    readonly_fields = ("created_at", "updated_at", "created_by", "provenance")
+
+
+@admin.register(TimelineEntry)
+class TimelineEntryAdmin(admin.ModelAdmin):
+    list_display = ("date", "page", "summary", "source_ref")
+    search_fields = ("summary", "page__slug")
+    list_select_related = ("page",)
+    autocomplete_fields = ("page",)
+    raw_id_fields = ("raw_record",)
+    readonly_fields = ("summary_hash", "created_at")
+    date_hierarchy = "date"
+
+
+class ActiveFactFilter(admin.SimpleListFilter):
+    title = "state"
+    parameter_name = "state"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("active", "Active"), ("expired", "Expired or superseded")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Fact]) -> QuerySet[Fact]:
+        if self.value() == "active":
+            return queryset.filter(expired_at__isnull=True)
+        if self.value() == "expired":
+            return queryset.filter(expired_at__isnull=False)
+        return queryset
+
+
+@admin.register(Fact)
+class FactAdmin(admin.ModelAdmin):
+    list_display = ("text", "kind", "entity", "visibility", "confidence", "valid_until",
+                    "expired_at", "source")
+    list_filter = (ActiveFactFilter, "kind", "visibility", "source")
+    search_fields = ("text", "provenance", "entity__slug")
+    list_select_related = ("entity", "source")
+    autocomplete_fields = ("entity",)
+    raw_id_fields = ("raw_record", "superseded_by")
+    readonly_fields = (
+        "created_at",
+        "updated_at",
+        "embedding_model",
+        "expired_at",
+        "expired_reason",
+        "superseded_by",
+        "created_by",
+    )
+    exclude = ("embedding",)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Fact]:
+        return super().get_queryset(request).defer("embedding")
+
+
+@admin.register(Chunk)
+class ChunkAdmin(ReadOnlyAdmin):
+    list_display = ("page", "ordinal", "token_count", "embedding_model", "source")
+    list_filter = ("source", "embedding_model")
+    search_fields = ("page__slug",)
+    list_select_related = ("page", "source")
+    exclude = ("embedding", "tsv")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Chunk]:
+        return super().get_queryset(request).defer("embedding", "tsv")
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(ReadOnlyAdmin):
+    list_display = ("event_time", "action", "actor", "target_type", "target_id", "source")
+    list_filter = ("action", "target_type", "source")
+    search_fields = ("actor", "target_id")
+    list_select_related = ("source",)
+    date_hierarchy = "event_time"
+
+
+@admin.register(SessionCursor)
+class SessionCursorAdmin(ReadOnlyAdmin):
+    list_display = ("client", "session_id", "source", "touched_at")
+    list_filter = ("source",)
+    search_fields = ("client", "session_id")
+
+
+@admin.register(PushEvent)
+class PushEventAdmin(ReadOnlyAdmin):
+    list_display = ("session_id", "client", "page", "arm", "confidence", "pushed_at")
+    list_filter = ("arm",)
+    search_fields = ("session_id", "client", "page__slug", "mention")
+    list_select_related = ("page",)

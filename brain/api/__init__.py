@@ -1,0 +1,1 @@
+"""HTTP routers of the brain app: page tools, memory verbs and push context."""

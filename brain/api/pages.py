@@ -1,0 +1,7 @@
+"""HTTP endpoints: pages (SPEC §4)."""
+
+from __future__ import annotations
+
+from ninja import Router
+
+router = Router(tags=["pages"])

@@ -1,0 +1,7 @@
+"""HTTP endpoints: push (SPEC §4)."""
+
+from __future__ import annotations
+
+from ninja import Router
+
+router = Router(tags=["push"])

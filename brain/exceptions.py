@@ -1,0 +1,103 @@
+"""Domain errors of the brain, mapped to the SPEC §4 error envelope in one place.
+
+Services raise these; ``gbrain_site.api`` turns each into
+``{error, message, suggestion, detail, protocol_version}`` with the class's HTTP
+status. Every error carries a non-empty ``suggestion`` telling the caller what to do
+next (SPEC §4, §11).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class BrainError(Exception):
+    """Base of every error a caller can see.
+
+    ``code`` is one of the SPEC §4 error codes; ``http_status`` the HTTP status the API
+    answers with; ``detail`` is JSON-safe extra data (allowed values, ids).
+    """
+
+    code = "internal"
+    http_status = 500
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        suggestion: str,
+        detail: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.suggestion = suggestion or "Retry later or report the problem."
+        self.detail = detail
+
+    def envelope(self) -> dict[str, Any]:
+        """Return the SPEC §4 error envelope for this error."""
+        return {
+            "error": self.code,
+            "message": self.message,
+            "suggestion": self.suggestion,
+            "detail": self.detail,
+            "protocol_version": 1,
+        }
+
+
+class InvalidParams(BrainError):
+    """Bad or missing input (``invalid_params``, HTTP 400)."""
+
+    code = "invalid_params"
+    http_status = 400
+
+
+class AlreadyExists(InvalidParams):
+    """A create hit an existing row (``invalid_params``, HTTP 409)."""
+
+    http_status = 409
+
+
+class SchemaViolation(InvalidParams):
+    """A write broke the Schema (SPEC §2.2): ``detail['allowed']`` lists the values."""
+
+
+class ProvenanceRequired(BrainError):
+    """Provenance was given but blank (``provenance_required``, HTTP 400)."""
+
+    code = "provenance_required"
+    http_status = 400
+
+
+class NotFound(BrainError):
+    """The named page, fact, loop or job does not exist in the caller's scope."""
+
+    code = "not_found"
+    http_status = 404
+
+
+class ScopeDenied(BrainError):
+    """The caller may not read or write what it asked for (HTTP 403, or 401)."""
+
+    code = "scope_denied"
+    http_status = 403
+
+
+class Unavailable(BrainError):
+    """A needed provider (LLM, embeddings) is not configured or failed (HTTP 503)."""
+
+    code = "unavailable"
+    http_status = 503
+
+
+class BudgetUnsatisfiable(BrainError):
+    """Reserved by SPEC §4: a token budget no answer can fit."""
+
+    code = "budget_unsatisfiable"
+    http_status = 400
+
+
+class InternalError(BrainError):
+    """An unexpected failure; nothing was half-written (HTTP 500)."""
+
+    code = "internal"
+    http_status = 500

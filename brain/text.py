@@ -1,0 +1,104 @@
+"""Text normalisation shared by every writer and reader: slugs and aliases (SPEC §2.3).
+
+Pure functions, no database access.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+
+from brain.exceptions import InvalidParams
+
+SLUG_MAX_LENGTH = 255
+TITLE_SLUG_MAX_LENGTH = 80
+
+# Bidi controls and other format characters that can disguise a slug.
+_BIDI = {
+    "\u200e", "\u200f", "\u202a", "\u202b", "\u202c", "\u202d", "\u202e",
+    "\u2066", "\u2067", "\u2068", "\u2069", "\u061c",
+}
+_WRAPPERS = {('"', '"'), ("'", "'"), ("(", ")"), ("[", "]"), ("{", "}"), ("<", ">"),
+             ("\u201c", "\u201d"), ("\u2018", "\u2019"), ("`", "`")}
+
+
+def sha256_hex(text: str) -> str:
+    """Hex SHA-256 of ``text`` encoded as UTF-8."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def slugify_title(title: str, *, max_length: int = TITLE_SLUG_MAX_LENGTH) -> str:
+    """Derive one slug segment from a title (SPEC §2.3).
+
+    Keeps letters of any script, digits, spaces and hyphens (everything else, including
+    ``/``, ``.``, ``\\`` and bidi controls, is stripped, so a title can never point outside its namespace),
+    lower-cases, collapses spaces to ``-`` and cuts at ``max_length`` (80) characters.
+    Returns ``""`` when nothing is left; callers pick a fallback.
+    """
+    text = unicodedata.normalize("NFKC", title).lower()
+    kept = "".join(
+        ch
+        for ch in text
+        if (ch.isalnum() or ch in " -") and unicodedata.category(ch)[0] != "C"
+    )
+    slug = re.sub(r"[\s-]+", "-", kept).strip("-")
+    return slug[:max_length].strip("-")
+
+
+_SEGMENT = re.compile(r"^[\w-]+$", re.UNICODE)
+
+
+def validate_slug(slug: str) -> str:
+    """Check an explicit slug against SPEC §2.3 and return it lower-cased.
+
+    Lower-case, ``/``-separated segments of letters (any script), digits and ``-``; no
+    empty segment, no ``..``, no leading ``/``, no backslash, no control or bidi
+    characters, at most 255 characters. Raises ``InvalidParams`` naming the rule.
+    """
+    problem = None
+    if not slug:
+        problem = "is empty"
+    elif len(slug) > SLUG_MAX_LENGTH:
+        problem = f"is longer than {SLUG_MAX_LENGTH} characters"
+    elif slug.startswith("/"):
+        problem = "starts with '/'"
+    elif "\\" in slug:
+        problem = "contains a backslash"
+    elif any(ch in _BIDI or unicodedata.category(ch)[0] == "C" for ch in slug):
+        problem = "contains a control or bidi character"
+    elif ".." in slug:
+        problem = "contains '..'"
+    else:
+        for segment in slug.split("/"):
+            if not segment:
+                problem = "has an empty segment"
+                break
+            if not _SEGMENT.match(segment) or "_" in segment:
+                problem = f"has an invalid segment {segment!r}"
+                break
+    if problem:
+        raise InvalidParams(
+            f"Slug {slug!r} {problem}.",
+            suggestion=(
+                "Use lower-case '/'-separated segments of letters, digits and '-', "
+                "e.g. 'people/jane-doe', or omit the slug to derive it from the title."
+            ),
+            detail={"slug": slug},
+        )
+    return slug.lower()
+
+
+def normalize_alias(text: str) -> str:
+    """Normalise alias text (SPEC §2.3): NFKC, lower-case, whitespace collapsed, one
+    layer of wrapping quotes or brackets stripped."""
+    value = unicodedata.normalize("NFKC", text or "").strip()
+    if len(value) >= 2 and (value[0], value[-1]) in _WRAPPERS:
+        value = value[1:-1]
+    value = re.sub(r"\s+", " ", value).strip().lower()
+    return value
+
+
+def estimate_tokens(text: str) -> int:
+    """The SPEC §3 token estimate: characters / 4, rounded up (at least 1 for text)."""
+    return (len(text) + 3) // 4

@@ -1,0 +1,3 @@
+"""Admin of the connectors app."""
+
+from __future__ import annotations

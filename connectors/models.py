@@ -1,0 +1,3 @@
+"""Models of the connectors app."""
+
+from __future__ import annotations

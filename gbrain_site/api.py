@@ -1,0 +1,131 @@
+"""The one NinjaAPI (SPEC §4): a router per app, errors mapped in one place.
+
+Every error leaves as the SPEC §4 envelope ``{error, message, suggestion, detail,
+protocol_version}``; handlers never build error JSON themselves.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.db import connection
+from django.http import HttpRequest, HttpResponse
+from ninja import NinjaAPI, Schema
+from ninja.errors import AuthenticationError, HttpError, ValidationError
+
+from accounts.auth import api_auth
+from brain.exceptions import BrainError
+
+logger = logging.getLogger(__name__)
+
+api = NinjaAPI(
+    title="Brain API",
+    version="1",
+    description=(
+        "Memory verbs, page tools, open loops and jobs of the brain. "
+        "Authenticate with `Authorization: Bearer <key>` (admin → API keys)."
+    ),
+    urls_namespace="api",
+    auth=api_auth(),
+    # The schema and docs are public: harness authors read them before holding a key.
+)
+
+
+def envelope(
+    code: str, message: str, suggestion: str, detail: Any = None
+) -> dict[str, Any]:
+    """Build the SPEC §4 error envelope."""
+    return {
+        "error": code,
+        "message": message,
+        "suggestion": suggestion,
+        "detail": detail,
+        "protocol_version": 1,
+    }
+
+
+@api.exception_handler(BrainError)
+def on_brain_error(request: HttpRequest, exc: BrainError) -> HttpResponse:
+    return api.create_response(request, exc.envelope(), status=exc.http_status)
+
+
+@api.exception_handler(ValidationError)
+def on_validation_error(request: HttpRequest, exc: ValidationError) -> HttpResponse:
+    fields = []
+    for err in exc.errors:
+        loc = [str(p) for p in err.get("loc", []) if p not in ("body", "query", "path", "payload")]
+        fields.append({"field": ".".join(loc), "problem": err.get("msg", "invalid")})
+    names = ", ".join(f["field"] or "body" for f in fields) or "the request"
+    return api.create_response(
+        request,
+        envelope(
+            "invalid_params",
+            f"Invalid or missing parameter(s): {names}.",
+            "Check the parameter names and types against /api/openapi.json.",
+            {"fields": fields},
+        ),
+        status=400,
+    )
+
+
+@api.exception_handler(AuthenticationError)
+def on_auth_error(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+    return api.create_response(
+        request,
+        envelope(
+            "scope_denied",
+            "Missing or invalid API key.",
+            "Send 'Authorization: Bearer <key>'; an admin creates keys in admin → API keys.",
+        ),
+        status=401,
+    )
+
+
+@api.exception_handler(HttpError)
+def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    code = {404: "not_found", 403: "scope_denied", 401: "scope_denied"}.get(
+        exc.status_code, "invalid_params" if exc.status_code < 500 else "internal"
+    )
+    return api.create_response(
+        request,
+        envelope(code, str(exc), "Check the request against /api/openapi.json."),
+        status=exc.status_code,
+    )
+
+
+@api.exception_handler(Exception)
+def on_unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
+    logger.exception("Unhandled API error", exc_info=exc)
+    return api.create_response(
+        request,
+        envelope(
+            "internal",
+            "The brain hit an unexpected error; nothing was half-written.",
+            "Retry; if it persists, an admin can read the server log.",
+        ),
+        status=500,
+    )
+
+
+class HealthOut(Schema):
+    status: str
+    database: str
+    protocol_version: int = 1
+
+
+@api.get("/health", auth=None, response=HealthOut, tags=["system"])
+def health(request: HttpRequest) -> dict[str, Any]:
+    """Liveness: answers without a key; checks the database connection."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+    return {"status": "ok", "database": connection.vendor, "protocol_version": 1}
+
+
+api.add_router("/", "accounts.api.router")
+api.add_router("/", "brain.api.pages.router")
+api.add_router("/", "brain.api.verbs.router")
+api.add_router("/", "brain.api.push.router")
+api.add_router("/", "loops.api.router")
+api.add_router("/", "connectors.api.router")
+api.add_router("/", "jobs.api.router")

@@ -1,0 +1,248 @@
+"""Settings for the brain, read from environment variables (SPEC §1).
+
+Every knob is an environment variable with a typed helper that fails loudly on a bad
+value. With ``DATABASE_URL`` unset the site runs on the embedded PostgreSQL
+(``gbrain_site.embedded_db``); with it set, on that server.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+# --- typed environment helpers ---------------------------------------------------
+
+
+def env_str(name: str, default: str = "") -> str:
+    """Return the variable's value, or ``default`` when unset or empty."""
+    return os.environ.get(name) or default
+
+
+def env_bool(name: str, *, default: bool) -> bool:
+    """Parse ``1/0, true/false, yes/no, on/off``; anything else raises."""
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    value = raw.strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off"}:
+        return False
+    raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean (use 1 or 0)")
+
+
+def env_int(name: str, default: int) -> int:
+    """Parse an integer; a non-integer value raises ``ImproperlyConfigured``."""
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not an integer") from exc
+
+
+def env_float(name: str, default: float) -> float:
+    """Parse a float; a non-number raises ``ImproperlyConfigured``."""
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a number") from exc
+
+
+def env_secret(name: str, default: str = "") -> str:
+    """Read a secret from ``NAME`` or from the file named by ``NAME_FILE``."""
+    path = os.environ.get(f"{name}_FILE")
+    if path:
+        try:
+            return Path(path).read_text().strip()
+        except OSError as exc:
+            raise ImproperlyConfigured(f"{name}_FILE={path!r}: {exc}") from exc
+    return os.environ.get(name) or default
+
+
+def env_choice(name: str, choices: tuple[str, ...], default: str) -> str:
+    """Return one of ``choices``; any other value raises ``ImproperlyConfigured``."""
+    value = env_str(name, default).strip().lower()
+    if value not in choices:
+        raise ImproperlyConfigured(f"{name}={value!r}: expected one of {choices}")
+    return value
+
+
+# --- core --------------------------------------------------------------------------
+
+DEBUG = env_bool("DJANGO_DEBUG", default=False)
+# A development default keeps the two README commands working on a fresh clone; the
+# deploy check ``brain.E001`` refuses it whenever DEBUG is off on a real server.
+INSECURE_DEV_SECRET = "dev-only-insecure-secret-key-change-me"  # noqa: S105
+SECRET_KEY = env_secret("DJANGO_SECRET_KEY", INSECURE_DEV_SECRET)
+ALLOWED_HOSTS = [
+    h.strip()
+    for h in env_str("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",")
+    if h.strip()
+]
+CSRF_TRUSTED_ORIGINS = [
+    o.strip() for o in env_str("DJANGO_CSRF_TRUSTED_ORIGINS").split(",") if o.strip()
+]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",
+    "django_q",
+    "social_django",
+    "accounts",
+    "brain",
+    "loops",
+    "connectors",
+    "jobs",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "gbrain_site.urls"
+WSGI_APPLICATION = "gbrain_site.wsgi.application"
+ASGI_APPLICATION = "gbrain_site.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "social_django.context_processors.backends",
+            ],
+        },
+    },
+]
+
+# --- database (SPEC §1) -------------------------------------------------------------
+
+if env_str("DATABASE_URL"):
+    import dj_database_url
+
+    DATABASES = {
+        "default": dj_database_url.config(conn_max_age=600, conn_health_checks=True)
+    }
+else:
+    from gbrain_site.embedded_db import database_settings
+
+    DATABASES = {"default": database_settings(BASE_DIR)}
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+AUTH_USER_MODEL = "accounts.User"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+
+AUTHENTICATION_BACKENDS = [
+    "social_core.backends.google.GoogleOAuth2",
+    "django.contrib.auth.backends.ModelBackend",
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "var" / "static"
+LOGIN_URL = "/admin/login/"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env_str("BRAIN_LOG_LEVEL", "WARNING")},
+}
+
+# --- the brain ----------------------------------------------------------------------
+
+# The owner's timezone: due dates are stored at 23:59:59 local (SPEC §5.3) and dream
+# runs at 02:00 local (SPEC §7).
+BRAIN_TIME_ZONE = env_str("BRAIN_TIME_ZONE", "UTC")
+# Full-text configuration for chunk tsvectors (SPEC §3).
+BRAIN_FTS_LANGUAGE = env_str("BRAIN_FTS_LANGUAGE", "english")
+# Embedding provider (SPEC §3): local sentence-transformers, an OpenAI-compatible
+# endpoint, or none (keyword-only search, ``search_degraded``).
+BRAIN_EMBEDDING_PROVIDER = env_choice(
+    "BRAIN_EMBEDDING_PROVIDER", ("local", "openai", "none"), "local"
+)
+BRAIN_EMBEDDING_MODEL = env_str("BRAIN_EMBEDDING_MODEL", "all-MiniLM-L6-v2")
+BRAIN_EMBEDDING_DIMENSIONS = env_int("BRAIN_EMBEDDING_DIMENSIONS", 384)
+BRAIN_OPENAI_BASE_URL = env_str("BRAIN_OPENAI_BASE_URL", "http://127.0.0.1:8080/v1")
+BRAIN_OPENAI_API_KEY = env_secret("BRAIN_OPENAI_API_KEY")
+
+# LLM (Anthropic). No key means: synthesize/query answer ``unavailable`` and
+# commitment extraction uses the offline rule extractor (SPEC §4, §5.3).
+ANTHROPIC_API_KEY = env_secret("ANTHROPIC_API_KEY")
+BRAIN_LLM_MODEL = env_str("BRAIN_LLM_MODEL", "claude-sonnet-4-5")
+LOOPS_EXTRACTION_ENABLED = env_bool("LOOPS_EXTRACTION_ENABLED", default=True)
+LOOPS_EXTRACTION_MAX_USD_PER_DAY = env_float("LOOPS_EXTRACTION_MAX_USD_PER_DAY", 2.0)
+
+# --- Google sign-in and the read-only mailbox grant (SPEC §6.1) ----------------------
+
+SOCIAL_AUTH_GOOGLE_OAUTH2_KEY = env_str("GOOGLE_CLIENT_ID")
+SOCIAL_AUTH_GOOGLE_OAUTH2_SECRET = env_secret("GOOGLE_CLIENT_SECRET")
+SOCIAL_AUTH_GOOGLE_OAUTH2_SCOPE = [
+    "openid",
+    "email",
+    "https://www.googleapis.com/auth/gmail.readonly",
+    "https://www.googleapis.com/auth/calendar.readonly",
+    "https://www.googleapis.com/auth/contacts.readonly",
+]
+SOCIAL_AUTH_GOOGLE_OAUTH2_AUTH_EXTRA_ARGUMENTS = {
+    "access_type": "offline",
+    "prompt": "consent",
+    "include_granted_scopes": "true",
+}
+SOCIAL_AUTH_JSONFIELD_ENABLED = True
+SOCIAL_AUTH_LOGIN_REDIRECT_URL = "/admin/"
+# Tokens never reach logs; social-auth stores them in UserSocialAuth.extra_data.
+SOCIAL_AUTH_PROTECTED_USER_FIELDS = ["email", "first_name", "last_name"]
+
+# --- jobs (SPEC §7) -----------------------------------------------------------------
+
+# timeout < retry so a task is never handed to a second worker while the first runs;
+# durable retries are the Job row's business (jobs.services), not django-q2's.
+Q_CLUSTER = {
+    "name": "brain",
+    "workers": env_int("BRAIN_Q_WORKERS", 2),
+    "timeout": env_int("BRAIN_Q_TIMEOUT", 3600),
+    "retry": env_int("BRAIN_Q_TIMEOUT", 3600) + 600,
+    "max_attempts": 1,
+    "orm": "default",
+    "catch_up": False,
+    "ack_failures": True,
+    "save_limit": 1000,
+    "poll": 1,
+    "label": "Django Q2",
+}
+if env_str("REDIS_URL"):
+    Q_CLUSTER["redis"] = env_str("REDIS_URL")
+    Q_CLUSTER.pop("orm")

@@ -1,0 +1,10 @@
+"""Test settings: the real settings with speed knobs only (STYLE rule 20)."""
+
+from gbrain_site.settings import *  # noqa: F403
+from gbrain_site.settings import Q_CLUSTER
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+Q_CLUSTER = {**Q_CLUSTER, "sync": True}
+# Tests fake Anthropic at the HTTP layer; a developer's real key must never be used.
+ANTHROPIC_API_KEY = ""

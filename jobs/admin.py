@@ -1,0 +1,3 @@
+"""Admin of the jobs app."""
+
+from __future__ import annotations

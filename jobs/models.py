@@ -1,0 +1,3 @@
+"""Models of the jobs app."""
+
+from __future__ import annotations

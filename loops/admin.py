@@ -1,0 +1,3 @@
+"""Admin of the loops app."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""Models of the loops app."""
+
+from __future__ import annotations

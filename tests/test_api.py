@@ -1,0 +1,44 @@
+"""SPEC §4: the API is mounted at /api/ and every error is the envelope."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+pytestmark = pytest.mark.django_db
+
+
+def test_health_answers_without_a_key() -> None:
+    response = Client().get("/api/health")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok", "database": "postgresql", "protocol_version": 1}
+
+
+def test_openapi_schema_is_served() -> None:
+    response = Client().get("/api/openapi.json")
+    assert response.status_code == 200
+    assert response.json()["info"]["title"] == "Brain API"
+
+
+def test_a_missing_or_wrong_key_gets_the_error_envelope(api_client) -> None:  # type: ignore[no-untyped-def]
+    for key in (None, "gbr_wrong_key"):
+        response = api_client(key).get("/api/whoami")
+        assert response.status_code == 401
+        body = response.json()
+        assert body == {
+            "error": "scope_denied",
+            "message": "Missing or invalid API key.",
+            "suggestion": body["suggestion"],
+            "detail": None,
+            "protocol_version": 1,
+        }
+        assert "admin → API keys" in body["suggestion"]
+
+
+def test_whoami_describes_the_key(api_client, make_key, source_a) -> None:  # type: ignore[no-untyped-def]
+    issued = make_key(source_a)
+    body = api_client(issued.plaintext).get("/api/whoami").json()
+    assert body["remote"] is True
+    assert body["write_source"] == "team-a"
+    assert body["readable_sources"] == ["team-a"]
+    assert body["scopes"] == ["read", "write"]
