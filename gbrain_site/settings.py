@@ -201,7 +201,7 @@ BRAIN_OPENAI_API_KEY = env_secret("BRAIN_OPENAI_API_KEY")
 # LLM (Anthropic). No key means: synthesize/query answer ``unavailable`` and
 # commitment extraction uses the offline rule extractor (SPEC §4, §5.3).
 ANTHROPIC_API_KEY = env_secret("ANTHROPIC_API_KEY")
-BRAIN_LLM_MODEL = env_str("BRAIN_LLM_MODEL", "claude-sonnet-4-5")
+BRAIN_LLM_MODEL = env_str("BRAIN_LLM_MODEL", "claude-sonnet-5")
 LOOPS_EXTRACTION_ENABLED = env_bool("LOOPS_EXTRACTION_ENABLED", default=True)
 LOOPS_EXTRACTION_MAX_USD_PER_DAY = env_float("LOOPS_EXTRACTION_MAX_USD_PER_DAY", 2.0)
 

@@ -67,3 +67,33 @@ def api_client() -> Callable[[str | None], Client]:
         return Client(headers=headers)
 
     return _client
+
+
+@pytest.fixture
+def fake_anthropic(settings):  # type: ignore[no-untyped-def]
+    """Fake the Anthropic API at the HTTP layer.
+
+    Usage: ``fake_anthropic(handler)`` where ``handler(request) -> httpx2.Response``;
+    returns the list of requests seen. The real ``anthropic`` client runs.
+    """
+    import httpx2
+
+    from brain.llm import use_transport
+
+    settings.ANTHROPIC_API_KEY = "sk-ant-test"
+    seen: list[object] = []
+    stack: list[object] = []
+
+    def install(handler):  # type: ignore[no-untyped-def]
+        def record(request):  # type: ignore[no-untyped-def]
+            seen.append(request)
+            return handler(request)
+
+        ctx = use_transport(httpx2.MockTransport(record))
+        ctx.__enter__()
+        stack.append(ctx)
+        return seen
+
+    yield install
+    for ctx in reversed(stack):
+        ctx.__exit__(None, None, None)  # type: ignore[attr-defined]

@@ -1,0 +1,70 @@
+"""The normalised mail message every detector and extractor reads (SPEC §5.1).
+
+Connectors (Gmail and mailbox files alike) turn each captured message into a
+``MailMessage`` and store ``to_metadata()`` in ``RawRecord.metadata``; loops code
+rebuilds it with ``MailMessage.from_metadata``. Nothing in ``loops`` parses MIME or
+talks to Google.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+# Labels with meaning for the detectors. Gmail's own label ids; mailbox connectors set
+# SENT for messages in sent folders and may set SPAM/TRASH from folder names.
+SENT = "SENT"
+SPAM = "SPAM"
+TRASH = "TRASH"
+BULK_CATEGORIES = ("CATEGORY_PROMOTIONS", "CATEGORY_SOCIAL", "CATEGORY_FORUMS")
+
+
+@dataclass
+class MailMessage:
+    """One message of a thread, as the loops pipeline sees it.
+
+    Addresses are lower-cased bare addresses (``jane@example.org``). ``date`` is an
+    aware UTC datetime or None when the message has no usable Date. ``body`` is the
+    text (HTML converted) with the quoted reply tail trimmed, at most 8,000 chars.
+    ``is_mine`` is decided by the connector: SENT label, a sent folder, or a From that
+    is one of the source's owner addresses.
+    """
+
+    message_id: str
+    thread_id: str
+    subject: str = ""
+    from_addr: str = ""
+    from_name: str = ""
+    to: list[str] = field(default_factory=list)
+    cc: list[str] = field(default_factory=list)
+    bcc: list[str] = field(default_factory=list)
+    date: datetime | None = None
+    is_mine: bool = False
+    labels: list[str] = field(default_factory=list)
+    list_unsubscribe: bool = False
+    auto_submitted: str | None = None
+    calendar_method: str | None = None
+    in_reply_to: str | None = None
+    references: list[str] = field(default_factory=list)
+    body: str = ""
+    attachments: list[dict[str, Any]] = field(default_factory=list)
+    link: str | None = None
+    raw_record_id: int | None = None
+
+    def to_metadata(self) -> dict[str, Any]:
+        """JSON-safe dict for ``RawRecord.metadata`` (date as ISO 8601 UTC)."""
+        data = asdict(self)
+        data["date"] = self.date.isoformat() if self.date else None
+        data.pop("raw_record_id", None)
+        return data
+
+    @classmethod
+    def from_metadata(cls, data: dict[str, Any], *, raw_record_id: int | None = None) -> MailMessage:
+        """Rebuild a message from ``RawRecord.metadata``; unknown keys are ignored."""
+        known = {f for f in cls.__dataclass_fields__}
+        values = {k: v for k, v in data.items() if k in known}
+        if values.get("date"):
+            values["date"] = datetime.fromisoformat(values["date"])
+        values["raw_record_id"] = raw_record_id
+        return cls(**values)
