@@ -228,6 +228,21 @@ SOCIAL_AUTH_PROTECTED_USER_FIELDS = ["email", "first_name", "last_name"]
 
 # --- jobs (SPEC §7) -----------------------------------------------------------------
 
+# A running job's worker beats every BRAIN_JOB_HEARTBEAT_SECONDS; the reaper (every
+# minute) re-queues a job whose last beat is older than BRAIN_JOB_STALL_SECONDS.
+BRAIN_JOB_HEARTBEAT_SECONDS = env_int("BRAIN_JOB_HEARTBEAT_SECONDS", 10)
+BRAIN_JOB_STALL_SECONDS = env_int("BRAIN_JOB_STALL_SECONDS", 120)
+# Retries: BACKOFF × 2^(attempt−1), capped, ± JITTER of itself.
+BRAIN_JOB_BACKOFF_SECONDS = env_int("BRAIN_JOB_BACKOFF_SECONDS", 30)
+BRAIN_JOB_BACKOFF_MAX_SECONDS = env_int("BRAIN_JOB_BACKOFF_MAX_SECONDS", 3600)
+BRAIN_JOB_BACKOFF_JITTER = env_float("BRAIN_JOB_BACKOFF_JITTER", 0.2)
+# A queued job whose task was sent this long ago and is still unclaimed is sent again.
+BRAIN_JOB_REDISPATCH_SECONDS = env_int("BRAIN_JOB_REDISPATCH_SECONDS", 900)
+# Extra job kinds {kind: "dotted.path.to.handler"} (tests register test-only kinds).
+BRAIN_JOB_HANDLERS: dict[str, str] = {}
+# Dream (SPEC §10): LLM spend cap per run (USD); 0 skips the LLM phases.
+BRAIN_DREAM_BUDGET_USD = env_float("BRAIN_DREAM_BUDGET_USD", 0.5)
+
 # timeout < retry so a task is never handed to a second worker while the first runs;
 # durable retries are the Job row's business (jobs.services), not django-q2's.
 Q_CLUSTER = {
@@ -237,7 +252,10 @@ Q_CLUSTER = {
     "retry": env_int("BRAIN_Q_TIMEOUT", 3600) + 600,
     "max_attempts": 1,
     "orm": "default",
+    # A missed night or sync tick runs once, not once per missed slot.
     "catch_up": False,
+    # Cron schedules (dream at 02:00) are read in the brain's timezone.
+    "time_zone": BRAIN_TIME_ZONE,
     "ack_failures": True,
     "save_limit": 1000,
     "poll": 1,

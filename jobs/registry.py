@@ -1,0 +1,68 @@
+"""Which handler runs which job kind (SPEC §7).
+
+A handler is ``callable(job, ctx) -> JSON-safe result`` where ``job`` is the claimed
+``Job`` row and ``ctx`` a ``jobs.runner.JobContext`` (heartbeat, checkpoint, progress,
+cancel check). Handlers are named by dotted path and imported when a job runs, so a
+kind whose service is absent fails that job clearly instead of breaking start-up.
+
+``settings.BRAIN_JOB_HANDLERS`` (``{kind: "dotted.path"}``) adds or replaces kinds;
+tests use it to register test-only kinds in the test process and in worker
+subprocesses alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.utils.module_loading import import_string
+
+from brain.exceptions import InvalidParams
+
+
+@dataclass(frozen=True)
+class KindSpec:
+    """A job kind: handler path, django-q2 timeout (seconds), default attempts."""
+
+    handler: str
+    timeout: int = 600
+    max_attempts: int = 3
+
+
+BUILTIN_KINDS: dict[str, KindSpec] = {
+    "sync_source": KindSpec("jobs.handlers.sync_source", timeout=1800),
+    "extract_loops": KindSpec("jobs.handlers.extract_loops", timeout=900),
+    "loops_sweep": KindSpec("jobs.handlers.loops_sweep", timeout=900),
+    "embed_pending": KindSpec("jobs.handlers.embed_pending", timeout=1800),
+    "dream": KindSpec("jobs.handlers.dream", timeout=3000, max_attempts=2),
+    "import_mail": KindSpec("jobs.handlers.import_mail", timeout=3000),
+    "import_markdown": KindSpec("jobs.handlers.import_markdown", timeout=1800),
+}
+
+
+def job_kinds() -> dict[str, KindSpec]:
+    """Every registered kind: the built-ins plus ``settings.BRAIN_JOB_HANDLERS``."""
+    kinds = dict(BUILTIN_KINDS)
+    for kind, spec in getattr(settings, "BRAIN_JOB_HANDLERS", {}).items():
+        kinds[kind] = spec if isinstance(spec, KindSpec) else KindSpec(str(spec))
+    return kinds
+
+
+def kind_spec(kind: str) -> KindSpec:
+    """Return the spec of ``kind``; unknown kinds raise ``InvalidParams`` listing the
+    allowed ones."""
+    kinds = job_kinds()
+    if kind not in kinds:
+        raise InvalidParams(
+            f"Unknown job kind {kind!r}.",
+            suggestion=f"Use one of: {', '.join(sorted(kinds))}.",
+            detail={"allowed": sorted(kinds)},
+        )
+    return kinds[kind]
+
+
+def handler_for(kind: str) -> Callable[..., Any]:
+    """Import and return the handler of ``kind`` (``InvalidParams`` if unknown)."""
+    return import_string(kind_spec(kind).handler)  # type: ignore[no-any-return]

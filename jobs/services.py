@@ -1,0 +1,527 @@
+"""Every state change of a ``Job`` (SPEC §7).
+
+- ``job_enqueue`` inserts the row and sends the django-q2 task after commit; an
+  idempotency key already held by a live job returns that job instead.
+- ``job_claim`` is a compare-and-set ``update()`` that must change exactly one row;
+  the winner gets a fresh ``claim_token`` that every later write of the attempt names.
+- ``job_heartbeat`` / ``job_checkpoint`` / ``job_progress`` refuse (``JobInterrupted``)
+  once the attempt lost its claim (cancelled, or reaped and handed to another worker).
+- ``job_succeed`` / ``job_fail`` finish an attempt; failures back off exponentially
+  with jitter until ``max_attempts``, then the job is ``dead``.
+- ``job_reap_stalled`` re-queues running jobs whose heartbeat is too old (the worker
+  died); the next attempt resumes from ``checkpoint``.
+- ``job_dispatch_due`` sends tasks for queued jobs whose backoff has passed or whose
+  task was lost.
+
+Times are aware UTC datetimes; durations are seconds.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import socket
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from brain.exceptions import AlreadyExists, InvalidParams, NotFound
+from jobs.exceptions import JobInterrupted
+from jobs.models import Job
+from jobs.registry import kind_spec
+
+logger = logging.getLogger(__name__)
+
+TASK_PATH = "jobs.tasks.run_job"
+HISTORY_LIMIT = 50
+
+
+def _setting(name: str, default: float) -> float:
+    return float(getattr(settings, name, default))
+
+
+def worker_name() -> str:
+    """``host:pid`` of this process, stored on claimed jobs for the admin."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+# --- enqueue and dispatch -------------------------------------------------------------
+
+
+def job_enqueue(
+    *,
+    kind: str,
+    params: dict[str, Any] | None = None,
+    idempotency_key: str | None = None,
+    max_attempts: int | None = None,
+    parent_id: int | None = None,
+    run_after: Any = None,
+    created_by: str = "system",
+    coalesce: bool = False,
+    dispatch: bool = True,
+) -> tuple[Job, bool]:
+    """Create a queued job and send it to django-q2 after commit (STYLE rule 15).
+
+    Returns ``(job, created)``. With ``idempotency_key`` held by a job that is not
+    cancelled or dead, that job is returned with ``created=False`` and nothing is
+    sent: running the same job twice changes nothing (SPEC §7). With ``coalesce``, a
+    queued or running job of the same kind and params is returned likewise (schedules
+    use it so a slow sync never stacks). ``dispatch=False`` leaves sending to the
+    caller (the ``run_job`` command runs the job in the foreground instead).
+
+    Raises ``InvalidParams`` for an unknown kind, non-dict params or a bad
+    ``max_attempts``.
+    """
+    spec = kind_spec(kind)
+    params = dict(params or {})
+    if max_attempts is not None and max_attempts < 1:
+        raise InvalidParams(
+            "max_attempts must be at least 1.",
+            suggestion="Pass max_attempts >= 1 or omit it for the kind's default.",
+            detail={"max_attempts": max_attempts},
+        )
+    key = (idempotency_key or "").strip() or None
+    if key:
+        existing = _live_with_key(key)
+        if existing is not None:
+            return existing, False
+    if coalesce:
+        existing = (
+            Job.objects.filter(
+                kind=kind,
+                params=params,
+                status__in=[Job.Status.QUEUED, Job.Status.RUNNING],
+            )
+            .order_by("id")
+            .first()
+        )
+        if existing is not None:
+            return existing, False
+    try:
+        with transaction.atomic():
+            job = Job.objects.create(
+                kind=kind,
+                params=params,
+                idempotency_key=key,
+                max_attempts=max_attempts or spec.max_attempts,
+                parent_id=parent_id,
+                run_after=run_after or timezone.now(),
+                created_by=created_by[:200],
+            )
+    except IntegrityError:
+        # A concurrent submitter inserted the same key between the check and here;
+        # the database constraint decided, so return its job.
+        existing = _live_with_key(key) if key else None
+        if existing is None:
+            raise
+        return existing, False
+    if dispatch:
+        job_dispatch_on_commit(job_id=job.pk, kind=job.kind)
+    return job, True
+
+
+def _live_with_key(key: str) -> Job | None:
+    return (
+        Job.objects.filter(idempotency_key=key)
+        .exclude(status__in=[Job.Status.CANCELLED, Job.Status.DEAD])
+        .first()
+    )
+
+
+def job_dispatch_on_commit(*, job_id: int, kind: str) -> None:
+    """Send ``jobs.tasks.run_job(job_id)`` to django-q2 once the transaction commits.
+
+    ``dispatched_at`` is stamped first, so a lost send is retried by
+    ``job_dispatch_due``; a duplicate send is harmless because the claim is a
+    compare-and-set.
+    """
+
+    def send() -> None:
+        from django_q.tasks import async_task
+
+        Job.objects.filter(pk=job_id).update(dispatched_at=timezone.now())
+        async_task(
+            TASK_PATH,
+            job_id,
+            task_name=f"job-{job_id}-{kind}-{uuid.uuid4().hex[:6]}",
+            group=kind,
+            timeout=kind_spec(kind).timeout,
+        )
+
+    transaction.on_commit(send)
+
+
+def job_dispatch_due(*, redispatch_after_seconds: float | None = None) -> list[int]:
+    """Send tasks for queued jobs whose ``run_after`` has passed and that have no
+    recent task: never sent, sent before their backoff ended, or sent longer than
+    ``redispatch_after_seconds`` ago (default ``BRAIN_JOB_REDISPATCH_SECONDS``, 900 s)
+    and still unclaimed. Returns the job ids sent."""
+    now = timezone.now()
+    wait = redispatch_after_seconds
+    if wait is None:
+        wait = _setting("BRAIN_JOB_REDISPATCH_SECONDS", 900)
+    due = Job.objects.filter(status=Job.Status.QUEUED, run_after__lte=now).filter(
+        Q(dispatched_at__isnull=True)
+        | Q(dispatched_at__lt=F("run_after"))
+        | Q(dispatched_at__lt=now - timedelta(seconds=wait))
+    )
+    sent = []
+    for job_id, kind in due.values_list("id", "kind")[:500]:
+        job_dispatch_on_commit(job_id=job_id, kind=kind)
+        sent.append(job_id)
+    return sent
+
+
+# --- the running attempt ----------------------------------------------------------------
+
+
+def job_claim(*, job_id: int, worker: str | None = None) -> Job | None:
+    """Claim a queued job whose backoff has passed: compare-and-set to ``running``.
+
+    Returns the claimed job (with its new ``claim_token``, ``attempts`` counted) or
+    None when another worker won, the job is not queued, or its ``run_after`` is
+    still in the future (STYLE rule 14a).
+    """
+    now = timezone.now()
+    token = uuid.uuid4()
+    changed = Job.objects.filter(
+        Q(run_after__isnull=True) | Q(run_after__lte=now),
+        pk=job_id,
+        status=Job.Status.QUEUED,
+    ).update(
+        status=Job.Status.RUNNING,
+        claim_token=token,
+        attempts=F("attempts") + 1,
+        started_at=now,
+        heartbeat_at=now,
+        finished_at=None,
+        worker=(worker or worker_name())[:200],
+        updated_at=now,
+    )
+    if changed != 1:
+        return None
+    return Job.objects.get(pk=job_id)
+
+
+def _owned(job_id: int, token: uuid.UUID) -> Any:
+    return Job.objects.filter(pk=job_id, status=Job.Status.RUNNING, claim_token=token)
+
+
+def job_heartbeat(*, job_id: int, token: uuid.UUID) -> None:
+    """Record that the attempt holding ``token`` is alive.
+
+    Raises ``JobInterrupted`` when the attempt no longer owns the job (cancelled or
+    reaped), which tells the handler to stop.
+    """
+    now = timezone.now()
+    if _owned(job_id, token).update(heartbeat_at=now, updated_at=now) != 1:
+        raise JobInterrupted(f"job {job_id} is no longer owned by this attempt")
+
+
+def job_checkpoint(
+    *,
+    job_id: int,
+    token: uuid.UUID,
+    checkpoint: dict[str, Any],
+    progress: dict[str, Any] | None = None,
+) -> None:
+    """Store what a re-queued attempt resumes from (and optionally progress).
+
+    Call it inside the same ``transaction.atomic()`` as the work it describes, so the
+    work and the checkpoint commit together and a killed worker never redoes a
+    committed item. Raises ``JobInterrupted`` like ``job_heartbeat``.
+    """
+    now = timezone.now()
+    fields: dict[str, Any] = {
+        "checkpoint": checkpoint,
+        "heartbeat_at": now,
+        "updated_at": now,
+    }
+    if progress is not None:
+        fields["progress"] = progress
+    if _owned(job_id, token).update(**fields) != 1:
+        raise JobInterrupted(f"job {job_id} is no longer owned by this attempt")
+
+
+def job_progress(
+    *,
+    job_id: int,
+    token: uuid.UUID,
+    step: int,
+    total: int | None = None,
+    message: str = "",
+) -> None:
+    """Store ``{step, total, message}`` (counts of the kind's own units) and beat the
+    heart. Raises ``JobInterrupted`` like ``job_heartbeat``."""
+    now = timezone.now()
+    progress = {"step": step, "total": total, "message": message[:500]}
+    if _owned(job_id, token).update(
+        progress=progress, heartbeat_at=now, updated_at=now
+    ) != 1:
+        raise JobInterrupted(f"job {job_id} is no longer owned by this attempt")
+
+
+def _history(job: Job, outcome: str, error: str = "") -> list[dict[str, Any]]:
+    entry = {
+        "attempt": job.attempts,
+        "at": timezone.now().isoformat(),
+        "outcome": outcome,
+        "worker": job.worker,
+    }
+    if error:
+        entry["error"] = error[:2000]
+    return [*(job.history or []), entry][-HISTORY_LIMIT:]
+
+
+def job_succeed(*, job_id: int, token: uuid.UUID, result: Any = None) -> bool:
+    """Finish the attempt holding ``token`` as ``succeeded`` with ``result`` (JSON).
+
+    Returns False (and changes nothing) when the attempt lost its claim meanwhile.
+    """
+    with transaction.atomic():
+        job = _owned(job_id, token).select_for_update().first()
+        if job is None:
+            return False
+        job.status = Job.Status.SUCCEEDED
+        job.result = result
+        job.error = ""
+        job.finished_at = timezone.now()
+        job.claim_token = None
+        job.history = _history(job, "succeeded")
+        total = (job.progress or {}).get("total")
+        if total:
+            job.progress = {**job.progress, "step": total}
+        job.save(
+            update_fields=[
+                "status",
+                "result",
+                "error",
+                "finished_at",
+                "claim_token",
+                "history",
+                "progress",
+                "updated_at",
+            ]
+        )
+    return True
+
+
+def backoff_seconds(*, attempts: int) -> float:
+    """Delay before the next attempt after ``attempts`` failures (seconds).
+
+    ``BRAIN_JOB_BACKOFF_SECONDS × 2^(attempts−1)``, capped at
+    ``BRAIN_JOB_BACKOFF_MAX_SECONDS``, then ± ``BRAIN_JOB_BACKOFF_JITTER`` of itself
+    (defaults 30 s, 3600 s, 0.2).
+    """
+    base = _setting("BRAIN_JOB_BACKOFF_SECONDS", 30)
+    cap = _setting("BRAIN_JOB_BACKOFF_MAX_SECONDS", 3600)
+    jitter = _setting("BRAIN_JOB_BACKOFF_JITTER", 0.2)
+    delay = min(cap, base * 2 ** max(0, attempts - 1))
+    return max(0.0, delay * (1 + random.uniform(-jitter, jitter)))  # noqa: S311
+
+
+def job_fail(
+    *, job_id: int, token: uuid.UUID, error: str, permanent: bool = False
+) -> Job | None:
+    """Finish the attempt holding ``token`` as failed.
+
+    With attempts left and a transient error the job goes back to ``queued`` with
+    ``run_after`` = now + ``backoff_seconds``; a permanent error makes it ``failed``;
+    no attempts left makes it ``dead``. ``error`` is kept on the row and in
+    ``history`` either way. Returns the job, or None if the attempt had lost its claim.
+    """
+    with transaction.atomic():
+        job = _owned(job_id, token).select_for_update().first()
+        if job is None:
+            return None
+        now = timezone.now()
+        job.error = error[:10000]
+        job.claim_token = None
+        if permanent:
+            job.status = Job.Status.FAILED
+            job.finished_at = now
+            outcome = "failed"
+        elif job.attempts >= job.max_attempts:
+            job.status = Job.Status.DEAD
+            job.finished_at = now
+            outcome = "dead"
+        else:
+            job.status = Job.Status.QUEUED
+            job.run_after = now + timedelta(
+                seconds=backoff_seconds(attempts=job.attempts)
+            )
+            outcome = "retry"
+        job.history = _history(job, outcome, error)
+        job.save(
+            update_fields=[
+                "status",
+                "error",
+                "claim_token",
+                "finished_at",
+                "run_after",
+                "history",
+                "updated_at",
+            ]
+        )
+    return job
+
+
+# --- people and the reaper ---------------------------------------------------------------
+
+
+def _get(job_id: int) -> Job:
+    job = Job.objects.select_for_update().filter(pk=job_id).first()
+    if job is None:
+        raise NotFound(
+            f"Job {job_id} does not exist.",
+            suggestion="List jobs with GET /api/jobs to find its id.",
+            detail={"job_id": job_id},
+        )
+    return job
+
+
+def job_cancel(*, job_id: int, actor: str) -> Job:
+    """Cancel a queued, running or failed job (a running attempt stops at its next
+    heartbeat, checkpoint or progress call). Cancelling releases its idempotency key.
+
+    Raises ``NotFound``, or ``InvalidParams`` for a job that already succeeded, is
+    dead or is cancelled.
+    """
+    with transaction.atomic():
+        job = _get(job_id)
+        if job.status in {Job.Status.SUCCEEDED, Job.Status.DEAD, Job.Status.CANCELLED}:
+            raise InvalidParams(
+                f"Job {job_id} is {job.status}; only queued, running or failed jobs "
+                "can be cancelled.",
+                suggestion="Retry it instead, or leave it as it is.",
+                detail={"job_id": job_id, "status": job.status},
+            )
+        job.status = Job.Status.CANCELLED
+        job.claim_token = None
+        job.finished_at = timezone.now()
+        job.history = _history(job, f"cancelled by {actor}")
+        job.save(
+            update_fields=[
+                "status",
+                "claim_token",
+                "finished_at",
+                "history",
+                "updated_at",
+            ]
+        )
+    return job
+
+
+def job_retry(*, job_id: int, actor: str) -> Job:
+    """Queue a failed, dead or cancelled job again, now, from its checkpoint.
+
+    An exhausted job gets one more attempt (``max_attempts`` = attempts + 1), so the
+    attempt count stays an honest record. Raises ``NotFound``, ``InvalidParams`` for a
+    job that is queued, running or succeeded, or ``AlreadyExists`` when a newer live
+    job holds the same idempotency key.
+    """
+    try:
+        with transaction.atomic():
+            job = _get(job_id)
+            if job.status not in {
+                Job.Status.FAILED,
+                Job.Status.DEAD,
+                Job.Status.CANCELLED,
+            }:
+                raise InvalidParams(
+                    f"Job {job_id} is {job.status}; only failed, dead or cancelled "
+                    "jobs can be retried.",
+                    suggestion="Wait for it to finish, or cancel it first.",
+                    detail={"job_id": job_id, "status": job.status},
+                )
+            job.status = Job.Status.QUEUED
+            job.run_after = timezone.now()
+            job.finished_at = None
+            job.dispatched_at = None
+            job.max_attempts = max(job.max_attempts, job.attempts + 1)
+            job.history = _history(job, f"retried by {actor}")
+            job.save(
+                update_fields=[
+                    "status",
+                    "run_after",
+                    "finished_at",
+                    "dispatched_at",
+                    "max_attempts",
+                    "history",
+                    "updated_at",
+                ]
+            )
+            job_dispatch_on_commit(job_id=job.pk, kind=job.kind)
+    except IntegrityError as exc:
+        raise AlreadyExists(
+            f"Another live job holds the idempotency key of job {job_id}.",
+            suggestion="Look at the newer job with the same key instead.",
+            detail={"job_id": job_id},
+        ) from exc
+    return job
+
+
+def job_reap_stalled(*, stale_after_seconds: float | None = None) -> list[int]:
+    """Re-queue running jobs whose worker stopped heartbeating (SPEC §7).
+
+    A job is stalled when ``heartbeat_at`` is older than ``stale_after_seconds``
+    (default ``BRAIN_JOB_STALL_SECONDS``, 120 s; a live worker beats every
+    ``BRAIN_JOB_HEARTBEAT_SECONDS``). With attempts left it goes back to ``queued``
+    (keeping its ``checkpoint``) and is sent again; otherwise it is ``dead``. Rows a
+    live transaction holds are skipped (``SKIP LOCKED``). Returns the re-queued ids.
+    """
+    stale = stale_after_seconds
+    if stale is None:
+        stale = _setting("BRAIN_JOB_STALL_SECONDS", 120)
+    now = timezone.now()
+    requeued: list[int] = []
+    with transaction.atomic():
+        stalled = (
+            Job.objects.select_for_update(skip_locked=True)
+            .filter(status=Job.Status.RUNNING)
+            .filter(
+                Q(heartbeat_at__isnull=True)
+                | Q(heartbeat_at__lt=now - timedelta(seconds=stale))
+            )
+        )
+        for job in stalled:
+            error = (
+                f"worker {job.worker or '?'} stopped heartbeating "
+                f"(last beat {job.heartbeat_at:%Y-%m-%d %H:%M:%S} UTC)"
+                if job.heartbeat_at
+                else f"worker {job.worker or '?'} never heartbeated"
+            )
+            job.claim_token = None
+            job.error = error
+            if job.attempts >= job.max_attempts:
+                job.status = Job.Status.DEAD
+                job.finished_at = now
+                job.history = _history(job, "dead (stalled)", error)
+            else:
+                job.status = Job.Status.QUEUED
+                job.run_after = now
+                job.dispatched_at = None
+                job.history = _history(job, "stalled, re-queued", error)
+                requeued.append(job.pk)
+                job_dispatch_on_commit(job_id=job.pk, kind=job.kind)
+            job.save(
+                update_fields=[
+                    "status",
+                    "claim_token",
+                    "error",
+                    "finished_at",
+                    "run_after",
+                    "dispatched_at",
+                    "history",
+                    "updated_at",
+                ]
+            )
+    if requeued:
+        logger.warning("Re-queued stalled jobs %s", requeued)
+    return requeued

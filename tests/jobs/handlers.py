@@ -1,0 +1,58 @@
+"""Test-only job kinds, registered through ``settings.BRAIN_JOB_HANDLERS``.
+
+They are importable by worker subprocesses too (``tests.jobs.worker_settings``).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from django.db import transaction
+
+from brain.models import RawRecord
+from brain.text import sha256_hex
+from jobs.exceptions import PermanentJobError
+
+def import_items(job: Any, ctx: Any) -> dict[str, Any]:
+    """Import ``params.items`` numbered items as RawRecords of ``params.source_id``.
+
+    Each item commits together with the checkpoint naming the next item, so a
+    resumed attempt starts after the last committed item. Items are inserted with a
+    plain INSERT: a second import of an item hits the (source, external_id) unique
+    constraint and fails the job, which is how the tests see a duplicate.
+    After item ``params.hold_after`` the handler waits, heartbeating, while the file
+    ``params.hold_file`` exists (so a test can kill the worker at a known point).
+    """
+    total = int(job.params["items"])
+    start = int(ctx.resume.get("next", 0))
+    hold_after = job.params.get("hold_after")
+    hold_file = job.params.get("hold_file")
+    for i in range(start, total):
+        with transaction.atomic():
+            RawRecord.objects.create(
+                source_id=job.params.get("source_id", "default"),
+                external_id=f"item-{i}",
+                kind=RawRecord.Kind.AGENT_INPUT,
+                content=f"item {i} (attempt {ctx.attempt})",
+                content_hash=sha256_hex(f"item {i}"),
+            )
+            ctx.checkpoint({"next": i + 1}, step=i + 1, total=total, message="items")
+        if hold_file and i + 1 == hold_after:
+            while Path(hold_file).exists():
+                ctx.heartbeat()
+                time.sleep(0.05)
+    return {"imported": total - start, "resumed_from": start, "attempt": ctx.attempt}
+
+
+def flaky(job: Any, ctx: Any) -> dict[str, Any]:
+    """Fail with a transient error on the first ``params.fail_times`` attempts."""
+    if ctx.attempt <= int(job.params.get("fail_times", 1)):
+        raise ConnectionError(f"transient failure on attempt {ctx.attempt}")
+    return {"attempt": ctx.attempt}
+
+
+def broken(job: Any, ctx: Any) -> None:
+    """Always fail with a permanent error."""
+    raise PermanentJobError("the mailbox file is not a mailbox")

@@ -1,0 +1,8 @@
+"""Names and handler paths of the test-only job kinds (no model imports, so settings
+modules can import it)."""
+
+TEST_KINDS = {
+    "test_items": "tests.jobs.handlers.import_items",
+    "test_flaky": "tests.jobs.handlers.flaky",
+    "test_broken": "tests.jobs.handlers.broken",
+}

@@ -1,0 +1,181 @@
+"""A real django-q2 worker is killed mid-job; the job resumes from its checkpoint
+(SPEC §7 "a job that stops heartbeating (worker killed) is re-queued from its
+checkpoint", SPEC §11 "a killed worker leaves the database as it was before that
+item")."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from brain.models import RawRecord
+from jobs.models import Job
+from jobs.services import job_enqueue, job_reap_stalled
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(settings.BASE_DIR)
+WAIT_SECONDS = 30  # a guard against hanging, not a speed assertion
+
+
+def database_url() -> str:
+    """A URL for the test database this process uses (Unix socket or TCP)."""
+    db = connection.settings_dict
+    host = db["HOST"] or "localhost"
+    netloc = quote(host, safe="") if host.startswith("/") else host
+    if db.get("PORT"):
+        netloc += f":{db['PORT']}"
+    auth = quote(db["USER"] or "postgres")
+    if db.get("PASSWORD"):
+        auth += ":" + quote(db["PASSWORD"])
+    return f"postgres://{auth}@{netloc}/{db['NAME']}"
+
+
+class Worker:
+    """``manage.py qcluster`` in its own process group, so SIGKILL takes the whole
+    cluster (sentinel, pusher, workers) down at once, like a lost machine."""
+
+    def __init__(self, log: Path) -> None:
+        env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "tests.jobs.worker_settings",
+            "DATABASE_URL": database_url(),
+            "PYTHONPATH": str(ROOT),
+            "BRAIN_LOG_LEVEL": "INFO",
+        }
+        self.log = log
+        self.proc = subprocess.Popen(  # noqa: S603
+            [sys.executable, str(ROOT / "manage.py"), "qcluster"],
+            cwd=ROOT,
+            env=env,
+            stdout=log.open("ab"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def kill(self) -> None:
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+def wait_for(condition: Callable[[], Any], what: str, worker: Worker) -> Any:
+    deadline = time.monotonic() + WAIT_SECONDS
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        if worker.proc.poll() is not None:
+            break
+        time.sleep(0.1)
+    log = worker.log.read_text(errors="replace")[-3000:]
+    raise AssertionError(f"gave up waiting for {what}; worker log:\n{log}")
+
+
+@pytest.fixture
+def workers(tmp_path: Path) -> Iterator[list[Worker]]:
+    started: list[Worker] = []
+    yield started
+    for worker in started:
+        worker.stop()
+
+
+@pytest.fixture
+def real_queue(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Send tasks through the ORM broker instead of running them in-process."""
+    from django_q.conf import Conf
+
+    monkeypatch.setattr(Conf, "SYNC", False)
+
+
+def test_killed_worker_job_resumes_from_checkpoint_with_every_item_once(
+    restore_migrated_rows: None,
+    transactional_db: None,
+    test_kinds: dict[str, str],
+    real_queue: None,
+    workers: list[Worker],
+    tmp_path: Path,
+) -> None:
+    """GIVEN a 12-item import running on a real worker that has committed 5 items
+    WHEN the worker's whole process group is SIGKILLed, the reaper runs and a new
+    worker starts
+    THEN the job finishes on attempt 2 starting at item 5, and every item exists
+    exactly once (a re-import would have hit the unique constraint and failed)."""
+    hold = tmp_path / "hold"
+    hold.write_text("hold")
+    job, created = job_enqueue(
+        kind="test_items",
+        params={"items": 12, "hold_after": 5, "hold_file": str(hold)},
+        idempotency_key="kill-test",
+    )
+    assert created
+
+    first = Worker(tmp_path / "worker1.log")
+    workers.append(first)
+    wait_for(
+        lambda: RawRecord.objects.filter(external_id__startswith="item-").count() == 5,
+        "5 committed items",
+        first,
+    )
+    job.refresh_from_db()
+    assert job.status == Job.Status.RUNNING
+    assert job.checkpoint == {"next": 5}
+    assert job.attempts == 1
+
+    first.kill()
+    hold.unlink()
+    job.refresh_from_db()
+    assert job.status == Job.Status.RUNNING, "nobody noticed the death yet"
+
+    # A live worker beats every second; a zero threshold reaps any beat in the past.
+    assert job_reap_stalled(stale_after_seconds=0) == [job.pk]
+    job.refresh_from_db()
+    assert job.status == Job.Status.QUEUED
+    assert job.checkpoint == {"next": 5}
+    assert "stopped heartbeating" in job.error
+
+    second = Worker(tmp_path / "worker2.log")
+    workers.append(second)
+    wait_for(
+        lambda: Job.objects.filter(pk=job.pk, status__in=["succeeded", "failed",
+                                                          "dead"]).exists(),
+        "the job to finish",
+        second,
+    )
+    job.refresh_from_db()
+    assert job.status == Job.Status.SUCCEEDED, job.error
+    assert job.attempts == 2
+    assert job.result == {"imported": 7, "resumed_from": 5, "attempt": 2}
+    ids = list(
+        RawRecord.objects.filter(external_id__startswith="item-").values_list(
+            "external_id", flat=True
+        )
+    )
+    assert sorted(ids) == sorted(f"item-{i}" for i in range(12))
+    contents = set(
+        RawRecord.objects.filter(external_id__startswith="item-").values_list(
+            "content", flat=True
+        )
+    )
+    assert {c for c in contents if "attempt 1" in c} == {
+        f"item {i} (attempt 1)" for i in range(5)
+    }
+    assert [h["outcome"] for h in job.history] == ["stalled, re-queued", "succeeded"]
