@@ -20,6 +20,7 @@ from django.conf import settings
 from django.utils.module_loading import import_string
 
 from brain.exceptions import InvalidParams
+from jobs.exceptions import PermanentJobError
 
 
 @dataclass(frozen=True)
@@ -64,5 +65,12 @@ def kind_spec(kind: str) -> KindSpec:
 
 
 def handler_for(kind: str) -> Callable[..., Any]:
-    """Import and return the handler of ``kind`` (``InvalidParams`` if unknown)."""
-    return import_string(kind_spec(kind).handler)  # type: ignore[no-any-return]
+    """Import and return the handler of ``kind``.
+
+    Raises ``InvalidParams`` for an unknown kind and ``PermanentJobError`` when the
+    handler cannot be imported (retrying would not help)."""
+    path = kind_spec(kind).handler
+    try:
+        return import_string(path)  # type: ignore[no-any-return]
+    except ImportError as exc:
+        raise PermanentJobError(f"handler {path} of kind {kind!r}: {exc}") from exc

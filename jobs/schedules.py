@@ -1,0 +1,128 @@
+"""The brain's django-q2 schedules, declared in code (SPEC §7, STYLE rule 16).
+
+``schedules_install`` upserts every ``Schedule`` row by ``name``. Each schedule calls
+a thin task in ``jobs.tasks`` that queues a durable ``Job`` (coalesced, so a slow run
+never stacks); the reaper tick re-queues jobs of dead workers and sends due retries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django_q.models import Schedule
+
+from brain.models import Source
+
+SYNC_PREFIX = "sync_source:"
+# Source kinds whose mail is synced on a timer.
+MAIL_SOURCE_KINDS = (Source.Kind.GOOGLE, Source.Kind.MAILBOX)
+
+
+@dataclass(frozen=True)
+class ScheduleSpec:
+    """One schedule: unique name, task path, cron string and keyword arguments."""
+
+    name: str
+    func: str
+    cron: str
+    kwargs: dict[str, Any]
+
+    @property
+    def link(self) -> str:
+        """A crontab.guru link explaining ``cron``."""
+        return "https://crontab.guru/#" + self.cron.replace(" ", "_")
+
+
+@dataclass(frozen=True)
+class InstalledSchedule:
+    """What ``schedules_install`` did with one schedule."""
+
+    name: str
+    cron: str
+    outcome: str  # created | updated | unchanged | deleted
+    next_run: datetime
+    link: str
+
+
+def schedule_specs() -> list[ScheduleSpec]:
+    """Every schedule the brain needs now (one sync schedule per mail source)."""
+    specs = [
+        # https://crontab.guru/#*_*_*_*_* : every minute
+        ScheduleSpec("jobs_reaper", "jobs.tasks.reap_and_dispatch", "* * * * *", {}),
+        # https://crontab.guru/#0_*_*_*_* : hourly, on the hour
+        ScheduleSpec(
+            "loops_sweep", "jobs.tasks.enqueue_kind", "0 * * * *",
+            {"kind": "loops_sweep"},
+        ),
+        # https://crontab.guru/#0_2_*_*_* : 02:00 every night (BRAIN_TIME_ZONE)
+        ScheduleSpec("dream", "jobs.tasks.enqueue_kind", "0 2 * * *", {"kind": "dream"}),
+    ]
+    for source_id in (
+        Source.objects.filter(kind__in=MAIL_SOURCE_KINDS)
+        .order_by("id")
+        .values_list("id", flat=True)
+    ):
+        specs.append(
+            # https://crontab.guru/#*/10_*_*_*_* : every 10 minutes
+            ScheduleSpec(
+                f"{SYNC_PREFIX}{source_id}",
+                "jobs.tasks.enqueue_kind",
+                "*/10 * * * *",
+                {"kind": "sync_source", "source_id": source_id},
+            )
+        )
+    return specs
+
+
+def schedules_install() -> list[InstalledSchedule]:
+    """Upsert every schedule by name and delete sync schedules of removed sources.
+
+    Returns one ``InstalledSchedule`` per schedule touched; running it twice leaves
+    the same rows (the second run reports ``unchanged``). ``next_run`` of a new or
+    re-timed schedule is the cron's next occurrence, so installing never fires the
+    nightly dream at once.
+    """
+    report: list[InstalledSchedule] = []
+    specs = schedule_specs()
+    with transaction.atomic():
+        for spec in specs:
+            kwargs = repr(spec.kwargs) if spec.kwargs else None
+            row = Schedule.objects.select_for_update().filter(name=spec.name).first()
+            wanted = {
+                "func": spec.func,
+                "args": None,
+                "kwargs": kwargs,
+                "schedule_type": Schedule.CRON,
+                "cron": spec.cron,
+                "repeats": -1,
+            }
+            if row is None:
+                row = Schedule(name=spec.name, **wanted)
+                row.next_run = row.calculate_next_run()
+                row.save()
+                outcome = "created"
+            elif any(getattr(row, k) != v for k, v in wanted.items()):
+                retimed = row.cron != spec.cron or row.schedule_type != Schedule.CRON
+                for field, value in wanted.items():
+                    setattr(row, field, value)
+                if retimed:
+                    row.next_run = row.calculate_next_run()
+                row.save()
+                outcome = "updated"
+            else:
+                outcome = "unchanged"
+            report.append(
+                InstalledSchedule(spec.name, spec.cron, outcome, row.next_run, spec.link)
+            )
+        keep = {spec.name for spec in specs}
+        for row in Schedule.objects.filter(name__startswith=SYNC_PREFIX).exclude(
+            name__in=keep
+        ):
+            report.append(
+                InstalledSchedule(row.name, row.cron or "", "deleted", row.next_run, "")
+            )
+            row.delete()
+    return report

@@ -1,0 +1,30 @@
+"""Reads of the jobs app."""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+
+from brain.exceptions import NotFound
+from jobs.models import Job
+
+
+def job_list(*, kind: str | None = None, status: str | None = None) -> QuerySet[Job]:
+    """Jobs newest first, optionally filtered by kind and status."""
+    qs = Job.objects.all()
+    if kind:
+        qs = qs.filter(kind=kind)
+    if status:
+        qs = qs.filter(status=status)
+    return qs.order_by("-created_at", "-id")
+
+
+def job_get(*, job_id: int) -> Job:
+    """One job; raises ``NotFound``."""
+    job = Job.objects.filter(pk=job_id).first()
+    if job is None:
+        raise NotFound(
+            f"Job {job_id} does not exist.",
+            suggestion="List jobs with GET /api/jobs to find its id.",
+            detail={"job_id": job_id},
+        )
+    return job

@@ -1,0 +1,94 @@
+"""Management commands of the jobs app: setup_schedules and run_job (SPEC §7)."""
+
+from __future__ import annotations
+
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+from django_q.conf import Conf
+from django_q.models import Schedule
+from django_q.utils import localtime
+
+from brain.models import RawRecord
+from jobs.models import Job
+from tests.factories import SourceFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def run(*args: str) -> str:
+    out = StringIO()
+    call_command(*args, stdout=out, stderr=StringIO())
+    return out.getvalue()
+
+
+def rows() -> list[tuple]:
+    return list(
+        Schedule.objects.order_by("name").values_list(
+            "id", "name", "func", "kwargs", "cron", "next_run"
+        )
+    )
+
+
+def test_setup_schedules_twice_leaves_the_same_schedule_rows() -> None:
+    SourceFactory(id="shared-inbox", kind="mailbox")
+    SourceFactory(id="notes", kind="markdown")
+    first = run("setup_schedules")
+    before = rows()
+    second = run("setup_schedules")
+    assert rows() == before
+    assert [r[1] for r in before] == [
+        "dream", "jobs_reaper", "loops_sweep", "sync_source:shared-inbox",
+    ]
+    assert first.count("created") == 4
+    assert second.count("unchanged") == 4 and "created" not in second
+    assert "https://crontab.guru/#*/10_*_*_*_*" in first
+
+
+def test_schedules_sync_each_mail_source_every_10_minutes_and_dream_at_2am_local() -> None:
+    SourceFactory(id="gmail-team", kind="google")
+    run("setup_schedules")
+    sync = Schedule.objects.get(name="sync_source:gmail-team")
+    assert (sync.func, sync.cron) == ("jobs.tasks.enqueue_kind", "*/10 * * * *")
+    assert eval(sync.kwargs) == {"kind": "sync_source", "source_id": "gmail-team"}  # noqa: S307
+    dream = Schedule.objects.get(name="dream")
+    assert dream.cron == "0 2 * * *"
+    local = localtime(dream.next_run)
+    assert (local.hour, local.minute) == (2, 0)
+    assert str(local.tzinfo) == Conf.TIME_ZONE
+    assert Schedule.objects.get(name="loops_sweep").cron == "0 * * * *"
+    assert Schedule.objects.get(name="jobs_reaper").func == "jobs.tasks.reap_and_dispatch"
+
+
+def test_setup_schedules_removes_the_sync_schedule_of_a_deleted_source() -> None:
+    source = SourceFactory(id="old-box", kind="mailbox")
+    run("setup_schedules")
+    source.delete()
+    out = run("setup_schedules")
+    assert "deleted" in out
+    assert not Schedule.objects.filter(name="sync_source:old-box").exists()
+
+
+@pytest.mark.usefixtures("test_kinds")
+def test_run_job_runs_a_kind_in_the_foreground_and_twice_is_a_noop() -> None:
+    out = run("run_job", "test_items", "--param", "items=3", "--idempotency-key",
+              "cli-1", "--no-progress")
+    assert "succeeded after 1 attempt(s)" in out
+    assert '"imported": 3' in out
+    again = run("run_job", "test_items", "--param", "items=3", "--idempotency-key",
+                "cli-1", "--no-progress")
+    assert "is already succeeded; nothing to do" in again
+    assert RawRecord.objects.filter(external_id__startswith="item-").count() == 3
+    job = Job.objects.get(idempotency_key="cli-1")
+    assert (job.attempts, job.created_by, job.params) == (1, "cli", {"items": 3})
+
+
+@pytest.mark.usefixtures("test_kinds")
+def test_run_job_reports_a_failure_and_refuses_unknown_kinds() -> None:
+    with pytest.raises(CommandError, match="the mailbox file is not a mailbox"):
+        run("run_job", "test_broken", "--no-progress")
+    with pytest.raises(CommandError, match="Unknown job kind 'nope'"):
+        run("run_job", "nope")
+    with pytest.raises(CommandError, match="expected key=value"):
+        run("run_job", "test_items", "--param", "items")
