@@ -8,7 +8,7 @@ ninja resolves ``Query[...]`` parameters at import.)
 from typing import Any
 
 from django.http import HttpRequest
-from ninja import Query, Router
+from ninja import Query, Router, Status
 from ninja.pagination import paginate
 
 from jobs.models import Job
@@ -41,7 +41,7 @@ def get_job(request: HttpRequest, job_id: int) -> Job:
 
 
 @router.post("/jobs", response={200: JobEnqueueOut, 201: JobEnqueueOut})
-def enqueue_job(request: HttpRequest, payload: JobIn) -> tuple[int, dict[str, Any]]:
+def enqueue_job(request: HttpRequest, payload: JobIn) -> Status:
     """Queue a job; with an ``idempotency_key`` already used by a live job, that job
     is returned (200, ``created: false``) and nothing runs twice."""
     actor = _admin(request)
@@ -52,7 +52,7 @@ def enqueue_job(request: HttpRequest, payload: JobIn) -> tuple[int, dict[str, An
         max_attempts=payload.max_attempts,
         created_by=actor,
     )
-    return (201 if created else 200), {"created": created, "job": job}
+    return Status(201 if created else 200, {"created": created, "job": job})
 
 
 @router.post("/jobs/{job_id}/cancel", response=JobOut)
