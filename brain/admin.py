@@ -17,6 +17,7 @@ from brain.models import (
     AuditEvent,
     Chunk,
     Fact,
+    MergeProposal,
     Page,
     PageRevision,
     PageType,
@@ -28,6 +29,8 @@ from brain.models import (
     Source,
     TimelineEntry,
 )
+from brain.exceptions import BrainError
+from brain.services.merges import merge_proposal_accept, merge_proposal_reject
 from brain.services.sources import source_set_federated
 
 
@@ -353,3 +356,62 @@ class PushEventAdmin(ReadOnlyAdmin):
     list_filter = ("arm",)
     search_fields = ("session_id", "client", "page__slug", "mention")
     list_select_related = ("page",)
+
+
+@admin.register(MergeProposal)
+class MergeProposalAdmin(admin.ModelAdmin):
+    """Dream's duplicate-entity proposals; curators merge or reject them (SPEC §10)."""
+
+    list_display = (
+        "id",
+        "merge_page",
+        "keep_page",
+        "reason",
+        "score",
+        "status",
+        "source",
+        "created_at",
+    )
+    list_filter = ("status", "reason", "source")
+    search_fields = ("keep_page__slug", "merge_page__slug", "keep_page__title")
+    list_select_related = ("keep_page", "merge_page", "source")
+    raw_id_fields = ("keep_page", "merge_page")
+    readonly_fields = (
+        "source",
+        "keep_page",
+        "merge_page",
+        "reason",
+        "score",
+        "evidence",
+        "status",
+        "created_by",
+        "created_at",
+        "decided_at",
+        "decided_by",
+    )
+    actions = ("merge_selected", "reject_selected")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    @admin.action(description="Merge: fold each 'merge page' into its 'keep page'")
+    def merge_selected(self, request: HttpRequest, queryset: QuerySet[MergeProposal]) -> None:
+        actor = f"admin:{request.user.get_username()}"
+        for proposal_id in queryset.values_list("id", flat=True):
+            try:
+                counts = merge_proposal_accept(proposal_id=proposal_id, actor=actor)
+            except BrainError as exc:
+                self.message_user(request, f"#{proposal_id}: {exc.message}", messages.WARNING)
+            else:
+                moved = ", ".join(f"{v} {k}" for k, v in counts.items())
+                self.message_user(request, f"#{proposal_id} merged ({moved}).", messages.SUCCESS)
+
+    @admin.action(description="Reject: these are different entities")
+    def reject_selected(self, request: HttpRequest, queryset: QuerySet[MergeProposal]) -> None:
+        actor = f"admin:{request.user.get_username()}"
+        for proposal_id in queryset.values_list("id", flat=True):
+            try:
+                merge_proposal_reject(proposal_id=proposal_id, actor=actor)
+            except BrainError as exc:
+                self.message_user(request, f"#{proposal_id}: {exc.message}", messages.WARNING)
+        self.message_user(request, "Rejected proposals will not be proposed again.")

@@ -242,6 +242,12 @@ BRAIN_JOB_REDISPATCH_SECONDS = env_int("BRAIN_JOB_REDISPATCH_SECONDS", 900)
 BRAIN_JOB_HANDLERS: dict[str, str] = {}
 # Dream (SPEC §10): LLM spend cap per run (USD); 0 skips the LLM phases.
 BRAIN_DREAM_BUDGET_USD = env_float("BRAIN_DREAM_BUDGET_USD", 0.5)
+# Rows each dream phase handles per run; the rest waits for the next night.
+BRAIN_DREAM_MAX_ITEMS = env_int("BRAIN_DREAM_MAX_ITEMS", 1000)
+# pg_trgm title similarity from which two entity pages are proposed for merging.
+BRAIN_DREAM_NAME_SIMILARITY = env_float("BRAIN_DREAM_NAME_SIMILARITY", 0.75)
+# Soft-deleted pages are purged this many hours after deletion (SPEC §10).
+BRAIN_DREAM_PURGE_AFTER_HOURS = env_int("BRAIN_DREAM_PURGE_AFTER_HOURS", 72)
 
 # timeout < retry so a task is never handed to a second worker while the first runs;
 # durable retries are the Job row's business (jobs.services), not django-q2's.

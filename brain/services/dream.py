@@ -1,0 +1,681 @@
+"""Dream: nightly maintenance that keeps the brain consistent (SPEC §10).
+
+``dream_run`` takes a PostgreSQL advisory lock (one run at a time across every
+worker), runs the phases in a fixed order, each in its own transaction so a failing
+phase leaves nothing half-written, and returns a JSON report::
+
+    {"schema_version": 1, "started_at": iso, "duration_ms": int,
+     "status": "clean" | "ok" | "partial" | "skipped" | "failed", "reason"?: str,
+     "budget": {"usd": float, "max_items": int},
+     "phases": [{"phase", "status": ok|warn|fail|skipped, "duration_ms",
+                 "summary", "counts": {...}, "details"?: {...}, "error"?: str}],
+     "totals": {count name: int}}
+
+``clean`` means every phase ran and wrote nothing; ``ok`` that work was done;
+``partial`` that some phase failed or warned; ``failed`` that every attempted phase
+failed; ``skipped`` that another run holds the lock.
+
+Everything dream writes is marked as dream-generated: audit rows have actor
+``dream`` and ``extra_data.dream_generated``; expired facts carry an
+``expired_reason`` starting with ``dream:``; merge proposals have
+``created_by="dream"``. Dream never writes pages or facts that extraction would read.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Count, Exists, F, Min, OuterRef, Q
+from django.db.models.functions import Lower, Trim
+from django.utils import timezone
+from django.utils.module_loading import import_string
+
+from brain.models import (
+    Alias,
+    AuditEvent,
+    Fact,
+    MergeProposal,
+    Page,
+    PageType,
+    Relation,
+)
+
+logger = logging.getLogger(__name__)
+
+ACTOR = "dream"
+# pg_advisory_lock key: the bytes of "brain_dr" as a signed 64-bit integer.
+LOCK_KEY = 0x627261696E5F6472
+PHASES = (
+    "link_repair",
+    "duplicates",
+    "facts",
+    "loops",
+    "embeddings",
+    "orphans",
+    "purge",
+    "llm",
+)
+WIKI_LINK = re.compile(r"\[\[([^\]|#]+)(?:[|#][^\]]*)?\]\]")
+
+Progress = Callable[..., None]
+
+
+@dataclass
+class PhaseResult:
+    """What one phase did: ``writes`` decides clean vs ok; ``counts`` go to totals."""
+
+    summary: str
+    counts: dict[str, int] = field(default_factory=dict)
+    writes: int = 0
+    status: str = "ok"
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Per-run limits: LLM spend (USD) and rows handled per phase."""
+
+    usd: float
+    max_items: int
+
+
+def _audit(
+    *,
+    action: str,
+    target_type: str,
+    target_id: Any,
+    source_id: str | None,
+    extra: dict[str, Any],
+) -> AuditEvent:
+    return AuditEvent(
+        actor=ACTOR,
+        action=action,
+        source_id=source_id,
+        target_type=target_type,
+        target_id=str(target_id),
+        extra_data={"dream_generated": True, **extra},
+    )
+
+
+# --- phases ------------------------------------------------------------------------------
+
+
+def phase_link_repair(budget: Budget, now: Any) -> PhaseResult:
+    """Relations touching soft-deleted pages: repointed to the merge target when the
+    page was merged (``frontmatter.merged_into``), otherwise removed (the audit row
+    keeps the relation). Facts about a merged page move to its target. Wiki links
+    ``[[slug]]`` to missing or deleted pages are reported (broken citations)."""
+    audits: list[AuditEvent] = []
+    repointed = removed = facts_moved = 0
+    deleted_pages = Page.objects.filter(deleted_at__isnull=False)
+    relations = (
+        Relation.objects.filter(
+            Q(from_page__deleted_at__isnull=False) | Q(to_page__deleted_at__isnull=False)
+        )
+        .select_related("from_page", "to_page", "relation_type")
+        .order_by("id")[: budget.max_items]
+    )
+    targets: dict[int, Page | None] = {}
+
+    def target_of(page: Page) -> Page | None:
+        if page.pk not in targets:
+            slug = (page.frontmatter or {}).get("merged_into")
+            targets[page.pk] = (
+                Page.objects.filter(
+                    source_id=page.source_id, slug=slug, deleted_at__isnull=True
+                ).first()
+                if slug
+                else None
+            )
+        return targets[page.pk]
+
+    for rel in relations:
+        rel_id = rel.pk
+        ends = []
+        for page in (rel.from_page, rel.to_page):
+            ends.append(page if page.deleted_at is None else target_of(page))
+        new_from, new_to = ends
+        described = {
+            "from": rel.from_page.slug,
+            "to": rel.to_page.slug,
+            "type": rel.relation_type.name,
+            "context": rel.context,
+        }
+        if (
+            new_from is not None
+            and new_to is not None
+            and new_from.pk != new_to.pk
+            and not Relation.objects.filter(
+                from_page=new_from, to_page=new_to, relation_type=rel.relation_type_id
+            ).exists()
+        ):
+            Relation.objects.filter(pk=rel.pk).update(
+                from_page=new_from,
+                to_page=new_to,
+                provenance={**(rel.provenance or {}), "repaired_by": ACTOR},
+                updated_at=now,
+            )
+            repointed += 1
+            action, reason = AuditEvent.Action.RELATION_ADDED, "repointed to merge target"
+        else:
+            rel.delete()
+            removed += 1
+            action, reason = AuditEvent.Action.RELATION_REMOVED, "endpoint page deleted"
+        audits.append(
+            _audit(
+                action=action,
+                target_type="relation",
+                target_id=rel_id,
+                source_id=rel.source_id,
+                extra={**described, "reason": reason},
+            )
+        )
+
+    for fact in (
+        Fact.objects.filter(entity__in=deleted_pages)
+        .select_related("entity")
+        .order_by("id")[: budget.max_items]
+    ):
+        target = target_of(fact.entity) if fact.entity else None
+        if target is not None:
+            Fact.objects.filter(pk=fact.pk).update(entity=target, updated_at=now)
+            facts_moved += 1
+            audits.append(
+                _audit(
+                    action=AuditEvent.Action.OTHER,
+                    target_type="fact",
+                    target_id=fact.pk,
+                    source_id=fact.source_id,
+                    extra={"reason": "entity merged", "entity": target.slug},
+                )
+            )
+    facts_on_deleted = Fact.objects.filter(
+        entity__in=deleted_pages, expired_at__isnull=True
+    ).count()
+    AuditEvent.objects.bulk_create(audits)
+
+    broken: list[dict[str, str]] = []
+    pages = (
+        Page.objects.filter(deleted_at__isnull=True, body__contains="[[")
+        .only("id", "source_id", "slug", "body")
+        .order_by("-updated_at")[: budget.max_items]
+    )
+    wanted: dict[tuple[str, str], list[str]] = {}
+    for page in pages:
+        for match in WIKI_LINK.finditer(page.body):
+            wanted.setdefault((page.source_id, match.group(1).strip()), []).append(
+                page.slug
+            )
+    if wanted:
+        live = set(
+            Page.objects.filter(
+                deleted_at__isnull=True,
+                source_id__in={s for s, _ in wanted},
+                slug__in={slug for _, slug in wanted},
+            ).values_list("source_id", "slug")
+        )
+        for (source_id, slug), citing in sorted(wanted.items()):
+            if (source_id, slug) not in live:
+                broken.extend(
+                    {"source": source_id, "page": c, "link": slug} for c in citing
+                )
+    writes = repointed + removed + facts_moved
+    return PhaseResult(
+        summary=(
+            f"{repointed} relation(s) repointed to merge targets, {removed} removed, "
+            f"{facts_moved} fact(s) moved; {len(broken)} broken wiki link(s), "
+            f"{facts_on_deleted} active fact(s) about deleted pages"
+        ),
+        counts={
+            "relations_repointed": repointed,
+            "relations_removed": removed,
+            "facts_repointed": facts_moved,
+            "broken_citations": len(broken),
+            "facts_on_deleted_pages": facts_on_deleted,
+        },
+        writes=writes,
+        status="warn" if broken or facts_on_deleted else "ok",
+        details={"broken_citations": broken[:20]},
+    )
+
+
+def _keep_first(page_ids: Iterable[int]) -> list[int]:
+    """Order candidate pages: most incoming relations first, then the oldest."""
+    ranked = (
+        Page.objects.filter(pk__in=list(page_ids))
+        .annotate(incoming=Count("incoming_relations"))
+        .order_by("-incoming", "id")
+        .values_list("id", flat=True)
+    )
+    return list(ranked)
+
+
+def phase_duplicates(budget: Budget, now: Any) -> PhaseResult:
+    """Merge proposals for live pages of one source that share an email alias, or
+    entity pages of one type whose titles are near-identical (pg_trgm similarity ≥
+    ``BRAIN_DREAM_NAME_SIMILARITY``, default 0.75). Each unordered pair is proposed
+    once, ever (a unique constraint), so a rejected pair stays rejected."""
+    threshold = float(getattr(settings, "BRAIN_DREAM_NAME_SIMILARITY", 0.75))
+    candidates: list[tuple[str, list[int], str, float, dict[str, Any]]] = []
+
+    groups = (
+        Alias.objects.filter(kind=Alias.Kind.EMAIL, page__deleted_at__isnull=True)
+        .values("source_id", "alias")
+        .annotate(pages=Count("page", distinct=True))
+        .filter(pages__gt=1)
+        .order_by("source_id", "alias")[: budget.max_items]
+    )
+    for group in groups:
+        ids = _keep_first(
+            Alias.objects.filter(
+                source_id=group["source_id"],
+                alias=group["alias"],
+                kind=Alias.Kind.EMAIL,
+                page__deleted_at__isnull=True,
+            ).values_list("page_id", flat=True)
+        )
+        candidates.append(
+            (
+                group["source_id"],
+                ids,
+                MergeProposal.Reason.SAME_EMAIL,
+                1.0,
+                {"email": group["alias"]},
+            )
+        )
+
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT set_config('pg_trgm.similarity_threshold', %s, true)",
+            [str(threshold)],
+        )
+        cursor.execute(
+            """
+            SELECT a.source_id, a.id, b.id, similarity(a.title, b.title) AS score,
+                   a.title, b.title
+            FROM brain_page a
+            JOIN brain_page b
+              ON b.source_id = a.source_id AND b.type_id = a.type_id
+             AND b.id > a.id AND a.title %% b.title
+            JOIN brain_pagetype t ON t.id = a.type_id
+            WHERE a.deleted_at IS NULL AND b.deleted_at IS NULL
+              AND t.primitive = %s
+            ORDER BY score DESC, a.id, b.id
+            LIMIT %s
+            """,
+            [PageType.Primitive.ENTITY, budget.max_items],
+        )
+        for source_id, a_id, b_id, score, a_title, b_title in cursor.fetchall():
+            candidates.append(
+                (
+                    source_id,
+                    _keep_first([a_id, b_id]),
+                    MergeProposal.Reason.SIMILAR_NAME,
+                    round(float(score), 3),
+                    {"titles": [a_title, b_title]},
+                )
+            )
+
+    pairs: dict[tuple[int, int], MergeProposal] = {}
+    for source_id, ids, reason, score, evidence in candidates:
+        keep = ids[0]
+        for other in ids[1:]:
+            key = (min(keep, other), max(keep, other))
+            if key not in pairs:
+                pairs[key] = MergeProposal(
+                    source_id=source_id,
+                    keep_page_id=keep,
+                    merge_page_id=other,
+                    reason=reason,
+                    score=score,
+                    evidence=evidence,
+                    created_by=ACTOR,
+                )
+    known = set()
+    if pairs:
+        ids = {a for a, _ in pairs} | {b for _, b in pairs}
+        for a, b in MergeProposal.objects.filter(
+            Q(keep_page_id__in=ids) | Q(merge_page_id__in=ids)
+        ).values_list("keep_page_id", "merge_page_id"):
+            known.add((min(a, b), max(a, b)))
+    new = [p for key, p in pairs.items() if key not in known]
+    MergeProposal.objects.bulk_create(new, ignore_conflicts=True)
+    by_reason = {
+        reason: sum(1 for p in new if p.reason == reason)
+        for reason in MergeProposal.Reason.values
+    }
+    return PhaseResult(
+        summary=(
+            f"{len(new)} new merge proposal(s) "
+            f"({by_reason['same_email']} same email, "
+            f"{by_reason['similar_name']} similar name); "
+            f"{len(pairs) - len(new)} already proposed"
+        ),
+        counts={"merge_proposals": len(new)},
+        writes=len(new),
+    )
+
+
+def phase_facts(budget: Budget, now: Any) -> PhaseResult:
+    """Exact duplicate active facts (same source, entity, kind, visibility and
+    text, ignoring case and outer spaces) keep the oldest; the others are expired as
+    superseded by it. Facts whose ``valid_until`` passed get ``expired_at`` =
+    ``valid_until``. Nothing is deleted (SPEC §2.4)."""
+    active = Fact.objects.filter(expired_at__isnull=True).filter(
+        Q(valid_until__isnull=True) | Q(valid_until__gt=now)
+    )
+    groups = (
+        active.annotate(norm=Lower(Trim("text")))
+        .values("source_id", "entity_id", "kind", "visibility", "norm")
+        .annotate(n=Count("id"), keep=Min("id"))
+        .filter(n__gt=1)
+        .order_by("keep")[: budget.max_items]
+    )
+    audits: list[AuditEvent] = []
+    duplicates = 0
+    for group in groups:
+        dupes = list(
+            active.annotate(norm=Lower(Trim("text")))
+            .filter(
+                source_id=group["source_id"],
+                entity_id=group["entity_id"],
+                kind=group["kind"],
+                visibility=group["visibility"],
+                norm=group["norm"],
+            )
+            .exclude(pk=group["keep"])
+            .values_list("id", "source_id")
+        )
+        Fact.objects.filter(pk__in=[d for d, _ in dupes]).update(
+            expired_at=now,
+            superseded_by_id=group["keep"],
+            expired_reason=f"dream: exact duplicate of fact #{group['keep']}",
+            updated_at=now,
+        )
+        duplicates += len(dupes)
+        audits.extend(
+            _audit(
+                action=AuditEvent.Action.FACT_SUPERSEDED,
+                target_type="fact",
+                target_id=fact_id,
+                source_id=source_id,
+                extra={"superseded_by": group["keep"], "reason": "exact duplicate"},
+            )
+            for fact_id, source_id in dupes
+        )
+    lapsed = list(
+        Fact.objects.filter(expired_at__isnull=True, valid_until__lte=now)
+        .order_by("id")
+        .values_list("id", "source_id")[: budget.max_items]
+    )
+    Fact.objects.filter(pk__in=[f for f, _ in lapsed]).update(
+        expired_at=F("valid_until"),
+        expired_reason="dream: valid_until passed",
+        updated_at=now,
+    )
+    audits.extend(
+        _audit(
+            action=AuditEvent.Action.FACT_EXPIRED,
+            target_type="fact",
+            target_id=fact_id,
+            source_id=source_id,
+            extra={"reason": "valid_until passed"},
+        )
+        for fact_id, source_id in lapsed
+    )
+    AuditEvent.objects.bulk_create(audits)
+    return PhaseResult(
+        summary=(
+            f"{duplicates} duplicate fact(s) superseded, {len(lapsed)} fact(s) "
+            "expired at their valid_until"
+        ),
+        counts={"facts_deduplicated": duplicates, "facts_expired": len(lapsed)},
+        writes=duplicates + len(lapsed),
+    )
+
+
+def _optional(path: str) -> Callable[..., Any] | None:
+    try:
+        return import_string(path)  # type: ignore[no-any-return]
+    except ImportError:
+        return None
+
+
+def phase_loops(budget: Budget, now: Any) -> PhaseResult:
+    """Loop staleness and grace re-checks through the loops app's sweep service."""
+    sweep = _optional(LOOPS_SWEEP)
+    if sweep is None:
+        return PhaseResult(
+            summary="loops sweep service not installed", status="skipped"
+        )
+    outcome = sweep()
+    counts = _int_counts(outcome)
+    return PhaseResult(
+        summary=f"loops swept: {counts or outcome}",
+        counts={f"loops_{k}": v for k, v in counts.items()},
+        writes=sum(counts.values()),
+    )
+
+
+def _int_counts(outcome: Any) -> dict[str, int]:
+    if isinstance(outcome, dict):
+        return {str(k): int(v) for k, v in outcome.items() if isinstance(v, int)}
+    if isinstance(outcome, int):
+        return {"changed": outcome}
+    if hasattr(outcome, "__dict__"):
+        return _int_counts(vars(outcome))
+    return {}
+
+
+def phase_embeddings(budget: Budget, now: Any) -> PhaseResult:
+    """Re-embed chunks that are missing a vector or stale (pages service)."""
+    embed = _optional(EMBED_PENDING)
+    if embed is None:
+        return PhaseResult(summary="embedding service not installed", status="skipped")
+    if getattr(settings, "BRAIN_EMBEDDING_PROVIDER", "none") == "none":
+        return PhaseResult(summary="no embedding provider configured", status="skipped")
+    embedded = int(embed(limit=budget.max_items) or 0)
+    return PhaseResult(
+        summary=f"{embedded} chunk(s) embedded",
+        counts={"chunks_embedded": embedded},
+        writes=embedded,
+    )
+
+
+def phase_orphans(budget: Budget, now: Any) -> PhaseResult:
+    """Count live pages no other page links to; warn when they are most pages."""
+    live = Page.objects.filter(deleted_at__isnull=True)
+    total = live.count()
+    linked_to = Relation.objects.filter(
+        to_page=OuterRef("pk"), from_page__deleted_at__isnull=True
+    )
+    orphans = live.filter(~Exists(linked_to))
+    count = orphans.count()
+    sample = list(orphans.order_by("source_id", "slug").values_list("slug", flat=True)[:20])
+    share = count / total if total else 0.0
+    return PhaseResult(
+        summary=f"{count} of {total} live page(s) have no inbound link",
+        counts={"orphans_found": count},
+        status="warn" if total >= 10 and share > 0.5 else "ok",
+        details={"sample": sample, "share": round(share, 3)},
+    )
+
+
+def phase_purge(budget: Budget, now: Any) -> PhaseResult:
+    """Hard-delete pages soft-deleted more than ``BRAIN_DREAM_PURGE_AFTER_HOURS``
+    (72) hours ago, with their chunks, aliases and relations; facts keep their text
+    (their entity becomes empty). One audit row per purged page."""
+    hours = float(getattr(settings, "BRAIN_DREAM_PURGE_AFTER_HOURS", 72))
+    due = list(
+        Page.objects.filter(deleted_at__lt=now - timedelta(hours=hours))
+        .order_by("deleted_at")
+        .values_list("id", "source_id", "slug", "deleted_at")[: budget.max_items]
+    )
+    AuditEvent.objects.bulk_create(
+        _audit(
+            action=AuditEvent.Action.PAGE_DELETED,
+            target_type="page",
+            target_id=page_id,
+            source_id=source_id,
+            extra={"purged": True, "slug": slug, "deleted_at": deleted.isoformat()},
+        )
+        for page_id, source_id, slug, deleted in due
+    )
+    Page.objects.filter(pk__in=[p[0] for p in due]).delete()
+    return PhaseResult(
+        summary=f"{len(due)} page(s) soft-deleted over {hours:g} h ago purged",
+        counts={"pages_purged": len(due)},
+        writes=len(due),
+    )
+
+
+def phase_llm(budget: Budget, now: Any) -> PhaseResult:
+    """LLM phases (conversation synthesis, cross-session patterns): not part of this
+    version, so they always report ``skipped`` and spend nothing."""
+    from brain.llm import anthropic_client
+
+    if anthropic_client() is None:
+        reason = "no LLM provider configured"
+    elif budget.usd <= 0:
+        reason = "LLM budget is 0"
+    else:
+        reason = "LLM phases (synthesis, patterns) are not part of this version"
+    return PhaseResult(
+        summary=f"skipped: {reason}; $0.00 of ${budget.usd:.2f} spent",
+        counts={"llm_usd_spent_cents": 0},
+        status="skipped",
+    )
+
+
+LOOPS_SWEEP = "loops.services.loops_sweep"
+EMBED_PENDING = "brain.services.pages.pages_embed_pending"
+PHASE_FUNCTIONS: dict[str, Callable[[Budget, Any], PhaseResult]] = {
+    "link_repair": phase_link_repair,
+    "duplicates": phase_duplicates,
+    "facts": phase_facts,
+    "loops": phase_loops,
+    "embeddings": phase_embeddings,
+    "orphans": phase_orphans,
+    "purge": phase_purge,
+    "llm": phase_llm,
+}
+# Phases whose work happens outside one database transaction (they call other
+# apps' services, which manage their own transactions and network calls).
+UNWRAPPED = {"loops", "embeddings", "llm"}
+
+
+# --- the run -------------------------------------------------------------------------------
+
+
+def _try_lock() -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s)", [LOCK_KEY])
+        return bool(cursor.fetchone()[0])
+
+
+def _unlock() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_unlock(%s)", [LOCK_KEY])
+
+
+def dream_run(
+    *,
+    phases: Iterable[str] | None = None,
+    budget_usd: float | None = None,
+    max_items: int | None = None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Run dream once and return its JSON report (shape in the module docstring).
+
+    ``phases`` picks a subset (in the fixed order); ``budget_usd`` caps LLM spend
+    (default ``BRAIN_DREAM_BUDGET_USD``); ``max_items`` bounds rows handled per phase
+    (default ``BRAIN_DREAM_MAX_ITEMS``, 1000). ``progress(step, total, message)`` is
+    called after each phase. Raises ``InvalidParams`` for an unknown phase name;
+    errors inside a phase are caught, rolled back and reported.
+    """
+    from brain.exceptions import InvalidParams
+
+    chosen = list(PHASES) if not phases else list(phases)
+    unknown = sorted(set(chosen) - set(PHASES))
+    if unknown:
+        raise InvalidParams(
+            f"Unknown dream phase(s) {unknown}.",
+            suggestion=f"Use any of: {', '.join(PHASES)}.",
+            detail={"allowed": list(PHASES)},
+        )
+    chosen = [p for p in PHASES if p in chosen]
+    budget = Budget(
+        usd=float(
+            budget_usd
+            if budget_usd is not None
+            else getattr(settings, "BRAIN_DREAM_BUDGET_USD", 0.5)
+        ),
+        max_items=int(max_items or getattr(settings, "BRAIN_DREAM_MAX_ITEMS", 1000)),
+    )
+    started = timezone.now()
+    clock = time.monotonic()
+    report: dict[str, Any] = {
+        "schema_version": 1,
+        "started_at": started.isoformat(),
+        "budget": {"usd": budget.usd, "max_items": budget.max_items},
+        "phases": [],
+        "totals": {},
+    }
+    if not _try_lock():
+        report.update(
+            status="skipped",
+            reason="cycle_already_running",
+            duration_ms=int((time.monotonic() - clock) * 1000),
+        )
+        return report
+    writes = 0
+    try:
+        for step, name in enumerate(chosen, start=1):
+            phase_clock = time.monotonic()
+            entry: dict[str, Any] = {"phase": name}
+            try:
+                if name in UNWRAPPED:
+                    result = PHASE_FUNCTIONS[name](budget, timezone.now())
+                else:
+                    with transaction.atomic():
+                        result = PHASE_FUNCTIONS[name](budget, timezone.now())
+            except Exception as exc:
+                logger.exception("Dream phase %s failed", name)
+                entry.update(status="fail", summary="failed", counts={},
+                             error=f"{type(exc).__name__}: {exc}")
+            else:
+                entry.update(
+                    status=result.status, summary=result.summary, counts=result.counts
+                )
+                if result.details:
+                    entry["details"] = result.details
+                writes += result.writes
+                for key, value in result.counts.items():
+                    report["totals"][key] = report["totals"].get(key, 0) + value
+            entry["duration_ms"] = int((time.monotonic() - phase_clock) * 1000)
+            report["phases"].append(entry)
+            if progress is not None:
+                progress(step, len(chosen), name)
+    finally:
+        _unlock()
+    report["status"] = _overall(report["phases"], writes)
+    report["duration_ms"] = int((time.monotonic() - clock) * 1000)
+    return report
+
+
+def _overall(phases: list[dict[str, Any]], writes: int) -> str:
+    attempted = [p for p in phases if p["status"] != "skipped"]
+    failed = [p for p in attempted if p["status"] == "fail"]
+    if attempted and len(failed) == len(attempted):
+        return "failed"
+    if failed or any(p["status"] == "warn" for p in attempted):
+        return "partial"
+    return "ok" if writes else "clean"
