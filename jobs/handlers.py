@@ -52,39 +52,34 @@ def progress_of(ctx: JobContext) -> Callable[..., None]:
 
 def sync_source(job: Job, ctx: JobContext) -> Any:
     """Sync one source (``params.source_id``) through its connector (SPEC §6)."""
+    source_id = require(job, "source_id")
     sync = service("connectors.services.source_sync")
-    return sync(source_id=require(job, "source_id"), progress=progress_of(ctx))
+    return sync(source_id=source_id, progress=progress_of(ctx))
 
 
 def import_mail(job: Job, ctx: JobContext) -> Any:
     """Import a mailbox file or folder (``params.source_id``, ``params.path``)."""
+    source_id, path = require(job, "source_id"), require(job, "path")
     run = service("connectors.services.mailbox_import")
-    return run(
-        source_id=require(job, "source_id"),
-        path=require(job, "path"),
-        progress=progress_of(ctx),
-    )
+    return run(source_id=source_id, path=path, progress=progress_of(ctx))
 
 
 def import_markdown(job: Job, ctx: JobContext) -> Any:
     """Import a markdown folder (``params.source_id``, ``params.path``)."""
+    source_id, path = require(job, "source_id"), require(job, "path")
     run = service("connectors.services.markdown_import")
-    return run(
-        source_id=require(job, "source_id"),
-        path=require(job, "path"),
-        progress=progress_of(ctx),
-    )
+    return run(source_id=source_id, path=path, progress=progress_of(ctx))
 
 
 def extract_loops(job: Job, ctx: JobContext) -> Any:
     """Run loop detection and commitment extraction for threads of a source
     (``params.source_id``, ``params.thread_ids``)."""
+    source_id, thread_ids = require(job, "source_id"), require(job, "thread_ids")
     run = service("loops.pipeline.process_threads")
-    thread_ids = require(job, "thread_ids")
     if isinstance(thread_ids, str):
         thread_ids = [thread_ids]
     ctx.progress(0, len(thread_ids), "threads")
-    run(source_id=require(job, "source_id"), thread_ids=list(thread_ids))
+    run(source_id=source_id, thread_ids=list(thread_ids))
     ctx.progress(len(thread_ids), len(thread_ids), "threads")
     return {"threads": len(thread_ids)}
 
@@ -98,7 +93,15 @@ def loops_sweep(job: Job, ctx: JobContext) -> Any:
 def embed_pending(job: Job, ctx: JobContext) -> Any:
     """Embed chunks that are missing or stale (``params.limit`` optional)."""
     run = service("brain.services.pages.pages_embed_pending")
-    embedded = run(limit=(job.params or {}).get("limit"), progress=progress_of(ctx))
+    limit = (job.params or {}).get("limit")
+    done = 0
+
+    def batch_done(count: int) -> None:
+        nonlocal done
+        done += int(count)
+        ctx.progress(done, limit, "chunks embedded")
+
+    embedded = run(limit=limit, progress=batch_done)
     return {"embedded": embedded}
 
 

@@ -523,9 +523,9 @@ def phase_purge(budget: Budget, now: Any) -> PhaseResult:
         _audit(
             action=AuditEvent.Action.PAGE_DELETED,
             target_type="page",
-            target_id=page_id,
+            target_id=f"{source_id}:{slug}",
             source_id=source_id,
-            extra={"purged": True, "slug": slug, "deleted_at": deleted.isoformat()},
+            extra={"purged": True, "page_id": page_id, "deleted_at": deleted.isoformat()},
         )
         for page_id, source_id, slug, deleted in due
     )

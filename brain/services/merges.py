@@ -16,6 +16,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from brain.access import local_caller
 from brain.exceptions import InvalidParams, NotFound
 from brain.models import (
     Alias,
@@ -23,11 +24,11 @@ from brain.models import (
     Fact,
     MergeProposal,
     Page,
-    PageRevision,
     RawRecord,
     Relation,
     TimelineEntry,
 )
+from brain.services.pages import page_soft_delete
 from brain.text import normalize_alias
 
 
@@ -134,25 +135,21 @@ def page_merge(*, keep: Page, merge: Page, actor: str) -> dict[str, int]:
             timeline += 1
         counts["timeline"] = timeline
 
-        PageRevision.objects.create(
-            page=merge,
-            actor=actor,
-            provenance={"merged_into": keep.slug},
-            operation="merge",
-            previous_title=merge.title,
-            previous_body=merge.body,
-            previous_frontmatter=merge.frontmatter,
-            content_hash=merge.content_hash,
+        # The redirect, then the ordinary soft delete (drops chunks, revision, audit).
+        Page.objects.filter(pk=merge.pk).update(
+            frontmatter={**(merge.frontmatter or {}), "merged_into": keep.slug}
         )
-        merge.frontmatter = {**(merge.frontmatter or {}), "merged_into": keep.slug}
-        merge.deleted_at = now
-        merge.save(update_fields=["frontmatter", "deleted_at", "updated_at"])
+        page_soft_delete(
+            page=merge,
+            actor=local_caller(actor=actor),
+            reason=f"merged into {keep.slug}",
+        )
         AuditEvent.objects.create(
             actor=actor,
             action=AuditEvent.Action.PAGE_MERGED,
             source_id=keep.source_id,
             target_type="page",
-            target_id=str(keep.pk),
+            target_id=f"{keep.source_id}:{keep.slug}",
             extra_data={"merged": merge.pk, "merged_slug": merge.slug, **counts},
         )
     return counts

@@ -201,7 +201,9 @@ def test_merging_keeps_aliases_and_redirects_the_merged_page(src) -> None:  # ty
     assert Relation.objects.filter(from_page=friend, to_page=keep).exists()
     assert not Relation.objects.filter(to_page=merge).exists()
     assert Fact.objects.get(text="Chairman").entity_id == keep.pk
-    assert AuditEvent.objects.filter(action="page_merged", target_id=str(keep.pk)).exists()
+    assert AuditEvent.objects.filter(
+        action="page_merged", target_id=f"team:{keep.slug}"
+    ).exists()
     proposal.refresh_from_db()
     assert (proposal.status, proposal.decided_by) == ("merged", "admin:root")
 
@@ -246,7 +248,9 @@ def test_purge_removes_pages_soft_deleted_more_than_72_hours_ago(src) -> None:  
     assert not Page.objects.filter(pk=old.pk).exists()
     fact.refresh_from_db()
     assert fact.entity_id is None and fact.text == "kept"
-    event = AuditEvent.objects.get(action="page_deleted", target_id=str(old.pk))
+    event = AuditEvent.objects.get(
+        action="page_deleted", target_id=f"team:{old.slug}", actor="dream"
+    )
     assert event.extra_data["purged"] is True and event.actor == "dream"
 
 

@@ -1,0 +1,43 @@
+"""The built-in job kinds wired to other apps' services (SPEC §7)."""
+
+from __future__ import annotations
+
+import pytest
+
+from brain.access import local_caller
+from brain.models import Chunk, Source
+from brain.services.pages import page_write
+from jobs.models import Job
+from jobs.runner import execute_job
+from jobs.services import job_enqueue
+
+pytestmark = pytest.mark.django_db
+
+
+def test_embed_pending_job_embeds_stale_chunks_and_twice_is_a_noop(
+    settings, default_source: Source  # type: ignore[no-untyped-def]
+) -> None:
+    settings.BRAIN_EMBEDDING_PROVIDER = "local"
+    for slug, body in [("notes/a", "Alpha."), ("notes/b", "Beta.")]:
+        page_write(source=default_source, mode="upsert", slug=slug, title=slug,
+                   body=body, actor=local_caller(), embed=False)
+    assert Chunk.objects.filter(embedding__isnull=True).count() == 2
+
+    job, _ = job_enqueue(kind="embed_pending", idempotency_key="embed-1", dispatch=False)
+    done = execute_job(job_id=job.pk)
+    assert done is not None and done.status == Job.Status.SUCCEEDED, done.error
+    assert done.result == {"embedded": 2}
+    assert done.progress["step"] == 2
+    assert Chunk.objects.filter(embedding__isnull=True).count() == 0
+
+    again, created = job_enqueue(kind="embed_pending", idempotency_key="embed-1")
+    assert (again.pk, created) == (job.pk, False)
+    rerun, _ = job_enqueue(kind="embed_pending", dispatch=False)
+    assert execute_job(job_id=rerun.pk).result == {"embedded": 0}
+
+
+def test_a_kind_missing_its_params_fails_permanently_naming_the_param() -> None:
+    job, _ = job_enqueue(kind="sync_source", dispatch=False)
+    done = execute_job(job_id=job.pk)
+    assert done is not None and done.status == Job.Status.FAILED
+    assert "needs the parameter 'source_id'" in done.error
