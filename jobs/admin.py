@@ -6,16 +6,18 @@ offers cancel and retry, which call ``jobs.services``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
-from django.db.models import QuerySet
-from django.http import HttpRequest
 from django.utils.html import format_html
 
 from brain.exceptions import BrainError
 from jobs.models import Job
 from jobs.services import job_cancel, job_retry
+
+if TYPE_CHECKING:
+    from django.db.models import QuerySet
+    from django.http import HttpRequest
 
 
 @admin.register(Job)

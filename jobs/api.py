@@ -4,7 +4,6 @@ Every operation needs a key with the ``admin`` scope. (No postponed annotations 
 ninja resolves ``Query[...]`` parameters at import.)
 """
 
-
 from typing import Any
 
 from django.http import HttpRequest

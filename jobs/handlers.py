@@ -8,15 +8,18 @@ services get the job's checkpoint.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.utils.module_loading import import_string
 
 from brain.exceptions import InvalidParams
 from jobs.exceptions import PermanentJobError
-from jobs.models import Job
-from jobs.runner import JobContext
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from jobs.models import Job
+    from jobs.runner import JobContext
 
 
 def service(path: str) -> Callable[..., Any]:

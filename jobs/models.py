@@ -48,7 +48,8 @@ class Job(TimeStampedModel):
         default=0, help_text="Attempts started so far (claims)."
     )
     max_attempts = models.PositiveIntegerField(default=3)
-    idempotency_key = models.CharField(max_length=255, null=True, blank=True)
+    # NULL, not "", means "no key": the partial unique constraint skips NULLs.
+    idempotency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
     checkpoint = models.JSONField(
         default=dict, blank=True, help_text="What a re-queued attempt resumes from."
     )

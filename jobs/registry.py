@@ -12,15 +12,17 @@ subprocesses alike.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.utils.module_loading import import_string
 
 from brain.exceptions import InvalidParams
 from jobs.exceptions import PermanentJobError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,8 @@ import json
 import logging
 import threading
 import traceback
-import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
@@ -26,6 +25,9 @@ from jobs import services
 from jobs.exceptions import JobInterrupted
 from jobs.models import Job
 from jobs.registry import handler_for
+
+if TYPE_CHECKING:
+    import uuid
 
 logger = logging.getLogger(__name__)
 

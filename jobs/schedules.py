@@ -8,13 +8,15 @@ never stacks); the reaper tick re-queues jobs of dead workers and sends due retr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 from django_q.models import Schedule
 
 from brain.models import Source
+
+if TYPE_CHECKING:
+    from datetime import datetime
 
 SYNC_PREFIX = "sync_source:"
 # Source kinds whose mail is synced on a timer.
@@ -54,11 +56,15 @@ def schedule_specs() -> list[ScheduleSpec]:
         ScheduleSpec("jobs_reaper", "jobs.tasks.reap_and_dispatch", "* * * * *", {}),
         # https://crontab.guru/#0_*_*_*_* : hourly, on the hour
         ScheduleSpec(
-            "loops_sweep", "jobs.tasks.enqueue_kind", "0 * * * *",
+            "loops_sweep",
+            "jobs.tasks.enqueue_kind",
+            "0 * * * *",
             {"kind": "loops_sweep"},
         ),
         # https://crontab.guru/#0_2_*_*_* : 02:00 every night (BRAIN_TIME_ZONE)
-        ScheduleSpec("dream", "jobs.tasks.enqueue_kind", "0 2 * * *", {"kind": "dream"}),
+        ScheduleSpec(
+            "dream", "jobs.tasks.enqueue_kind", "0 2 * * *", {"kind": "dream"}
+        ),
     ]
     for source_id in (
         Source.objects.filter(kind__in=MAIL_SOURCE_KINDS)
@@ -115,7 +121,9 @@ def schedules_install() -> list[InstalledSchedule]:
             else:
                 outcome = "unchanged"
             report.append(
-                InstalledSchedule(spec.name, spec.cron, outcome, row.next_run, spec.link)
+                InstalledSchedule(
+                    spec.name, spec.cron, outcome, row.next_run, spec.link
+                )
             )
         keep = {spec.name for spec in specs}
         for row in Schedule.objects.filter(name__startswith=SYNC_PREFIX).exclude(

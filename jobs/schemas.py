@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime  # noqa: TC003 - pydantic resolves it at runtime
 from typing import Any
 
 from ninja import Field, FilterSchema, Schema

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from typing import TYPE_CHECKING
 
 from brain.exceptions import NotFound
 from jobs.models import Job
+
+if TYPE_CHECKING:
+    from django.db.models import QuerySet
 
 
 def job_list(*, kind: str | None = None, status: str | None = None) -> QuerySet[Job]:

@@ -51,7 +51,7 @@ def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-# --- enqueue and dispatch -------------------------------------------------------------
+# --- enqueue and dispatch ---
 
 
 def job_enqueue(
@@ -178,7 +178,7 @@ def job_dispatch_due(*, redispatch_after_seconds: float | None = None) -> list[i
     return sent
 
 
-# --- the running attempt ----------------------------------------------------------------
+# --- the running attempt ---
 
 
 def job_claim(*, job_id: int, worker: str | None = None) -> Job | None:
@@ -261,9 +261,12 @@ def job_progress(
     heart. Raises ``JobInterrupted`` like ``job_heartbeat``."""
     now = timezone.now()
     progress = {"step": step, "total": total, "message": message[:500]}
-    if _owned(job_id, token).update(
-        progress=progress, heartbeat_at=now, updated_at=now
-    ) != 1:
+    if (
+        _owned(job_id, token).update(
+            progress=progress, heartbeat_at=now, updated_at=now
+        )
+        != 1
+    ):
         raise JobInterrupted(f"job {job_id} is no longer owned by this attempt")
 
 
@@ -372,7 +375,7 @@ def job_fail(
     return job
 
 
-# --- people and the reaper ---------------------------------------------------------------
+# --- people and the reaper ---
 
 
 def _get(job_id: int) -> Job:

@@ -105,7 +105,7 @@ def _audit(
     )
 
 
-# --- phases ------------------------------------------------------------------------------
+# --- phases ---
 
 
 def phase_link_repair(budget: Budget, now: Any) -> PhaseResult:
@@ -118,7 +118,8 @@ def phase_link_repair(budget: Budget, now: Any) -> PhaseResult:
     deleted_pages = Page.objects.filter(deleted_at__isnull=False)
     relations = (
         Relation.objects.filter(
-            Q(from_page__deleted_at__isnull=False) | Q(to_page__deleted_at__isnull=False)
+            Q(from_page__deleted_at__isnull=False)
+            | Q(to_page__deleted_at__isnull=False)
         )
         .select_related("from_page", "to_page", "relation_type")
         .order_by("id")[: budget.max_items]
@@ -164,7 +165,10 @@ def phase_link_repair(budget: Budget, now: Any) -> PhaseResult:
                 updated_at=now,
             )
             repointed += 1
-            action, reason = AuditEvent.Action.RELATION_ADDED, "repointed to merge target"
+            action, reason = (
+                AuditEvent.Action.RELATION_ADDED,
+                "repointed to merge target",
+            )
         else:
             rel.delete()
             removed += 1
@@ -499,7 +503,9 @@ def phase_orphans(budget: Budget, now: Any) -> PhaseResult:
     )
     orphans = live.filter(~Exists(linked_to))
     count = orphans.count()
-    sample = list(orphans.order_by("source_id", "slug").values_list("slug", flat=True)[:20])
+    sample = list(
+        orphans.order_by("source_id", "slug").values_list("slug", flat=True)[:20]
+    )
     share = count / total if total else 0.0
     return PhaseResult(
         summary=f"{count} of {total} live page(s) have no inbound link",
@@ -525,7 +531,11 @@ def phase_purge(budget: Budget, now: Any) -> PhaseResult:
             target_type="page",
             target_id=f"{source_id}:{slug}",
             source_id=source_id,
-            extra={"purged": True, "page_id": page_id, "deleted_at": deleted.isoformat()},
+            extra={
+                "purged": True,
+                "page_id": page_id,
+                "deleted_at": deleted.isoformat(),
+            },
         )
         for page_id, source_id, slug, deleted in due
     )
@@ -572,7 +582,7 @@ PHASE_FUNCTIONS: dict[str, Callable[[Budget, Any], PhaseResult]] = {
 UNWRAPPED = {"loops", "embeddings", "llm"}
 
 
-# --- the run -------------------------------------------------------------------------------
+# --- the run ---
 
 
 def _try_lock() -> bool:
@@ -649,8 +659,12 @@ def dream_run(
                         result = PHASE_FUNCTIONS[name](budget, timezone.now())
             except Exception as exc:
                 logger.exception("Dream phase %s failed", name)
-                entry.update(status="fail", summary="failed", counts={},
-                             error=f"{type(exc).__name__}: {exc}")
+                entry.update(
+                    status="fail",
+                    summary="failed",
+                    counts={},
+                    error=f"{type(exc).__name__}: {exc}",
+                )
             else:
                 entry.update(
                     status=result.status, summary=result.summary, counts=result.counts

@@ -78,9 +78,7 @@ def page_merge(*, keep: Page, merge: Page, actor: str) -> dict[str, int]:
     counts: dict[str, int] = {}
     with transaction.atomic():
         # Aliases: move, then add the merged page's title and slug as aliases.
-        existing = set(
-            Alias.objects.filter(page=keep).values_list("alias", flat=True)
-        )
+        existing = set(Alias.objects.filter(page=keep).values_list("alias", flat=True))
         moved = 0
         for alias in Alias.objects.filter(page=merge):
             if alias.alias in existing:
@@ -93,7 +91,9 @@ def page_merge(*, keep: Page, merge: Page, actor: str) -> dict[str, int]:
             value = normalize_alias(text)
             if value and value not in existing:
                 Alias.objects.create(
-                    source_id=keep.source_id, page=keep, alias=value,
+                    source_id=keep.source_id,
+                    page=keep,
+                    alias=value,
                     kind=Alias.Kind.MANUAL,
                 )
                 existing.add(value)
@@ -105,9 +105,15 @@ def page_merge(*, keep: Page, merge: Page, actor: str) -> dict[str, int]:
         for rel in Relation.objects.filter(Q(from_page=merge) | Q(to_page=merge)):
             new_from = keep if rel.from_page_id == merge.pk else rel.from_page
             new_to = keep if rel.to_page_id == merge.pk else rel.to_page
-            duplicate = Relation.objects.filter(
-                from_page=new_from, to_page=new_to, relation_type=rel.relation_type_id
-            ).exclude(pk=rel.pk).exists()
+            duplicate = (
+                Relation.objects.filter(
+                    from_page=new_from,
+                    to_page=new_to,
+                    relation_type=rel.relation_type_id,
+                )
+                .exclude(pk=rel.pk)
+                .exists()
+            )
             if new_from.pk == new_to.pk or duplicate:
                 rel.delete()
                 continue

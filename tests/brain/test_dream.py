@@ -92,7 +92,9 @@ def test_link_repair_repoints_relations_of_merged_pages_and_removes_dangling_one
     src,  # type: ignore[no-untyped-def]
 ) -> None:
     keep, gone, other, deleted = (
-        person(src, "Kept"), person(src, "Merged"), person(src, "Other"),
+        person(src, "Kept"),
+        person(src, "Merged"),
+        person(src, "Other"),
         person(src, "Deleted"),
     )
     Page.objects.filter(pk=gone.pk).update(
@@ -124,7 +126,9 @@ def test_link_repair_repoints_relations_of_merged_pages_and_removes_dangling_one
 
 def test_link_repair_reports_broken_wiki_links(src) -> None:  # type: ignore[no-untyped-def]
     target = person(src, "Target")
-    PageFactory(source=src, slug="notes/a", body=f"See [[{target.slug}]] and [[people/nobody]].")
+    PageFactory(
+        source=src, slug="notes/a", body=f"See [[{target.slug}]] and [[people/nobody]]."
+    )
     report = dream_run(phases=["link_repair"])
     repair = phase(report, "link_repair")
     assert repair["status"] == "warn"
@@ -191,8 +195,13 @@ def test_merging_keeps_aliases_and_redirects_the_merged_page(src) -> None:  # ty
     )
 
     counts = merge_proposal_accept(proposal_id=proposal.pk, actor="admin:root")
-    assert counts == {"aliases": 3, "relations": 1, "facts": 1, "raw_records": 0,
-                      "timeline": 0}
+    assert counts == {
+        "aliases": 3,
+        "relations": 1,
+        "facts": 1,
+        "raw_records": 0,
+        "timeline": 0,
+    }
     aliases = set(Alias.objects.filter(page=keep).values_list("alias", flat=True))
     assert aliases == {"klay@enron.com", "ken.lay@enron.com", "ken lay", merge.slug}
     merge.refresh_from_db()
@@ -214,11 +223,13 @@ def test_fact_consolidation_supersedes_exact_duplicates_and_expires_lapsed_facts
     ada = person(src, "Ada")
     first = FactFactory(source=src, entity=ada, text="Prefers email")
     dupe = FactFactory(source=src, entity=ada, text="  prefers EMAIL ")
-    other_kind = FactFactory(source=src, entity=ada, text="Prefers email",
-                             kind=Fact.Kind.PREFERENCE)
+    other_kind = FactFactory(
+        source=src, entity=ada, text="Prefers email", kind=Fact.Kind.PREFERENCE
+    )
     lapsed_at = timezone.now() - timedelta(days=1)
-    lapsed = FactFactory(source=src, entity=ada, text="In Paris this week",
-                         valid_until=lapsed_at)
+    lapsed = FactFactory(
+        source=src, entity=ada, text="In Paris this week", valid_until=lapsed_at
+    )
     report = dream_run(phases=["facts"])
     assert report["totals"] == {"facts_deduplicated": 1, "facts_expired": 1}
     dupe.refresh_from_db()

@@ -1,12 +1,15 @@
-"""Fixtures of the jobs tests: test-only kinds and a restorer for transactional tests."""
+"""Fixtures of the jobs tests: test-only kinds, a restorer for transactional tests."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.jobs.kinds import TEST_KINDS
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 
 @pytest.fixture

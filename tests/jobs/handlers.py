@@ -15,6 +15,7 @@ from brain.models import RawRecord
 from brain.text import sha256_hex
 from jobs.exceptions import PermanentJobError
 
+
 def import_items(job: Any, ctx: Any) -> dict[str, Any]:
     """Import ``params.items`` numbered items as RawRecords of ``params.source_id``.
 

@@ -27,8 +27,9 @@ def test_a_failing_job_shows_its_error_and_attempts_and_retry_works_from_the_adm
     staff_client: Client,
     django_capture_on_commit_callbacks,  # type: ignore[no-untyped-def]
 ) -> None:
-    job, _ = job_enqueue(kind="test_flaky", params={"fail_times": 1}, max_attempts=1,
-                         dispatch=False)
+    job, _ = job_enqueue(
+        kind="test_flaky", params={"fail_times": 1}, max_attempts=1, dispatch=False
+    )
     execute_job(job_id=job.pk)
     job.refresh_from_db()
     assert job.status == Job.Status.DEAD
@@ -53,7 +54,9 @@ def test_a_failing_job_shows_its_error_and_attempts_and_retry_works_from_the_adm
     assert (job.status, job.attempts) == (Job.Status.SUCCEEDED, 2)
     assert job.result == {"attempt": 2}
     assert [h["outcome"] for h in job.history] == [
-        "dead", "retried by admin:root", "succeeded",
+        "dead",
+        "retried by admin:root",
+        "succeeded",
     ]
 
 
@@ -65,7 +68,8 @@ def test_cancel_from_the_admin_and_filters_by_kind_and_status(
     execute_job(job_id=done.pk)
     url = reverse("admin:jobs_job_changelist")
     response = staff_client.post(
-        url, {"action": "cancel_jobs", "_selected_action": [queued.pk, done.pk]},
+        url,
+        {"action": "cancel_jobs", "_selected_action": [queued.pk, done.pk]},
         follow=True,
     )
     body = response.content.decode()
@@ -74,7 +78,9 @@ def test_cancel_from_the_admin_and_filters_by_kind_and_status(
     queued.refresh_from_db()
     assert queued.status == Job.Status.CANCELLED
 
-    filtered = staff_client.get(url, {"status__exact": "succeeded", "kind": "test_items"})
+    filtered = staff_client.get(
+        url, {"status__exact": "succeeded", "kind": "test_items"}
+    )
     assert filtered.status_code == 200
     assert list(filtered.context["cl"].queryset) == [done]
     assert "2/2 (100%)" in filtered.content.decode()  # progress column

@@ -20,7 +20,8 @@ def admin_client(api_client, make_key, default_source):  # type: ignore[no-untyp
 
 
 def test_enqueue_twice_with_one_idempotency_key_returns_the_first_job(
-    admin_client, django_capture_on_commit_callbacks  # type: ignore[no-untyped-def]
+    admin_client,
+    django_capture_on_commit_callbacks,  # type: ignore[no-untyped-def]
 ) -> None:
     body = {"kind": "test_items", "params": {"items": 2}, "idempotency_key": "api-1"}
     with django_capture_on_commit_callbacks(execute=True):
@@ -61,7 +62,10 @@ def test_list_get_cancel_and_retry(admin_client) -> None:  # type: ignore[no-unt
 
 
 def test_jobs_api_needs_the_admin_scope_and_names_missing_jobs(
-    api_client, make_key, default_source, admin_client  # type: ignore[no-untyped-def]
+    api_client,
+    make_key,
+    default_source,
+    admin_client,  # type: ignore[no-untyped-def]
 ) -> None:
     plain = api_client(make_key(default_source).plaintext)
     denied = plain.get("/api/jobs")
@@ -70,6 +74,8 @@ def test_jobs_api_needs_the_admin_scope_and_names_missing_jobs(
     missing = admin_client.get("/api/jobs/424242")
     assert missing.status_code == 404
     assert missing.json()["message"] == "Job 424242 does not exist."
-    bad = admin_client.post("/api/jobs", {"kind": "nope"}, content_type="application/json")
+    bad = admin_client.post(
+        "/api/jobs", {"kind": "nope"}, content_type="application/json"
+    )
     assert bad.status_code == 400
     assert "sync_source" in bad.json()["detail"]["allowed"]

@@ -39,14 +39,19 @@ def test_setup_schedules_twice_leaves_the_same_schedule_rows() -> None:
     second = run("setup_schedules")
     assert rows() == before
     assert [r[1] for r in before] == [
-        "dream", "jobs_reaper", "loops_sweep", "sync_source:shared-inbox",
+        "dream",
+        "jobs_reaper",
+        "loops_sweep",
+        "sync_source:shared-inbox",
     ]
     assert first.count("created") == 4
     assert second.count("unchanged") == 4 and "created" not in second
     assert "https://crontab.guru/#*/10_*_*_*_*" in first
 
 
-def test_schedules_sync_each_mail_source_every_10_minutes_and_dream_at_2am_local() -> None:
+def test_schedules_sync_each_mail_source_every_10_minutes_and_dream_at_2am_local() -> (
+    None
+):
     SourceFactory(id="gmail-team", kind="google")
     run("setup_schedules")
     sync = Schedule.objects.get(name="sync_source:gmail-team")
@@ -58,7 +63,9 @@ def test_schedules_sync_each_mail_source_every_10_minutes_and_dream_at_2am_local
     assert (local.hour, local.minute) == (2, 0)
     assert str(local.tzinfo) == Conf.TIME_ZONE
     assert Schedule.objects.get(name="loops_sweep").cron == "0 * * * *"
-    assert Schedule.objects.get(name="jobs_reaper").func == "jobs.tasks.reap_and_dispatch"
+    assert (
+        Schedule.objects.get(name="jobs_reaper").func == "jobs.tasks.reap_and_dispatch"
+    )
 
 
 def test_setup_schedules_removes_the_sync_schedule_of_a_deleted_source() -> None:
@@ -72,12 +79,26 @@ def test_setup_schedules_removes_the_sync_schedule_of_a_deleted_source() -> None
 
 @pytest.mark.usefixtures("test_kinds")
 def test_run_job_runs_a_kind_in_the_foreground_and_twice_is_a_noop() -> None:
-    out = run("run_job", "test_items", "--param", "items=3", "--idempotency-key",
-              "cli-1", "--no-progress")
+    out = run(
+        "run_job",
+        "test_items",
+        "--param",
+        "items=3",
+        "--idempotency-key",
+        "cli-1",
+        "--no-progress",
+    )
     assert "succeeded after 1 attempt(s)" in out
     assert '"imported": 3' in out
-    again = run("run_job", "test_items", "--param", "items=3", "--idempotency-key",
-                "cli-1", "--no-progress")
+    again = run(
+        "run_job",
+        "test_items",
+        "--param",
+        "items=3",
+        "--idempotency-key",
+        "cli-1",
+        "--no-progress",
+    )
     assert "is already succeeded; nothing to do" in again
     assert RawRecord.objects.filter(external_id__startswith="item-").count() == 3
     job = Job.objects.get(idempotency_key="cli-1")

@@ -15,15 +15,25 @@ pytestmark = pytest.mark.django_db
 
 
 def test_embed_pending_job_embeds_stale_chunks_and_twice_is_a_noop(
-    settings, default_source: Source  # type: ignore[no-untyped-def]
+    settings,
+    default_source: Source,  # type: ignore[no-untyped-def]
 ) -> None:
     settings.BRAIN_EMBEDDING_PROVIDER = "local"
     for slug, body in [("notes/a", "Alpha."), ("notes/b", "Beta.")]:
-        page_write(source=default_source, mode="upsert", slug=slug, title=slug,
-                   body=body, actor=local_caller(), embed=False)
+        page_write(
+            source=default_source,
+            mode="upsert",
+            slug=slug,
+            title=slug,
+            body=body,
+            actor=local_caller(),
+            embed=False,
+        )
     assert Chunk.objects.filter(embedding__isnull=True).count() == 2
 
-    job, _ = job_enqueue(kind="embed_pending", idempotency_key="embed-1", dispatch=False)
+    job, _ = job_enqueue(
+        kind="embed_pending", idempotency_key="embed-1", dispatch=False
+    )
     done = execute_job(job_id=job.pk)
     assert done is not None and done.status == Job.Status.SUCCEEDED, done.error
     assert done.result == {"embedded": 2}

@@ -42,7 +42,7 @@ def items() -> list[str]:
     )
 
 
-def test_running_the_same_job_twice_with_one_idempotency_key_does_nothing_the_second_time(
+def test_the_same_job_twice_with_one_idempotency_key_does_nothing_the_second_time(
     django_capture_on_commit_callbacks,  # type: ignore[no-untyped-def]
 ) -> None:
     with django_capture_on_commit_callbacks(execute=True) as sent:
@@ -67,18 +67,21 @@ def test_running_the_same_job_twice_with_one_idempotency_key_does_nothing_the_se
 
 
 def test_idempotency_key_is_unique_among_live_jobs_only() -> None:
-    first, _ = job_enqueue(kind="test_items", params={"items": 1},
-                           idempotency_key="k", dispatch=False)
+    first, _ = job_enqueue(
+        kind="test_items", params={"items": 1}, idempotency_key="k", dispatch=False
+    )
     job_cancel(job_id=first.pk, actor="test")
-    second, created = job_enqueue(kind="test_items", params={"items": 1},
-                                  idempotency_key="k", dispatch=False)
+    second, created = job_enqueue(
+        kind="test_items", params={"items": 1}, idempotency_key="k", dispatch=False
+    )
     assert created and second.pk != first.pk
     with pytest.raises(AlreadyExists, match="Another live job holds the idempotency"):
         job_retry(job_id=first.pk, actor="test")
 
 
 def test_a_job_is_sent_to_the_queue_only_after_commit(
-    django_capture_on_commit_callbacks, monkeypatch  # type: ignore[no-untyped-def]
+    django_capture_on_commit_callbacks,
+    monkeypatch,  # type: ignore[no-untyped-def]
 ) -> None:
     from django_q.conf import Conf
 
@@ -109,8 +112,9 @@ def test_claim_is_compare_and_set_so_only_one_worker_wins() -> None:
 
 def test_a_job_is_not_claimed_before_its_backoff_ends() -> None:
     later = timezone.now() + timedelta(minutes=5)
-    job, _ = job_enqueue(kind="test_items", params={"items": 1}, run_after=later,
-                         dispatch=False)
+    job, _ = job_enqueue(
+        kind="test_items", params={"items": 1}, run_after=later, dispatch=False
+    )
     assert job_claim(job_id=job.pk) is None
 
 
@@ -130,8 +134,9 @@ def test_a_transient_failure_is_retried_after_backoff_then_dead_after_max_attemp
     django_capture_on_commit_callbacks,  # type: ignore[no-untyped-def]
 ) -> None:
     with django_capture_on_commit_callbacks(execute=True):
-        job, _ = job_enqueue(kind="test_flaky", params={"fail_times": 5},
-                             max_attempts=2)
+        job, _ = job_enqueue(
+            kind="test_flaky", params={"fail_times": 5}, max_attempts=2
+        )
     job.refresh_from_db()
     assert job.status == Job.Status.QUEUED
     assert job.attempts == 1
@@ -184,7 +189,11 @@ def test_reaper_requeues_a_stalled_job_and_keeps_its_checkpoint() -> None:
     )
     assert job_reap_stalled(stale_after_seconds=120) == [job.pk]
     job.refresh_from_db()
-    assert (job.status, job.checkpoint, job.claim_token) == ("queued", {"next": 2}, None)
+    assert (job.status, job.checkpoint, job.claim_token) == (
+        "queued",
+        {"next": 2},
+        None,
+    )
     with pytest.raises(JobInterrupted):
         job_heartbeat(job_id=job.pk, token=claimed.claim_token)
     # The next attempt resumes from item 2.
@@ -203,10 +212,13 @@ def test_reaper_leaves_a_job_with_a_fresh_heartbeat_alone() -> None:
 
 
 def test_reaper_marks_a_job_dead_when_its_attempts_are_used_up() -> None:
-    job, _ = job_enqueue(kind="test_items", params={"items": 1}, max_attempts=1,
-                         dispatch=False)
+    job, _ = job_enqueue(
+        kind="test_items", params={"items": 1}, max_attempts=1, dispatch=False
+    )
     job_claim(job_id=job.pk)
-    Job.objects.filter(pk=job.pk).update(heartbeat_at=timezone.now() - timedelta(hours=1))
+    Job.objects.filter(pk=job.pk).update(
+        heartbeat_at=timezone.now() - timedelta(hours=1)
+    )
     assert job_reap_stalled(stale_after_seconds=60) == []
     job.refresh_from_db()
     assert job.status == Job.Status.DEAD
@@ -240,8 +252,9 @@ def test_cancel_refuses_a_finished_job_and_unknown_ids() -> None:
 def test_retry_gives_a_dead_job_one_more_attempt_from_its_checkpoint(
     django_capture_on_commit_callbacks,  # type: ignore[no-untyped-def]
 ) -> None:
-    job, _ = job_enqueue(kind="test_flaky", params={"fail_times": 1}, max_attempts=1,
-                         dispatch=False)
+    job, _ = job_enqueue(
+        kind="test_flaky", params={"fail_times": 1}, max_attempts=1, dispatch=False
+    )
     execute_job(job_id=job.pk)
     job.refresh_from_db()
     assert job.status == Job.Status.DEAD
@@ -257,7 +270,9 @@ def test_a_lost_claim_cannot_finish_the_job() -> None:
     job, _ = job_enqueue(kind="test_items", params={"items": 1}, dispatch=False)
     claimed = job_claim(job_id=job.pk)
     assert claimed is not None
-    Job.objects.filter(pk=job.pk).update(heartbeat_at=timezone.now() - timedelta(hours=1))
+    Job.objects.filter(pk=job.pk).update(
+        heartbeat_at=timezone.now() - timedelta(hours=1)
+    )
     job_reap_stalled(stale_after_seconds=1)
     assert job_fail(job_id=job.pk, token=claimed.claim_token, error="late") is None
     job.refresh_from_db()

@@ -10,9 +10,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import pytest
@@ -22,6 +21,9 @@ from django.db import connection
 from brain.models import RawRecord
 from jobs.models import Job
 from jobs.services import job_enqueue, job_reap_stalled
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
 
 pytestmark = pytest.mark.slow
 
@@ -155,8 +157,9 @@ def test_killed_worker_job_resumes_from_checkpoint_with_every_item_once(
     second = Worker(tmp_path / "worker2.log")
     workers.append(second)
     wait_for(
-        lambda: Job.objects.filter(pk=job.pk, status__in=["succeeded", "failed",
-                                                          "dead"]).exists(),
+        lambda: Job.objects.filter(
+            pk=job.pk, status__in=["succeeded", "failed", "dead"]
+        ).exists(),
         "the job to finish",
         second,
     )

@@ -39,7 +39,10 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("kind", help="sync_source, dream, embed_pending, ...")
         parser.add_argument(
-            "--param", action="append", default=[], metavar="KEY=VALUE",
+            "--param",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
             help="A job parameter (repeatable); values are JSON when they parse.",
         )
         parser.add_argument("--idempotency-key", default=None)
