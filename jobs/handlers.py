@@ -2,12 +2,21 @@
 service of another app, imported lazily by dotted path.
 
 Every handler has the shape ``handler(job, ctx) -> JSON-safe result``. Progress
-reported by a service becomes the job's progress (and heartbeat); resumable
-services get the job's checkpoint.
+reported by a service becomes the job's progress and checkpoint (and heartbeat), and
+an exception raised from the progress callback (``JobInterrupted`` when the job was
+cancelled) stops the service between items.
+
+Resuming after a killed worker: the connectors are idempotent per item (their ledger
+of imported messages and files), so a re-queued import or sync simply runs again and
+skips what the killed attempt committed; the checkpoint records where that attempt
+was (``ctx.resume`` on the next attempt, ``resumed_from`` in the result).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from django.utils.module_loading import import_string
@@ -20,6 +29,10 @@ if TYPE_CHECKING:
 
     from jobs.models import Job
     from jobs.runner import JobContext
+
+# A checkpoint write per item would cost a query per message; one per second (and
+# at every change of step, and at the end) is enough to show and resume.
+CHECKPOINT_EVERY_SECONDS = 1.0
 
 
 def service(path: str) -> Callable[..., Any]:
@@ -35,7 +48,7 @@ def service(path: str) -> Callable[..., Any]:
 def require(job: Job, name: str) -> Any:
     """Return ``job.params[name]`` or raise ``InvalidParams`` (a permanent failure)."""
     value = (job.params or {}).get(name)
-    if value in (None, ""):
+    if value in (None, "", []):
         raise InvalidParams(
             f"Job kind {job.kind!r} needs the parameter {name!r}.",
             suggestion=f"Enqueue it again with params {{'{name}': ...}}.",
@@ -44,53 +57,113 @@ def require(job: Job, name: str) -> Any:
     return value
 
 
-def progress_of(ctx: JobContext) -> Callable[..., None]:
-    """A ``progress(step, total=None, message="")`` callback for services."""
+def as_result(report: Any) -> Any:
+    """A service's report as JSON-safe data (``as_dict()``, dataclass, or as is)."""
+    if hasattr(report, "as_dict"):
+        return report.as_dict()
+    if dataclasses.is_dataclass(report) and not isinstance(report, type):
+        return dataclasses.asdict(report)
+    return report
 
-    def report(step: int, total: int | None = None, message: str = "") -> None:
-        ctx.progress(int(step), None if total is None else int(total), str(message))
+
+def connector_progress(ctx: JobContext) -> Callable[[str, int, int | None], None]:
+    """A connector ``progress(step, done, total)`` callback that stores progress and
+    the checkpoint ``{step, done}`` (throttled to one write per second, every step
+    change, and the last item)."""
+    last: dict[str, Any] = {"at": 0.0, "step": None}
+
+    def report(step: str, done: int, total: int | None = None) -> None:
+        ctx.check_cancelled()
+        now = time.monotonic()
+        finished = total is not None and done >= total
+        if (
+            step == last["step"]
+            and not finished
+            and now - last["at"] < CHECKPOINT_EVERY_SECONDS
+        ):
+            return
+        last.update(at=now, step=step)
+        ctx.checkpoint(
+            {"step": step, "done": int(done)},
+            step=int(done),
+            total=None if total is None else int(total),
+            message=str(step),
+        )
 
     return report
 
 
+def _with_resume(ctx: JobContext, result: Any) -> Any:
+    if ctx.resume and isinstance(result, dict):
+        return {**result, "resumed_from": ctx.resume}
+    return result
+
+
 def sync_source(job: Job, ctx: JobContext) -> Any:
-    """Sync one source (``params.source_id``) through its connector (SPEC §6)."""
+    """Sync one source (``params.source_id``) through its connector (SPEC §6): a
+    Google account from its cursor, a mailbox source by re-importing its path."""
     source_id = require(job, "source_id")
     sync = service("connectors.services.source_sync")
-    return sync(source_id=source_id, progress=progress_of(ctx))
+    report = sync(
+        source_id=source_id, progress=connector_progress(ctx), actor=f"job:{job.pk}"
+    )
+    return _with_resume(ctx, as_result(report))
 
 
 def import_mail(job: Job, ctx: JobContext) -> Any:
-    """Import a mailbox file or folder (``params.source_id``, ``params.path``)."""
+    """Import a mailbox file or folder (``params.source_id``, ``params.path``,
+    optional ``params.owners``: the addresses that count as "me")."""
     source_id, path = require(job, "source_id"), require(job, "path")
-    run = service("connectors.services.mailbox_import")
-    return run(source_id=source_id, path=path, progress=progress_of(ctx))
+    run = service("connectors.mailbox.sync.mailbox_import")
+    report = run(
+        source_id=source_id,
+        path=path,
+        owners=list((job.params or {}).get("owners") or []),
+        progress=connector_progress(ctx),
+        actor=f"job:{job.pk}",
+    )
+    return _with_resume(ctx, as_result(report))
 
 
 def import_markdown(job: Job, ctx: JobContext) -> Any:
-    """Import a markdown folder (``params.source_id``, ``params.path``)."""
+    """Import a markdown folder (``params.source_id``, ``params.path``, optional
+    ``params.embed``, default true)."""
     source_id, path = require(job, "source_id"), require(job, "path")
-    run = service("connectors.services.markdown_import")
-    return run(source_id=source_id, path=path, progress=progress_of(ctx))
+    run = service("connectors.markdown.sync.markdown_import")
+    files = 0
+    per_file = connector_progress(ctx)
+
+    def on_file(relpath: str) -> None:
+        nonlocal files
+        files += 1
+        per_file("files", files, None)
+
+    report = run(
+        source_id=source_id,
+        directory=Path(path),
+        embed=bool((job.params or {}).get("embed", True)),
+        progress=on_file,
+    )
+    return as_result(report)
 
 
 def extract_loops(job: Job, ctx: JobContext) -> Any:
-    """Run loop detection and commitment extraction for threads of a source
-    (``params.source_id``, ``params.thread_ids``)."""
+    """Loop detection and commitment extraction for threads of a source
+    (``params.source_id``, ``params.thread_ids``; SPEC §5.2, §5.3)."""
     source_id, thread_ids = require(job, "source_id"), require(job, "thread_ids")
-    run = service("loops.pipeline.process_threads")
     if isinstance(thread_ids, str):
         thread_ids = [thread_ids]
+    run = service("loops.pipeline.process_threads")
     ctx.progress(0, len(thread_ids), "threads")
-    run(source_id=source_id, thread_ids=list(thread_ids))
+    report = run(source_id=source_id, thread_ids=list(thread_ids))
     ctx.progress(len(thread_ids), len(thread_ids), "threads")
-    return {"threads": len(thread_ids)}
+    return as_result(report)
 
 
 def loops_sweep(job: Job, ctx: JobContext) -> Any:
-    """Loop staleness and grace re-checks (SPEC §5)."""
-    run = service("loops.services.loops_sweep")
-    return run()
+    """Grace re-checks and staleness for every source, or ``params.source_ids``."""
+    run = service("loops.pipeline.loops_sweep")
+    return as_result(run(source_ids=(job.params or {}).get("source_ids") or None))
 
 
 def embed_pending(job: Job, ctx: JobContext) -> Any:
@@ -112,8 +185,13 @@ def dream(job: Job, ctx: JobContext) -> Any:
     """Nightly maintenance (SPEC §10); the JSON report is the job's result."""
     run = service("brain.services.dream.dream_run")
     params = job.params or {}
+
+    def phase_done(step: int, total: int, name: str) -> None:
+        ctx.progress(step, total, name)
+
     return run(
         phases=params.get("phases"),
         budget_usd=params.get("budget_usd"),
-        progress=progress_of(ctx),
+        max_items=params.get("max_items"),
+        progress=phase_done,
     )

@@ -460,12 +460,13 @@ def phase_loops(budget: Budget, now: Any) -> PhaseResult:
         return PhaseResult(
             summary="loops sweep service not installed", status="skipped"
         )
-    outcome = sweep()
-    counts = _int_counts(outcome)
+    counts = _int_counts(sweep())
+    changed = sum(counts.get(k, 0) for k in ("opened", "closed", "stale"))
     return PhaseResult(
-        summary=f"loops swept: {counts or outcome}",
-        counts={f"loops_{k}": v for k, v in counts.items()},
-        writes=sum(counts.values()),
+        summary=", ".join(f"{v} {k}" for k, v in counts.items()) or "nothing to do",
+        counts={f"loops_{k}": v for k, v in counts.items() if k != "sources"},
+        writes=changed,
+        status="warn" if counts.get("failed") else "ok",
     )
 
 
@@ -565,7 +566,7 @@ def phase_llm(budget: Budget, now: Any) -> PhaseResult:
     )
 
 
-LOOPS_SWEEP = "loops.services.loops_sweep"
+LOOPS_SWEEP = "loops.pipeline.loops_sweep"
 EMBED_PENDING = "brain.services.pages.pages_embed_pending"
 PHASE_FUNCTIONS: dict[str, Callable[[Budget, Any], PhaseResult]] = {
     "link_repair": phase_link_repair,
