@@ -257,7 +257,9 @@ def page_write(
             detail={"field": "visibility", "allowed": list(Visibility.values)},
         )
     requested_type = schema_page_type(name=type_name) if type_name else None
-    resolved_slug = _resolve_slug(slug=slug, title=title, page_type=requested_type)
+    # A title-derived slug lives under its type's prefix; no type means a note.
+    prefix_type = requested_type or (None if slug else schema_page_type(name="note"))
+    resolved_slug = _resolve_slug(slug=slug, title=title, page_type=prefix_type)
     wanted_relations = [
         r if isinstance(r, RelationInput) else RelationInput(**r) for r in relations
     ]
@@ -294,7 +296,7 @@ def page_write(
                 detail={"slug": resolved_slug, "source": src.id},
             ) from None
 
-    if result.changed and embed:
+    if result.changed and embed and not result.index_current:
         page_id, content_hash = result.page.pk, result.page.content_hash
         if connection.in_atomic_block:
             # The caller holds an outer transaction: embed once it commits.
@@ -535,13 +537,18 @@ def _write_locked(
             ignore_conflicts=True,
         )
         _add_relations(page=page, relations=relations, actor=actor, provenance=stamped)
-        if content_changed or page.indexed_hash != content_hash:
-            _rebuild_chunks(page)
+        index_current = page.indexed_hash == content_hash
+        if content_changed or not index_current:
+            index_current = _rebuild_chunks(page) == 0
+            if index_current:
+                # Nothing to embed (provider none, or every vector was reused).
+                Page.objects.filter(pk=page.pk).update(indexed_hash=content_hash)
+                page.indexed_hash = content_hash
     return WriteResult(
         page=page,
         created=created,
         changed=True,
-        index_current=False,
+        index_current=index_current,
         raw_records=stored_raws,
         operation=operation,
     )
@@ -680,7 +687,8 @@ def page_restore(*, page: Page, actor: Caller, embed: bool = True) -> bool:
             return False
         locked.deleted_at = None
         locked.save(update_fields=["deleted_at", "updated_at"])
-        _rebuild_chunks(locked)
+        if _rebuild_chunks(locked) == 0:
+            Page.objects.filter(pk=locked.pk).update(indexed_hash=locked.content_hash)
         PageRevision.objects.create(
             page=locked,
             actor=actor.actor[:200],
@@ -710,11 +718,13 @@ def _chunk_hash(title: str, text: str) -> str:
     return sha256_hex(f"{title}\n\n{text}")
 
 
-def _rebuild_chunks(page: Page) -> None:
+def _rebuild_chunks(page: Page) -> int:
     """Replace the page's chunks (text + tsvector) inside the caller's transaction.
 
     Embeddings of chunks whose text (and title) did not change are carried over when
     they came from the current provider, so an edit re-embeds only what changed.
+    Returns the number of chunks still waiting for an embedding (0 with provider
+    ``none``: there is nothing to embed).
     """
     provider = embeddings.get_provider()
     model = provider.name if provider else ""
@@ -750,6 +760,9 @@ def _rebuild_chunks(page: Page) -> None:
         tsv=SearchVector(Value(page.title), weight="A", config=language)
         + SearchVector("text", weight="D", config=language)
     )
+    if provider is None:
+        return 0
+    return sum(1 for row in rows if row.embedding is None)
 
 
 def _embed_chunks(chunks: list[Chunk], titles: dict[int, str]) -> str | None:
@@ -835,7 +848,9 @@ def page_reindex(*, page: Page) -> bool:
             return False
         Chunk.objects.filter(page=locked).update(embedding=None, embedding_model="")
         Page.objects.filter(pk=locked.pk).update(indexed_hash="")
-        _rebuild_chunks(locked)
+        if _rebuild_chunks(locked) == 0:
+            Page.objects.filter(pk=locked.pk).update(indexed_hash=locked.content_hash)
+            return True
     if connection.in_atomic_block:
         transaction.on_commit(lambda: _embed_page(locked.pk, locked.content_hash))
         return False
