@@ -41,6 +41,7 @@ from brain.models import (
     RawRecord,
     Relation,
     Source,
+    TimelineEntry,
     Visibility,
 )
 from brain.services.schema import (
@@ -79,6 +80,16 @@ class RelationInput:
     type: str
     to_slug: str
     context: str = ""
+
+
+@dataclass(frozen=True)
+class TimelineInput:
+    """A dated timeline line for the page (SPEC §2.3); deduplicated on (page, date,
+    summary hash, source_ref)."""
+
+    date: date
+    summary: str
+    source_ref: str = ""
 
 
 @dataclass
@@ -213,6 +224,7 @@ def page_write(
     relations: Sequence[RelationInput | dict[str, str]] = (),
     embed: bool = True,
     replace_frontmatter: bool = False,
+    timeline: Sequence[TimelineInput] = (),
 ) -> WriteResult:
     """Write one page through the single write path (SPEC §2.3).
 
@@ -235,6 +247,7 @@ def page_write(
     submitted text as an ``agent_input`` raw record. ``relations`` are explicit
     ``RelationInput(type, to_slug, context)`` edges to existing pages of the source
     (``NotFound`` otherwise); nothing is ever extracted from free text here.
+    ``timeline`` entries are added (duplicates ignored) even when the body is unchanged.
 
     Everything above happens in one transaction. Chunks (text + tsvector) are rebuilt
     in it when the content hash changed; embeddings are computed after commit unless
@@ -284,6 +297,7 @@ def page_write(
                 allow_empty=allow_empty,
                 relations=wanted_relations,
                 replace_frontmatter=replace_frontmatter,
+                timeline=timeline,
             )
             break
         except IntegrityError:
@@ -328,6 +342,7 @@ def _write_locked(
     allow_empty: bool,
     relations: list[RelationInput],
     replace_frontmatter: bool,
+    timeline: Sequence[TimelineInput],
 ) -> WriteResult:
     """The transactional part of ``page_write``; see there."""
     now = timezone.now()
@@ -450,6 +465,7 @@ def _write_locked(
         if not content_changed and not meta_changed:
             if stored_raws:
                 RawRecord.objects.filter(pk__in=[r.pk for r in stored_raws]).update(page=page)
+            _add_timeline(page=page, entries=timeline)
             return WriteResult(
                 page=page,
                 created=False,
@@ -537,6 +553,7 @@ def _write_locked(
             ignore_conflicts=True,
         )
         _add_relations(page=page, relations=relations, actor=actor, provenance=stamped)
+        _add_timeline(page=page, entries=timeline)
         index_current = page.indexed_hash == content_hash
         if content_changed or not index_current:
             index_current = _rebuild_chunks(page) == 0
@@ -622,6 +639,23 @@ def _add_relations(
                 "created_by": actor.actor[:200],
             },
         )
+
+
+def _add_timeline(*, page: Page, entries: Sequence[TimelineInput]) -> None:
+    """Insert timeline entries; the dedup constraint drops repeats."""
+    rows = [
+        TimelineEntry(
+            page=page,
+            date=e.date,
+            summary=e.summary.strip(),
+            summary_hash=sha256_hex(e.summary.strip()),
+            source_ref=e.source_ref[:500],
+        )
+        for e in entries
+        if e.summary.strip()
+    ]
+    if rows:
+        TimelineEntry.objects.bulk_create(rows, ignore_conflicts=True)
 
 
 def page_add(**kwargs: Any) -> WriteResult:
