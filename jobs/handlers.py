@@ -66,31 +66,41 @@ def as_result(report: Any) -> Any:
     return report
 
 
-def connector_progress(ctx: JobContext) -> Callable[[str, int, int | None], None]:
+class ConnectorProgress:
     """A connector ``progress(step, done, total)`` callback that stores progress and
-    the checkpoint ``{step, done}`` (throttled to one write per second, every step
-    change, and the last item)."""
-    last: dict[str, Any] = {"at": 0.0, "step": None}
+    the checkpoint ``{step, done}``: at most one write per second, plus every change
+    of step and the last item; ``flush()`` writes the latest values at the end."""
 
-    def report(step: str, done: int, total: int | None = None) -> None:
-        ctx.check_cancelled()
+    def __init__(self, ctx: JobContext) -> None:
+        self.ctx = ctx
+        self.at = 0.0
+        self.latest: tuple[str, int, int | None] | None = None
+        self.written: tuple[str, int, int | None] | None = None
+
+    def __call__(self, step: str, done: int, total: int | None = None) -> None:
+        self.ctx.check_cancelled()
+        self.latest = (str(step), int(done), None if total is None else int(total))
         now = time.monotonic()
         finished = total is not None and done >= total
-        if (
-            step == last["step"]
-            and not finished
-            and now - last["at"] < CHECKPOINT_EVERY_SECONDS
-        ):
+        same_step = self.written is not None and self.written[0] == step
+        if same_step and not finished and now - self.at < CHECKPOINT_EVERY_SECONDS:
             return
-        last.update(at=now, step=step)
-        ctx.checkpoint(
-            {"step": step, "done": int(done)},
-            step=int(done),
-            total=None if total is None else int(total),
-            message=str(step),
-        )
+        self.at = now
+        self._write()
 
-    return report
+    def flush(self) -> None:
+        """Store the latest values if the throttle held them back."""
+        if self.latest is not None and self.latest != self.written:
+            self._write()
+
+    def _write(self) -> None:
+        if self.latest is None:
+            return
+        step, done, total = self.latest
+        self.ctx.checkpoint(
+            {"step": step, "done": done}, step=done, total=total, message=step
+        )
+        self.written = self.latest
 
 
 def _with_resume(ctx: JobContext, result: Any) -> Any:
@@ -104,9 +114,9 @@ def sync_source(job: Job, ctx: JobContext) -> Any:
     Google account from its cursor, a mailbox source by re-importing its path."""
     source_id = require(job, "source_id")
     sync = service("connectors.services.source_sync")
-    report = sync(
-        source_id=source_id, progress=connector_progress(ctx), actor=f"job:{job.pk}"
-    )
+    progress = ConnectorProgress(ctx)
+    report = sync(source_id=source_id, progress=progress, actor=f"job:{job.pk}")
+    progress.flush()
     return _with_resume(ctx, as_result(report))
 
 
@@ -115,13 +125,15 @@ def import_mail(job: Job, ctx: JobContext) -> Any:
     optional ``params.owners``: the addresses that count as "me")."""
     source_id, path = require(job, "source_id"), require(job, "path")
     run = service("connectors.mailbox.sync.mailbox_import")
+    progress = ConnectorProgress(ctx)
     report = run(
         source_id=source_id,
         path=path,
         owners=list((job.params or {}).get("owners") or []),
-        progress=connector_progress(ctx),
+        progress=progress,
         actor=f"job:{job.pk}",
     )
+    progress.flush()
     return _with_resume(ctx, as_result(report))
 
 
@@ -131,12 +143,12 @@ def import_markdown(job: Job, ctx: JobContext) -> Any:
     source_id, path = require(job, "source_id"), require(job, "path")
     run = service("connectors.markdown.sync.markdown_import")
     files = 0
-    per_file = connector_progress(ctx)
+    progress = ConnectorProgress(ctx)
 
     def on_file(relpath: str) -> None:
         nonlocal files
         files += 1
-        per_file("files", files, None)
+        progress("files", files, None)
 
     report = run(
         source_id=source_id,
@@ -144,6 +156,7 @@ def import_markdown(job: Job, ctx: JobContext) -> Any:
         embed=bool((job.params or {}).get("embed", True)),
         progress=on_file,
     )
+    progress.flush()
     return as_result(report)
 
 

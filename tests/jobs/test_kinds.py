@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
 from brain.access import local_caller
-from brain.models import Chunk, Source
+from brain.models import Chunk, Page, Source
 from brain.services.pages import page_write
 from jobs.models import Job
 from jobs.runner import execute_job
 from jobs.services import job_enqueue
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 pytestmark = pytest.mark.django_db
 
@@ -51,3 +56,25 @@ def test_a_kind_missing_its_params_fails_permanently_naming_the_param() -> None:
     done = execute_job(job_id=job.pk)
     assert done is not None and done.status == Job.Status.FAILED
     assert "needs the parameter 'source_id'" in done.error
+
+
+def test_import_markdown_job_imports_a_folder_and_twice_is_a_noop(
+    settings,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+) -> None:
+    settings.BRAIN_EMBEDDING_PROVIDER = "none"
+    (tmp_path / "a.md").write_text("---\ntitle: A\n---\nAlpha.\n")
+    (tmp_path / "b.md").write_text("---\ntitle: B\n---\nBeta.\n")
+    params = {"source_id": "notes", "path": str(tmp_path)}
+    job, _ = job_enqueue(kind="import_markdown", params=params, dispatch=False)
+    done = execute_job(job_id=job.pk)
+    assert done is not None and done.status == Job.Status.SUCCEEDED, done.error
+    assert (done.result["created"], done.result["errors"]) == (2, [])
+    assert done.progress["step"] == 2 and done.progress["message"] == "files"
+    assert Page.objects.filter(source_id="notes").count() == 2
+
+    again, _ = job_enqueue(kind="import_markdown", params=params, dispatch=False)
+    rerun = execute_job(job_id=again.pk)
+    assert rerun is not None
+    assert (rerun.result["created"], rerun.result["unchanged"]) == (0, 2)
+    assert Page.objects.filter(source_id="notes").count() == 2
