@@ -45,10 +45,10 @@ def database_url() -> str:
 
 
 class Worker:
-    """``manage.py qcluster`` in its own process group, so SIGKILL takes the whole
+    """``manage.py qcluster`` (or ``worker``) in its own process group, so SIGKILL takes the whole
     cluster (sentinel, pusher, workers) down at once, like a lost machine."""
 
-    def __init__(self, log: Path) -> None:
+    def __init__(self, log: Path, command: str = "qcluster") -> None:
         env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "tests.jobs.worker_settings",
@@ -58,7 +58,7 @@ class Worker:
         }
         self.log = log
         self.proc = subprocess.Popen(  # noqa: S603
-            [sys.executable, str(ROOT / "manage.py"), "qcluster"],
+            [sys.executable, str(ROOT / "manage.py"), command],
             cwd=ROOT,
             env=env,
             stdout=log.open("ab"),
@@ -127,7 +127,7 @@ def test_killed_worker_job_resumes_from_checkpoint_with_every_item_once(
     )
     assert created
 
-    first = Worker(tmp_path / "worker1.log")
+    first = Worker(tmp_path / "worker1.log", command="worker")
     workers.append(first)
     wait_for(
         lambda: RawRecord.objects.filter(external_id__startswith="item-").count() == 5,
