@@ -112,6 +112,9 @@ def job_enqueue(
                 max_attempts=max_attempts or spec.max_attempts,
                 parent_id=parent_id,
                 run_after=run_after or timezone.now(),
+                # Stamped in the same transaction as the row, so the dispatcher never
+                # sends a second task for a job whose on-commit send is pending.
+                dispatched_at=timezone.now() if dispatch else None,
                 created_by=created_by[:200],
             )
     except IntegrityError:
@@ -446,7 +449,7 @@ def job_retry(*, job_id: int, actor: str) -> Job:
             job.status = Job.Status.QUEUED
             job.run_after = timezone.now()
             job.finished_at = None
-            job.dispatched_at = None
+            job.dispatched_at = job.run_after
             job.max_attempts = max(job.max_attempts, job.attempts + 1)
             job.history = _history(job, f"retried by {actor}")
             job.save(
@@ -509,7 +512,7 @@ def job_reap_stalled(*, stale_after_seconds: float | None = None) -> list[int]:
             else:
                 job.status = Job.Status.QUEUED
                 job.run_after = now
-                job.dispatched_at = None
+                job.dispatched_at = now
                 job.history = _history(job, "stalled, re-queued", error)
                 requeued.append(job.pk)
                 job_dispatch_on_commit(job_id=job.pk, kind=job.kind)

@@ -279,7 +279,7 @@ def test_a_lost_claim_cannot_finish_the_job() -> None:
     assert job.status == Job.Status.QUEUED and job.error != "late"
 
 
-def test_schedule_entry_coalesces_with_a_live_job_of_the_same_params() -> None:
+def test_schedules_never_stack_a_second_live_job_of_the_same_params() -> None:
     first = tasks.enqueue_kind("test_items", items=2)
     second = tasks.enqueue_kind("test_items", items=2)
     assert first.endswith(" queued")

@@ -45,8 +45,9 @@ def database_url() -> str:
 
 
 class Worker:
-    """``manage.py qcluster`` (or ``worker``) in its own process group, so SIGKILL takes the whole
-    cluster (sentinel, pusher, workers) down at once, like a lost machine."""
+    """``manage.py qcluster`` (or ``worker``) in its own process group, so SIGKILL
+    takes the whole cluster (sentinel, pusher, workers) down at once, like a lost
+    machine."""
 
     def __init__(self, log: Path, command: str = "qcluster") -> None:
         env = {
