@@ -149,6 +149,21 @@ class ParsedMail:
         )
 
 
+def exchange_display_name(value: str) -> str:
+    """A display name from an Exchange/Notes export header such as Enron's
+    ``X-From: Ratcliff, Renee </O=ENRON/OU=NA/CN=RECIPIENTS/CN=RRATCLI>``:
+    the ``<…>`` routing part dropped and "Last, First" turned to "First Last".
+    Returns '' for values that are addresses."""
+    name = re.sub(r"<[^>]*>", "", value or "").strip().strip('"').strip()
+    if not name or "@" in name:
+        return ""
+    if name.count(",") == 1:
+        last, first = (part.strip() for part in name.split(","))
+        if last and first:
+            name = f"{first} {last}"
+    return _WS.sub(" ", name)
+
+
 def subject_key(subject: str) -> str:
     """Normalise a subject for threading: repeated ``Re:``/``Fw:``/``Fwd:``/``Aw:``…
     prefixes and mailing-list tags (``[ILUG]``) stripped, whitespace collapsed,
@@ -297,7 +312,7 @@ def trim_reply(text: str) -> str:
         reply = _REPLY_PARSER.parse_reply(text[:_REPLY_SCAN_CHARS])
     except Exception:  # the library's regexes must never fail an import
         reply = None
-    reply = (reply or "").strip()
+    reply = _TRAILING_SEPARATOR.sub("", (reply or "").strip()).strip()
     if not reply:
         return text.strip()
     if _QUOTED_LINE.search(reply):
@@ -308,6 +323,12 @@ def trim_reply(text: str) -> str:
 
 
 _QUOTED_LINE = re.compile(r"^>", re.MULTILINE)
+# A separator left at the end of a reply whose quoted part was cut (a forward
+# without own text keeps only this line).
+_TRAILING_SEPARATOR = re.compile(
+    r"(?:\n|^)\s*-{2,}\s*(?:original message|forwarded message|forwarded by[^\n]*)\s*-*\s*$",
+    re.IGNORECASE,
+)
 
 
 def _drop_quote_blocks(text: str) -> str:
@@ -485,9 +506,7 @@ def _finish(
     from_list = parse_addresses(headers("from"))
     from_ = from_list[0] if from_list else None
     if from_ and not from_.name:
-        x_from = decode_header_value(one("x-from"))
-        if x_from and "@" not in x_from:
-            from_.name = x_from
+        from_.name = exchange_display_name(decode_header_value(one("x-from")))
     date = parse_date(one("date"))
     if one("date") and date is None:
         defects.append("date: unparseable")

@@ -149,8 +149,10 @@ def correspondents(
     threads: dict[str, list[MailMessage]], *, owner_addresses: set[str]
 ) -> dict[str, Correspondent]:
     """SPEC §6.2: people the owner actually corresponded with: the To/Cc of the
-    owner's messages (wrote to) and the senders of threads the owner wrote in (got a
-    reply from). Owner addresses and noise senders are left out.
+    owner's messages (wrote to) and the senders of messages that follow one of the
+    owner's in a thread (got a reply from). Someone who only wrote to the owner, or
+    whose mail the owner only forwarded elsewhere, is not a correspondent. Owner
+    addresses and noise senders are left out.
 
     Display names come from every message where the address is the sender.
     """
@@ -169,8 +171,11 @@ def correspondents(
         for msg in mine:
             for addr in (*msg.to, *msg.cc):
                 add(addr, thread_id)
-        for msg in messages:
-            if not msg.is_mine:
+        wrote = False
+        for msg in messages:  # oldest first: a reply comes after a message of mine
+            if msg.is_mine:
+                wrote = True
+            elif wrote:
                 add(msg.from_addr, thread_id)
     for messages in threads.values():
         for msg in messages:

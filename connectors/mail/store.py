@@ -15,6 +15,7 @@ from typing import Any
 
 from django.db import transaction
 
+from brain.access import local_caller
 from brain.models import Alias, Page, RawRecord, Source
 from brain.services.pages import RawInput, page_write
 from loops.message import MailMessage
@@ -124,7 +125,7 @@ def thread_store(
         result = page_write(
             source=source,
             mode="upsert",
-            actor=actor,
+            actor=local_caller(actor=actor),
             slug=rendered.slug,
             title=rendered.title,
             body=rendered.body,
@@ -243,7 +244,7 @@ def person_create(
     result = page_write(
         source=source,
         mode="create",
-        actor=actor,
+        actor=local_caller(actor=actor),
         slug=slug,
         title=title,
         body=body,
