@@ -112,6 +112,7 @@ class ParsedMail:
     full_text: str
     fingerprint: str
     raw: str = ""
+    has_quote: bool = False
     list_unsubscribe: bool = False
     auto_submitted: str | None = None
     calendar_method: str | None = None
@@ -305,21 +306,29 @@ def html_to_text(html: str) -> str:
 
 def trim_reply(text: str) -> str:
     """Cut the quoted reply tail (``On … wrote:``, ``-----Original Message-----``,
-    ``>`` lines) with mail-parser-reply; keeps the text when nothing would remain."""
+    ``>`` lines) with mail-parser-reply; keeps the text when nothing would remain
+    (a forward without own words)."""
+    return split_reply(text)[0]
+
+
+def split_reply(text: str) -> tuple[str, bool]:
+    """(the reply text, whether quoted text was found and cut or the whole text is
+    a quote). See ``trim_reply``."""
     if not text.strip():
-        return ""
+        return "", False
     try:
         reply = _REPLY_PARSER.parse_reply(text[:_REPLY_SCAN_CHARS])
     except Exception:  # the library's regexes must never fail an import
         reply = None
     reply = _TRAILING_SEPARATOR.sub("", (reply or "").strip()).strip()
     if not reply:
-        return text.strip()
+        return text.strip(), True
     if _QUOTED_LINE.search(reply):
         # Bottom-posted replies and attribution lines in languages the library does
         # not know leave ">" blocks behind: drop them and their attribution line.
         reply = _drop_quote_blocks(reply) or reply
-    return reply
+    quoted = len(reply) + 20 < len(text.strip())
+    return reply, quoted
 
 
 _QUOTED_LINE = re.compile(r"^>", re.MULTILINE)
@@ -520,6 +529,7 @@ def _finish(
     else:
         text = body.plain or ""
     text = text.replace("\r\n", "\n").replace("\x00", "")
+    reply, has_quote = split_reply(text)
     auto = one("auto-submitted")
     return ParsedMail(
         key=f"<{message_id}>" if message_id else f"sha256:{raw_hash}",
@@ -532,7 +542,8 @@ def _finish(
         date=date,
         in_reply_to=in_reply[0] if in_reply else None,
         references=refs,
-        body=cap_body(trim_reply(text)),
+        body=cap_body(reply),
+        has_quote=has_quote,
         full_text=text,
         fingerprint=fingerprint(from_.addr if from_ else "", date, subject, text),
         raw=raw,

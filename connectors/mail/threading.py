@@ -103,10 +103,9 @@ def thread_id_for(root_key: str) -> str:
 
 
 def _quoted(msg: ParsedMail) -> str:
-    text = msg.full_text or ""
-    if len(text.strip()) <= len(msg.body) + 20:
+    if not msg.has_quote:
         return ""
-    return _QUOTE_NOISE.sub(" ", text).lower()
+    return _QUOTE_NOISE.sub(" ", msg.full_text or "").lower()
 
 
 def _snippet(msg: ParsedMail) -> str:
