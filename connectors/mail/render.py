@@ -195,7 +195,7 @@ def person_slug(*, name: str, addr: str) -> str:
 def render_person(*, addr: str, name: str, aliases: Iterable[str], origin: str, extra: dict[str, Any] | None = None) -> tuple[str, str, dict[str, Any]]:
     """(title, body, frontmatter) of a person page created from mail or contacts."""
     title = name or addr
-    emails = sorted({addr, *[a for a in aliases if "@" in a]})
+    emails = sorted({a.lower() for a in [addr, *aliases] if a and "@" in a})
     names = sorted({a for a in aliases if "@" not in a and a} | ({name} if name else set()))
     frontmatter: dict[str, Any] = {
         "emails": emails,

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from brain.exceptions import BrainError
 from brain.models import RawRecord, Source
 from brain.services.sources import source_ensure
 from loops.message import SENT, MailMessage
@@ -24,7 +25,13 @@ from loops.pipeline import process_threads
 
 from connectors.base import ChangeBatch, Connector, ConnectorError, ProgressFn, SyncReport
 from connectors.mail.parsing import ParsedMail, is_noise_sender, parse_rfc822
-from connectors.mail.store import ThreadWork, people_store, thread_store, to_mail_message
+from connectors.mail.store import (
+    ThreadWork,
+    bulk_transaction,
+    people_store,
+    thread_store,
+    to_mail_message,
+)
 from connectors.mail.threading import (
     KnownMessage,
     dedupe,
@@ -222,31 +229,42 @@ class MailboxConnector(Connector):
     def apply(self, batch: ChangeBatch, report: SyncReport) -> None:
         """Write each thread (one transaction each), then person pages and loops."""
         stored: dict[str, list[MailMessage]] = {}
-        for work in batch.items:
-            page = thread_store(
+        with bulk_transaction():
+            self._apply_threads(batch, report, stored)
+            people_store(
                 source=self.source,
-                work=work,
-                account=self.account,
-                kind=RawRecord.Kind.RFC822,
+                threads=stored,
+                owner_addresses=self.owners,
                 actor="connector:mailbox",
                 embed=self.embed,
                 report=report,
             )
+        if stored:
+            process_threads(source_id=self.source.id, thread_ids=list(stored))
+
+    def _apply_threads(
+        self, batch: ChangeBatch, report: SyncReport, stored: dict[str, list[MailMessage]]
+    ) -> None:
+        for work in batch.items:
+            try:
+                page = thread_store(
+                    source=self.source,
+                    work=work,
+                    account=self.account,
+                    kind=RawRecord.Kind.RFC822,
+                    actor="connector:mailbox",
+                    embed=self.embed,
+                    report=report,
+                )
+            except BrainError as exc:
+                # Only this thread's savepoint is rolled back; a re-run retries it.
+                report.skipped[f"thread refused: {exc.code}"] += len(work.new_keys)
+                page = None
             if page is not None:
                 stored[work.thread_id] = work.messages
             self._done += 1
             if self.progress:
                 self.progress("threads", self._done, self._total)
-        people_store(
-            source=self.source,
-            threads=stored,
-            owner_addresses=self.owners,
-            actor="connector:mailbox",
-            embed=self.embed,
-            report=report,
-        )
-        if stored:
-            process_threads(source_id=self.source.id, thread_ids=list(stored))
 
     def finish(self) -> None:
         """Ledger the duplicate copies (after every thread is stored)."""
