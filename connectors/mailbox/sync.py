@@ -292,6 +292,7 @@ def mailbox_import(
     progress: ProgressFn | None = None,
     embed: bool = False,
     actor: str = "cli",
+    batch_threads: int = BATCH_THREADS,
 ) -> SyncReport:
     """Import a mailbox file or folder into the ``mailbox`` source ``source_id``
     (created when missing, SPEC §2.1, §6.2).
@@ -300,9 +301,10 @@ def mailbox_import(
     and skipped reasons (already imported, duplicate copy, noise-only thread,
     unparseable). Idempotent: a second run stores nothing. Raises
     ``MailboxPathError`` (permanent) for a missing path and ``InvalidParams`` for a
-    bad source id. ``progress(step, done, total)`` is called while parsing and
-    after each thread; an exception it raises stops the import (what was written
-    stays complete).
+    bad source id. Threads are committed in batches of ``batch_threads`` (one
+    transaction each). ``progress(step, done, total)`` is called while parsing and
+    after each thread; an exception it raises stops the import: the batch in
+    flight rolls back whole, earlier batches stay, a re-run writes the rest.
     """
     from connectors.services import sync_run_finish, sync_run_start
 
@@ -321,6 +323,7 @@ def mailbox_import(
         owners=set(source.owner_addresses) | {o.lower() for o in owners},
         embed=embed,
         progress=progress,
+        batch_threads=batch_threads,
     )
     run = sync_run_start(source=source, kind="import_mail", actor=actor)
     report = connector.report

@@ -94,16 +94,28 @@ class _Killed(Exception):
 
 
 def test_an_import_killed_halfway_completes_on_rerun_without_duplicates() -> None:
-    def die_after_five(step: str, done: int, total: int | None) -> None:
-        if step == "threads" and done == 5:
+    """Batches of four threads: a crash in the second batch keeps the first batch
+    whole and rolls the second back; the re-run writes the other eight threads."""
+
+    def die_in_second_batch(step: str, done: int, total: int | None) -> None:
+        if step == "threads" and done == 6:
             raise _Killed
 
     with pytest.raises(_Killed):
-        mailbox_import(source_id="sa", path=SPAMASSASSIN, owners=[], progress=die_after_five)
-    assert len(_emails("sa")) == 5
+        mailbox_import(
+            source_id="sa",
+            path=SPAMASSASSIN,
+            owners=[],
+            progress=die_in_second_batch,
+            batch_threads=4,
+        )
+    assert len(_emails("sa")) == 4
+    assert ImportedItem.objects.filter(source_id="sa").count() == sum(
+        p.frontmatter["message_count"] for p in _emails("sa").values()
+    )
     assert SyncRun.objects.get(source_id="sa").status == "failed"
-    report = mailbox_import(source_id="sa", path=SPAMASSASSIN, owners=[])
-    assert report.counts["threads"] == 7
+    report = mailbox_import(source_id="sa", path=SPAMASSASSIN, owners=[], batch_threads=4)
+    assert report.counts["threads"] == 8
     pages = _emails("sa")
     assert len(pages) == 12
     assert sum(p.frontmatter["message_count"] for p in pages.values()) == 26
