@@ -51,7 +51,9 @@ def _import(source_id: str, path: Path) -> tuple[float, float, dict[str, int]]:
         marks[step] = time.perf_counter()
 
     start = time.perf_counter()
-    report = mailbox_import(source_id=source_id, path=path, owners=[], progress=progress)
+    report = mailbox_import(
+        source_id=source_id, path=path, owners=[], progress=progress
+    )
     elapsed = time.perf_counter() - start
     parse_time = marks.get("parse", start) - start
     return elapsed, parse_time, dict(report.counts)
@@ -72,8 +74,12 @@ def _profiled(fn):  # type: ignore[no-untyped-def]
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--path", type=Path, default=DEFAULT_MBOX)
-    parser.add_argument("--limit", type=int, default=0, help="only the first N messages")
-    parser.add_argument("--embed", action="store_true", help="also measure with local embeddings")
+    parser.add_argument(
+        "--limit", type=int, default=0, help="only the first N messages"
+    )
+    parser.add_argument(
+        "--embed", action="store_true", help="also measure with local embeddings"
+    )
     args = parser.parse_args()
 
     import django

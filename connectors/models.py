@@ -33,7 +33,9 @@ class ImportedItem(models.Model):
         STORED = "stored", "Stored (raw record and page)"
         SKIPPED = "skipped", "Skipped (see reason)"
 
-    source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="imported_items")
+    source = models.ForeignKey(
+        Source, on_delete=models.CASCADE, related_name="imported_items"
+    )
     external_id = models.CharField(max_length=512)
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.MESSAGE)
     content_hash = models.CharField(max_length=64)
@@ -42,7 +44,9 @@ class ImportedItem(models.Model):
     # later import attaches a header-less reply to a thread of an earlier one.
     subject_key = models.CharField(max_length=300, blank=True)
     participants = models.JSONField(default=list, blank=True)
-    outcome = models.CharField(max_length=8, choices=Outcome.choices, default=Outcome.STORED)
+    outcome = models.CharField(
+        max_length=8, choices=Outcome.choices, default=Outcome.STORED
+    )
     reason = models.CharField(max_length=200, blank=True)
     raw_record = models.ForeignKey(
         RawRecord, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -61,9 +65,13 @@ class ImportedItem(models.Model):
         ]
         indexes = [
             # Dedup of copies without a shared Message-ID (Enron folders).
-            models.Index(fields=["source", "content_hash"], name="connectors_item_hash"),
+            models.Index(
+                fields=["source", "content_hash"], name="connectors_item_hash"
+            ),
             # Header-less threading across imports (mailbox_import).
-            models.Index(fields=["source", "subject_key"], name="connectors_item_subject"),
+            models.Index(
+                fields=["source", "subject_key"], name="connectors_item_subject"
+            ),
             models.Index(fields=["source", "thread_id"], name="connectors_item_thread"),
         ]
 
@@ -75,7 +83,9 @@ class HeldItem(models.Model):
     """An item that failed permanently: held and reported, the rest of the sync
     continues (SPEC §6). Released (``released_at``) when a later sync stores it."""
 
-    source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="held_items")
+    source = models.ForeignKey(
+        Source, on_delete=models.CASCADE, related_name="held_items"
+    )
     external_id = models.CharField(max_length=512)
     kind = models.CharField(max_length=32)
     error_code = models.CharField(max_length=64)
@@ -106,13 +116,17 @@ class SyncRun(models.Model):
         PARTIAL = "partial", "Partial (items held)"
         FAILED = "failed", "Failed"
 
-    source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="sync_runs")
+    source = models.ForeignKey(
+        Source, on_delete=models.CASCADE, related_name="sync_runs"
+    )
     kind = models.CharField(max_length=32, editable=False)
     actor = models.CharField(max_length=200, editable=False)
     status = models.CharField(
         max_length=16, choices=Status.choices, default=Status.RUNNING, editable=False
     )
-    started_at = models.DateTimeField(default=timezone.now, editable=False, db_index=True)
+    started_at = models.DateTimeField(
+        default=timezone.now, editable=False, db_index=True
+    )
     finished_at = models.DateTimeField(null=True, blank=True, editable=False)
     counts = models.JSONField(default=dict, editable=False)
     error = models.TextField(blank=True, editable=False)

@@ -4,16 +4,17 @@ point every trigger calls (admin action, ``sync_source`` command, API, jobs)
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db.models import F
 from django.utils import timezone
 
 from brain.exceptions import InvalidParams, NotFound
 from brain.models import Source
-
-from connectors.base import ConnectorError, ProgressFn, SyncReport
 from connectors.models import HeldItem, SyncRun
+
+if TYPE_CHECKING:
+    from connectors.base import ConnectorError, ProgressFn, SyncReport
 
 
 def sync_run_start(*, source: Source, kind: str, actor: str) -> SyncRun:
@@ -46,7 +47,12 @@ def sync_run_finish(*, run: SyncRun, report: SyncReport, error: str = "") -> Syn
 
 
 def held_item_record(
-    *, source: Source, kind: str, external_id: str, error: ConnectorError, report: SyncReport
+    *,
+    source: Source,
+    kind: str,
+    external_id: str,
+    error: ConnectorError,
+    report: SyncReport,
 ) -> HeldItem:
     """Hold an item that failed permanently (SPEC §6): one row per (source, kind,
     external_id), attempts counted, listed in ``report.held``. The sync goes on."""
@@ -65,7 +71,12 @@ def held_item_record(
             released_at=None,
         )
     report.held.append(
-        {"kind": kind, "external_id": external_id, "code": error.code, "message": error.message}
+        {
+            "kind": kind,
+            "external_id": external_id,
+            "code": error.code,
+            "message": error.message,
+        }
     )
     report.counts["held"] += 1
     return item
@@ -79,7 +90,11 @@ def held_item_release(*, source: Source, kind: str, external_id: str) -> int:
 
 
 def source_sync(
-    *, source_id: str, progress: ProgressFn | None = None, actor: str = "cli", **options: Any
+    *,
+    source_id: str,
+    progress: ProgressFn | None = None,
+    actor: str = "cli",
+    **options: Any,
 ) -> SyncReport:
     """Sync one source now (SPEC §6): a ``google`` source runs contacts → calendar →
     gmail from its stored cursor; a ``mailbox`` source re-imports its stored path

@@ -21,7 +21,6 @@ from django.db import transaction
 
 from brain.models import Source
 from brain.services.sources import source_ensure
-
 from connectors.base import ConnectorError
 from connectors.google.client import READONLY_SCOPES, GoogleClient
 from connectors.models import GoogleAccount
@@ -37,7 +36,9 @@ def google_source_id(email: str) -> str:
     return f"gmail-{local}"[:32].rstrip("-")
 
 
-def granted_scopes_from(response: dict[str, Any] | None, extra_data: dict[str, Any] | None) -> list[str]:
+def granted_scopes_from(
+    response: dict[str, Any] | None, extra_data: dict[str, Any] | None
+) -> list[str]:
     """The scopes Google granted, from the token response (``scope``, space
     separated) or the stored extra data."""
     for holder in (response or {}, extra_data or {}):
@@ -65,7 +66,9 @@ def google_account_connect(
     sync reports them with a re-connect fix.
     """
     email = email.strip().lower()
-    existing = GoogleAccount.objects.filter(email=email).select_related("source").first()
+    existing = (
+        GoogleAccount.objects.filter(email=email).select_related("source").first()
+    )
     sid = existing.source_id if existing else (source_id or google_source_id(email))
     aliases: list[str] = []
     if client is not None:
@@ -116,7 +119,11 @@ def authorized_http(account: GoogleAccount) -> Any:
 
 
 def connect_google_source(
-    backend: Any, user: Any = None, response: dict[str, Any] | None = None, *args: Any, **kwargs: Any
+    backend: Any,
+    user: Any = None,
+    response: dict[str, Any] | None = None,
+    *args: Any,
+    **kwargs: Any,
 ) -> None:
     """social-auth pipeline step: after a Google sign-in that granted mailbox
     scopes, connect the account as a ``google`` Source. Sign-ins without any
@@ -141,7 +148,11 @@ def connect_google_source(
         from google.oauth2.credentials import Credentials
         from google_auth_httplib2 import AuthorizedHttp
 
-        client = GoogleClient(http=AuthorizedHttp(Credentials(token=token), http=httplib2.Http(timeout=60)))
+        client = GoogleClient(
+            http=AuthorizedHttp(
+                Credentials(token=token), http=httplib2.Http(timeout=60)
+            )
+        )
     google_account_connect(
         email=email, granted_scopes=scopes, client=client, social=social, user=user
     )

@@ -17,16 +17,23 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from email.utils import parsedate_to_datetime
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from googleapiclient.discovery import build_from_document
 from googleapiclient.errors import HttpError
 
-from connectors.base import MAX_ATTEMPTS, PermanentError, TransientError, call_with_retry
+from connectors.base import (
+    MAX_ATTEMPTS,
+    PermanentError,
+    TransientError,
+    call_with_retry,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 DISCOVERY_DIR = Path(__file__).resolve().parent / "discovery"
 # SPEC §6.1: the only scopes the brain asks for (plus openid/email).
@@ -35,7 +42,12 @@ READONLY_SCOPES = (
     "https://www.googleapis.com/auth/calendar.readonly",
     "https://www.googleapis.com/auth/contacts.readonly",
 )
-_RATE_REASONS = {"rateLimitExceeded", "userRateLimitExceeded", "quotaExceeded", "backendError"}
+_RATE_REASONS = {
+    "rateLimitExceeded",
+    "userRateLimitExceeded",
+    "quotaExceeded",
+    "backendError",
+}
 
 
 @cache
@@ -69,7 +81,9 @@ def _reason(error: HttpError) -> str:
         return ""
 
 
-def classify_http_error(error: HttpError, *, what: str) -> TransientError | PermanentError:
+def classify_http_error(
+    error: HttpError, *, what: str
+) -> TransientError | PermanentError:
     """Map an ``HttpError`` to a typed connector error (see module docstring)."""
     status = int(getattr(error.resp, "status", 0) or 0)
     reason = _reason(error)
@@ -85,17 +99,24 @@ def classify_http_error(error: HttpError, *, what: str) -> TransientError | Perm
         return PermanentError(
             f"Google refused the credentials for {what}.",
             code="auth_failed",
-            detail={**detail, "fix": "Re-connect the Google account (admin → Google accounts)."},
+            detail={
+                **detail,
+                "fix": "Re-connect the Google account (admin → Google accounts).",
+            },
         )
     if status == 404:
-        return PermanentError(f"{what} not found (404).", code="not_found", detail=detail)
+        return PermanentError(
+            f"{what} not found (404).", code="not_found", detail=detail
+        )
     if status == 403 and reason == "accessNotConfigured":
         return PermanentError(
             f"The Google API for {what} is not enabled for this OAuth client.",
             code="api_not_enabled",
             detail=detail,
         )
-    return PermanentError(f"Google returned {status} for {what}.", code="upstream_error", detail=detail)
+    return PermanentError(
+        f"Google returned {status} for {what}.", code="upstream_error", detail=detail
+    )
 
 
 class GoogleClient:
@@ -105,14 +126,18 @@ class GoogleClient:
     ``HttpMockSequence``). ``sleep``: called with seconds between retries.
     """
 
-    def __init__(self, *, http: Any, sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self, *, http: Any, sleep: Callable[[float], None] = time.sleep
+    ) -> None:
         self.http = http
         self.sleep = sleep
         self._services: dict[str, Any] = {}
 
     def _service(self, name: str) -> Any:
         if name not in self._services:
-            self._services[name] = build_from_document(discovery_document(name), http=self.http)
+            self._services[name] = build_from_document(
+                discovery_document(name), http=self.http
+            )
         return self._services[name]
 
     @property
@@ -152,7 +177,9 @@ class GoogleClient:
 
     def gmail_profile(self) -> dict[str, Any]:
         """``users.getProfile``: ``{emailAddress, historyId, messagesTotal, …}``."""
-        return self.execute(lambda: self.gmail.users().getProfile(userId="me"), what="gmail profile")
+        return self.execute(
+            lambda: self.gmail.users().getProfile(userId="me"), what="gmail profile"
+        )
 
     def gmail_send_as(self) -> list[str]:
         """Send-as addresses of the account (``users.settings.sendAs.list``),
@@ -162,15 +189,23 @@ class GoogleClient:
             what="gmail send-as aliases",
         )
         return sorted(
-            {str(s["sendAsEmail"]).lower() for s in data.get("sendAs", []) if s.get("sendAsEmail")}
+            {
+                str(s["sendAsEmail"]).lower()
+                for s in data.get("sendAs", [])
+                if s.get("sendAsEmail")
+            }
         )
 
-    def gmail_list_messages(self, *, query: str, page_token: str | None) -> dict[str, Any]:
+    def gmail_list_messages(
+        self, *, query: str, page_token: str | None
+    ) -> dict[str, Any]:
         """``users.messages.list`` (newest first): ``{messages: [{id, threadId}],
         nextPageToken}``."""
         return self.execute(
-            lambda: self.gmail.users().messages().list(
-                userId="me", q=query, pageToken=page_token, maxResults=100
+            lambda: (
+                self.gmail.users()
+                .messages()
+                .list(userId="me", q=query, pageToken=page_token, maxResults=100)
             ),
             what="gmail message list",
         )
@@ -178,15 +213,28 @@ class GoogleClient:
     def gmail_thread(self, thread_id: str) -> dict[str, Any]:
         """``users.threads.get`` with ``format=full``."""
         return self.execute(
-            lambda: self.gmail.users().threads().get(userId="me", id=thread_id, format="full"),
+            lambda: (
+                self.gmail.users()
+                .threads()
+                .get(userId="me", id=thread_id, format="full")
+            ),
             what=f"gmail thread {thread_id}",
         )
 
-    def gmail_history(self, *, start_history_id: str, page_token: str | None) -> dict[str, Any]:
+    def gmail_history(
+        self, *, start_history_id: str, page_token: str | None
+    ) -> dict[str, Any]:
         """``users.history.list`` from ``start_history_id`` (404 when it expired)."""
         return self.execute(
-            lambda: self.gmail.users().history().list(
-                userId="me", startHistoryId=start_history_id, pageToken=page_token, maxResults=500
+            lambda: (
+                self.gmail.users()
+                .history()
+                .list(
+                    userId="me",
+                    startHistoryId=start_history_id,
+                    pageToken=page_token,
+                    maxResults=500,
+                )
             ),
             what="gmail history",
         )
@@ -194,7 +242,12 @@ class GoogleClient:
     # --- Calendar and People ------------------------------------------------------------
 
     def calendar_events(
-        self, *, time_min: str, time_max: str, page_token: str | None, calendar_id: str = "primary"
+        self,
+        *,
+        time_min: str,
+        time_max: str,
+        page_token: str | None,
+        calendar_id: str = "primary",
     ) -> dict[str, Any]:
         """``events.list`` with ``singleEvents=true`` and cancelled events shown."""
         return self.execute(
@@ -214,11 +267,15 @@ class GoogleClient:
         """``people.connections.list`` of ``people/me`` with names, emails and
         organizations, 200 per page."""
         return self.execute(
-            lambda: self.people.people().connections().list(
-                resourceName="people/me",
-                personFields="names,emailAddresses,organizations",
-                pageSize=200,
-                pageToken=page_token,
+            lambda: (
+                self.people.people()
+                .connections()
+                .list(
+                    resourceName="people/me",
+                    personFields="names,emailAddresses,organizations",
+                    pageSize=200,
+                    pageToken=page_token,
+                )
             ),
             what="contacts",
         )

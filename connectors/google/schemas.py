@@ -13,7 +13,6 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from brain.text import sha256_hex, slugify_title
-
 from connectors.mail.parsing import html_to_text
 from connectors.mail.render import RenderedPage, short_hash
 
@@ -28,7 +27,9 @@ def event_start(event: dict[str, Any]) -> tuple[datetime | None, bool]:
     00:00 UTC of their date."""
     start = event.get("start") or {}
     if start.get("dateTime"):
-        return datetime.fromisoformat(start["dateTime"].replace("Z", "+00:00")).astimezone(UTC), False
+        return datetime.fromisoformat(
+            start["dateTime"].replace("Z", "+00:00")
+        ).astimezone(UTC), False
     if start.get("date"):
         day = date.fromisoformat(start["date"])
         return datetime(day.year, day.month, day.day, tzinfo=UTC), True
@@ -95,7 +96,11 @@ def render_event(*, event: dict[str, Any], account: str, slug: str) -> RenderedP
         "status": event.get("status") or "",
     }
     lines = [f"# {title}", ""]
-    when = f"{start:%Y-%m-%d}" if all_day and start else (f"{start:%Y-%m-%d %H:%M} UTC" if start else "")
+    when = (
+        f"{start:%Y-%m-%d}"
+        if all_day and start
+        else (f"{start:%Y-%m-%d %H:%M} UTC" if start else "")
+    )
     if when:
         lines.append(f"When: {when}" + (f" → {end}" if end else ""))
     if event.get("location"):
@@ -138,7 +143,10 @@ class Contact:
 def parse_contact(person: dict[str, Any]) -> Contact:
     """Read a People API Person (``names``, ``emailAddresses``, ``organizations``)."""
     names = person.get("names") or []
-    primary = next((n for n in names if (n.get("metadata") or {}).get("primary")), names[0] if names else {})
+    primary = next(
+        (n for n in names if (n.get("metadata") or {}).get("primary")),
+        names[0] if names else {},
+    )
     emails = []
     for item in person.get("emailAddresses") or []:
         value = str(item.get("value") or "").strip().lower()

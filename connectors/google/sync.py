@@ -23,9 +23,8 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -35,9 +34,6 @@ from brain.exceptions import BrainError, InvalidParams
 from brain.models import Alias, Page, PageRevision, RawRecord, Source
 from brain.services.pages import RawInput, page_soft_delete, page_write
 from brain.services.schema import schema_relation_type
-from loops.message import SENT, MailMessage
-from loops.pipeline import process_threads
-
 from connectors.base import (
     ChangeBatch,
     Connector,
@@ -65,6 +61,11 @@ from connectors.mail.store import (
     to_mail_message,
 )
 from connectors.models import GoogleAccount, ImportedItem
+from loops.message import SENT, MailMessage
+from loops.pipeline import process_threads
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
 
 ACTOR = "connector:google"
 GMAIL_WINDOW_DAYS = 90
@@ -104,7 +105,11 @@ class _GoogleService(Connector):
         from connectors.services import held_item_record
 
         held_item_record(
-            source=self.source, kind=kind, external_id=external_id, error=error, report=self.report
+            source=self.source,
+            kind=kind,
+            external_id=external_id,
+            error=error,
+            report=self.report,
         )
 
     def _ledger_item(self, external_id: str) -> ImportedItem | None:
@@ -115,7 +120,13 @@ class _GoogleService(Connector):
         )
 
     def _ledger_save(
-        self, *, external_id: str, kind: str, version: str, page: Page | None, reason: str = ""
+        self,
+        *,
+        external_id: str,
+        kind: str,
+        version: str,
+        page: Page | None,
+        reason: str = "",
     ) -> None:
         ImportedItem.objects.update_or_create(
             source=self.source,
@@ -124,7 +135,9 @@ class _GoogleService(Connector):
                 "kind": kind,
                 "content_hash": version,
                 "page": page,
-                "outcome": ImportedItem.Outcome.SKIPPED if reason else ImportedItem.Outcome.STORED,
+                "outcome": ImportedItem.Outcome.SKIPPED
+                if reason
+                else ImportedItem.Outcome.STORED,
                 "reason": reason[:200],
             },
         )
@@ -134,7 +147,10 @@ def _written_by_connector(page: Page) -> bool:
     """True when the latest revision of ``page`` was written by a connector (so a
     contact may update it); a human edit since makes it theirs."""
     actor = (
-        PageRevision.objects.filter(page=page).order_by("-created_at", "-id").values_list("actor", flat=True).first()
+        PageRevision.objects.filter(page=page)
+        .order_by("-created_at", "-id")
+        .values_list("actor", flat=True)
+        .first()
     )
     return bool(actor and actor.startswith("connector:"))
 
@@ -169,12 +185,18 @@ class ContactsConnector(_GoogleService):
             report.skipped["contact without name or email"] += 1
             return
         external_id = f"contact:{contact.resource_name}"
-        version = hashlib.sha256((contact.etag or repr(sorted(person.items()))).encode()).hexdigest()
+        version = hashlib.sha256(
+            (contact.etag or repr(sorted(person.items()))).encode()
+        ).hexdigest()
         item = self._ledger_item(external_id)
         if item is not None and item.content_hash == version:
             report.skipped["contact unchanged"] += 1
             return
-        page = item.page if item is not None and item.page and not item.page.is_deleted else None
+        page = (
+            item.page
+            if item is not None and item.page and not item.page.is_deleted
+            else None
+        )
         if page is not None and not _written_by_connector(page):
             self._ledger_save(
                 external_id=external_id,
@@ -202,7 +224,9 @@ class ContactsConnector(_GoogleService):
                 )
                 report.skipped["contact matches an existing page"] += 1
                 return
-            slug = person_slug(name=contact.name, addr=contact.emails[0] if contact.emails else "")
+            slug = person_slug(
+                name=contact.name, addr=contact.emails[0] if contact.emails else ""
+            )
             if Page.objects.filter(source=self.source, slug=slug).exists():
                 slug = f"{slug}-{short_hash(contact.resource_name)}"
         else:
@@ -233,10 +257,16 @@ class ContactsConnector(_GoogleService):
                         external_id=f"{external_id}@{version[:16]}",
                         kind=RawRecord.Kind.CONTACT,
                         payload=person,
-                        metadata={"resource_name": contact.resource_name, "emails": contact.emails},
+                        metadata={
+                            "resource_name": contact.resource_name,
+                            "emails": contact.emails,
+                        },
                     )
                 ],
-                provenance={"connector": "google_contacts", "contact": contact.resource_name},
+                provenance={
+                    "connector": "google_contacts",
+                    "contact": contact.resource_name,
+                },
                 embed=self.embed,
             )
             self._ledger_save(
@@ -257,7 +287,9 @@ def meeting_attendee_link(*, person: Page, meeting: Page, context: str = "") -> 
     """``person attended meeting`` (Schema-checked); returns True when created."""
     from brain.models import Relation
 
-    relation_type = schema_relation_type(name="attended", from_type=person.type, to_type=meeting.type)
+    relation_type = schema_relation_type(
+        name="attended", from_type=person.type, to_type=meeting.type
+    )
     _relation, created = Relation.objects.get_or_create(
         from_page=person,
         to_page=meeting,
@@ -292,7 +324,9 @@ class CalendarConnector(_GoogleService):
             if not page_token:
                 break
         yield ChangeBatch(
-            "calendar", [], cursor={"window": [time_min, time_max], "listed_at": self.now.isoformat()}
+            "calendar",
+            [],
+            cursor={"window": [time_min, time_max], "listed_at": self.now.isoformat()},
         )
 
     def apply(self, batch: ChangeBatch, report: SyncReport) -> None:
@@ -301,7 +335,9 @@ class CalendarConnector(_GoogleService):
             try:
                 self._store(event, report)
             except PermanentError as exc:
-                self._hold(kind="calendar_event", external_id=str(event.get("id")), error=exc)
+                self._hold(
+                    kind="calendar_event", external_id=str(event.get("id")), error=exc
+                )
 
     def _store(self, event: dict[str, Any], report: SyncReport) -> None:
         event_id = str(event.get("id") or "")
@@ -348,7 +384,10 @@ class CalendarConnector(_GoogleService):
                         external_id=f"{external_id}@{version[:16]}",
                         kind=RawRecord.Kind.CALENDAR_EVENT,
                         payload=event,
-                        metadata={"event_id": event_id, "start": rendered.frontmatter["start"]},
+                        metadata={
+                            "event_id": event_id,
+                            "start": rendered.frontmatter["start"],
+                        },
                     )
                 ],
                 provenance={"connector": "google_calendar", "event_id": event_id},
@@ -366,7 +405,9 @@ class CalendarConnector(_GoogleService):
                 .distinct()
             )
             for person in people:
-                if meeting_attendee_link(person=person, meeting=result.page, context=rendered.title):
+                if meeting_attendee_link(
+                    person=person, meeting=result.page, context=rendered.title
+                ):
                     report.counts["attended"] += 1
             self._ledger_save(
                 external_id=external_id,
@@ -415,7 +456,9 @@ class GmailConnector(_GoogleService):
                     if exc.code == "not_found":
                         self.report.skipped["thread deleted upstream"] += 1
                     else:
-                        self._hold(kind="gmail_thread", external_id=thread_id, error=exc)
+                        self._hold(
+                            kind="gmail_thread", external_id=thread_id, error=exc
+                        )
             yield ChangeBatch("gmail", threads)
 
     def _list_page(self, page_token: str | None) -> tuple[list[str], str | None]:
@@ -428,7 +471,9 @@ class GmailConnector(_GoogleService):
         return ordered, data.get("nextPageToken")
 
     def _backfill(self, cursor: dict[str, Any]) -> Iterator[ChangeBatch]:
-        anchor = cursor.get("anchor_history_id") or str(self.client.gmail_profile()["historyId"])
+        anchor = cursor.get("anchor_history_id") or str(
+            self.client.gmail_profile()["historyId"]
+        )
         page_token = cursor.get("backfill_page_token")
         seen: set[str] = set()
         while True:
@@ -468,11 +513,15 @@ class GmailConnector(_GoogleService):
         page_token: str | None = None
         try:
             while True:
-                data = self.client.gmail_history(start_history_id=start, page_token=page_token)
+                data = self.client.gmail_history(
+                    start_history_id=start, page_token=page_token
+                )
                 for record in data.get("history") or []:
                     touched = list(record.get("messages") or [])
                     for key in ("messagesAdded", "labelsAdded", "labelsRemoved"):
-                        touched += [row.get("message") or {} for row in record.get(key) or []]
+                        touched += [
+                            row.get("message") or {} for row in record.get(key) or []
+                        ]
                     for message in touched:
                         thread_id = message.get("threadId")
                         if thread_id and thread_id not in thread_ids:
@@ -562,7 +611,9 @@ class GmailConnector(_GoogleService):
             try:
                 item = parse_gmail_message(message)
             except ConnectorError as exc:
-                self._hold(kind="gmail_message", external_id=str(message.get("id")), error=exc)
+                self._hold(
+                    kind="gmail_message", external_id=str(message.get("id")), error=exc
+                )
                 continue
             item.fingerprint = _gmail_version(item)
             parsed.append(item)
@@ -639,7 +690,11 @@ def google_sync(
     from connectors.google.auth import authorized_http
     from connectors.services import sync_run_finish, sync_run_start
 
-    account = GoogleAccount.objects.filter(source=source).select_related("social_auth").first()
+    account = (
+        GoogleAccount.objects.filter(source=source)
+        .select_related("social_auth")
+        .first()
+    )
     if account is None and http is None:
         raise InvalidParams(
             f"Source {source.id!r} has no connected Google account.",
@@ -647,9 +702,15 @@ def google_sync(
             detail={"source": source.id},
         )
     email = account.email if account else (source.owner_addresses or [""])[0]
-    client = GoogleClient(http=http if http is not None else authorized_http(account), sleep=sleep)  # type: ignore[arg-type]
+    client = GoogleClient(
+        http=http if http is not None else authorized_http(account), sleep=sleep
+    )  # type: ignore[arg-type]
     report = SyncReport(source_id=source.id, kind="google")
-    granted = set(account.granted_scopes) if account and account.granted_scopes else set(READONLY_SCOPES)
+    granted = (
+        set(account.granted_scopes)
+        if account and account.granted_scopes
+        else set(READONLY_SCOPES)
+    )
     if account and account.missing_scopes:
         report.warnings.append(
             "Google granted fewer permissions than the brain needs (missing: "
@@ -687,16 +748,31 @@ def google_sync(
             now=now,
         )
         try:
-            connector.run(cursor=dict(cursor_all.get(name, {})), save_cursor=save(name), report=report)
+            connector.run(
+                cursor=dict(cursor_all.get(name, {})),
+                save_cursor=save(name),
+                report=report,
+            )
         except ConnectorError as exc:
             if name != "gmail":
-                report.warnings.append(f"{name} sync failed ({exc.code}): {exc.message}")
-                report.held.append({"kind": name, "external_id": "", "code": exc.code, "message": exc.message})
+                report.warnings.append(
+                    f"{name} sync failed ({exc.code}): {exc.message}"
+                )
+                report.held.append(
+                    {
+                        "kind": name,
+                        "external_id": "",
+                        "code": exc.code,
+                        "message": exc.message,
+                    }
+                )
                 continue
             sync_run_finish(run=run, report=report, error=f"{exc.code}: {exc.message}")
             raise
         except BaseException as exc:
-            sync_run_finish(run=run, report=report, error=f"{type(exc).__name__}: {exc}")
+            sync_run_finish(
+                run=run, report=report, error=f"{type(exc).__name__}: {exc}"
+            )
             raise
     sync_run_finish(run=run, report=report)
     return report

@@ -20,18 +20,20 @@ import email.policy
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.header import Header, decode_header, make_header
 from email.message import Message
 from email.utils import getaddresses, parsedate_to_datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import html2text
 from mailparser_reply import EmailReplyParser
 
 from connectors.base import PermanentError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
 
 # SPEC §6.1: at most 8,000 characters of body per message on a thread page.
 MAX_BODY_CHARS = 8000
@@ -49,7 +51,16 @@ NOISE_MARKERS = (
     "calendar-notification",
 )
 CALENDAR_METHODS = frozenset(
-    {"REQUEST", "REPLY", "CANCEL", "PUBLISH", "COUNTER", "DECLINECOUNTER", "REFRESH", "ADD"}
+    {
+        "REQUEST",
+        "REPLY",
+        "CANCEL",
+        "PUBLISH",
+        "COUNTER",
+        "DECLINECOUNTER",
+        "REFRESH",
+        "ADD",
+    }
 )
 _REPLY_PREFIX = re.compile(
     r"^\s*(?:(?:re|fw|fwd|aw|wg|sv|vs|antw|tr|rif|r)\s*(?:\[\d+\])?\s*:\s*)+",
@@ -146,7 +157,9 @@ class ParsedMail:
     def is_reply(self) -> bool:
         """True for a reply or forward: a prefix on the subject, or headers."""
         return bool(
-            self.in_reply_to or self.references or _REPLY_PREFIX.match(self.subject or "")
+            self.in_reply_to
+            or self.references
+            or _REPLY_PREFIX.match(self.subject or "")
         )
 
 
@@ -359,7 +372,9 @@ def _drop_quote_blocks(text: str) -> str:
 
 def cap_body(text: str, limit: int = MAX_BODY_CHARS) -> str:
     """At most ``limit`` characters, ``[truncated]`` marked."""
-    text = _BLANK_RUNS.sub("\n\n", text.replace("\r\n", "\n").replace("\r", "\n")).strip()
+    text = _BLANK_RUNS.sub(
+        "\n\n", text.replace("\r\n", "\n").replace("\r", "\n")
+    ).strip()
     if len(text) <= limit:
         return text
     return text[: limit - len(TRUNCATED_MARK)].rstrip() + TRUNCATED_MARK
@@ -458,7 +473,9 @@ def _rfc822_parts(msg: Message) -> Iterator[_Part]:
             disposition=part.get_content_disposition(),
             filename=part.get_filename(),
             charset=part.get_content_charset(),
-            method=part.get_param("method") if isinstance(part.get_param("method"), str) else None,
+            method=part.get_param("method")
+            if isinstance(part.get_param("method"), str)
+            else None,
             size=len(raw_payload) if isinstance(raw_payload, str) else 0,
             payload=lambda p=part: p.get_payload(decode=True) or b"",
         )
@@ -593,7 +610,9 @@ def parse_gmail_message(payload: dict[str, Any]) -> ParsedMail:
         )
     by_name: dict[str, list[str]] = {}
     for row in header_rows:
-        by_name.setdefault(str(row.get("name", "")).lower(), []).append(row.get("value", ""))
+        by_name.setdefault(str(row.get("name", "")).lower(), []).append(
+            row.get("value", "")
+        )
     raw = json.dumps(payload, sort_keys=True)
     parsed = _finish(
         headers=lambda name: by_name.get(name, []),
@@ -604,7 +623,9 @@ def parse_gmail_message(payload: dict[str, Any]) -> ParsedMail:
         defects=[],
     )
     if parsed.date is None and payload.get("internalDate"):
-        parsed.date = datetime.fromtimestamp(int(payload["internalDate"]) / 1000, tz=UTC)
+        parsed.date = datetime.fromtimestamp(
+            int(payload["internalDate"]) / 1000, tz=UTC
+        )
     parsed.labels = list(payload.get("labelIds") or [])
     parsed.gmail_id = str(payload.get("id") or "")
     parsed.gmail_thread_id = str(payload.get("threadId") or "")

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import date, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from brain.text import slugify_title
-from loops.message import MailMessage
-
 from connectors.mail.parsing import is_noise_sender, strip_reply_prefix
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from datetime import date, datetime
+
+    from loops.message import MailMessage
 
 SUBJECT_SLUG_CHARS = 48
 NO_SUBJECT = "(no subject)"
@@ -75,7 +77,9 @@ def _message_section(msg: MailMessage) -> str:
     if meta:
         lines.append(" · ".join(meta))
     if msg.attachments:
-        names = ", ".join(a.get("filename") or a.get("mime_type", "") for a in msg.attachments)
+        names = ", ".join(
+            a.get("filename") or a.get("mime_type", "") for a in msg.attachments
+        )
         lines.append(f"Attachments: {names}")
     lines.append("")
     lines.append(msg.body.strip() or "(no text)")
@@ -122,7 +126,9 @@ def render_thread(
     summary_source = next((m.body for m in messages if m.body.strip()), "")
     summary = " ".join(summary_source.split())[:200]
     return RenderedPage(
-        slug=thread_slug(first_date=first_date, subject=first.subject or subject, thread_id=thread_id),
+        slug=thread_slug(
+            first_date=first_date, subject=first.subject or subject, thread_id=thread_id
+        ),
         title=subject[:500],
         frontmatter=frontmatter,
         body=body,
@@ -192,11 +198,20 @@ def person_slug(*, name: str, addr: str) -> str:
     return f"people/{base or short_hash(addr)}"
 
 
-def render_person(*, addr: str, name: str, aliases: Iterable[str], origin: str, extra: dict[str, Any] | None = None) -> tuple[str, str, dict[str, Any]]:
+def render_person(
+    *,
+    addr: str,
+    name: str,
+    aliases: Iterable[str],
+    origin: str,
+    extra: dict[str, Any] | None = None,
+) -> tuple[str, str, dict[str, Any]]:
     """(title, body, frontmatter) of a person page created from mail or contacts."""
     title = name or addr
     emails = sorted({a.lower() for a in [addr, *aliases] if a and "@" in a})
-    names = sorted({a for a in aliases if "@" not in a and a} | ({name} if name else set()))
+    names = sorted(
+        {a for a in aliases if "@" not in a and a} | ({name} if name else set())
+    )
     frontmatter: dict[str, Any] = {
         "emails": emails,
         "aliases": names + emails,

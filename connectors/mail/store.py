@@ -9,20 +9,15 @@ half a thread and a re-run never stores a message twice.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import connection, transaction
 
 from brain.access import local_caller
 from brain.models import Alias, Page, RawRecord, Source
 from brain.services.pages import RawInput, page_write
-from loops.message import MailMessage
-
-from connectors.base import SyncReport
-from connectors.mail.parsing import ParsedMail
 from connectors.mail.render import (
     correspondents,
     is_noise_thread,
@@ -32,6 +27,13 @@ from connectors.mail.render import (
     short_hash,
 )
 from connectors.models import ImportedItem
+from loops.message import MailMessage
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Iterator
+
+    from connectors.base import SyncReport
+    from connectors.mail.parsing import ParsedMail
 
 logger = logging.getLogger(__name__)
 
@@ -112,7 +114,11 @@ def _raw_input(parsed: ParsedMail, message: MailMessage, *, kind: str) -> RawInp
             metadata=metadata,
         )
     return RawInput(
-        external_id=parsed.key, kind=kind, content=parsed.raw, payload=None, metadata=metadata
+        external_id=parsed.key,
+        kind=kind,
+        content=parsed.raw,
+        payload=None,
+        metadata=metadata,
     )
 
 
@@ -133,11 +139,22 @@ def thread_store(
     new_entries = [(k, m) for k, m in work.entries if k in work.new_keys]
     with transaction.atomic():
         if is_noise_thread(work.messages):
-            _ledger(source=source, work=work, page=None, outcome=ImportedItem.Outcome.SKIPPED)
+            _ledger(
+                source=source,
+                work=work,
+                page=None,
+                outcome=ImportedItem.Outcome.SKIPPED,
+            )
             report.skipped[NOISE_REASON] += len(new_entries)
             return None
-        rendered = render_thread(thread_id=work.thread_id, messages=work.messages, account=account)
-        raws = [_raw_input(work.parsed[k], m, kind=kind) for k, m in new_entries if k in work.parsed]
+        rendered = render_thread(
+            thread_id=work.thread_id, messages=work.messages, account=account
+        )
+        raws = [
+            _raw_input(work.parsed[k], m, kind=kind)
+            for k, m in new_entries
+            if k in work.parsed
+        ]
         result = page_write(
             source=source,
             mode="upsert",
@@ -202,7 +219,14 @@ def _ledger(
         rows,
         update_conflicts=True,
         unique_fields=["source", "external_id"],
-        update_fields=["content_hash", "thread_id", "page", "raw_record", "outcome", "reason"],
+        update_fields=[
+            "content_hash",
+            "thread_id",
+            "page",
+            "raw_record",
+            "outcome",
+            "reason",
+        ],
     )
 
 
@@ -225,7 +249,9 @@ def people_store(
     if not found:
         return 0
     known = set(
-        Alias.objects.filter(source=source, alias__in=list(found)).values_list("alias", flat=True)
+        Alias.objects.filter(source=source, alias__in=list(found)).values_list(
+            "alias", flat=True
+        )
     )
     created = 0
     for addr in sorted(found):

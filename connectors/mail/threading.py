@@ -17,13 +17,16 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import defaultdict
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from loops.message import SENT, SPAM, TRASH
 
-from connectors.mail.parsing import ParsedMail
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from connectors.mail.parsing import ParsedMail
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _QUOTE_NOISE = re.compile(r"[>\s]+")
@@ -66,7 +69,9 @@ class _UnionFind:
             self.parent[rb] = ra
 
 
-def dedupe(messages: Iterable[ParsedMail]) -> tuple[list[ParsedMail], list[tuple[ParsedMail, ParsedMail]]]:
+def dedupe(
+    messages: Iterable[ParsedMail],
+) -> tuple[list[ParsedMail], list[tuple[ParsedMail, ParsedMail]]]:
     """Drop copies of one message: same Message-ID, else same fingerprint (From,
     Date, subject, body). The first copy (input order) is kept and gains the other
     copies' labels, so a copy in a sent folder makes the message mine.
@@ -155,7 +160,9 @@ def thread_messages(
         if item.subject_key:
             others = set(item.participants) - owner_addresses
             conversations[item.subject_key].append(
-                _Conversation(f"thread:{item.thread_id}", others, [], item.date or _EPOCH)
+                _Conversation(
+                    f"thread:{item.thread_id}", others, [], item.date or _EPOCH
+                )
             )
     ordered = sorted(messages, key=lambda m: (m.date or _EPOCH, m.key))
     # Pass 1: conversation starters (header-threaded messages and originals that
@@ -213,7 +220,9 @@ def thread_messages(
             target.others |= others
             target.snippets.append(_snippet(msg))
         else:
-            candidates.append(_Conversation(msg.key, set(others), [_snippet(msg)], when))
+            candidates.append(
+                _Conversation(msg.key, set(others), [_snippet(msg)], when)
+            )
 
     groups: dict[str, list[ParsedMail]] = defaultdict(list)
     for msg in messages:
@@ -242,7 +251,16 @@ def folder_labels(folder: str) -> list[str]:
     for segment in re.split(r"[\\/]", folder.lower()):
         name = re.sub(r"\.(mbox|mbx)$", "", segment.strip().lstrip(".")).strip()
         name = re.sub(r"[\s_-]+", " ", name).strip()
-        if name in {"sent", "sent items", "sent mail", "sent messages", "outbox", "gesendet", "envoyés", "enviados"}:
+        if name in {
+            "sent",
+            "sent items",
+            "sent mail",
+            "sent messages",
+            "outbox",
+            "gesendet",
+            "envoyés",
+            "enviados",
+        }:
             labels.append(SENT)
         elif name in {"spam", "junk", "junk e mail", "junk email", "bulk mail"}:
             labels.append(SPAM)

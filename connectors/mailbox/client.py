@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import mailbox
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from connectors.base import PermanentError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 _MAILDIR_PARTS = {"cur", "new", "tmp"}
 _SKIP_FILES = {".ds_store", "thumbs.db", "source.txt", "license", "readme.md"}
@@ -49,7 +52,9 @@ def _looks_like_mbox(path: Path) -> bool:
 
 
 def _is_maildir(path: Path) -> bool:
-    return path.is_dir() and {"cur", "new"} <= {p.name for p in path.iterdir() if p.is_dir()}
+    return path.is_dir() and {"cur", "new"} <= {
+        p.name for p in path.iterdir() if p.is_dir()
+    }
 
 
 def _read_mbox(path: Path, folder: str) -> Iterator[MailboxEntry]:
@@ -80,9 +85,7 @@ def iter_mailbox(path: str | Path) -> Iterator[MailboxEntry]:
     """
     root = Path(path)
     if not root.exists():
-        raise MailboxPathError(
-            f"No mailbox at {root}.", detail={"path": str(root)}
-        )
+        raise MailboxPathError(f"No mailbox at {root}.", detail={"path": str(root)})
     if root.is_file():
         if _looks_like_mbox(root):
             yield from _read_mbox(root, root.stem)

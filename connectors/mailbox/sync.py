@@ -11,19 +11,21 @@ killed halfway leaves complete threads only; the next run writes the others.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from brain.exceptions import BrainError
 from brain.models import RawRecord, Source
 from brain.services.sources import source_ensure
-from loops.message import SENT, MailMessage
-from loops.pipeline import process_threads
-
-from connectors.base import ChangeBatch, Connector, ConnectorError, ProgressFn, SyncReport
+from connectors.base import (
+    ChangeBatch,
+    Connector,
+    ConnectorError,
+    ProgressFn,
+    SyncReport,
+)
 from connectors.mail.parsing import ParsedMail, is_noise_sender, parse_rfc822
 from connectors.mail.store import (
     ThreadWork,
@@ -41,6 +43,11 @@ from connectors.mail.threading import (
 )
 from connectors.mailbox.client import iter_mailbox
 from connectors.models import ImportedItem
+from loops.message import SENT, MailMessage
+from loops.pipeline import process_threads
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 BATCH_THREADS = 50
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -132,7 +139,9 @@ class MailboxConnector(Connector):
         keys = [m.key for m in unique]
         hashes = [m.fingerprint for m in unique]
         stored_by_key: dict[str, str] = {}
-        for key, tid in ledger.filter(external_id__in=keys).values_list("external_id", "thread_id"):
+        for key, tid in ledger.filter(external_id__in=keys).values_list(
+            "external_id", "thread_id"
+        ):
             stored_by_key[key] = tid
         stored_hashes: dict[str, str] = {}
         for content_hash, key in ledger.filter(content_hash__in=hashes).values_list(
@@ -143,19 +152,28 @@ class MailboxConnector(Connector):
         already = {
             m.key
             for m in unique
-            if m.key in stored_by_key or stored_hashes.get(m.fingerprint) not in (None, m.key)
+            if m.key in stored_by_key
+            or stored_hashes.get(m.fingerprint) not in (None, m.key)
         }
         subject_keys = {m.subject_key for m in unique if m.subject_key}
-        known_rows = ledger.filter(subject_key__in=list(subject_keys)).exclude(
-            external_id__in=keys
-        ).values_list("external_id", "thread_id", "subject_key", "participants")
+        known_rows = (
+            ledger.filter(subject_key__in=list(subject_keys))
+            .exclude(external_id__in=keys)
+            .values_list("external_id", "thread_id", "subject_key", "participants")
+        )
         known = [
             KnownMessage(key, tid, skey, tuple(parts or ()), None)
             for key, tid, skey, parts in known_rows
             if tid
         ]
         known += [
-            KnownMessage(m.key, stored_by_key[m.key], m.subject_key, tuple(sorted(m.participants())), m.date)
+            KnownMessage(
+                m.key,
+                stored_by_key[m.key],
+                m.subject_key,
+                tuple(sorted(m.participants())),
+                m.date,
+            )
             for m in unique
             if m.key in stored_by_key and stored_by_key[m.key]
         ]
@@ -167,14 +185,24 @@ class MailboxConnector(Connector):
         )
         known_threads = {k.thread_id for k in known}
         prepared = _Prepared(owners=self.owners)
-        for thread_id in sorted(threads, key=lambda t: (threads[t][0].date is None, threads[t][0].date, t)):
+        for thread_id in sorted(
+            threads, key=lambda t: (threads[t][0].date is None, threads[t][0].date, t)
+        ):
             members = threads[thread_id]
             new_keys = {m.key for m in members if m.key not in already}
             if not new_keys:
                 self.report.skipped["already imported"] += len(members)
                 continue
             entries = [
-                (m.key, to_mail_message(m, thread_id=thread_id, is_mine=is_mine(m, self.owners), link=message_link(m)))
+                (
+                    m.key,
+                    to_mail_message(
+                        m,
+                        thread_id=thread_id,
+                        is_mine=is_mine(m, self.owners),
+                        link=message_link(m),
+                    ),
+                )
                 for m in members
                 if m.key not in already or m.key in stored_by_key
             ]
@@ -200,13 +228,18 @@ class MailboxConnector(Connector):
         """Add messages of ``thread_id`` stored by earlier imports but absent from
         this mailbox, so the re-rendered page keeps them."""
         present = {key for key, _ in entries}
-        rows = RawRecord.objects.filter(source=self.source, metadata__thread_id=thread_id).values_list(
-            "id", "external_id", "metadata"
-        )
+        rows = RawRecord.objects.filter(
+            source=self.source, metadata__thread_id=thread_id
+        ).values_list("id", "external_id", "metadata")
         merged = list(entries)
         for raw_id, external_id, metadata in rows:
             if external_id not in present:
-                merged.append((external_id, MailMessage.from_metadata(metadata, raw_record_id=raw_id)))
+                merged.append(
+                    (
+                        external_id,
+                        MailMessage.from_metadata(metadata, raw_record_id=raw_id),
+                    )
+                )
         merged.sort(key=lambda item: (item[1].date or _EPOCH, item[0]))
         return merged
 
@@ -243,7 +276,10 @@ class MailboxConnector(Connector):
             process_threads(source_id=self.source.id, thread_ids=list(stored))
 
     def _apply_threads(
-        self, batch: ChangeBatch, report: SyncReport, stored: dict[str, list[MailMessage]]
+        self,
+        batch: ChangeBatch,
+        report: SyncReport,
+        stored: dict[str, list[MailMessage]],
     ) -> None:
         for work in batch.items:
             try:
@@ -310,7 +346,10 @@ def mailbox_import(
 
     path = Path(path)
     source = source_ensure(
-        source_id=source_id, kind=Source.Kind.MAILBOX, name=source_id, owner_addresses=owners
+        source_id=source_id,
+        kind=Source.Kind.MAILBOX,
+        name=source_id,
+        owner_addresses=owners,
     )
     # The stored path lets ``sync_source`` re-run the import (new mail appended).
     config = dict(source.config or {})
@@ -341,7 +380,9 @@ def mailbox_import(
         raise
     if connector.owners - set(source.owner_addresses):
         source_ensure(
-            source_id=source.id, kind=Source.Kind.MAILBOX, owner_addresses=connector.owners
+            source_id=source.id,
+            kind=Source.Kind.MAILBOX,
+            owner_addresses=connector.owners,
         )
     sync_run_finish(run=run, report=report)
     return report

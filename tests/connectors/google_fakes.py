@@ -22,16 +22,24 @@ def ok(body: dict[str, Any]) -> tuple[dict[str, str], str]:
     return {"status": "200", "content-type": "application/json"}, json.dumps(body)
 
 
-def error(status: int, reason: str = "", headers: dict[str, str] | None = None) -> tuple[dict[str, str], str]:
+def error(
+    status: int, reason: str = "", headers: dict[str, str] | None = None
+) -> tuple[dict[str, str], str]:
     """A Google JSON error response."""
     body = {
         "error": {
             "code": status,
             "message": reason or "error",
-            "errors": [{"reason": reason or "error", "domain": "global", "message": reason}],
+            "errors": [
+                {"reason": reason or "error", "domain": "global", "message": reason}
+            ],
         }
     }
-    return {"status": str(status), "content-type": "application/json", **(headers or {})}, json.dumps(body)
+    return {
+        "status": str(status),
+        "content-type": "application/json",
+        **(headers or {}),
+    }, json.dumps(body)
 
 
 def sequence(*responses: tuple[dict[str, str], str]) -> HttpMockSequence:

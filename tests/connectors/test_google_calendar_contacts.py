@@ -31,7 +31,13 @@ def _events(name: str) -> dict:  # type: ignore[type-arg]
 OSKI = {
     "resourceName": "people/c1",
     "etag": "%EgUBAj0DNxoEAQIFByIMR0xWQ0VmR0xZbXM9",
-    "names": [{"metadata": {"primary": True}, "displayName": "Oski the Bear", "givenName": "Oski"}],
+    "names": [
+        {
+            "metadata": {"primary": True},
+            "displayName": "Oski the Bear",
+            "givenName": "Oski",
+        }
+    ],
     "emailAddresses": [
         {"metadata": {"primary": True}, "value": "oski@example.com"},
         {"value": "Oski@Berkeley.example.edu"},
@@ -48,12 +54,18 @@ JANE = {
 
 @pytest.fixture
 def source() -> Source:
-    return google_account_connect(email=ME, granted_scopes=list(READONLY_SCOPES), client=None).source
+    return google_account_connect(
+        email=ME, granted_scopes=list(READONLY_SCOPES), client=None
+    ).source
 
 
 def _sync(source: Source, *responses, services=("contacts", "calendar")):  # type: ignore[no-untyped-def]
     return google_sync(
-        source=source, http=sequence(*responses), sleep=lambda s: None, now=NOW, services=services
+        source=source,
+        http=sequence(*responses),
+        sleep=lambda s: None,
+        now=NOW,
+        services=services,
     )
 
 
@@ -61,8 +73,12 @@ def _calendar_pages(source: Source):  # type: ignore[no-untyped-def]
     return Page.objects.filter(source=source, type__name="meeting")
 
 
-def test_contacts_become_person_pages_with_all_emails_and_the_name_as_aliases(source: Source) -> None:
-    report = _sync(source, ok({"connections": [OSKI], "totalPeople": 1}), services=("contacts",))
+def test_contacts_become_person_pages_with_all_emails_and_the_name_as_aliases(
+    source: Source,
+) -> None:
+    report = _sync(
+        source, ok({"connections": [OSKI], "totalPeople": 1}), services=("contacts",)
+    )
     assert report.counts["contacts"] == 1 and report.counts["people"] == 1
     page = Page.objects.get(source=source, type__name="person")
     assert page.slug == "people/oski-the-bear"
@@ -72,7 +88,9 @@ def test_contacts_become_person_pages_with_all_emails_and_the_name_as_aliases(so
     assert {"oski@example.com", "oski@berkeley.example.edu", "oski the bear"} <= aliases
 
 
-def test_a_page_written_by_a_human_is_never_overwritten_by_a_contact(source: Source) -> None:
+def test_a_page_written_by_a_human_is_never_overwritten_by_a_contact(
+    source: Source,
+) -> None:
     human = page_write(
         source=source,
         mode="create",
@@ -90,8 +108,11 @@ def test_a_page_written_by_a_human_is_never_overwritten_by_a_contact(source: Sou
     # A contact page edited by a person afterwards is not overwritten either.
     oski = Page.objects.get(source=source, slug="people/oski-the-bear")
     page_write(
-        source=source, mode="replace", actor=local_caller(actor="bob"),
-        slug=oski.slug, body="Edited by Bob.",
+        source=source,
+        mode="replace",
+        actor=local_caller(actor="bob"),
+        slug=oski.slug,
+        body="Edited by Bob.",
     )
     changed = copy.deepcopy(OSKI)
     changed["etag"] = "%new"
@@ -108,7 +129,9 @@ def test_unchanged_contacts_are_skipped_on_the_next_sync(source: Source) -> None
     assert report.counts["contacts"] == 0
 
 
-def test_calendar_events_become_meeting_pages_with_attended_relations(source: Source) -> None:
+def test_calendar_events_become_meeting_pages_with_attended_relations(
+    source: Source,
+) -> None:
     """Contacts run first, so the attendee Oski resolves to his person page."""
     report = _sync(
         source,
@@ -128,7 +151,9 @@ def test_calendar_events_become_meeting_pages_with_attended_relations(source: So
     assert (relation.from_page, relation.relation_type.name) == (oski, "attended")
 
 
-def test_cancelled_events_soft_delete_and_moved_events_keep_their_page(source: Source) -> None:
+def test_cancelled_events_soft_delete_and_moved_events_keep_their_page(
+    source: Source,
+) -> None:
     listing = _events("google_events_list_10_page2.json")
     _sync(source, ok(listing), services=("calendar",))
     moved, cancelled, _same = (copy.deepcopy(e) for e in listing["items"])
@@ -136,7 +161,9 @@ def test_cancelled_events_soft_delete_and_moved_events_keep_their_page(source: S
     moved["etag"], moved["start"] = '"moved"', {"dateTime": "2012-09-20T14:00:00-07:00"}
     cancelled["etag"], cancelled["status"] = '"cancelled"', "cancelled"
     report = _sync(
-        source, ok({**listing, "items": [moved, cancelled, listing["items"][2]]}), services=("calendar",)
+        source,
+        ok({**listing, "items": [moved, cancelled, listing["items"][2]]}),
+        services=("calendar",),
     )
     assert report.counts["events"] == 1
     assert report.counts["events_cancelled"] == 1

@@ -55,12 +55,24 @@ class Sleeps(list[float]):
 
 
 def _gmail(source: Source, http, sleep=None):  # type: ignore[no-untyped-def]
-    return google_sync(source=source, http=http, sleep=sleep if sleep is not None else Sleeps(), services=("gmail",))
+    return google_sync(
+        source=source,
+        http=http,
+        sleep=sleep if sleep is not None else Sleeps(),
+        services=("gmail",),
+    )
 
 
 def _backfill(source: Source):  # type: ignore[no-untyped-def]
     http = sequence(
-        ok({"emailAddress": ME, "messagesTotal": 3, "threadsTotal": 2, "historyId": "5000"}),
+        ok(
+            {
+                "emailAddress": ME,
+                "messagesTotal": 3,
+                "threadsTotal": 2,
+                "historyId": "5000",
+            }
+        ),
         ok(
             {
                 "messages": [
@@ -77,7 +89,9 @@ def _backfill(source: Source):  # type: ignore[no-untyped-def]
     return _gmail(source, http)
 
 
-def test_connecting_creates_a_google_source_with_send_as_aliases(google_source: Source) -> None:
+def test_connecting_creates_a_google_source_with_send_as_aliases(
+    google_source: Source,
+) -> None:
     assert google_source.id == google_source_id(ME) == "gmail-owner"
     assert google_source.kind == "google"
     assert set(google_source.owner_addresses) == {ME, ALIAS}
@@ -104,7 +118,9 @@ def test_a_narrower_grant_is_reported_with_a_reconnect_fix() -> None:
     assert report.skipped["calendar: scope not granted"] == 1
 
 
-def test_backfill_writes_thread_pages_raw_records_and_anchors_history(google_source: Source) -> None:
+def test_backfill_writes_thread_pages_raw_records_and_anchors_history(
+    google_source: Source,
+) -> None:
     report = _backfill(google_source)
     assert report.counts["threads"] == 1  # the newsletter is noise-only: not rendered
     assert report.skipped["noise-only thread"] == 1
@@ -114,7 +130,9 @@ def test_backfill_writes_thread_pages_raw_records_and_anchors_history(google_sou
     assert page.frontmatter["account"] == ME
     assert page.body.count("## → ") == 1  # my answer, sent from the alias
     assert "mail.google.com" in page.body
-    raws = RawRecord.objects.filter(source=google_source, kind="gmail_message").order_by("external_id")
+    raws = RawRecord.objects.filter(
+        source=google_source, kind="gmail_message"
+    ).order_by("external_id")
     assert [r.external_id for r in raws] == ["m1", "m2"]
     assert raws[0].payload["id"] == "m1"  # the Gmail JSON is the raw record
     mine = [MailMessage.from_metadata(r.metadata).is_mine for r in raws]
@@ -123,7 +141,9 @@ def test_backfill_writes_thread_pages_raw_records_and_anchors_history(google_sou
     assert cursor["history_id"] == "5000" and cursor["backfill_done"] is True
 
 
-def test_incremental_history_sync_adds_a_reply_to_the_existing_thread(google_source: Source) -> None:
+def test_incremental_history_sync_adds_a_reply_to_the_existing_thread(
+    google_source: Source,
+) -> None:
     _backfill(google_source)
     slug = Page.objects.get(source=google_source, type__name="email").slug
     http = sequence(
@@ -134,7 +154,13 @@ def test_incremental_history_sync_adds_a_reply_to_the_existing_thread(google_sou
                         "id": "5001",
                         "messages": [{"id": "m4", "threadId": "t1"}],
                         "messagesAdded": [
-                            {"message": {"id": "m4", "threadId": "t1", "labelIds": ["INBOX"]}}
+                            {
+                                "message": {
+                                    "id": "m4",
+                                    "threadId": "t1",
+                                    "labelIds": ["INBOX"],
+                                }
+                            }
                         ],
                     }
                 ],
@@ -150,23 +176,43 @@ def test_incremental_history_sync_adds_a_reply_to_the_existing_thread(google_sou
     assert page.frontmatter["message_count"] == 3
     assert page.frontmatter["from"] == "ann@example.net"
     assert "Thanks, Thursday works." in page.body
-    assert RawRecord.objects.filter(source=google_source, kind="gmail_message").count() == 3
-    assert Source.objects.get(pk=google_source.pk).cursor["google"]["gmail"]["history_id"] == "5002"
+    assert (
+        RawRecord.objects.filter(source=google_source, kind="gmail_message").count()
+        == 3
+    )
+    assert (
+        Source.objects.get(pk=google_source.pk).cursor["google"]["gmail"]["history_id"]
+        == "5002"
+    )
 
 
 def test_an_unchanged_thread_in_history_is_a_noop(google_source: Source) -> None:
     _backfill(google_source)
-    revisions = Page.objects.get(source=google_source, type__name="email").revisions.count()
+    revisions = Page.objects.get(
+        source=google_source, type__name="email"
+    ).revisions.count()
     http = sequence(
-        ok({"history": [{"id": "5001", "messages": [{"id": "m2", "threadId": "t1"}]}], "historyId": "5001"}),
+        ok(
+            {
+                "history": [
+                    {"id": "5001", "messages": [{"id": "m2", "threadId": "t1"}]}
+                ],
+                "historyId": "5001",
+            }
+        ),
         ok(thread("t1", ann_question(), my_answer())),
     )
     report = _gmail(google_source, http)
     assert report.skipped["thread unchanged"] == 1
-    assert Page.objects.get(source=google_source, type__name="email").revisions.count() == revisions
+    assert (
+        Page.objects.get(source=google_source, type__name="email").revisions.count()
+        == revisions
+    )
 
 
-def test_an_expired_history_id_relists_the_window_and_reanchors(google_source: Source) -> None:
+def test_an_expired_history_id_relists_the_window_and_reanchors(
+    google_source: Source,
+) -> None:
     _backfill(google_source)
     http = sequence(
         error(404, "notFound"),
@@ -177,11 +223,21 @@ def test_an_expired_history_id_relists_the_window_and_reanchors(google_source: S
     report = _gmail(google_source, http)
     assert report.counts["history_expired"] == 1
     assert any("expired" in w for w in report.warnings)
-    assert Page.objects.get(source=google_source, type__name="email").frontmatter["message_count"] == 3
-    assert Source.objects.get(pk=google_source.pk).cursor["google"]["gmail"]["history_id"] == "9000"
+    assert (
+        Page.objects.get(source=google_source, type__name="email").frontmatter[
+            "message_count"
+        ]
+        == 3
+    )
+    assert (
+        Source.objects.get(pk=google_source.pk).cursor["google"]["gmail"]["history_id"]
+        == "9000"
+    )
 
 
-def test_a_429_is_retried_after_retry_after_then_succeeds(google_source: Source) -> None:
+def test_a_429_is_retried_after_retry_after_then_succeeds(
+    google_source: Source,
+) -> None:
     sleeps = Sleeps()
     http = sequence(
         ok({"emailAddress": ME, "historyId": "5000"}),
@@ -195,7 +251,9 @@ def test_a_429_is_retried_after_retry_after_then_succeeds(google_source: Source)
     assert SyncRun.objects.get(source=google_source).status == "succeeded"
 
 
-def test_five_hundreds_give_up_after_six_attempts_as_a_transient_error(google_source: Source) -> None:
+def test_five_hundreds_give_up_after_six_attempts_as_a_transient_error(
+    google_source: Source,
+) -> None:
     sleeps = Sleeps()
     http = sequence(
         ok({"emailAddress": ME, "historyId": "5000"}),
@@ -210,8 +268,15 @@ def test_five_hundreds_give_up_after_six_attempts_as_a_transient_error(google_so
     assert Source.objects.get(pk=google_source.pk).last_error
 
 
-def test_a_permanently_failing_message_is_held_while_the_rest_imports(google_source: Source) -> None:
-    broken = {"id": "mbad", "threadId": "t3", "labelIds": ["INBOX"], "payload": {"mimeType": "text/plain"}}
+def test_a_permanently_failing_message_is_held_while_the_rest_imports(
+    google_source: Source,
+) -> None:
+    broken = {
+        "id": "mbad",
+        "threadId": "t3",
+        "labelIds": ["INBOX"],
+        "payload": {"mimeType": "text/plain"},
+    }
     http = sequence(
         ok({"emailAddress": ME, "historyId": "5000"}),
         ok(
@@ -225,12 +290,23 @@ def test_a_permanently_failing_message_is_held_while_the_rest_imports(google_sou
                 "resultSizeEstimate": 4,
             }
         ),
-        ok(thread("t3", real_message("multipartAlternativeMessage.json", gmail_id="mreal", thread_id="t3"), broken)),
+        ok(
+            thread(
+                "t3",
+                real_message(
+                    "multipartAlternativeMessage.json", gmail_id="mreal", thread_id="t3"
+                ),
+                broken,
+            )
+        ),
         error(400, "failedPrecondition"),
         ok(thread("t1", ann_question())),
     )
     report = _gmail(google_source, http)
-    held = {(h.kind, h.external_id): h for h in HeldItem.objects.filter(source=google_source)}
+    held = {
+        (h.kind, h.external_id): h
+        for h in HeldItem.objects.filter(source=google_source)
+    }
     assert set(held) == {("gmail_message", "mbad"), ("gmail_thread", "t9")}
     assert held[("gmail_message", "mbad")].error_code == "unparseable_message"
     assert report.counts["held"] == 2
@@ -238,14 +314,22 @@ def test_a_permanently_failing_message_is_held_while_the_rest_imports(google_sou
     pages = Page.objects.filter(source=google_source, type__name="email")
     assert sorted(p.frontmatter["thread_id"] for p in pages) == ["t1", "t3"]
     assert SyncRun.objects.get(source=google_source).status == "partial"
-    assert not ImportedItem.objects.filter(source=google_source, external_id="mbad").exists()
+    assert not ImportedItem.objects.filter(
+        source=google_source, external_id="mbad"
+    ).exists()
 
 
 def test_backfill_resumes_from_the_saved_page_token(google_source: Source) -> None:
     """A sync killed after the first list page resumes at the second page."""
     first = sequence(
         ok({"emailAddress": ME, "historyId": "5000"}),
-        ok({"messages": [{"id": "m1", "threadId": "t1"}], "nextPageToken": "p2", "resultSizeEstimate": 2}),
+        ok(
+            {
+                "messages": [{"id": "m1", "threadId": "t1"}],
+                "nextPageToken": "p2",
+                "resultSizeEstimate": 2,
+            }
+        ),
         ok(thread("t1", ann_question())),
         # The next list request fails for good: the sync stops with page 1 saved.
         error(403, "forbidden"),
@@ -253,7 +337,9 @@ def test_backfill_resumes_from_the_saved_page_token(google_source: Source) -> No
     with pytest.raises(Exception, match="403"):
         _gmail(google_source, first)
     cursor = Source.objects.get(pk=google_source.pk).cursor["google"]["gmail"]
-    assert cursor["backfill_page_token"] == "p2" and cursor["anchor_history_id"] == "5000"
+    assert (
+        cursor["backfill_page_token"] == "p2" and cursor["anchor_history_id"] == "5000"
+    )
     second = sequence(
         ok({"messages": [{"id": "m3", "threadId": "t5"}], "resultSizeEstimate": 1}),
         ok(

@@ -119,7 +119,7 @@ def test_raw_8bit_headers_are_decoded() -> None:
     raw = (
         "From: Jürgen <j@example.org>\r\nTo: y@example.org\r\nSubject: Grüße\r\n"
         "Message-ID: <8bit@example.org>\r\n\r\nHallo\r\n"
-    ).encode("utf-8")
+    ).encode()
     msg = parse_rfc822(raw)
     assert msg.subject == "Grüße"
     assert msg.from_ is not None and msg.from_.name == "Jürgen"
@@ -136,7 +136,9 @@ def test_raw_8bit_headers_are_decoded() -> None:
         ("yahoo.eml", "Hello"),
     ],
 )
-def test_quoted_reply_tail_is_trimmed_for_each_mail_client(name: str, reply: str) -> None:
+def test_quoted_reply_tail_is_trimmed_for_each_mail_client(
+    name: str, reply: str
+) -> None:
     msg = parse_rfc822(_read(TALON / name))
     assert msg.body.strip() == reply
     # The untrimmed text keeps the quote for threading by quoted text.
@@ -192,7 +194,9 @@ def test_subject_key_strips_reply_prefixes_and_list_tags() -> None:
 
 
 def test_gmail_full_format_message_is_parsed_like_rfc822() -> None:
-    payload = json.loads((GMAIL / "multipartAlternativeWithAttachmentsMessage.json").read_text())
+    payload = json.loads(
+        (GMAIL / "multipartAlternativeWithAttachmentsMessage.json").read_text()
+    )
     msg = parse_gmail_message(payload)
     assert msg.key == payload["id"]
     assert msg.gmail_thread_id == payload["threadId"]

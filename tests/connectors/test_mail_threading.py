@@ -21,7 +21,10 @@ from connectors.mail.threading import (
 )
 from tests.connectors.helpers import ENRON, SPAMASSASSIN, parse_mailbox
 
-def _by_subject(threads: dict[str, list[ParsedMail]]) -> dict[str, list[list[ParsedMail]]]:
+
+def _by_subject(
+    threads: dict[str, list[ParsedMail]],
+) -> dict[str, list[list[ParsedMail]]]:
     """subject key of the first message → the threads with that subject."""
     out: dict[str, list[list[ParsedMail]]] = {}
     for members in threads.values():
@@ -51,8 +54,12 @@ def test_header_threading_rebuilds_spamassassin_conversations() -> None:
 
 
 def test_thread_ids_are_stable_across_runs() -> None:
-    first = thread_messages(dedupe(parse_mailbox(SPAMASSASSIN))[0], owner_addresses=set())
-    second = thread_messages(dedupe(parse_mailbox(SPAMASSASSIN))[0], owner_addresses=set())
+    first = thread_messages(
+        dedupe(parse_mailbox(SPAMASSASSIN))[0], owner_addresses=set()
+    )
+    second = thread_messages(
+        dedupe(parse_mailbox(SPAMASSASSIN))[0], owner_addresses=set()
+    )
     assert sorted(first) == sorted(second)
 
 

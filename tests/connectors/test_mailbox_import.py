@@ -46,7 +46,8 @@ def test_enron_import_builds_threads_pages_and_marks_mine() -> None:
     assert distribution.body.count("## → ") == 3
     raws = RawRecord.objects.filter(source_id="enron", page=distribution)
     mine = sorted(
-        (m.date, m.is_mine) for m in (MailMessage.from_metadata(r.metadata) for r in raws)
+        (m.date, m.is_mine)
+        for m in (MailMessage.from_metadata(r.metadata) for r in raws)
     )
     assert [flag for _, flag in mine] == [False, True, True, False, True]
     # The sent-folder sender address is learned as an owner address.
@@ -114,7 +115,9 @@ def test_an_import_killed_halfway_completes_on_rerun_without_duplicates() -> Non
         p.frontmatter["message_count"] for p in _emails("sa").values()
     )
     assert SyncRun.objects.get(source_id="sa").status == "failed"
-    report = mailbox_import(source_id="sa", path=SPAMASSASSIN, owners=[], batch_threads=4)
+    report = mailbox_import(
+        source_id="sa", path=SPAMASSASSIN, owners=[], batch_threads=4
+    )
     assert report.counts["threads"] == 8
     pages = _emails("sa")
     assert len(pages) == 12
@@ -126,8 +129,14 @@ def test_an_import_killed_halfway_completes_on_rerun_without_duplicates() -> Non
 def test_import_mail_command_prints_a_summary() -> None:
     out = StringIO()
     call_command(
-        "import_mail", str(ENRON), "--source", "enron", "--owner", "pallen@enron.com",
-        stdout=out, stderr=StringIO(),
+        "import_mail",
+        str(ENRON),
+        "--source",
+        "enron",
+        "--owner",
+        "pallen@enron.com",
+        stdout=out,
+        stderr=StringIO(),
     )
     text = out.getvalue()
     assert "28 messages, 9 threads, 9 pages" in text

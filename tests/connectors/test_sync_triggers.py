@@ -45,7 +45,9 @@ def test_sync_source_command_refuses_an_unknown_source_with_a_fix() -> None:
 
 def test_admin_sync_now_action_runs_the_sync() -> None:
     mailbox_import(source_id="sa", path=SPAMASSASSIN, owners=[])
-    staff = User.objects.create_superuser(username="admin", email="a@example.org", password="pw-123456")
+    staff = User.objects.create_superuser(
+        username="admin", email="a@example.org", password="pw-123456"
+    )
     client = Client()
     client.force_login(staff)
     response = client.post(
@@ -61,7 +63,9 @@ def test_admin_sync_now_action_runs_the_sync() -> None:
 
 def test_connector_admin_changelists_load() -> None:
     mailbox_import(source_id="sa", path=SPAMASSASSIN, owners=[])
-    staff = User.objects.create_superuser(username="admin", email="a@example.org", password="pw-123456")
+    staff = User.objects.create_superuser(
+        username="admin", email="a@example.org", password="pw-123456"
+    )
     client = Client()
     client.force_login(staff)
     for name in ("importeditem", "helditem", "syncrun", "googleaccount"):
@@ -90,7 +94,10 @@ def test_google_sign_in_with_mailbox_scopes_connects_a_source() -> None:
     connect_google_source(
         _Backend(),
         user=user,
-        response={"email": "jane@example.com", "scope": " ".join(["openid", READONLY_SCOPES[0]])},
+        response={
+            "email": "jane@example.com",
+            "scope": " ".join(["openid", READONLY_SCOPES[0]]),
+        },
         social=social,
     )
     account = GoogleAccount.objects.get(email="jane@example.com")
@@ -105,7 +112,9 @@ def test_google_sign_in_with_mailbox_scopes_connects_a_source() -> None:
 def test_a_staff_sign_in_without_mailbox_scopes_connects_nothing() -> None:
     user = User.objects.create_user(username="staff", email="staff@example.com")
     connect_google_source(
-        _Backend(), user=user, response={"email": "staff@example.com", "scope": "openid email"}
+        _Backend(),
+        user=user,
+        response={"email": "staff@example.com", "scope": "openid email"},
     )
     assert not GoogleAccount.objects.exists()
     assert not Page.objects.filter(source__kind="google").exists()

@@ -20,7 +20,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("path", help="mbox file, maildir, or folder of messages")
-        parser.add_argument("--source", required=True, help="Source id, e.g. 'acme-shared'")
+        parser.add_argument(
+            "--source", required=True, help="Source id, e.g. 'acme-shared'"
+        )
         parser.add_argument(
             "--owner",
             action="append",
@@ -40,7 +42,9 @@ class Command(BaseCommand):
             bar = bars.get(step)
             if bar is None:
                 label = "parsing messages" if step == "parse" else "writing threads"
-                bar = bars[step] = tqdm(total=total, desc=label, unit=" items", file=self.stderr)
+                bar = bars[step] = tqdm(
+                    total=total, desc=label, unit=" items", file=self.stderr
+                )
             bar.update(done - bar.n)
 
         try:

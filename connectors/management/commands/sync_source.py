@@ -27,22 +27,31 @@ class Command(BaseCommand):
         def progress(step: str, done: int, total: int | None) -> None:
             bar = bars.get(step)
             if bar is None:
-                bar = bars[step] = tqdm(total=total, desc=step, unit=" items", file=self.stderr)
+                bar = bars[step] = tqdm(
+                    total=total, desc=step, unit=" items", file=self.stderr
+                )
             bar.update(done - bar.n)
 
         try:
             report = source_sync(
-                source_id=options["source_id"], progress=progress, actor="cli:sync_source"
+                source_id=options["source_id"],
+                progress=progress,
+                actor="cli:sync_source",
             )
         except ConnectorError as exc:
             kind = "permanent" if exc.permanent else "transient (retry later)"
-            raise CommandError(f"Sync failed, {kind}: {exc.code}: {exc.message}") from exc
+            raise CommandError(
+                f"Sync failed, {kind}: {exc.code}: {exc.message}"
+            ) from exc
         except BrainError as exc:
             raise CommandError(f"{exc} {exc.suggestion}") from exc
         finally:
             for bar in bars.values():
                 bar.close()
-        counts = ", ".join(f"{v} {k}" for k, v in sorted(report.counts.items())) or "nothing new"
+        counts = (
+            ", ".join(f"{v} {k}" for k, v in sorted(report.counts.items()))
+            or "nothing new"
+        )
         self.stdout.write(f"Synced {report.source_id!r} ({report.status}): {counts}.")
         for reason, count in sorted(report.skipped.items()):
             self.stdout.write(f"  skipped {count:6d}  {reason}")
