@@ -738,7 +738,14 @@ def google_sync(
         if scope not in granted:
             report.skipped[f"{name}: scope not granted"] += 1
             continue
+        extra: dict[str, Any] = {}
+        if name == "gmail":
+            # Source.config may widen or narrow the backfill window (days).
+            extra["window_days"] = int(
+                (source.config or {}).get("gmail_window_days", GMAIL_WINDOW_DAYS)
+            )
         connector = cls(
+            **extra,
             source=source,
             client=client,
             account=email,

@@ -5,6 +5,7 @@ connecting an account and its scopes."""
 from __future__ import annotations
 
 import pytest
+from googleapiclient.http import HttpMockSequence
 
 from brain.models import Page, RawRecord, Source
 from connectors.base import TransientError
@@ -354,3 +355,39 @@ def test_backfill_resumes_from_the_saved_page_token(google_source: Source) -> No
     cursor = Source.objects.get(pk=google_source.pk).cursor["google"]["gmail"]
     assert cursor["backfill_done"] is True and cursor["history_id"] == "5000"
     assert Page.objects.filter(source=google_source, type__name="email").count() == 2
+
+
+class _Recording(HttpMockSequence):
+    """An HttpMockSequence that remembers the URIs it was asked for."""
+
+    def __init__(self, iterable):  # type: ignore[no-untyped-def]
+        super().__init__(iterable)
+        self.uris: list[str] = []
+
+    def request(self, uri, *args, **kwargs):  # type: ignore[no-untyped-def]
+        self.uris.append(uri)
+        return super().request(uri, *args, **kwargs)
+
+
+def test_backfill_lists_the_default_90_day_window_newest_first(
+    google_source: Source,
+) -> None:
+    http = _Recording(
+        [
+            ok({"emailAddress": ME, "historyId": "5000"}),
+            ok({"resultSizeEstimate": 0}),
+        ]
+    )
+    _gmail(google_source, http)
+    assert "q=newer_than%3A90d" in http.uris[1]
+    Source.objects.filter(pk=google_source.pk).update(
+        config={"gmail_window_days": 30}, cursor={}
+    )
+    http = _Recording(
+        [
+            ok({"emailAddress": ME, "historyId": "5000"}),
+            ok({"resultSizeEstimate": 0}),
+        ]
+    )
+    _gmail(Source.objects.get(pk=google_source.pk), http)
+    assert "q=newer_than%3A30d" in http.uris[1]
