@@ -21,7 +21,7 @@ from django.db import transaction
 
 from brain.models import Source
 from brain.services.sources import source_ensure
-from connectors.base import ConnectorError
+from connectors.base import ConnectorError, PermanentError, TransientError
 from connectors.google.client import READONLY_SCOPES, GoogleClient
 from connectors.models import GoogleAccount
 
@@ -114,7 +114,26 @@ def authorized_http(account: GoogleAccount) -> Any:
             suggestion="Re-connect it: sign in at /login/google-oauth2/.",
             detail={"account": account.email},
         )
-    token = account.social_auth.get_access_token(load_strategy())
+    import requests
+
+    try:
+        token = account.social_auth.get_access_token(load_strategy())
+    except (requests.ConnectionError, requests.Timeout) as exc:
+        raise TransientError(
+            f"Google was unreachable while refreshing the token of {account.email}.",
+            code="network_error",
+            detail={"account": account.email, "error": type(exc).__name__},
+        ) from None
+    except Exception as exc:  # the refresh was refused (revoked or expired grant)
+        raise PermanentError(
+            f"Could not refresh the Google token of {account.email}.",
+            code="auth_failed",
+            detail={
+                "account": account.email,
+                "error": type(exc).__name__,
+                "fix": "Re-connect the account: sign in at /login/google-oauth2/.",
+            },
+        ) from None
     return AuthorizedHttp(Credentials(token=token), http=httplib2.Http(timeout=60))
 
 

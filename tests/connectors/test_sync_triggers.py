@@ -118,3 +118,15 @@ def test_a_staff_sign_in_without_mailbox_scopes_connects_nothing() -> None:
     )
     assert not GoogleAccount.objects.exists()
     assert not Page.objects.filter(source__kind="google").exists()
+
+
+def test_syncing_a_google_source_without_a_stored_grant_asks_to_reconnect() -> None:
+    from brain.exceptions import InvalidParams
+    from connectors.google.auth import google_account_connect
+
+    account = google_account_connect(
+        email="x@example.com", granted_scopes=[], client=None
+    )
+    with pytest.raises(InvalidParams, match="no stored grant") as excinfo:
+        source_sync(source_id=account.source.id)
+    assert "/login/google-oauth2/" in excinfo.value.suggestion
