@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -97,6 +97,22 @@ def dedupe(
     return kept, duplicates
 
 
+def sent_folder_senders(messages: Iterable[ParsedMail]) -> set[str]:
+    """From addresses that are the owner's by evidence of the sent folders: at least
+    two sent messages and 5 % of them (a message sent on the owner's behalf, or a
+    colleague's mail filed there, does not make its sender an owner address).
+    Noise senders never count."""
+    from connectors.mail.parsing import is_noise_sender
+
+    senders = Counter(
+        m.from_addr
+        for m in messages
+        if SENT in m.labels and m.from_addr and not is_noise_sender(m.from_addr)
+    )
+    total = sum(senders.values())
+    return {a for a, n in senders.items() if n >= 2 and n >= 0.05 * total}
+
+
 def is_mine(msg: ParsedMail, owner_addresses: set[str]) -> bool:
     """SPEC §5.1: SENT label (a sent folder), or a From that is an owner address."""
     return SENT in msg.labels or (msg.from_addr in owner_addresses)
@@ -141,9 +157,7 @@ def thread_messages(
     uf = _UnionFind()
     # The sender of a message in a sent folder is the owner, whatever address the
     # export shows (Enron's sent items say k..allen@, its owner is pallen@).
-    owner_addresses = set(owner_addresses) | {
-        m.from_addr for m in messages if SENT in m.labels and m.from_addr
-    }
+    owner_addresses = set(owner_addresses) | sent_folder_senders(messages)
     known = list(known)
     known_by_key = {k.key: k for k in known}
     for msg in messages:

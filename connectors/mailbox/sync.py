@@ -10,7 +10,6 @@ killed halfway leaves complete threads only; the next run writes the others.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,7 +25,7 @@ from connectors.base import (
     ProgressFn,
     SyncReport,
 )
-from connectors.mail.parsing import ParsedMail, is_noise_sender, parse_rfc822
+from connectors.mail.parsing import ParsedMail, parse_rfc822
 from connectors.mail.store import (
     ThreadWork,
     bulk_transaction,
@@ -39,11 +38,12 @@ from connectors.mail.threading import (
     dedupe,
     folder_labels,
     is_mine,
+    sent_folder_senders,
     thread_messages,
 )
 from connectors.mailbox.client import iter_mailbox
 from connectors.models import ImportedItem
-from loops.message import SENT, MailMessage
+from loops.message import MailMessage
 from loops.pipeline import process_threads
 
 if TYPE_CHECKING:
@@ -114,13 +114,8 @@ class MailboxConnector(Connector):
         return parsed
 
     def _learn_owners(self, messages: list[ParsedMail]) -> None:
-        """The senders of sent-folder messages are the owner (SPEC §6.2)."""
-        learned = Counter(
-            m.from_addr
-            for m in messages
-            if SENT in m.labels and m.from_addr and not is_noise_sender(m.from_addr)
-        )
-        new = sorted(set(learned) - self.owners)
+        """The regular senders of sent-folder messages are the owner (SPEC §6.2)."""
+        new = sorted(sent_folder_senders(messages) - self.owners)
         if new:
             self.owners |= set(new)
             self.report.warnings.append(

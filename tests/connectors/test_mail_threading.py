@@ -17,6 +17,7 @@ from connectors.mail.threading import (
     dedupe,
     folder_labels,
     is_mine,
+    sent_folder_senders,
     thread_messages,
 )
 from tests.connectors.helpers import ENRON, SPAMASSASSIN, parse_mailbox
@@ -155,3 +156,19 @@ def test_a_reply_to_someone_else_with_the_same_subject_is_another_thread() -> No
     )
     threads = thread_messages([first, other], owner_addresses={"me@example.org"})
     assert len(threads) == 2
+
+
+def test_only_regular_senders_of_sent_folders_become_owner_addresses() -> None:
+    """A colleague's message filed in Sent Items does not make them 'me'."""
+
+    def sent(sender: str, n: int) -> ParsedMail:
+        msg = _msg(
+            f"From: {sender}\nTo: x@example.org\nSubject: s{n}\n"
+            f"Message-ID: <{n}.{sender}>\n\nbody {n}\n"
+        )
+        msg.labels = ["SENT"]
+        return msg
+
+    messages = [sent("me@example.org", n) for n in range(30)]
+    messages += [sent("colleague@example.org", 99)]
+    assert sent_folder_senders(messages) == {"me@example.org"}
