@@ -52,7 +52,12 @@ from connectors.google.schemas import (
     render_event,
 )
 from connectors.mail.parsing import ParsedMail, parse_gmail_message
-from connectors.mail.render import person_slug, render_person, short_hash
+from connectors.mail.render import (
+    display_names,
+    person_slug,
+    render_person,
+    short_hash,
+)
 from connectors.mail.store import (
     ThreadWork,
     bulk_transaction,
@@ -565,11 +570,13 @@ class GmailConnector(_GoogleService):
         if not batch.items:
             return
         stored: dict[str, list[MailMessage]] = {}
+        parsed: list[ParsedMail] = []
         with bulk_transaction():
             for thread in batch.items:
                 work = self._work(thread, report)
                 if work is None:
                     continue
+                parsed.extend(work.parsed.values())
                 try:
                     page = thread_store(
                         source=self.source,
@@ -600,6 +607,7 @@ class GmailConnector(_GoogleService):
                 actor=ACTOR,
                 embed=self.embed,
                 report=report,
+                names=display_names(parsed),
             )
         if stored:
             process_threads(source_id=self.source.id, thread_ids=list(stored))

@@ -151,8 +151,22 @@ class Correspondent:
         return self.names.most_common(1)[0][0] if self.names else ""
 
 
+def display_names(messages: Iterable[Any]) -> dict[str, Counter[str]]:
+    """Display names seen for each address in From, To and Cc of parsed messages
+    (``ParsedMail``), counted; names that are themselves addresses are ignored."""
+    names: dict[str, Counter[str]] = {}
+    for msg in messages:
+        for item in (msg.from_, *msg.to, *msg.cc):
+            if item is not None and item.name and "@" not in item.name:
+                names.setdefault(item.addr, Counter())[item.name] += 1
+    return names
+
+
 def correspondents(
-    threads: dict[str, list[MailMessage]], *, owner_addresses: set[str]
+    threads: dict[str, list[MailMessage]],
+    *,
+    owner_addresses: set[str],
+    names: dict[str, Counter[str]] | None = None,
 ) -> dict[str, Correspondent]:
     """SPEC §6.2: people the owner actually corresponded with: the To/Cc of the
     owner's messages (wrote to) and the senders of messages that follow one of the
@@ -160,7 +174,8 @@ def correspondents(
     whose mail the owner only forwarded elsewhere, is not a correspondent. Owner
     addresses and noise senders are left out.
 
-    Display names come from every message where the address is the sender.
+    Display names come from the messages the address sent, plus ``names`` (every
+    From/To/Cc display name of the mailbox, see ``display_names``).
     """
     found: dict[str, Correspondent] = {}
 
@@ -187,6 +202,10 @@ def correspondents(
         for msg in messages:
             if msg.from_addr in found and msg.from_name and "@" not in msg.from_name:
                 found[msg.from_addr].names[msg.from_name] += 1
+    for addr, entry in found.items():
+        # Names from the whole mailbox: the first thread with someone may only
+        # show their bare address.
+        entry.names.update((names or {}).get(addr, Counter()))
     return found
 
 

@@ -30,6 +30,7 @@ from connectors.models import ImportedItem
 from loops.message import MailMessage
 
 if TYPE_CHECKING:
+    from collections import Counter
     from collections.abc import Callable, Iterable, Iterator
 
     from connectors.base import SyncReport
@@ -238,6 +239,7 @@ def people_store(
     actor: str,
     embed: bool,
     report: SyncReport,
+    names: dict[str, Counter[str]] | None = None,
 ) -> int:
     """Create person pages for new correspondents of ``threads`` (SPEC §6.2).
 
@@ -245,7 +247,7 @@ def people_store(
     alone: the existing page, human-written or not, is never overwritten. A slug
     taken by another page gets ``-<8 hex of the address>``. Returns pages created.
     """
-    found = correspondents(threads, owner_addresses=owner_addresses)
+    found = correspondents(threads, owner_addresses=owner_addresses, names=names)
     if not found:
         return 0
     known = set(

@@ -26,6 +26,7 @@ from connectors.base import (
     SyncReport,
 )
 from connectors.mail.parsing import ParsedMail, parse_rfc822
+from connectors.mail.render import display_names
 from connectors.mail.store import (
     ThreadWork,
     bulk_transaction,
@@ -127,6 +128,7 @@ class MailboxConnector(Connector):
         messages not yet in the ledger."""
         parsed = self._parse_all()
         self._learn_owners(parsed)
+        self.names = display_names(parsed)
         unique, duplicates = dedupe(parsed)
         self.report.skipped["duplicate copy"] += len(duplicates)
 
@@ -266,6 +268,7 @@ class MailboxConnector(Connector):
                 actor="connector:mailbox",
                 embed=self.embed,
                 report=report,
+                names=getattr(self, "names", None),
             )
         if stored:
             process_threads(source_id=self.source.id, thread_ids=list(stored))

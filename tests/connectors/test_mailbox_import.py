@@ -142,3 +142,13 @@ def test_import_mail_command_prints_a_summary() -> None:
     assert "28 messages, 9 threads, 9 pages" in text
     assert "duplicate copy" in text
     assert "k..allen@enron.com" in text
+
+
+def test_person_pages_take_display_names_from_the_whole_mailbox() -> None:
+    """Renee first appears as a bare address (my forward's To); her own messages,
+    later, carry "Ratcliff, Renee" (Exchange X-From), shown as "Renee Ratcliff"."""
+    mailbox_import(source_id="enron", path=ENRON, owners=["pallen@enron.com"])
+    renee = Alias.objects.get(source_id="enron", alias="renee.ratcliff@enron.com").page
+    assert renee.title == "Renee Ratcliff"
+    assert renee.slug == "people/renee-ratcliff"
+    assert Alias.objects.filter(page=renee, alias="renee ratcliff").exists()
