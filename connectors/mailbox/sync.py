@@ -10,14 +10,10 @@ killed halfway leaves complete threads only; the next run writes the others.
 
 from __future__ import annotations
 
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-from django.db import connection
 
 from brain.exceptions import BrainError
 from brain.models import RawRecord, Source
@@ -89,11 +85,8 @@ class MailboxConnector(Connector):
         embed: bool = False,
         progress: ProgressFn | None = None,
         batch_threads: int = BATCH_THREADS,
-        workers: int = 1,
     ) -> None:
         self.source = source
-        self.workers = max(1, workers)
-        self._lock = threading.Lock()
         self.path = Path(path)
         self.owners = {o.lower() for o in owners}
         self.embed = embed
@@ -264,58 +257,29 @@ class MailboxConnector(Connector):
     # --- apply -------------------------------------------------------------------
 
     def apply(self, batch: ChangeBatch, report: SyncReport) -> None:
-        """Write each thread (a savepoint each, one transaction per batch, or per
-        worker share of it), then person pages and loop detection."""
+        """Write each thread (one transaction each), then person pages and loops."""
         stored: dict[str, list[MailMessage]] = {}
-        if self.workers > 1 and len(batch.items) > 1:
-            shares = [batch.items[i :: self.workers] for i in range(self.workers)]
-            with ThreadPoolExecutor(max_workers=self.workers) as pool:
-                futures = [pool.submit(self._apply_share, share) for share in shares]
-                results = [future.result() for future in futures]
-            for share_report, share_stored in results:
-                report.merge(share_report)
-                stored.update(share_stored)
-            with bulk_transaction():
-                self._people(stored, report)
-        else:
-            with bulk_transaction():
-                self._apply_threads(batch.items, report, stored)
-                self._people(stored, report)
+        with bulk_transaction():
+            self._apply_threads(batch, report, stored)
+            people_store(
+                source=self.source,
+                threads=stored,
+                owner_addresses=self.owners,
+                actor="connector:mailbox",
+                embed=self.embed,
+                report=report,
+                names=getattr(self, "names", None),
+            )
         if stored:
             process_threads(source_id=self.source.id, thread_ids=list(stored))
 
-    def _people(self, stored: dict[str, list[MailMessage]], report: SyncReport) -> None:
-        people_store(
-            source=self.source,
-            threads=stored,
-            owner_addresses=self.owners,
-            actor="connector:mailbox",
-            embed=self.embed,
-            report=report,
-            names=getattr(self, "names", None),
-        )
-
-    def _apply_share(
-        self, items: list[ThreadWork]
-    ) -> tuple[SyncReport, dict[str, list[MailMessage]]]:
-        """A worker thread's share of a batch, in its own connection and
-        transaction: the round trips of several writers overlap."""
-        local = SyncReport(source_id=self.source.id, kind=self.kind)
-        stored: dict[str, list[MailMessage]] = {}
-        try:
-            with bulk_transaction():
-                self._apply_threads(items, local, stored)
-        finally:
-            connection.close()
-        return local, stored
-
     def _apply_threads(
         self,
-        items: list[ThreadWork],
+        batch: ChangeBatch,
         report: SyncReport,
         stored: dict[str, list[MailMessage]],
     ) -> None:
-        for work in items:
+        for work in batch.items:
             try:
                 page = thread_store(
                     source=self.source,
@@ -332,11 +296,9 @@ class MailboxConnector(Connector):
                 page = None
             if page is not None:
                 stored[work.thread_id] = work.messages
-            with self._lock:
-                self._done += 1
-                done = self._done
+            self._done += 1
             if self.progress:
-                self.progress("threads", done, self._total)
+                self.progress("threads", self._done, self._total)
 
     def finish(self) -> None:
         """Ledger the duplicate copies (after every thread is stored)."""
@@ -365,7 +327,6 @@ def mailbox_import(
     embed: bool = False,
     actor: str = "cli",
     batch_threads: int = BATCH_THREADS,
-    workers: int = 1,
 ) -> SyncReport:
     """Import a mailbox file or folder into the ``mailbox`` source ``source_id``
     (created when missing, SPEC §2.1, §6.2).
@@ -378,8 +339,6 @@ def mailbox_import(
     transaction each). ``progress(step, done, total)`` is called while parsing and
     after each thread; an exception it raises stops the import: the batch in
     flight rolls back whole, earlier batches stay, a re-run writes the rest.
-    ``workers`` > 1 writes each batch with that many threads, each with its own
-    database connection and transaction (its share of the batch rolls back whole).
     """
     from connectors.services import sync_run_finish, sync_run_start
 
@@ -402,7 +361,6 @@ def mailbox_import(
         embed=embed,
         progress=progress,
         batch_threads=batch_threads,
-        workers=workers,
     )
     run = sync_run_start(source=source, kind="import_mail", actor=actor)
     report = connector.report

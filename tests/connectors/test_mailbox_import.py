@@ -135,10 +135,6 @@ def test_import_mail_command_prints_a_summary() -> None:
         "enron",
         "--owner",
         "pallen@enron.com",
-        # Worker threads open their own connections: they cannot see this test's
-        # uncommitted transaction (the parallel path has its own test below).
-        "--workers",
-        "1",
         stdout=out,
         stderr=StringIO(),
     )
@@ -156,16 +152,3 @@ def test_person_pages_take_display_names_from_the_whole_mailbox() -> None:
     assert renee.title == "Renee Ratcliff"
     assert renee.slug == "people/renee-ratcliff"
     assert Alias.objects.filter(page=renee, alias="renee ratcliff").exists()
-
-
-@pytest.mark.django_db(transaction=True, serialized_rollback=True)
-def test_parallel_writers_store_the_same_threads_once() -> None:
-    report = mailbox_import(
-        source_id="sa", path=SPAMASSASSIN, owners=[], workers=3, batch_threads=5
-    )
-    assert (report.counts["messages"], report.counts["threads"]) == (26, 12)
-    assert RawRecord.objects.filter(source_id="sa").count() == 26
-    assert len(_emails("sa")) == 12
-    again = mailbox_import(source_id="sa", path=SPAMASSASSIN, owners=[], workers=3)
-    assert again.counts["messages"] == 0
-    assert RawRecord.objects.filter(source_id="sa").count() == 26

@@ -30,12 +30,6 @@ class Command(BaseCommand):
             help="An address that counts as 'me' (repeatable).",
         )
         parser.add_argument(
-            "--workers",
-            type=int,
-            default=2,
-            help="Threads writing in parallel, each with its own DB connection (default 2).",
-        )
-        parser.add_argument(
             "--embed",
             action="store_true",
             help="Embed pages during the import (default: later, by embed_pending).",
@@ -61,7 +55,6 @@ class Command(BaseCommand):
                 progress=progress,
                 embed=options["embed"],
                 actor="cli:import_mail",
-                workers=options["workers"],
             )
         except (BrainError, ConnectorError) as exc:
             raise CommandError(f"{exc}") from exc
