@@ -57,3 +57,36 @@ def flaky(job: Any, ctx: Any) -> dict[str, Any]:
 def broken(job: Any, ctx: Any) -> None:
     """Always fail with a permanent error."""
     raise PermanentJobError("the mailbox file is not a mailbox")
+
+
+def import_mail_holding(job: Any, ctx: Any) -> Any:
+    """The real mailbox import (as the ``import_mail`` kind runs it, in batches of
+    ``params.batch_threads`` threads) with a pause: after thread
+    ``params.hold_after`` it writes ``params.reached_file`` and waits, heartbeating,
+    while ``params.hold_file`` exists. The pause is inside the connector's batch
+    transaction, so a worker killed there loses that uncommitted batch."""
+    from connectors.mailbox.sync import mailbox_import
+    from jobs.handlers import ConnectorProgress, as_result
+
+    params = job.params
+    progress = ConnectorProgress(ctx)
+    hold, reached = Path(params["hold_file"]), Path(params["reached_file"])
+
+    def on_progress(step: str, done: int, total: int | None = None) -> None:
+        progress(step, done, total)
+        if step == "threads" and done == params["hold_after"] and hold.exists():
+            reached.write_text(str(done))
+            while hold.exists():
+                ctx.heartbeat()
+                time.sleep(0.05)
+
+    report = mailbox_import(
+        source_id=params["source_id"],
+        path=params["path"],
+        owners=[],
+        progress=on_progress,
+        actor=f"job:{job.pk}",
+        batch_threads=params["batch_threads"],
+    )
+    progress.flush()
+    return as_result(report)

@@ -5,4 +5,5 @@ TEST_KINDS = {
     "test_items": "tests.jobs.handlers.import_items",
     "test_flaky": "tests.jobs.handlers.flaky",
     "test_broken": "tests.jobs.handlers.broken",
+    "test_import_mail_hold": "tests.jobs.handlers.import_mail_holding",
 }

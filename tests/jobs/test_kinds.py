@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 import pytest
 
 from brain.access import local_caller
-from brain.models import Chunk, Page, Source
+from brain.models import Chunk, Page, RawRecord, Source
 from brain.services.pages import page_write
 from jobs.models import Job
 from jobs.runner import execute_job
 from jobs.services import job_enqueue
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 pytestmark = pytest.mark.django_db
 
@@ -78,3 +75,32 @@ def test_import_markdown_job_imports_a_folder_and_twice_is_a_noop(
     assert rerun is not None
     assert (rerun.result["created"], rerun.result["unchanged"]) == (0, 2)
     assert Page.objects.filter(source_id="notes").count() == 2
+
+
+ENRON = Path(__file__).resolve().parent.parent / "data" / "enron" / "allen-p"
+
+
+def test_import_mail_then_sync_source_on_real_mail_and_twice_is_a_noop() -> None:
+    params = {"source_id": "enron", "path": str(ENRON), "owners": ["pallen@enron.com"]}
+    job, _ = job_enqueue(
+        kind="import_mail", params=params, idempotency_key="enron-1", dispatch=False
+    )
+    done = execute_job(job_id=job.pk)
+    assert done is not None and done.status == Job.Status.SUCCEEDED, done.error
+    assert done.result["counts"]["messages"] == 28
+    assert done.result["counts"]["threads"] == 9
+    assert done.progress["message"] == "threads" and done.progress["step"] == 9
+    assert done.checkpoint == {"step": "threads", "done": 9}
+    again, created = job_enqueue(
+        kind="import_mail", params=params, idempotency_key="enron-1"
+    )
+    assert (again.pk, created) == (job.pk, False)
+
+    # The source remembers its path: a sync re-reads it and stores nothing new.
+    sync, _ = job_enqueue(
+        kind="sync_source", params={"source_id": "enron"}, dispatch=False
+    )
+    synced = execute_job(job_id=sync.pk)
+    assert synced is not None and synced.status == Job.Status.SUCCEEDED, synced.error
+    assert synced.result["counts"].get("messages", 0) == 0
+    assert RawRecord.objects.filter(source_id="enron", kind="rfc822").count() == 28
