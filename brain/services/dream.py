@@ -63,7 +63,11 @@ PHASES = (
     "purge",
     "llm",
 )
-WIKI_LINK = re.compile(r"\[\[([^\]|#]+)(?:[|#][^\]]*)?\]\]")
+# ``[[slug]]`` or ``[[slug|label]]`` where slug looks like one (lower-case, with a
+# folder), so bracketed text in mail bodies is not taken for a citation.
+WIKI_LINK = re.compile(
+    r"\[\[([a-z0-9][a-z0-9_-]*(?:/[a-z0-9][a-z0-9_.-]*)+)(?:[|#][^\]]*)?\]\]"
+)
 
 Progress = Callable[..., None]
 
@@ -263,15 +267,20 @@ def _keep_first(page_ids: Iterable[int]) -> list[int]:
 
 
 def phase_duplicates(budget: Budget, now: Any) -> PhaseResult:
-    """Merge proposals for live pages of one source that share an email alias, or
-    entity pages of one type whose titles are near-identical (pg_trgm similarity ≥
+    """Merge proposals for live entity pages (person, company, ...) of one source
+    that share an email alias, or entity pages of one type whose titles are
+    near-identical (pg_trgm similarity ≥
     ``BRAIN_DREAM_NAME_SIMILARITY``, default 0.75). Each unordered pair is proposed
     once, ever (a unique constraint), so a rejected pair stays rejected."""
     threshold = float(getattr(settings, "BRAIN_DREAM_NAME_SIMILARITY", 0.75))
     candidates: list[tuple[str, list[int], str, float, dict[str, Any]]] = []
 
     groups = (
-        Alias.objects.filter(kind=Alias.Kind.EMAIL, page__deleted_at__isnull=True)
+        Alias.objects.filter(
+            kind=Alias.Kind.EMAIL,
+            page__deleted_at__isnull=True,
+            page__type__primitive=PageType.Primitive.ENTITY,
+        )
         .values("source_id", "alias")
         .annotate(pages=Count("page", distinct=True))
         .filter(pages__gt=1)
@@ -284,6 +293,7 @@ def phase_duplicates(budget: Budget, now: Any) -> PhaseResult:
                 alias=group["alias"],
                 kind=Alias.Kind.EMAIL,
                 page__deleted_at__isnull=True,
+                page__type__primitive=PageType.Primitive.ENTITY,
             ).values_list("page_id", flat=True)
         )
         candidates.append(
@@ -496,8 +506,12 @@ def phase_embeddings(budget: Budget, now: Any) -> PhaseResult:
 
 
 def phase_orphans(budget: Budget, now: Any) -> PhaseResult:
-    """Count live pages no other page links to; warn when they are most pages."""
-    live = Page.objects.filter(deleted_at__isnull=True)
+    """Count live entity and concept pages no other page links to (records such as
+    mail threads are leaves by nature); warn when they are most of them."""
+    live = Page.objects.filter(
+        deleted_at__isnull=True,
+        type__primitive__in=[PageType.Primitive.ENTITY, PageType.Primitive.CONCEPT],
+    )
     total = live.count()
     linked_to = Relation.objects.filter(
         to_page=OuterRef("pk"), from_page__deleted_at__isnull=True
@@ -509,7 +523,7 @@ def phase_orphans(budget: Budget, now: Any) -> PhaseResult:
     )
     share = count / total if total else 0.0
     return PhaseResult(
-        summary=f"{count} of {total} live page(s) have no inbound link",
+        summary=f"{count} of {total} live entity/concept page(s) have no inbound link",
         counts={"orphans_found": count},
         status="warn" if total >= 10 and share > 0.5 else "ok",
         details={"sample": sample, "share": round(share, 3)},

@@ -24,6 +24,7 @@ from tests.factories import (
     PageFactory,
     RelationFactory,
     SourceFactory,
+    page_type,
 )
 
 pytestmark = pytest.mark.django_db
@@ -265,9 +266,10 @@ def test_purge_removes_pages_soft_deleted_more_than_72_hours_ago(src) -> None:  
     assert event.extra_data["purged"] is True and event.actor == "dream"
 
 
-def test_orphan_report_counts_live_pages_without_inbound_links(src) -> None:  # type: ignore[no-untyped-def]
+def test_orphan_report_counts_live_entity_pages_without_inbound_links(src) -> None:  # type: ignore[no-untyped-def]
     a, b, c = person(src, "A"), person(src, "B"), person(src, "C")
     RelationFactory(from_page=a, to_page=b)
+    PageFactory(source=src, title="a note nobody links to")  # records are leaves
     orphans = phase(dream_run(phases=["orphans"]), "orphans")
     assert orphans["counts"] == {"orphans_found": 2}
     assert sorted(orphans["details"]["sample"]) == sorted([a.slug, c.slug])
@@ -301,3 +303,21 @@ def test_curators_merge_from_the_admin(src) -> None:  # type: ignore[no-untyped-
     merged = Page.objects.get(pk=proposal.merge_page_id)
     assert merged.deleted_at is not None
     assert {keep.pk, merge.pk} == {proposal.keep_page_id, proposal.merge_page_id}
+
+
+def test_record_pages_sharing_an_address_in_their_title_are_not_duplicates(
+    src,  # type: ignore[no-untyped-def]
+) -> None:
+    """Mail thread pages get their subject as an alias; two threads with the same
+    subject mentioning an address are not one entity."""
+    for n in range(2):
+        page = PageFactory(
+            source=src,
+            slug=f"emails/2001/10/access-request-{n}",
+            type=page_type("email"),
+            title="Access Request for matt.smith@enron.com",
+        )
+        AliasFactory(
+            page=page, alias="access request for matt.smith@enron.com", kind="email"
+        )
+    assert dream_run(phases=["duplicates"])["totals"]["merge_proposals"] == 0
