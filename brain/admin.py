@@ -29,6 +29,7 @@ from brain.models import (
     TimelineEntry,
 )
 from brain.services.sources import source_set_federated
+from loops.admin_actions import PAGE_ACTIONS
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -210,6 +211,7 @@ class PageAdmin(admin.ModelAdmin):
         "deleted_at",
     )
     date_hierarchy = "updated_at"
+    actions = PAGE_ACTIONS
     inlines = (
         AliasInline,
         OutgoingRelationInline,

@@ -212,4 +212,6 @@ def _evidence(message: MailMessage) -> dict[str, Any]:
     item: dict[str, Any] = {"message_id": message.message_id, "quote": quote_of(message.body)}
     if message.raw_record_id is not None:
         item["raw_record_id"] = message.raw_record_id
+    if message.link:
+        item["link"] = message.link
     return item

@@ -62,7 +62,9 @@ def mutes_for(*, source_id: str) -> Mutes:
 def newest_message_at(*, source_id: str, until: datetime | None = None) -> datetime | None:
     """Date of the newest message in the source (metadata ``date``, UTC), or None."""
     qs = RawRecord.objects.filter(source_id=source_id).exclude(metadata__date=None)
-    qs = qs.annotate(msg_date=KeyTextTransform("date", "metadata")).exclude(msg_date="")
+    qs = qs.annotate(msg_date=KeyTextTransform("date", "metadata")).filter(
+        msg_date__regex=r"^\d{4}-\d{2}-\d{2}T"
+    )
     if until is not None:
         qs = qs.filter(msg_date__lte=until.astimezone(UTC).isoformat())
     newest = qs.order_by("-msg_date").values_list("msg_date", flat=True).first()

@@ -40,7 +40,7 @@ from loops.models import (
 )
 from loops.selectors import counterparty_page
 
-MUTE_VALUE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._%+@<>=/:-]{0,319}$")
+MUTE_VALUE_RE = re.compile(r"^[^\s\x00-\x1f\x7f]{1,320}$")
 STALE_OVERDUE = timedelta(days=14)
 STALE_INACTIVE = timedelta(days=90)
 LLM_COMMITMENT_CONFIDENCE = 0.85
@@ -335,6 +335,7 @@ def loop_correct_due(
     """Move a loop's deadline (SPEC §5.4): update ``due_at``, supersede the projected
     commitment fact with one carrying the new ``valid_until``, and record the old
     value and the evidence in a ``LoopEvent`` ("why is it Monday now?")."""
+    evidence = {"message_date": timezone.now().isoformat(), **(evidence or {})}
     locked = OpenLoop.objects.select_for_update().get(pk=loop.pk)
     old = locked.due_at
     if old == due_at:
@@ -350,7 +351,7 @@ def loop_correct_due(
                 source_id=old_fact.source_id, entity=old_fact.entity, text=old_fact.text,
                 kind=old_fact.kind, visibility=old_fact.visibility,
                 provenance=old_fact.provenance, raw_record=old_fact.raw_record,
-                evidence={**old_fact.evidence, "correction": evidence or {}},
+                evidence={**old_fact.evidence, "correction": evidence},
                 confidence=old_fact.confidence, valid_until=due_at, created_by=actor,
             )
             Fact.objects.filter(pk=old_fact.pk).update(
@@ -367,7 +368,7 @@ def loop_correct_due(
             new_fact_id = new_fact.pk
     locked.save(update_fields=fields)
     _event(loop=locked, source_id=locked.source_id, event_type=LoopEvent.EventType.DUE_CORRECTED,
-           actor=actor, old_due_at=old, new_due_at=due_at, evidence=evidence or {},
+           actor=actor, old_due_at=old, new_due_at=due_at, evidence=evidence,
            new_fact_id=new_fact_id)
     return locked
 
@@ -506,6 +507,7 @@ class CommitmentInput:
     message_date: datetime
     confidence: float
     same_as_loop_id: int | None = None
+    link: str = ""
 
 
 def _relation(*, page: Page, person: Page, type_name: str, context: str, detector: str) -> None:
@@ -539,6 +541,7 @@ def loop_project_commitment(
         "raw_record_id": item.raw_record_id,
         "page_slug": page.slug if page else "",
         "quote": item.quote[:200],
+        "link": item.link,
     }
     evidence = {k: v for k, v in evidence.items() if v not in (None, "")}
     if item.same_as_loop_id:
