@@ -56,8 +56,13 @@ def _event(
         source_id=source_id,
         event_type=event_type,
         actor=actor,
-        extra_data=json.loads(json.dumps(extra, default=str)),
+        extra_data=json.loads(json.dumps(extra, default=_json_default)),
     )
+
+
+def _json_default(value: Any) -> str:
+    """ISO 8601 for dates and datetimes in audit rows; str() for anything else."""
+    return value.isoformat() if isinstance(value, date | datetime) else str(value)
 
 
 def due_end_of_day(day: date) -> datetime:
