@@ -41,12 +41,16 @@ MONTH = (
 COMMIT_RE = re.compile(
     r"\b(?:i|we)\s*(?:'ll|’ll|\s+will|\s+shall|'m going to|’m going to|\s+am going to|"
     r"'re going to|\s+are going to|\s+plan to|\s+intend to)\s+"
-    r"(?!not\b|never\b|probably\b|maybe\b|perhaps\b|likely\b|be\s+(?!\w+ing\b)|"
+    r"(?!not\b|never\b|probably\b|maybe\b|perhaps\b|likely\b|"
+    r"be\s+(?!\w+ing\b|sure\s+to\b|able\s+to\b|(?:in\s+)?touch\b)|"
     r"have\s+(?:a|an|the|to\s+be|no)\b|need\b|want\b|miss\b|let\s+you\s+know\s+if\b|"
     r"see\s+(?:if|what|whether)\b|assume\b|keep\s+(?:you|that|this|it)\s+in\s+mind\b)"
-    r"(?:also\s+|definitely\s+|certainly\s+|then\s+|just\s+|gladly\s+)?(?P<verb>[a-z]+)",
+    r"(?:also\s+|definitely\s+|certainly\s+|then\s+|just\s+|gladly\s+)?"
+    r"(?:be\s+(?:sure\s+to\s+|able\s+to\s+)?)?(?P<verb>[a-z]+)",
     re.I,
 )
+# "see you Monday", "we'll see you tomorrow": a meeting promise when a time is given.
+SEE_YOU_RE = re.compile(r"^(?:(?:i|we)\s*(?:'ll|’ll|\s+will)\s+)?see you\b", re.I)
 # Verbs that do not promise an action to someone.
 NON_ACTION_VERBS = frozenset(
     """be been get? like love hope wonder think guess bet see appreciate remember
@@ -55,14 +59,26 @@ NON_ACTION_VERBS = frozenset(
 REQUEST_RE = re.compile(
     r"(?:^|\b)(?:please|pls|kindly)\b|\b(?:can|could|would|will)\s+you\b|"
     r"\bi\s+(?:need|want|would like)\s+(?:you|your)\b|\blet\s+me\s+know\b|"
-    r"\bmake\s+sure\s+(?:you|to)\b|\b(?:you|u)\s+(?:need|must|should)\s+to?\b",
+    r"\bmake\s+sure\s+(?:you|to)\b|\b(?:you|u)\s+(?:need|must|should)\s+to?\b|"
+    r"\bwhy\s+don'?t\s+you\b|\bif\s+you\s+could\b|\b(?:if|whether)\s+we\s+(?:could|can)\b|"
+    r"\b(?:i|we)(?:'d|\s+would)\s+like\s+to\s+(?:meet|discuss|talk|speak|get|have|see|review)\b|"
+    r"\bwe\s+(?:need|must|should)\s+(?:to\s+)?(?:get|meet|talk|discuss|finali[sz]e)\b",
+    re.I,
+)
+# A sentence that opens with a bare imperative ("Send me the draft by Friday").
+IMPERATIVE_RE = re.compile(
+    r"^(?:\w+,\s+)?(?:call|send|e-?mail|reply|respond|review|sign|submit|complete|return|"
+    r"confirm|join|register|apply|place|open|check|forward|schedule|get|bring|provide|"
+    r"fill|update|finish|fax|shop|book|order|pay|come|give|set up|let me know)\b",
     re.I,
 )
 DEADLINE_RE = re.compile(
     rf"\b(?:today|tonight|tomorrow|tmrw|eod|cob|eow|asap|end of (?:the )?(?:day|week|month)|"
     rf"close of business|this (?:morning|afternoon|evening|week)|next week|"
     rf"(?:(?:this|next|on|by|before|until|till)\s+)?{_WD}|"
-    rf"\d{{1,2}}/\d{{1,2}}(?:/\d{{2,4}})?|{MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?\b|"
+    rf"(?:by|before|on|until|till|due|no later than)\s+\d{{1,2}}/\d{{1,2}}(?:/\d{{2,4}})?|"
+    rf"{MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?\b|(?:mid|early|late|end of)[- ]{MONTH}|"
+    rf"as soon as possible|"
     rf"\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?{MONTH}|in\s+(?:\d+|a|one|two|three|a few)\s+"
     rf"(?:days?|weeks?)|within\s+(?:\d+|a|one|two|three)\s+(?:days?|weeks?|hours?))",
     re.I,
@@ -116,10 +132,14 @@ def classify_sentence(sentence: str) -> RuleMatch | None:
     if commit and not text.rstrip().endswith("?"):
         verb = commit.group("verb").lower()
         prefix = text[: commit.start()].lower()
-        conditional = re.search(r"\b(?:if|unless|whether|when|once)\b[^,;]*$", prefix)
+        conditional = re.search(r"\b(?:if|unless|whether|when|once)\b[^,;]*$", prefix) or (
+            re.match(r"\s*(?:if|unless)\b", prefix)
+        )
         if verb not in NON_ACTION_VERBS and not conditional:
             return RuleMatch(kind="commitment", sentence=text, deadline=deadline)
-    if deadline and REQUEST_RE.search(text):
+    if deadline and SEE_YOU_RE.match(text):
+        return RuleMatch(kind="commitment", sentence=text, deadline=deadline)
+    if deadline and (REQUEST_RE.search(text) or IMPERATIVE_RE.match(text)):
         return RuleMatch(kind="request", sentence=text, deadline=deadline)
     return None
 

@@ -116,3 +116,16 @@ def test_rule_extract_ignores_list_mail_and_my_requests():
     ]
     texts = [c.text for c in rule_extract(thread, owner_addresses=OWNERS)]
     assert texts == ["I will respond to the offer on Monday."]
+
+
+def test_labelled_intent_set_is_present_and_balanced_enough():
+    """The benchmark's labelled sets ship with the tests (SOURCE.txt beside them)."""
+    from pathlib import Path
+
+    data = Path(__file__).resolve().parent.parent / "data" / "loops"
+    for name, minimum in (("intent_eval.tsv", 30), ("intent_heldout.tsv", 5)):
+        rows = [line.split("\t", 2) for line in (data / name).read_text(encoding="utf-8").splitlines()
+                if line and not line.startswith("#")]
+        assert all(label in {"0", "1"} for label, _, _ in rows)
+        assert sum(label == "1" for label, _, _ in rows) >= minimum
+    assert "Apache" in (data / "SOURCE.txt").read_text()
