@@ -24,7 +24,10 @@ django.setup()
 from loops.extractors.rules import classify_sentence  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "loops"
-SETS = (("dev (used for tuning)", "intent_eval.tsv"), ("held out", "intent_heldout.tsv"))
+SETS = (
+    ("dev (used for tuning)", "intent_eval.tsv"),
+    ("held out", "intent_heldout.tsv"),
+)
 
 
 def main() -> None:

@@ -223,7 +223,6 @@ class PageAdmin(admin.ModelAdmin):
         "deleted_at",
     )
     date_hierarchy = "updated_at"
-    actions = PAGE_ACTIONS
     inlines = (
         AliasInline,
         OutgoingRelationInline,
@@ -233,7 +232,7 @@ class PageAdmin(admin.ModelAdmin):
         RevisionInline,
     )
 
-    actions = ("soft_delete_pages", "restore_pages", "reembed_pages")
+    actions = ("soft_delete_pages", "restore_pages", "reembed_pages", *PAGE_ACTIONS)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Page]:
         return super().get_queryset(request).defer("body", "frontmatter")

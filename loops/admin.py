@@ -7,11 +7,9 @@ read-only. The waiting dashboard is an admin view at
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
-from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import path
 
@@ -33,6 +31,10 @@ from loops.services import (
     loop_reopen,
 )
 from loops.waiting import waiting_report
+
+if TYPE_CHECKING:
+    from django.db.models import QuerySet
+    from django.http import HttpRequest, HttpResponse
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -62,20 +64,57 @@ class LoopEventInline(admin.TabularInline):
 
 @admin.register(OpenLoop)
 class OpenLoopAdmin(admin.ModelAdmin):
-    list_display = ("id", "loop_type", "status", "summary_short", "counterparty_email",
-                    "due_at", "opened_at", "last_activity_at", "detector", "fulfilment")
-    list_filter = ("status", "loop_type", "detector", "source",
-                   ("fulfilment_suspected_at", admin.EmptyFieldListFilter))
+    list_display = (
+        "id",
+        "loop_type",
+        "status",
+        "summary_short",
+        "counterparty_email",
+        "due_at",
+        "opened_at",
+        "last_activity_at",
+        "detector",
+        "fulfilment",
+    )
+    list_filter = (
+        "status",
+        "loop_type",
+        "detector",
+        "source",
+        ("fulfilment_suspected_at", admin.EmptyFieldListFilter),
+    )
     search_fields = ("summary", "counterparty_email", "thread_id", "dedup_key")
     list_select_related = ("source", "counterparty", "page")
     raw_id_fields = ("counterparty", "page", "fact")
-    readonly_fields = ("source", "dedup_key", "loop_type", "detector", "evidence", "thread_id",
-                       "status", "opened_at", "last_activity_at", "closed_at", "closed_by",
-                       "confidence", "fulfilment_suspected_at", "fulfilment_evidence",
-                       "due_at", "created_at", "updated_at")
+    readonly_fields = (
+        "source",
+        "dedup_key",
+        "loop_type",
+        "detector",
+        "evidence",
+        "thread_id",
+        "status",
+        "opened_at",
+        "last_activity_at",
+        "closed_at",
+        "closed_by",
+        "confidence",
+        "fulfilment_suspected_at",
+        "fulfilment_evidence",
+        "due_at",
+        "created_at",
+        "updated_at",
+    )
     date_hierarchy = "last_activity_at"
     inlines = (LoopEventInline,)
-    actions = ("mark_done", "drop", "reopen", "confirm_fulfilment", "mute_sender", "mute_thread")
+    actions = (
+        "mark_done",
+        "drop",
+        "reopen",
+        "confirm_fulfilment",
+        "mute_sender",
+        "mute_thread",
+    )
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -90,55 +129,94 @@ class OpenLoopAdmin(admin.ModelAdmin):
 
     @admin.action(description="Mark done")
     def mark_done(self, request: HttpRequest, queryset: QuerySet[OpenLoop]) -> None:
-        n = sum(loop_close(loop=lp, status=LoopStatus.DONE, actor=_actor(request))["closed"]
-                for lp in queryset)
+        n = sum(
+            loop_close(loop=lp, status=LoopStatus.DONE, actor=_actor(request))["closed"]
+            for lp in queryset
+        )
         self.message_user(request, f"{n} loop(s) marked done.", messages.SUCCESS)
 
     @admin.action(description="Drop")
     def drop(self, request: HttpRequest, queryset: QuerySet[OpenLoop]) -> None:
-        n = sum(loop_close(loop=lp, status=LoopStatus.DROPPED, actor=_actor(request))["closed"]
-                for lp in queryset)
+        n = sum(
+            loop_close(loop=lp, status=LoopStatus.DROPPED, actor=_actor(request))[
+                "closed"
+            ]
+            for lp in queryset
+        )
         self.message_user(request, f"{n} loop(s) dropped.", messages.SUCCESS)
 
     @admin.action(description="Reopen")
     def reopen(self, request: HttpRequest, queryset: QuerySet[OpenLoop]) -> None:
         for lp in queryset:
             loop_reopen(loop=lp, actor=_actor(request))
-        self.message_user(request, f"{queryset.count()} loop(s) open.", messages.SUCCESS)
+        self.message_user(
+            request, f"{queryset.count()} loop(s) open.", messages.SUCCESS
+        )
 
     @admin.action(description="Confirm delivered (done, fulfilled)")
-    def confirm_fulfilment(self, request: HttpRequest, queryset: QuerySet[OpenLoop]) -> None:
-        n = sum(loop_confirm_fulfilment(loop=lp, actor=_actor(request))["closed"] for lp in queryset)
-        self.message_user(request, f"{n} loop(s) closed as fulfilled.", messages.SUCCESS)
+    def confirm_fulfilment(
+        self, request: HttpRequest, queryset: QuerySet[OpenLoop]
+    ) -> None:
+        n = sum(
+            loop_confirm_fulfilment(loop=lp, actor=_actor(request))["closed"]
+            for lp in queryset
+        )
+        self.message_user(
+            request, f"{n} loop(s) closed as fulfilled.", messages.SUCCESS
+        )
 
     @admin.action(description="Mute the counterparty (sender)")
     def mute_sender(self, request: HttpRequest, queryset: QuerySet[OpenLoop]) -> None:
         n = 0
         for lp in queryset.exclude(counterparty_email=""):
-            n += int(loop_mute(source=lp.source, kind=LoopSuppression.Kind.SENDER,
-                               value=lp.counterparty_email, actor=_actor(request))[1])
+            n += int(
+                loop_mute(
+                    source=lp.source,
+                    kind=LoopSuppression.Kind.SENDER,
+                    value=lp.counterparty_email,
+                    actor=_actor(request),
+                )[1]
+            )
         self.message_user(request, f"{n} sender(s) muted.", messages.SUCCESS)
 
     @admin.action(description="Mute the thread")
     def mute_thread(self, request: HttpRequest, queryset: QuerySet[OpenLoop]) -> None:
         n = 0
         for lp in queryset.exclude(thread_id=""):
-            n += int(loop_mute(source=lp.source, kind=LoopSuppression.Kind.THREAD,
-                               value=lp.thread_id, actor=_actor(request))[1])
+            n += int(
+                loop_mute(
+                    source=lp.source,
+                    kind=LoopSuppression.Kind.THREAD,
+                    value=lp.thread_id,
+                    actor=_actor(request),
+                )[1]
+            )
         self.message_user(request, f"{n} thread(s) muted.", messages.SUCCESS)
 
     def get_urls(self) -> list[Any]:
-        extra = [path("waiting/", self.admin_site.admin_view(self.waiting_view),
-                      name="loops_waiting")]
+        extra = [
+            path(
+                "waiting/",
+                self.admin_site.admin_view(self.waiting_view),
+                name="loops_waiting",
+            )
+        ]
         return extra + super().get_urls()
 
     def waiting_view(self, request: HttpRequest) -> HttpResponse:
         """The waiting dashboard (SPEC §5.5): the trusted view for staff."""
         source = request.GET.get("source") or None
-        report = waiting_report(caller=local_caller(actor=_actor(request)),
-                                sources=[source] if source else None, top=25)
-        context = {**self.admin_site.each_context(request), "title": "Waiting",
-                   "report": report, "opts": self.model._meta}
+        report = waiting_report(
+            caller=local_caller(actor=_actor(request)),
+            sources=[source] if source else None,
+            top=25,
+        )
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Waiting",
+            "report": report,
+            "opts": self.model._meta,
+        }
         return TemplateResponse(request, "loops/waiting.html", context)
 
 
@@ -173,7 +251,14 @@ class GraceHoldAdmin(ReadOnlyAdmin):
 
 @admin.register(ExtractionRun)
 class ExtractionRunAdmin(ReadOnlyAdmin):
-    list_display = ("idempotency_key", "extractor", "status", "reason", "attempts", "updated_at")
+    list_display = (
+        "idempotency_key",
+        "extractor",
+        "status",
+        "reason",
+        "attempts",
+        "updated_at",
+    )
     list_filter = ("extractor", "status", "reason", "source")
     search_fields = ("idempotency_key", "thread_id")
     list_select_related = ("source",)
@@ -181,7 +266,14 @@ class ExtractionRunAdmin(ReadOnlyAdmin):
 
 @admin.register(LlmUsage)
 class LlmUsageAdmin(ReadOnlyAdmin):
-    list_display = ("created_at", "model", "input_tokens", "output_tokens", "usd_estimate", "outcome")
+    list_display = (
+        "created_at",
+        "model",
+        "input_tokens",
+        "output_tokens",
+        "usd_estimate",
+        "outcome",
+    )
     list_filter = ("model", "outcome", "source")
     search_fields = ("thread_id",)
     list_select_related = ("source",)

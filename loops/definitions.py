@@ -9,10 +9,13 @@ tested on message lists and replayed for any reference time.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from loops.message import BULK_CATEGORIES, SENT, MailMessage
+
+if TYPE_CHECKING:
+    from collections.abc import Collection
 
 NOISE_SENDER_MARKERS = (
     "noreply",
@@ -26,7 +29,16 @@ NOISE_SENDER_MARKERS = (
     "calendar-notification",
 )
 CALENDAR_METHODS = frozenset(
-    {"REQUEST", "REPLY", "CANCEL", "PUBLISH", "COUNTER", "DECLINECOUNTER", "REFRESH", "ADD"}
+    {
+        "REQUEST",
+        "REPLY",
+        "CANCEL",
+        "PUBLISH",
+        "COUNTER",
+        "DECLINECOUNTER",
+        "REFRESH",
+        "ADD",
+    }
 )
 CALENDAR_SUBJECT_PREFIXES = (
     "invitation:",
@@ -39,7 +51,9 @@ CALENDAR_SUBJECT_PREFIXES = (
     "canceled event:",
     "cancelled event:",
 )
-REPLY_PREFIX_RE = re.compile(r"^\s*(?:(?:re|fw|fwd|aw|sv|vs)\s*(?:\[\d+\])?\s*:\s*)+", re.I)
+REPLY_PREFIX_RE = re.compile(
+    r"^\s*(?:(?:re|fw|fwd|aw|sv|vs)\s*(?:\[\d+\])?\s*:\s*)+", re.I
+)
 URL_RE = re.compile(r"(?:https?://|ftp://|www\.|mailto:)\S+", re.I)
 WS_RE = re.compile(r"\s+")
 

@@ -7,10 +7,9 @@ No database, no LLM: ``loops.services.loop_apply_verdict`` applies a verdict, an
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loops.definitions import (
     asks_question,
@@ -21,8 +20,12 @@ from loops.definitions import (
     is_substantive,
     quote_of,
 )
-from loops.message import MailMessage
 from loops.models import LoopType
+
+if TYPE_CHECKING:
+    from collections.abc import Collection, Sequence
+
+    from loops.message import MailMessage
 
 INBOUND_GRACE = timedelta(hours=24)
 OUTBOUND_GRACE = timedelta(hours=72)
@@ -209,7 +212,10 @@ def detect_thread(
 
 def _evidence(message: MailMessage) -> dict[str, Any]:
     """Evidence item: message id, raw record id and the first 200 collapsed chars."""
-    item: dict[str, Any] = {"message_id": message.message_id, "quote": quote_of(message.body)}
+    item: dict[str, Any] = {
+        "message_id": message.message_id,
+        "quote": quote_of(message.body),
+    }
     if message.raw_record_id is not None:
         item["raw_record_id"] = message.raw_record_id
     if message.link:

@@ -3,11 +3,20 @@ reach an extractor at all. No sender, domain, subject or body matching."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING
 
-from loops.definitions import in_bulk_category, is_calendar_mail, is_mine, is_substantive
-from loops.detectors import Mutes
+from loops.definitions import (
+    in_bulk_category,
+    is_calendar_mail,
+    is_mine,
+    is_substantive,
+)
 from loops.message import SPAM, TRASH, MailMessage
+
+if TYPE_CHECKING:
+    from collections.abc import Collection, Sequence
+
+    from loops.detectors import Mutes
 
 
 def extraction_eligibility(

@@ -65,7 +65,11 @@ class OpenLoop(TimeStampedModel):
     dedup_key = models.CharField(max_length=300)
     loop_type = models.CharField(max_length=32, choices=LoopType.choices)
     counterparty = models.ForeignKey(
-        Page, null=True, blank=True, on_delete=models.SET_NULL, related_name="loops_as_counterparty"
+        Page,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="loops_as_counterparty",
     )
     counterparty_email = models.CharField(max_length=320, blank=True)
     counterparty_name = models.CharField(max_length=200, blank=True)
@@ -76,7 +80,9 @@ class OpenLoop(TimeStampedModel):
         Page, null=True, blank=True, on_delete=models.SET_NULL, related_name="loops"
     )
     due_at = models.DateTimeField(null=True, blank=True)
-    status = models.CharField(max_length=8, choices=LoopStatus.choices, default=LoopStatus.OPEN)
+    status = models.CharField(
+        max_length=8, choices=LoopStatus.choices, default=LoopStatus.OPEN
+    )
     detector = models.CharField(max_length=24, choices=Detector.choices)
     confidence = models.FloatField(default=1.0)
     fact = models.ForeignKey(
@@ -92,7 +98,8 @@ class OpenLoop(TimeStampedModel):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["source", "dedup_key"], name="%(app_label)s_%(class)s_unique_dedup_key"
+                fields=["source", "dedup_key"],
+                name="%(app_label)s_%(class)s_unique_dedup_key",
             ),
             models.CheckConstraint(
                 condition=Q(status__in=LoopStatus.values),
@@ -151,7 +158,9 @@ class LoopSuppression(models.Model):
         SENDER = "sender", "Sender"
         THREAD = "thread", "Thread"
 
-    source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="loop_suppressions")
+    source = models.ForeignKey(
+        Source, on_delete=models.CASCADE, related_name="loop_suppressions"
+    )
     kind = models.CharField(max_length=8, choices=Kind.choices)
     value = models.CharField(max_length=320)
     created_by = models.CharField(max_length=200, blank=True, editable=False)
@@ -160,14 +169,16 @@ class LoopSuppression(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["source", "kind", "value"], name="%(app_label)s_%(class)s_unique_mute"
+                fields=["source", "kind", "value"],
+                name="%(app_label)s_%(class)s_unique_mute",
             ),
             models.CheckConstraint(
                 condition=Q(kind__in=["sender", "thread"]),
                 name="%(app_label)s_%(class)s_kind_valid",
             ),
             models.CheckConstraint(
-                condition=Q(value=models.functions.Lower("value")) & Q(value__regex=r"\S"),
+                condition=Q(value=models.functions.Lower("value"))
+                & Q(value__regex=r"\S"),
                 name="%(app_label)s_%(class)s_value_lower_case",
             ),
         ]
@@ -194,13 +205,23 @@ class LoopEvent(models.Model):
         UNMUTED = "unmuted", "Unmuted"
 
     loop = models.ForeignKey(
-        OpenLoop, null=True, blank=True, on_delete=models.CASCADE, related_name="events",
+        OpenLoop,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="events",
         editable=False,
     )
-    source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="+", editable=False)
-    event_type = models.CharField(max_length=24, choices=EventType.choices, editable=False)
+    source = models.ForeignKey(
+        Source, on_delete=models.CASCADE, related_name="+", editable=False
+    )
+    event_type = models.CharField(
+        max_length=24, choices=EventType.choices, editable=False
+    )
     actor = models.CharField(max_length=200, editable=False)
-    event_time = models.DateTimeField(default=timezone.now, db_index=True, editable=False)
+    event_time = models.DateTimeField(
+        default=timezone.now, db_index=True, editable=False
+    )
     extra_data = models.JSONField(default=dict, editable=False)
 
     class Meta:
@@ -223,7 +244,8 @@ class GraceHold(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["source", "thread_id"], name="%(app_label)s_%(class)s_one_per_thread"
+                fields=["source", "thread_id"],
+                name="%(app_label)s_%(class)s_one_per_thread",
             ),
         ]
 
@@ -271,14 +293,20 @@ class LlmUsage(models.Model):
     """One metered model call of the LLM extractor; the daily spend cap sums
     ``usd_estimate`` over the current UTC day (SPEC §5.3). Append-only."""
 
-    source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="+", editable=False)
+    source = models.ForeignKey(
+        Source, on_delete=models.CASCADE, related_name="+", editable=False
+    )
     thread_id = models.CharField(max_length=300, editable=False)
     model = models.CharField(max_length=100, editable=False)
     input_tokens = models.PositiveIntegerField(default=0, editable=False)
     output_tokens = models.PositiveIntegerField(default=0, editable=False)
-    usd_estimate = models.DecimalField(max_digits=10, decimal_places=6, default=0, editable=False)
+    usd_estimate = models.DecimalField(
+        max_digits=10, decimal_places=6, default=0, editable=False
+    )
     outcome = models.CharField(max_length=32, editable=False)
-    created_at = models.DateTimeField(default=timezone.now, db_index=True, editable=False)
+    created_at = models.DateTimeField(
+        default=timezone.now, db_index=True, editable=False
+    )
 
     class Meta:
         verbose_name_plural = "LLM usage"

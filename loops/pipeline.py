@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta, tzinfo
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import transaction
@@ -25,8 +24,13 @@ from brain.models import Page, RawRecord, Source
 from loops.definitions import collapse, is_mine, is_substantive, reply_text
 from loops.detectors import Mutes, detect_thread
 from loops.eligibility import extraction_eligibility
-from loops.extractors.rules import DEADLINE_RE, resolve_due, rule_extract, sender_timezone, split_sentences
-from loops.message import MailMessage
+from loops.extractors.rules import (
+    DEADLINE_RE,
+    resolve_due,
+    rule_extract,
+    sender_timezone,
+    split_sentences,
+)
 from loops.models import (
     Detector,
     ExtractionRun,
@@ -55,6 +59,11 @@ from loops.services import (
     loop_project_commitment,
     loops_stale_sweep,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+    from loops.message import MailMessage
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +96,10 @@ def _content_words(text: str) -> set[str]:
 
 def _extraction_mode() -> str:
     """``llm`` when the kill switch is on and a key is configured, else ``rules``."""
-    if settings.LOOPS_EXTRACTION_ENABLED and anthropic_client(max_retries=0) is not None:
+    if (
+        settings.LOOPS_EXTRACTION_ENABLED
+        and anthropic_client(max_retries=0) is not None
+    ):
         return "llm"
     return "rules"
 
@@ -102,64 +114,103 @@ def _timezones(messages: Sequence[MailMessage]) -> dict[str, tzinfo]:
 
 
 def thread_rule_extract(
-    *, source: Source, thread_id: str, messages: Sequence[MailMessage], page: Page | None,
-    mutes: Mutes, source_newest: datetime,
+    *,
+    source: Source,
+    thread_id: str,
+    messages: Sequence[MailMessage],
+    page: Page | None,
+    mutes: Mutes,
+    source_newest: datetime,
 ) -> dict[str, Any]:
     """Run the offline rule extractor on one thread revision (idempotent per
     revision) and project what it finds. Returns ``{status, reason, loops}``."""
     owners = {a.lower() for a in source.owner_addresses}
     newest = max((m.date for m in messages if m.date), default=None)
     key = f"{Detector.RULE_EXTRACT}:{source.id}:{thread_id}:" + (
-        str(int(newest.timestamp() * 1000)) if newest else "0")
+        str(int(newest.timestamp() * 1000)) if newest else "0"
+    )
     if ExtractionRun.objects.filter(idempotency_key=key).exists():
         return {"status": "noop", "reason": "same_revision", "loops": 0}
-    eligible, reason = extraction_eligibility(messages, owner_addresses=owners, mutes=mutes,
-                                              thread_id=thread_id)
+    eligible, reason = extraction_eligibility(
+        messages, owner_addresses=owners, mutes=mutes, thread_id=thread_id
+    )
     if eligible and (newest is None or newest < source_newest - EXTRACTION_WINDOW):
         eligible, reason = False, "outside_30_day_window"
     loop_ids: list[int] = []
     with transaction.atomic():
         if eligible:
-            candidates = rule_extract(messages, owner_addresses=owners,
-                                      timezones=_timezones(messages))
+            candidates = rule_extract(
+                messages, owner_addresses=owners, timezones=_timezones(messages)
+            )
             for c in candidates:
                 loop, _ = loop_project_commitment(
-                    source=source, thread_id=thread_id, page=page,
+                    source=source,
+                    thread_id=thread_id,
+                    page=page,
                     item=CommitmentInput(
-                        direction=c.direction, text=c.text, quote=c.quote, due=c.due,
+                        direction=c.direction,
+                        text=c.text,
+                        quote=c.quote,
+                        due=c.due,
                         counterparty_email=c.counterparty_email,
                         counterparty_name=c.counterparty_name,
-                        message_id=c.message.message_id, raw_record_id=c.message.raw_record_id,
-                        message_date=c.message.date, confidence=c.confidence,  # type: ignore[arg-type]
+                        message_id=c.message.message_id,
+                        raw_record_id=c.message.raw_record_id,
+                        message_date=c.message.date,
+                        confidence=c.confidence,  # type: ignore[arg-type]
                         link=c.message.link or "",
                     ),
-                    detector=Detector.RULE_EXTRACT, actor="rule_extract",
+                    detector=Detector.RULE_EXTRACT,
+                    actor="rule_extract",
                 )
                 loop_ids.append(loop.pk)
         ExtractionRun.objects.create(
-            source=source, thread_id=thread_id, extractor=Detector.RULE_EXTRACT,
+            source=source,
+            thread_id=thread_id,
+            extractor=Detector.RULE_EXTRACT,
             idempotency_key=key,
-            status=ExtractionRun.Status.EXTRACTED if eligible else ExtractionRun.Status.SKIPPED,
-            reason="" if eligible else reason, result={"loop_ids": loop_ids},
+            status=ExtractionRun.Status.EXTRACTED
+            if eligible
+            else ExtractionRun.Status.SKIPPED,
+            reason="" if eligible else reason,
+            result={"loop_ids": loop_ids},
         )
-    return {"status": "extracted" if eligible else "skipped", "reason": reason,
-            "loops": len(loop_ids)}
+    return {
+        "status": "extracted" if eligible else "skipped",
+        "reason": reason,
+        "loops": len(loop_ids),
+    }
 
 
-def thread_follow_up(*, source: Source, thread_id: str, messages: Sequence[MailMessage]) -> dict[str, int]:
+def thread_follow_up(
+    *, source: Source, thread_id: str, messages: Sequence[MailMessage]
+) -> dict[str, int]:
     """Fulfilment detection and deadline corrections for the thread's open
     commitment loops (SPEC §5.4). Returns ``{fulfilment_suspected, corrected}``."""
     owners = {a.lower() for a in source.owner_addresses}
     counts = {"fulfilment_suspected": 0, "corrected": 0}
-    loops = list(OpenLoop.objects.filter(source=source, thread_id=thread_id,
-                                         status=LoopStatus.OPEN, loop_type__in=COMMITMENT_TYPES))
+    loops = list(
+        OpenLoop.objects.filter(
+            source=source,
+            thread_id=thread_id,
+            status=LoopStatus.OPEN,
+            loop_type__in=COMMITMENT_TYPES,
+        )
+    )
     if not loops:
         return counts
     ordered = sorted((m for m in messages if is_substantive(m)), key=lambda m: m.date)  # type: ignore[arg-type,return-value]
     for loop in loops:
-        later = [m for m in ordered if m.date > loop.opened_at  # type: ignore[operator]
-                 and m.message_id not in {e.get("message_id") for e in loop.evidence}]
-        if loop.loop_type == LoopType.COMMITMENT_OWED_BY_ME and loop.fulfilment_suspected_at is None:
+        later = [
+            m
+            for m in ordered
+            if m.date > loop.opened_at  # type: ignore[operator]
+            and m.message_id not in {e.get("message_id") for e in loop.evidence}
+        ]
+        if (
+            loop.loop_type == LoopType.COMMITMENT_OWED_BY_ME
+            and loop.fulfilment_suspected_at is None
+        ):
             promise_words = _content_words(loop.summary.split(":", 1)[-1])
             for m in later:
                 if not is_mine(m, owners):
@@ -171,17 +222,32 @@ def thread_follow_up(*, source: Source, thread_id: str, messages: Sequence[MailM
                 elif DELIVERY_RE.search(text) and promise_words & _content_words(text):
                     reason = "wording"
                 if reason:
-                    evidence = {"message_id": m.message_id, "raw_record_id": m.raw_record_id,
-                                "quote": collapse(text)[:200], "reason": reason,
-                                "attachments": [a.get("filename", "") for a in m.attachments][:5]}
+                    evidence = {
+                        "message_id": m.message_id,
+                        "raw_record_id": m.raw_record_id,
+                        "quote": collapse(text)[:200],
+                        "reason": reason,
+                        "attachments": [a.get("filename", "") for a in m.attachments][
+                            :5
+                        ],
+                    }
                     if loop_mark_fulfilment_suspected(loop=loop, evidence=evidence):
                         counts["fulfilment_suspected"] += 1
                     break
         if loop.due_at is None:
             continue
-        last = LoopEvent.objects.filter(loop=loop, event_type=LoopEvent.EventType.DUE_CORRECTED
-                                        ).order_by("-event_time").first()
-        stamp = (last.extra_data.get("evidence") or {}).get("message_date") if last else None
+        last = (
+            LoopEvent.objects.filter(
+                loop=loop, event_type=LoopEvent.EventType.DUE_CORRECTED
+            )
+            .order_by("-event_time")
+            .first()
+        )
+        stamp = (
+            (last.extra_data.get("evidence") or {}).get("message_date")
+            if last
+            else None
+        )
         floor = datetime.fromisoformat(stamp) if stamp else loop.opened_at
         for m in later:
             if m.date <= floor:  # type: ignore[operator]
@@ -197,9 +263,15 @@ def thread_follow_up(*, source: Source, thread_id: str, messages: Sequence[MailM
                 new_due = due_end_of_day(day)
                 if new_due != loop.due_at:
                     loop = loop_correct_due(
-                        loop=loop, due_at=new_due, actor="detector",
-                        evidence={"message_id": m.message_id, "raw_record_id": m.raw_record_id,
-                                  "quote": sentence[:200], "message_date": m.date.isoformat()},  # type: ignore[union-attr]
+                        loop=loop,
+                        due_at=new_due,
+                        actor="detector",
+                        evidence={
+                            "message_id": m.message_id,
+                            "raw_record_id": m.raw_record_id,
+                            "quote": sentence[:200],
+                            "message_date": m.date.isoformat(),
+                        },  # type: ignore[union-attr]
                     )
                     counts["corrected"] += 1
                 floor = m.date  # type: ignore[assignment]
@@ -213,16 +285,30 @@ def loops_window_sweep(*, source: Source, now: datetime) -> int:
         return 0
     count = 0
     for loop in OpenLoop.objects.filter(
-        source=source, status=LoopStatus.OPEN, detector=Detector.DETERMINISTIC_THREAD,
+        source=source,
+        status=LoopStatus.OPEN,
+        detector=Detector.DETERMINISTIC_THREAD,
         last_activity_at__lt=now - MAILBOX_WINDOW,
     ):
-        count += int(loop_close(loop=loop, status=LoopStatus.STALE, closed_by=CLOSED_BY_STALENESS,
-                                actor="window", at=now)["closed"])
+        count += int(
+            loop_close(
+                loop=loop,
+                status=LoopStatus.STALE,
+                closed_by=CLOSED_BY_STALENESS,
+                actor="window",
+                at=now,
+            )["closed"]
+        )
     return count
 
 
 def thread_process(
-    *, source: Source, thread_id: str, now: datetime, mutes: Mutes, source_newest: datetime,
+    *,
+    source: Source,
+    thread_id: str,
+    now: datetime,
+    mutes: Mutes,
+    source_newest: datetime,
     mode: str,
 ) -> dict[str, Any]:
     """Detector, extraction and follow-up for one thread (one transaction for the
@@ -238,9 +324,12 @@ def thread_process(
         report["detector"] = "outside_90_day_window"
         return report
     page = thread_page(source_id=source.id, thread_id=thread_id)
-    verdict = detect_thread(messages, owner_addresses=source.owner_addresses, mutes=mutes, now=now)
-    report["detector"] = loop_apply_verdict(source=source, thread_id=thread_id, verdict=verdict,
-                                            page=page)
+    verdict = detect_thread(
+        messages, owner_addresses=source.owner_addresses, mutes=mutes, now=now
+    )
+    report["detector"] = loop_apply_verdict(
+        source=source, thread_id=thread_id, verdict=verdict, page=page
+    )
     report["reason"] = verdict.reason
     visible = [m for m in messages if m.date is None or m.date <= now]
     if mode == "llm":
@@ -250,10 +339,16 @@ def thread_process(
         report["extraction"] = "queued"
     else:
         report["extraction"] = thread_rule_extract(
-            source=source, thread_id=thread_id, messages=visible, page=page, mutes=mutes,
+            source=source,
+            thread_id=thread_id,
+            messages=visible,
+            page=page,
+            mutes=mutes,
             source_newest=source_newest,
         )
-    report["follow_up"] = thread_follow_up(source=source, thread_id=thread_id, messages=visible)
+    report["follow_up"] = thread_follow_up(
+        source=source, thread_id=thread_id, messages=visible
+    )
     return report
 
 
@@ -266,7 +361,13 @@ def process_threads(
     newest message for mailbox sources). Returns ``{threads, failed, opened, closed,
     stale}``. Never raises: failures are logged and counted.
     """
-    report: dict[str, Any] = {"threads": 0, "failed": 0, "opened": 0, "closed": 0, "stale": 0}
+    report: dict[str, Any] = {
+        "threads": 0,
+        "failed": 0,
+        "opened": 0,
+        "closed": 0,
+        "stale": 0,
+    }
     try:
         source = Source.objects.get(id=source_id)
         ref = reference_time(source=source, as_of=now)
@@ -280,8 +381,14 @@ def process_threads(
     for thread_id in dict.fromkeys(t for t in thread_ids if t):
         report["threads"] += 1
         try:
-            result = thread_process(source=source, thread_id=thread_id, now=ref, mutes=mutes,
-                                    source_newest=source_newest, mode=mode)
+            result = thread_process(
+                source=source,
+                thread_id=thread_id,
+                now=ref,
+                mutes=mutes,
+                source_newest=source_newest,
+                mode=mode,
+            )
         except Exception:
             logger.exception("loops: thread %s/%s failed", source_id, thread_id)
             report["failed"] += 1
@@ -291,26 +398,38 @@ def process_threads(
             report["opened"] += counts["opened"] + counts["reopened"]
             report["closed"] += counts["closed"]
     try:
-        report["stale"] = loops_stale_sweep(source=source, now=ref) + loops_window_sweep(
-            source=source, now=ref)
+        report["stale"] = loops_stale_sweep(
+            source=source, now=ref
+        ) + loops_window_sweep(source=source, now=ref)
     except Exception:
         logger.exception("loops: staleness pass failed for %s", source_id)
         report["failed"] += 1
     return report
 
 
-def loops_sweep(*, source_ids: Sequence[str] | None = None, now: datetime | None = None) -> dict[str, Any]:
+def loops_sweep(
+    *, source_ids: Sequence[str] | None = None, now: datetime | None = None
+) -> dict[str, Any]:
     """The hourly sweep (SPEC §5.2 rule 8, §5.4): re-check threads whose grace
     window ended (even with no new mail) and mark stale commitments. Returns
     ``{sources, rechecked, opened, stale}``. Never raises."""
-    out: dict[str, Any] = {"sources": 0, "rechecked": 0, "opened": 0, "stale": 0, "failed": 0}
+    out: dict[str, Any] = {
+        "sources": 0,
+        "rechecked": 0,
+        "opened": 0,
+        "stale": 0,
+        "failed": 0,
+    }
     sources = Source.objects.all()
     if source_ids:
         sources = sources.filter(id__in=source_ids)
     for source in sources:
         ref = reference_time(source=source, as_of=now)
-        due = list(GraceHold.objects.filter(source=source, recheck_at__lte=ref)
-                   .values_list("thread_id", flat=True))
+        due = list(
+            GraceHold.objects.filter(source=source, recheck_at__lte=ref).values_list(
+                "thread_id", flat=True
+            )
+        )
         out["sources"] += 1
         if due:
             report = process_threads(source_id=source.id, thread_ids=due, now=ref)
@@ -320,8 +439,9 @@ def loops_sweep(*, source_ids: Sequence[str] | None = None, now: datetime | None
             out["failed"] += report["failed"]
         else:
             try:
-                out["stale"] += loops_stale_sweep(source=source, now=ref) + loops_window_sweep(
-                    source=source, now=ref)
+                out["stale"] += loops_stale_sweep(
+                    source=source, now=ref
+                ) + loops_window_sweep(source=source, now=ref)
             except Exception:
                 logger.exception("loops: staleness pass failed for %s", source.id)
                 out["failed"] += 1

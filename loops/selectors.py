@@ -3,34 +3,40 @@ reference times and counterparty resolution. Writes live in ``loops.services``."
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from django.db.models import Count, Q, QuerySet
 from django.db.models.fields.json import KeyTextTransform
 from django.utils import timezone
 
-from brain.access import ReadScope
 from brain.models import Alias, Page, RawRecord, Source
 from loops.detectors import Mutes
 from loops.message import MailMessage
 from loops.models import LoopStatus, LoopSuppression, OpenLoop
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from brain.access import ReadScope
 
 MAILBOX_WINDOW_DAYS = 90
 
 
 def thread_records(*, source_id: str, thread_id: str) -> QuerySet[RawRecord]:
     """Raw records of one thread (``metadata.thread_id``), oldest capture first."""
-    return RawRecord.objects.filter(source_id=source_id, metadata__thread_id=thread_id).order_by(
-        "captured_at", "id"
-    )
+    return RawRecord.objects.filter(
+        source_id=source_id, metadata__thread_id=thread_id
+    ).order_by("captured_at", "id")
 
 
 def thread_messages(*, source_id: str, thread_id: str) -> list[MailMessage]:
     """The thread's messages rebuilt from ``RawRecord.metadata`` (SPEC §5)."""
     return [
         MailMessage.from_metadata(r.metadata, raw_record_id=r.pk)
-        for r in thread_records(source_id=source_id, thread_id=thread_id).only("id", "metadata")
+        for r in thread_records(source_id=source_id, thread_id=thread_id).only(
+            "id", "metadata"
+        )
     ]
 
 
@@ -59,7 +65,9 @@ def mutes_for(*, source_id: str) -> Mutes:
     return Mutes(senders=frozenset(senders), threads=frozenset(threads))
 
 
-def newest_message_at(*, source_id: str, until: datetime | None = None) -> datetime | None:
+def newest_message_at(
+    *, source_id: str, until: datetime | None = None
+) -> datetime | None:
     """Date of the newest message in the source (metadata ``date``, UTC), or None."""
     qs = RawRecord.objects.filter(source_id=source_id).exclude(metadata__date=None)
     qs = qs.annotate(msg_date=KeyTextTransform("date", "metadata")).filter(
@@ -72,7 +80,7 @@ def newest_message_at(*, source_id: str, until: datetime | None = None) -> datet
 
 
 def reference_time(*, source: Source, as_of: datetime | None = None) -> datetime:
-    """"Now" for loop detection (SPEC §5.2): ``as_of`` when replaying; the wall clock
+    """ "Now" for loop detection (SPEC §5.2): ``as_of`` when replaying; the wall clock
     for live sources; the newest message in the source for mailbox sources."""
     if as_of is not None:
         return as_of

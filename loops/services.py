@@ -15,7 +15,7 @@ import json
 import re
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from django.conf import settings
@@ -23,8 +23,15 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from brain.exceptions import InvalidParams, NotFound
-from brain.models import AuditEvent, Fact, Page, Relation, RelationType, Source, Visibility
-from loops.detectors import Verdict
+from brain.models import (
+    AuditEvent,
+    Fact,
+    Page,
+    Relation,
+    RelationType,
+    Source,
+    Visibility,
+)
 from loops.models import (
     CLOSED_BY_FULFILLED,
     CLOSED_BY_MANUAL,
@@ -39,6 +46,9 @@ from loops.models import (
     OpenLoop,
 )
 from loops.selectors import counterparty_page
+
+if TYPE_CHECKING:
+    from loops.detectors import Verdict
 
 MUTE_VALUE_RE = re.compile(r"^[^\s\x00-\x1f\x7f]{1,320}$")
 STALE_OVERDUE = timedelta(days=14)
@@ -68,7 +78,9 @@ def _json_default(value: Any) -> str:
 def due_end_of_day(day: date) -> datetime:
     """A due date stored at 23:59:59 in the owner's timezone
     (``settings.BRAIN_TIME_ZONE``), as an aware datetime (SPEC §5.3)."""
-    return datetime.combine(day, time(23, 59, 59), tzinfo=ZoneInfo(settings.BRAIN_TIME_ZONE))
+    return datetime.combine(
+        day, time(23, 59, 59), tzinfo=ZoneInfo(settings.BRAIN_TIME_ZONE)
+    )
 
 
 def commitment_dedup_key(*, thread_id: str, direction: str, text: str) -> str:
@@ -140,12 +152,19 @@ def loop_upsert(
                 )
         except IntegrityError:
             # A concurrent writer inserted the same key: refresh that row instead.
-            loop = OpenLoop.objects.select_for_update().get(source=source, dedup_key=dedup_key)
+            loop = OpenLoop.objects.select_for_update().get(
+                source=source, dedup_key=dedup_key
+            )
         else:
             _event(
-                loop=loop, source_id=source.id, event_type=LoopEvent.EventType.OPENED,
-                actor=actor, detector=detector, summary=summary,
-                due_at=due_at, evidence=evidence[-1:] if evidence else [],
+                loop=loop,
+                source_id=source.id,
+                event_type=LoopEvent.EventType.OPENED,
+                actor=actor,
+                detector=detector,
+                summary=summary,
+                due_at=due_at,
+                evidence=evidence[-1:] if evidence else [],
             )
             return loop, "opened"
     was_open = loop.is_open
@@ -175,9 +194,14 @@ def loop_upsert(
     loop.save(update_fields=[*dirty, "updated_at"])
     action = "refreshed" if was_open else "reopened"
     _event(
-        loop=loop, source_id=source.id,
-        event_type=LoopEvent.EventType.REFRESHED if was_open else LoopEvent.EventType.REOPENED,
-        actor=actor, fields=sorted(dirty), last_activity_at=loop.last_activity_at,
+        loop=loop,
+        source_id=source.id,
+        event_type=LoopEvent.EventType.REFRESHED
+        if was_open
+        else LoopEvent.EventType.REOPENED,
+        actor=actor,
+        fields=sorted(dirty),
+        last_activity_at=loop.last_activity_at,
     )
     return loop, action
 
@@ -204,23 +228,40 @@ def loop_open(
     if not summary.strip():
         raise InvalidParams("summary is empty.", suggestion="Describe what is owed.")
     now = timezone.now()
-    key = "manual:" + hashlib.sha256(f"{loop_type}:{summary}:{now.isoformat()}".encode()).hexdigest()[:12]
+    key = (
+        "manual:"
+        + hashlib.sha256(
+            f"{loop_type}:{summary}:{now.isoformat()}".encode()
+        ).hexdigest()[:12]
+    )
     loop, _ = loop_upsert(
-        source=source, dedup_key=key, loop_type=loop_type, summary=summary.strip(),
-        detector=Detector.MANUAL, opened_at=now, last_activity_at=now,
-        evidence=evidence or [], thread_id=thread_id, counterparty_email=counterparty_email,
-        due_at=due_at, actor=actor,
+        source=source,
+        dedup_key=key,
+        loop_type=loop_type,
+        summary=summary.strip(),
+        detector=Detector.MANUAL,
+        opened_at=now,
+        last_activity_at=now,
+        evidence=evidence or [],
+        thread_id=thread_id,
+        counterparty_email=counterparty_email,
+        due_at=due_at,
+        actor=actor,
     )
     return loop
 
 
-def _expire_projected_fact(*, loop: OpenLoop, actor: str, reason: str) -> tuple[bool, str]:
+def _expire_projected_fact(
+    *, loop: OpenLoop, actor: str, reason: str
+) -> tuple[bool, str]:
     """Expire the loop's commitment fact unless another open loop shares it."""
     if loop.fact_id is None:
         return False, "no_fact"
-    if OpenLoop.objects.filter(fact_id=loop.fact_id, status=LoopStatus.OPEN).exclude(
-        pk=loop.pk
-    ).exists():
+    if (
+        OpenLoop.objects.filter(fact_id=loop.fact_id, status=LoopStatus.OPEN)
+        .exclude(pk=loop.pk)
+        .exists()
+    ):
         return False, "shared_with_open_loop"
     now = timezone.now()
     updated = Fact.objects.filter(pk=loop.fact_id, expired_at__isnull=True).update(
@@ -228,12 +269,21 @@ def _expire_projected_fact(*, loop: OpenLoop, actor: str, reason: str) -> tuple[
     )
     if updated:
         AuditEvent.objects.create(
-            actor=actor, action=AuditEvent.Action.FACT_EXPIRED, source_id=loop.source_id,
-            target_type="fact", target_id=str(loop.fact_id),
+            actor=actor,
+            action=AuditEvent.Action.FACT_EXPIRED,
+            source_id=loop.source_id,
+            target_type="fact",
+            target_id=str(loop.fact_id),
             extra_data={"loop_id": loop.pk, "reason": reason},
         )
-        _event(loop=loop, source_id=loop.source_id, event_type=LoopEvent.EventType.FACT_EXPIRED,
-               actor=actor, fact_id=loop.fact_id, reason=reason)
+        _event(
+            loop=loop,
+            source_id=loop.source_id,
+            event_type=LoopEvent.EventType.FACT_EXPIRED,
+            actor=actor,
+            fact_id=loop.fact_id,
+            reason=reason,
+        )
     return bool(updated), "expired" if updated else "already_expired"
 
 
@@ -259,23 +309,45 @@ def loop_close(
         )
     locked = OpenLoop.objects.select_for_update().get(pk=loop.pk)
     if not locked.is_open:
-        return {"closed": False, "id": str(locked.pk), "status": locked.status,
-                "fact_expired": False, "reason": "already_closed"}
+        return {
+            "closed": False,
+            "id": str(locked.pk),
+            "status": locked.status,
+            "fact_expired": False,
+            "reason": "already_closed",
+        }
     locked.status = status
     locked.closed_at = at or timezone.now()
     locked.closed_by = (note or closed_by)[:200]
     locked.save(update_fields=["status", "closed_at", "closed_by", "updated_at"])
-    _event(loop=locked, source_id=locked.source_id, event_type=(
-        LoopEvent.EventType.STALE if status == LoopStatus.STALE else LoopEvent.EventType.CLOSED),
-        actor=actor, status=status, closed_by=locked.closed_by)
+    _event(
+        loop=locked,
+        source_id=locked.source_id,
+        event_type=(
+            LoopEvent.EventType.STALE
+            if status == LoopStatus.STALE
+            else LoopEvent.EventType.CLOSED
+        ),
+        actor=actor,
+        status=status,
+        closed_by=locked.closed_by,
+    )
     fact_expired, reason = False, ""
-    if locked.loop_type in (LoopType.COMMITMENT_OWED_BY_ME, LoopType.COMMITMENT_OWED_TO_ME):
+    if locked.loop_type in (
+        LoopType.COMMITMENT_OWED_BY_ME,
+        LoopType.COMMITMENT_OWED_TO_ME,
+    ):
         fact_expired, reason = _expire_projected_fact(
             loop=locked, actor=actor, reason=f"loop {locked.pk} closed: {status}"
         )
     loop.refresh_from_db()
-    return {"closed": True, "id": str(locked.pk), "status": status,
-            "fact_expired": fact_expired, "reason": reason}
+    return {
+        "closed": True,
+        "id": str(locked.pk),
+        "status": status,
+        "fact_expired": fact_expired,
+        "reason": reason,
+    }
 
 
 @transaction.atomic
@@ -287,15 +359,22 @@ def loop_reopen(*, loop: OpenLoop, actor: str, note: str = "") -> OpenLoop:
     previous = {"status": locked.status, "closed_by": locked.closed_by}
     locked.status, locked.closed_at, locked.closed_by = LoopStatus.OPEN, None, ""
     locked.save(update_fields=["status", "closed_at", "closed_by", "updated_at"])
-    _event(loop=locked, source_id=locked.source_id, event_type=LoopEvent.EventType.REOPENED,
-           actor=actor, previous=previous, note=note)
+    _event(
+        loop=locked,
+        source_id=locked.source_id,
+        event_type=LoopEvent.EventType.REOPENED,
+        actor=actor,
+        previous=previous,
+        note=note,
+    )
     return locked
 
 
 def loop_mark_stale(*, loop: OpenLoop, actor: str = "sweep") -> dict[str, Any]:
     """Close a loop as ``stale`` with ``closed_by = staleness`` (SPEC §5.4)."""
-    return loop_close(loop=loop, status=LoopStatus.STALE, closed_by=CLOSED_BY_STALENESS,
-                      actor=actor)
+    return loop_close(
+        loop=loop, status=LoopStatus.STALE, closed_by=CLOSED_BY_STALENESS, actor=actor
+    )
 
 
 def loops_stale_sweep(*, source: Source, now: datetime, actor: str = "sweep") -> int:
@@ -353,28 +432,46 @@ def loop_correct_due(
         if old_fact.expired_at is None:
             now = timezone.now()
             new_fact = Fact.objects.create(
-                source_id=old_fact.source_id, entity=old_fact.entity, text=old_fact.text,
-                kind=old_fact.kind, visibility=old_fact.visibility,
-                provenance=old_fact.provenance, raw_record=old_fact.raw_record,
+                source_id=old_fact.source_id,
+                entity=old_fact.entity,
+                text=old_fact.text,
+                kind=old_fact.kind,
+                visibility=old_fact.visibility,
+                provenance=old_fact.provenance,
+                raw_record=old_fact.raw_record,
                 evidence={**old_fact.evidence, "correction": evidence},
-                confidence=old_fact.confidence, valid_until=due_at, created_by=actor,
+                confidence=old_fact.confidence,
+                valid_until=due_at,
+                created_by=actor,
             )
             Fact.objects.filter(pk=old_fact.pk).update(
-                expired_at=now, superseded_by=new_fact, updated_at=now,
+                expired_at=now,
+                superseded_by=new_fact,
+                updated_at=now,
                 expired_reason="deadline corrected",
             )
             AuditEvent.objects.create(
-                actor=actor, action=AuditEvent.Action.FACT_SUPERSEDED,
-                source_id=old_fact.source_id, target_type="fact", target_id=str(old_fact.pk),
+                actor=actor,
+                action=AuditEvent.Action.FACT_SUPERSEDED,
+                source_id=old_fact.source_id,
+                target_type="fact",
+                target_id=str(old_fact.pk),
                 extra_data={"superseded_by": new_fact.pk, "loop_id": locked.pk},
             )
             locked.fact = new_fact
             fields.append("fact")
             new_fact_id = new_fact.pk
     locked.save(update_fields=fields)
-    _event(loop=locked, source_id=locked.source_id, event_type=LoopEvent.EventType.DUE_CORRECTED,
-           actor=actor, old_due_at=old, new_due_at=due_at, evidence=evidence,
-           new_fact_id=new_fact_id)
+    _event(
+        loop=locked,
+        source_id=locked.source_id,
+        event_type=LoopEvent.EventType.DUE_CORRECTED,
+        actor=actor,
+        old_due_at=old,
+        new_due_at=due_at,
+        evidence=evidence,
+        new_fact_id=new_fact_id,
+    )
     return locked
 
 
@@ -387,18 +484,27 @@ def loop_mark_fulfilment_suspected(
     when the flag was newly set."""
     updated = OpenLoop.objects.filter(
         pk=loop.pk, status=LoopStatus.OPEN, fulfilment_suspected_at__isnull=True
-    ).update(fulfilment_suspected_at=timezone.now(), fulfilment_evidence=evidence,
-             updated_at=timezone.now())
+    ).update(
+        fulfilment_suspected_at=timezone.now(),
+        fulfilment_evidence=evidence,
+        updated_at=timezone.now(),
+    )
     if updated:
-        _event(loop=loop, source_id=loop.source_id,
-               event_type=LoopEvent.EventType.FULFILMENT_SUSPECTED, actor=actor, evidence=evidence)
+        _event(
+            loop=loop,
+            source_id=loop.source_id,
+            event_type=LoopEvent.EventType.FULFILMENT_SUSPECTED,
+            actor=actor,
+            evidence=evidence,
+        )
     return bool(updated)
 
 
 def loop_confirm_fulfilment(*, loop: OpenLoop, actor: str) -> dict[str, Any]:
     """Confirm a suspected fulfilment: ``done`` with ``closed_by = fulfilled``."""
-    return loop_close(loop=loop, status=LoopStatus.DONE, closed_by=CLOSED_BY_FULFILLED,
-                      actor=actor)
+    return loop_close(
+        loop=loop, status=LoopStatus.DONE, closed_by=CLOSED_BY_FULFILLED, actor=actor
+    )
 
 
 # --- mutes ----------------------------------------------------------------------------
@@ -407,7 +513,8 @@ def loop_confirm_fulfilment(*, loop: OpenLoop, actor: str) -> dict[str, Any]:
 def _mute_value(kind: str, value: str) -> str:
     if kind not in LoopSuppression.Kind.values:
         raise InvalidParams(
-            f"Unknown mute kind '{kind}'.", suggestion="Use 'sender' or 'thread'.",
+            f"Unknown mute kind '{kind}'.",
+            suggestion="Use 'sender' or 'thread'.",
             detail={"allowed": LoopSuppression.Kind.values},
         )
     cleaned = (value or "").strip().lower()
@@ -419,7 +526,9 @@ def _mute_value(kind: str, value: str) -> str:
     return cleaned
 
 
-def loop_mute(*, source: Source, kind: str, value: str, actor: str) -> tuple[LoopSuppression, bool]:
+def loop_mute(
+    *, source: Source, kind: str, value: str, actor: str
+) -> tuple[LoopSuppression, bool]:
     """Mute a sender or thread in ``source``; gates new detection only, existing
     loops keep their state (SPEC §5). Returns ``(row, created)``; idempotent."""
     cleaned = _mute_value(kind, value)
@@ -428,8 +537,14 @@ def loop_mute(*, source: Source, kind: str, value: str, actor: str) -> tuple[Loo
             source=source, kind=kind, value=cleaned, defaults={"created_by": actor}
         )
         if created:
-            _event(loop=None, source_id=source.id, event_type=LoopEvent.EventType.MUTED,
-                   actor=actor, kind=kind, value=cleaned)
+            _event(
+                loop=None,
+                source_id=source.id,
+                event_type=LoopEvent.EventType.MUTED,
+                actor=actor,
+                kind=kind,
+                value=cleaned,
+            )
     return row, created
 
 
@@ -437,17 +552,27 @@ def loop_unmute(*, source: Source, kind: str, value: str, actor: str) -> bool:
     """Remove the exact mute; returns ``removed`` (False when absent, not an error)."""
     cleaned = _mute_value(kind, value)
     with transaction.atomic():
-        removed, _ = LoopSuppression.objects.filter(source=source, kind=kind, value=cleaned).delete()
+        removed, _ = LoopSuppression.objects.filter(
+            source=source, kind=kind, value=cleaned
+        ).delete()
         if removed:
-            _event(loop=None, source_id=source.id, event_type=LoopEvent.EventType.UNMUTED,
-                   actor=actor, kind=kind, value=cleaned)
+            _event(
+                loop=None,
+                source_id=source.id,
+                event_type=LoopEvent.EventType.UNMUTED,
+                actor=actor,
+                kind=kind,
+                value=cleaned,
+            )
     return bool(removed)
 
 
 # --- detector verdicts and grace holds -------------------------------------------------
 
 
-def grace_hold_set(*, source: Source, thread_id: str, recheck_at: datetime | None) -> None:
+def grace_hold_set(
+    *, source: Source, thread_id: str, recheck_at: datetime | None
+) -> None:
     """Record (or clear, with None) the sweep re-check time of a thread in grace."""
     if recheck_at is None:
         GraceHold.objects.filter(source=source, thread_id=thread_id).delete()
@@ -459,7 +584,12 @@ def grace_hold_set(*, source: Source, thread_id: str, recheck_at: datetime | Non
 
 @transaction.atomic
 def loop_apply_verdict(
-    *, source: Source, thread_id: str, verdict: Verdict, page: Page | None, actor: str = "detector"
+    *,
+    source: Source,
+    thread_id: str,
+    verdict: Verdict,
+    page: Page | None,
+    actor: str = "detector",
 ) -> dict[str, int]:
     """Apply a detector verdict to one thread (SPEC §5.2 rule 9): close deterministic
     loops of the closed types (``done``, ``reply_detected``), upsert the opens, and
@@ -467,22 +597,38 @@ def loop_apply_verdict(
     counts = {"opened": 0, "closed": 0, "reopened": 0, "refreshed": 0}
     if verdict.close:
         to_close = OpenLoop.objects.filter(
-            source=source, thread_id=thread_id, status=LoopStatus.OPEN,
-            detector=Detector.DETERMINISTIC_THREAD, loop_type__in=verdict.close,
+            source=source,
+            thread_id=thread_id,
+            status=LoopStatus.OPEN,
+            detector=Detector.DETERMINISTIC_THREAD,
+            loop_type__in=verdict.close,
         )
         for loop in to_close:
-            if loop_close(loop=loop, status=LoopStatus.DONE, closed_by=CLOSED_BY_REPLY,
-                          actor=actor)["closed"]:
+            if loop_close(
+                loop=loop,
+                status=LoopStatus.DONE,
+                closed_by=CLOSED_BY_REPLY,
+                actor=actor,
+            )["closed"]:
                 counts["closed"] += 1
     for spec in verdict.open:
-        evidence = [{**item, "page_slug": page.slug} if page else item for item in spec.evidence]
+        evidence = [
+            {**item, "page_slug": page.slug} if page else item for item in spec.evidence
+        ]
         _, action = loop_upsert(
-            source=source, dedup_key=spec.dedup_key, loop_type=spec.loop_type,
-            summary=spec.summary, detector=Detector.DETERMINISTIC_THREAD,
-            opened_at=spec.opened_at, last_activity_at=spec.last_activity_at,
-            evidence=evidence, thread_id=spec.thread_id, page=page,
+            source=source,
+            dedup_key=spec.dedup_key,
+            loop_type=spec.loop_type,
+            summary=spec.summary,
+            detector=Detector.DETERMINISTIC_THREAD,
+            opened_at=spec.opened_at,
+            last_activity_at=spec.last_activity_at,
+            evidence=evidence,
+            thread_id=spec.thread_id,
+            page=page,
             counterparty_email=spec.counterparty_email,
-            counterparty_name=spec.counterparty_name, actor=actor,
+            counterparty_name=spec.counterparty_name,
+            actor=actor,
         )
         if action in counts:
             counts[action] += 1
@@ -515,12 +661,20 @@ class CommitmentInput:
     link: str = ""
 
 
-def _relation(*, page: Page, person: Page, type_name: str, context: str, detector: str) -> None:
+def _relation(
+    *, page: Page, person: Page, type_name: str, context: str, detector: str
+) -> None:
     relation_type = RelationType.objects.get(name=type_name)
     Relation.objects.get_or_create(
-        from_page=page, to_page=person, relation_type=relation_type,
-        defaults={"source_id": page.source_id, "context": context[:200],
-                  "provenance": {"extractor": detector}, "created_by": f"loops:{detector}"},
+        from_page=page,
+        to_page=person,
+        relation_type=relation_type,
+        defaults={
+            "source_id": page.source_id,
+            "context": context[:200],
+            "provenance": {"extractor": detector},
+            "created_by": f"loops:{detector}",
+        },
     )
 
 
@@ -550,16 +704,24 @@ def loop_project_commitment(
     }
     evidence = {k: v for k, v in evidence.items() if v not in (None, "")}
     if item.same_as_loop_id:
-        target = OpenLoop.objects.select_for_update().filter(
-            pk=item.same_as_loop_id, source=source
-        ).first()
+        target = (
+            OpenLoop.objects.select_for_update()
+            .filter(pk=item.same_as_loop_id, source=source)
+            .first()
+        )
         if target is not None:
             merged = [e for e in target.evidence if e != evidence] + [evidence]
             target.evidence = merged[-MAX_EVIDENCE:]
             target.last_activity_at = max(target.last_activity_at, item.message_date)
             target.save(update_fields=["evidence", "last_activity_at", "updated_at"])
-            _event(loop=target, source_id=source.id, event_type=LoopEvent.EventType.MERGED,
-                   actor=actor, thread_id=thread_id, evidence=evidence)
+            _event(
+                loop=target,
+                source_id=source.id,
+                event_type=LoopEvent.EventType.MERGED,
+                actor=actor,
+                thread_id=thread_id,
+                evidence=evidence,
+            )
             return target, "merged"
     is_decision = item.direction == "decision"
     loop_type = {
@@ -577,40 +739,72 @@ def loop_project_commitment(
         summary = f"I promised {who}: {item.text}"
     else:
         summary = f"{who} promised me: {item.text}"
-    key = commitment_dedup_key(thread_id=thread_id, direction=item.direction, text=item.text)
+    key = commitment_dedup_key(
+        thread_id=thread_id, direction=item.direction, text=item.text
+    )
     loop, action = loop_upsert(
-        source=source, dedup_key=key, loop_type=loop_type, summary=summary[:1000],
-        detector=detector, opened_at=item.message_date, last_activity_at=item.message_date,
-        evidence=[evidence], thread_id=thread_id, page=page, counterparty_email=email,
-        counterparty_name=item.counterparty_name, counterparty=person, due_at=due_at,
-        confidence=item.confidence, actor=actor,
+        source=source,
+        dedup_key=key,
+        loop_type=loop_type,
+        summary=summary[:1000],
+        detector=detector,
+        opened_at=item.message_date,
+        last_activity_at=item.message_date,
+        evidence=[evidence],
+        thread_id=thread_id,
+        page=page,
+        counterparty_email=email,
+        counterparty_name=item.counterparty_name,
+        counterparty=person,
+        due_at=due_at,
+        confidence=item.confidence,
+        actor=actor,
     )
     if is_decision or action == "unchanged" or loop.fact_id:
         return loop, action
     title = page.title if page else thread_id
     fact = Fact.objects.create(
-        source=source, entity=person, text=summary[:1000], kind=Fact.Kind.COMMITMENT,
+        source=source,
+        entity=person,
+        text=summary[:1000],
+        kind=Fact.Kind.COMMITMENT,
         visibility=Visibility.PRIVATE,
-        provenance=f'email thread "{title[:80]}" ({page.slug if page else thread_id})'[:500],
+        provenance=f'email thread "{title[:80]}" ({page.slug if page else thread_id})'[
+            :500
+        ],
         raw_record_id=item.raw_record_id,
         evidence={**evidence, "extractor": detector, "model": model},
-        confidence=item.confidence, valid_from=item.message_date, valid_until=due_at,
+        confidence=item.confidence,
+        valid_from=item.message_date,
+        valid_until=due_at,
         created_by=f"loops:{detector}",
     )
     AuditEvent.objects.create(
-        actor=actor, action=AuditEvent.Action.FACT_REMEMBERED, source=source,
-        target_type="fact", target_id=str(fact.pk), extra_data={"loop_id": loop.pk},
+        actor=actor,
+        action=AuditEvent.Action.FACT_REMEMBERED,
+        source=source,
+        target_type="fact",
+        target_id=str(fact.pk),
+        extra_data={"loop_id": loop.pk},
     )
     OpenLoop.objects.filter(pk=loop.pk).update(fact=fact)
     loop.fact = fact
     if person is not None and page is not None:
-        _relation(page=page, person=person,
-                  type_name="owes_to" if item.direction == "owed_by_me" else "awaiting_reply_from",
-                  context=item.quote or item.text, detector=detector)
+        _relation(
+            page=page,
+            person=person,
+            type_name="owes_to"
+            if item.direction == "owed_by_me"
+            else "awaiting_reply_from",
+            context=item.quote or item.text,
+            detector=detector,
+        )
     return loop, action
 
 
-def loop_get(*, loop_id: int | str, source_ids: tuple[str, ...] | None = None) -> OpenLoop:
+def loop_get(
+    *, loop_id: int | str, source_ids: tuple[str, ...] | None = None
+) -> OpenLoop:
     """Fetch one loop by id inside ``source_ids`` (None: any). Raises ``NotFound``."""
     try:
         pk = int(loop_id)
@@ -621,6 +815,8 @@ def loop_get(*, loop_id: int | str, source_ids: tuple[str, ...] | None = None) -
         qs = qs.filter(source_id__in=source_ids)
     loop = qs.first()
     if loop is None:
-        raise NotFound(f"No loop {loop_id} in your sources.",
-                       suggestion="List loops with open_loops and use one of their ids.")
+        raise NotFound(
+            f"No loop {loop_id} in your sources.",
+            suggestion="List loops with open_loops and use one of their ids.",
+        )
     return loop

@@ -19,7 +19,12 @@ def extract_loops(source_id: str, thread_id: str) -> dict[str, Any]:
     thread revision; returns the outcome dict."""
     from brain.models import Source
     from loops.extractors.llm import RetryableExtraction, llm_extract
-    from loops.selectors import mutes_for, newest_message_at, thread_messages, thread_page
+    from loops.selectors import (
+        mutes_for,
+        newest_message_at,
+        thread_messages,
+        thread_page,
+    )
 
     source = Source.objects.filter(id=source_id).first()
     if source is None:
@@ -32,19 +37,32 @@ def extract_loops(source_id: str, thread_id: str) -> dict[str, Any]:
     for attempt in range(1, MAX_ATTEMPTS + 1):
         try:
             result = llm_extract(
-                source=source, thread_id=thread_id, messages=messages,
+                source=source,
+                thread_id=thread_id,
+                messages=messages,
                 page=thread_page(source_id=source_id, thread_id=thread_id),
                 mutes=mutes_for(source_id=source_id),
                 source_newest=newest or max(m.date for m in messages if m.date),  # type: ignore[type-var]
             )
         except RetryableExtraction as exc:
             reason = exc.reason
-            logger.info("extract_loops %s/%s attempt %d: %s", source_id, thread_id, attempt, reason)
+            logger.info(
+                "extract_loops %s/%s attempt %d: %s",
+                source_id,
+                thread_id,
+                attempt,
+                reason,
+            )
             if reason == "llm_unavailable":
                 break
             continue
-        return {"status": result.status, "reason": result.reason, "loops": result.loop_ids,
-                "attempts": attempt, "dropped_quotes": result.dropped_quotes}
+        return {
+            "status": result.status,
+            "reason": result.reason,
+            "loops": result.loop_ids,
+            "attempts": attempt,
+            "dropped_quotes": result.dropped_quotes,
+        }
     return {"status": "failed", "reason": reason, "retryable": True}
 
 
@@ -53,8 +71,12 @@ def enqueue_extract_loops(*, source_id: str, thread_id: str) -> None:
     from django_q.tasks import async_task
 
     transaction.on_commit(
-        lambda: async_task("loops.tasks.extract_loops", source_id, thread_id,
-                           task_name=f"extract_loops:{source_id}:{thread_id}"[:100])
+        lambda: async_task(
+            "loops.tasks.extract_loops",
+            source_id,
+            thread_id,
+            task_name=f"extract_loops:{source_id}:{thread_id}"[:100],
+        )
     )
 
 

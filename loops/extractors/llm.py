@@ -15,11 +15,10 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import transaction
@@ -27,12 +26,9 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from brain.llm import anthropic_client, estimate_usd
-from brain.models import Page, Source
 from brain.text import estimate_tokens
 from loops.definitions import collapse, display_subject, is_mine, normalise_subject
-from loops.detectors import Mutes
 from loops.eligibility import extraction_eligibility
-from loops.message import MailMessage
 from loops.models import Detector, ExtractionRun, LlmUsage, LoopStatus, OpenLoop
 from loops.services import (
     LLM_COMMITMENT_CONFIDENCE,
@@ -40,6 +36,13 @@ from loops.services import (
     CommitmentInput,
     loop_project_commitment,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Collection, Sequence
+
+    from brain.models import Page, Source
+    from loops.detectors import Mutes
+    from loops.message import MailMessage
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +100,9 @@ class ExtractionResult:
     dropped_quotes: int = 0
 
 
-def revision_key(*, extractor: str, source_id: str, thread_id: str, messages: Sequence[MailMessage]) -> str:
+def revision_key(
+    *, extractor: str, source_id: str, thread_id: str, messages: Sequence[MailMessage]
+) -> str:
     """Idempotency key per thread revision: extractor, source, thread, newest ms."""
     newest = max((m.date for m in messages if m.date), default=None)
     stamp = int(newest.timestamp() * 1000) if newest else 0
@@ -107,9 +112,15 @@ def revision_key(*, extractor: str, source_id: str, thread_id: str, messages: Se
 def sanitise(text: str) -> str:
     """Neutralise wrapper tags and control characters inside thread content, so the
     data cannot close its own ``<thread>`` block or open a fake one."""
-    text = re.sub(r"[\x00-\x08\x0b\x0c\x0e-\x1f\u202a-\u202e\u2066-\u2069]", "", text or "")
-    return re.sub(r"<\s*(/?)\s*(thread|existing_open_loops|system|instructions?)\b",
-                  r"‹\1\2", text, flags=re.I)
+    text = re.sub(
+        r"[\x00-\x08\x0b\x0c\x0e-\x1f\u202a-\u202e\u2066-\u2069]", "", text or ""
+    )
+    return re.sub(
+        r"<\s*(/?)\s*(thread|existing_open_loops|system|instructions?)\b",
+        r"‹\1\2",
+        text,
+        flags=re.I,
+    )
 
 
 def render_thread(messages: Sequence[MailMessage], owners: Collection[str]) -> str:
@@ -119,17 +130,24 @@ def render_thread(messages: Sequence[MailMessage], owners: Collection[str]) -> s
         mark = "→ " if is_mine(m, owners) else ""
         when = m.date.isoformat() if m.date else "undated"
         who = f"{m.from_name} <{m.from_addr}>" if m.from_name else m.from_addr
-        parts.append(f"{mark}From: {who} | To: {', '.join(m.to)} | Date: {when}\n{m.body.strip()}")
+        parts.append(
+            f"{mark}From: {who} | To: {', '.join(m.to)} | Date: {when}\n{m.body.strip()}"
+        )
     return "\n\n---\n\n".join(parts)
 
 
-def _candidates(*, source: Source, thread_id: str, sender: str, subject: str, newest: datetime) -> list[dict[str, Any]]:
+def _candidates(
+    *, source: Source, thread_id: str, sender: str, subject: str, newest: datetime
+) -> list[dict[str, Any]]:
     """Up to 5 open LLM loops from other threads, same newest sender and normalised
     subject, active within 30 days (for ``same_as_loop_id``)."""
     rows = (
         OpenLoop.objects.filter(
-            source=source, status=LoopStatus.OPEN, detector=Detector.LLM_EXTRACT,
-            counterparty_email=sender, last_activity_at__gte=newest - WINDOW,
+            source=source,
+            status=LoopStatus.OPEN,
+            detector=Detector.LLM_EXTRACT,
+            counterparty_email=sender,
+            last_activity_at__gte=newest - WINDOW,
         )
         .exclude(thread_id=thread_id)
         .select_related("page")
@@ -140,13 +158,25 @@ def _candidates(*, source: Source, thread_id: str, sender: str, subject: str, ne
         page_subject = (loop.page.title if loop.page else "") or ""
         if loop.page and normalise_subject(page_subject) != subject:
             continue
-        out.append({"id": loop.pk, "loop_type": loop.loop_type, "summary": sanitise(loop.summary)})
+        out.append(
+            {
+                "id": loop.pk,
+                "loop_type": loop.loop_type,
+                "summary": sanitise(loop.summary),
+            }
+        )
         if len(out) == MAX_CANDIDATES:
             break
     return out
 
 
-def build_prompt(*, messages: Sequence[MailMessage], owners: Collection[str], account: str, candidates: list[dict[str, Any]]) -> str:
+def build_prompt(
+    *,
+    messages: Sequence[MailMessage],
+    owners: Collection[str],
+    account: str,
+    candidates: list[dict[str, Any]],
+) -> str:
     """The user message: the thread (last 12,000 chars, sanitised) wrapped as data,
     the subject, the owner's address, and the candidate loops."""
     rendered = sanitise(render_thread(messages, owners))[-INPUT_CHARS:]
@@ -156,7 +186,7 @@ def build_prompt(*, messages: Sequence[MailMessage], owners: Collection[str], ac
         block = f"<existing_open_loops>{json.dumps(candidates)}</existing_open_loops>\n"
     subject_attr = json.dumps(subject)
     return (
-        f"{block}<thread subject={subject_attr} account_owner=\"me\" "
+        f'{block}<thread subject={subject_attr} account_owner="me" '
         f"account_email={json.dumps(account)}>\n{rendered}\n</thread>"
     )
 
@@ -210,15 +240,21 @@ def parse_response(text: str) -> dict[str, list[dict[str, Any]]]:
         for key in ("counterparty_name", "counterparty_email"):
             if item.get(key) is not None and not isinstance(item[key], str):
                 raise ParseBarrier(f"{key} is not a string")
-        out["commitments"].append({
-            "direction": item["direction"],
-            "text": item["text"].strip()[:500],
-            "quote": item["quote"].strip()[:200],
-            "counterparty_name": (item.get("counterparty_name") or "").strip()[:200],
-            "counterparty_email": (item.get("counterparty_email") or "").strip().lower(),
-            "due": _is_real_date(item.get("due_iso")),
-            "same_as_loop_id": _same_as(item.get("same_as_loop_id")),
-        })
+        out["commitments"].append(
+            {
+                "direction": item["direction"],
+                "text": item["text"].strip()[:500],
+                "quote": item["quote"].strip()[:200],
+                "counterparty_name": (item.get("counterparty_name") or "").strip()[
+                    :200
+                ],
+                "counterparty_email": (item.get("counterparty_email") or "")
+                .strip()
+                .lower(),
+                "due": _is_real_date(item.get("due_iso")),
+                "same_as_loop_id": _same_as(item.get("same_as_loop_id")),
+            }
+        )
     for item in decisions:
         if not isinstance(item, dict):
             raise ParseBarrier("decision is not an object")
@@ -226,26 +262,44 @@ def parse_response(text: str) -> dict[str, list[dict[str, Any]]]:
             raise ParseBarrier("decision text is empty")
         if not isinstance(item.get("quote"), str):
             raise ParseBarrier("decision quote is not a string")
-        out["decisions_pending"].append({
-            "text": item["text"].strip()[:500],
-            "quote": item["quote"].strip()[:200],
-            "same_as_loop_id": _same_as(item.get("same_as_loop_id")),
-        })
+        out["decisions_pending"].append(
+            {
+                "text": item["text"].strip()[:500],
+                "quote": item["quote"].strip()[:200],
+                "same_as_loop_id": _same_as(item.get("same_as_loop_id")),
+            }
+        )
     return out
 
 
 def spent_today_usd() -> Decimal:
     """Estimated USD spent by the extractor in the current UTC day."""
     start = timezone.now().replace(hour=0, minute=0, second=0, microsecond=0)
-    total = LlmUsage.objects.filter(created_at__gte=start).aggregate(s=Sum("usd_estimate"))["s"]
+    total = LlmUsage.objects.filter(created_at__gte=start).aggregate(
+        s=Sum("usd_estimate")
+    )["s"]
     return total or Decimal(0)
 
 
-def _record_run(*, source: Source, thread_id: str, key: str, status: str, reason: str = "", result: dict[str, Any] | None = None) -> None:
+def _record_run(
+    *,
+    source: Source,
+    thread_id: str,
+    key: str,
+    status: str,
+    reason: str = "",
+    result: dict[str, Any] | None = None,
+) -> None:
     run, created = ExtractionRun.objects.get_or_create(
         idempotency_key=key,
-        defaults={"source": source, "thread_id": thread_id, "extractor": Detector.LLM_EXTRACT,
-                  "status": status, "reason": reason, "result": result or {}},
+        defaults={
+            "source": source,
+            "thread_id": thread_id,
+            "extractor": Detector.LLM_EXTRACT,
+            "status": status,
+            "reason": reason,
+            "result": result or {},
+        },
     )
     if not created:
         run.status, run.reason, run.result = status, reason, result or {}
@@ -253,7 +307,9 @@ def _record_run(*, source: Source, thread_id: str, key: str, status: str, reason
         run.save(update_fields=["status", "reason", "result", "attempts", "updated_at"])
 
 
-def _message_for_quote(quote: str, messages: Sequence[MailMessage]) -> MailMessage | None:
+def _message_for_quote(
+    quote: str, messages: Sequence[MailMessage]
+) -> MailMessage | None:
     needle = collapse(quote)
     for m in reversed(messages):
         if needle and needle in collapse(m.body):
@@ -278,75 +334,137 @@ def llm_extract(
     if not settings.LOOPS_EXTRACTION_ENABLED:
         return ExtractionResult(status="skipped", reason="extraction_disabled")
     owners = {a.lower() for a in source.owner_addresses}
-    key = revision_key(extractor=Detector.LLM_EXTRACT, source_id=source.id,
-                       thread_id=thread_id, messages=messages)
-    done = ExtractionRun.objects.filter(idempotency_key=key).exclude(
-        status=ExtractionRun.Status.FAILED).first()
+    key = revision_key(
+        extractor=Detector.LLM_EXTRACT,
+        source_id=source.id,
+        thread_id=thread_id,
+        messages=messages,
+    )
+    done = (
+        ExtractionRun.objects.filter(idempotency_key=key)
+        .exclude(status=ExtractionRun.Status.FAILED)
+        .first()
+    )
     if done is not None:
         return ExtractionResult(status="noop", reason=f"already_{done.status}")
-    eligible, reason = extraction_eligibility(messages, owner_addresses=owners, mutes=mutes,
-                                              thread_id=thread_id)
+    eligible, reason = extraction_eligibility(
+        messages, owner_addresses=owners, mutes=mutes, thread_id=thread_id
+    )
     newest = max((m.date for m in messages if m.date), default=None)
     if eligible and (newest is None or newest < source_newest - WINDOW):
         eligible, reason = False, "outside_30_day_window"
     if not eligible:
-        _record_run(source=source, thread_id=thread_id, key=key, status="skipped", reason=reason)
+        _record_run(
+            source=source, thread_id=thread_id, key=key, status="skipped", reason=reason
+        )
         return ExtractionResult(status="skipped", reason=reason)
     client = anthropic_client()
     if client is None:
         raise RetryableExtraction("llm_unavailable")
     ordered = sorted((m for m in messages if m.date), key=lambda m: m.date)  # type: ignore[arg-type,return-value]
-    last_theirs = next((m for m in reversed(ordered) if not is_mine(m, owners)), ordered[-1])
-    candidates = _candidates(source=source, thread_id=thread_id,
-                             sender=(last_theirs.from_addr or "").lower(),
-                             subject=normalise_subject(ordered[-1].subject),
-                             newest=newest)  # type: ignore[arg-type]
-    prompt = build_prompt(messages=ordered, owners=owners,
-                          account=source.owner_addresses[0] if source.owner_addresses else "",
-                          candidates=candidates)
+    last_theirs = next(
+        (m for m in reversed(ordered) if not is_mine(m, owners)), ordered[-1]
+    )
+    candidates = _candidates(
+        source=source,
+        thread_id=thread_id,
+        sender=(last_theirs.from_addr or "").lower(),
+        subject=normalise_subject(ordered[-1].subject),
+        newest=newest,
+    )  # type: ignore[arg-type]
+    prompt = build_prompt(
+        messages=ordered,
+        owners=owners,
+        account=source.owner_addresses[0] if source.owner_addresses else "",
+        candidates=candidates,
+    )
     model = settings.BRAIN_LLM_MODEL
     cap = Decimal(str(settings.LOOPS_EXTRACTION_MAX_USD_PER_DAY))
-    worst_case = Decimal(str(estimate_usd(model, estimate_tokens(SYSTEM_PROMPT + prompt), MAX_OUTPUT_TOKENS)))
+    worst_case = Decimal(
+        str(
+            estimate_usd(
+                model, estimate_tokens(SYSTEM_PROMPT + prompt), MAX_OUTPUT_TOKENS
+            )
+        )
+    )
     if cap <= 0 or spent_today_usd() + worst_case > cap:
-        _record_run(source=source, thread_id=thread_id, key=key, status="failed",
-                    reason="cost_cap_exceeded")
+        _record_run(
+            source=source,
+            thread_id=thread_id,
+            key=key,
+            status="failed",
+            reason="cost_cap_exceeded",
+        )
         return ExtractionResult(status="skipped", reason="cost_cap_exceeded")
     try:
         response = client.messages.create(
-            model=model, max_tokens=MAX_OUTPUT_TOKENS, system=SYSTEM_PROMPT,
+            model=model,
+            max_tokens=MAX_OUTPUT_TOKENS,
+            system=SYSTEM_PROMPT,
             messages=[{"role": "user", "content": prompt}],
         )
     except Exception as exc:  # the SDK's transport/status errors: retry later
         logger.warning("loops llm_extract %s/%s: %s", source.id, thread_id, exc)
-        _record_run(source=source, thread_id=thread_id, key=key, status="failed", reason="llm_error")
+        _record_run(
+            source=source,
+            thread_id=thread_id,
+            key=key,
+            status="failed",
+            reason="llm_error",
+        )
         raise RetryableExtraction("llm_error") from exc
     usage = getattr(response, "usage", None)
     in_tok = getattr(usage, "input_tokens", 0) or 0
     out_tok = getattr(usage, "output_tokens", 0) or 0
     stop = getattr(response, "stop_reason", None)
     outcome = {"max_tokens": "truncated", "refusal": "refused"}.get(stop or "", "ok")
-    LlmUsage.objects.create(source=source, thread_id=thread_id, model=model,
-                            input_tokens=in_tok, output_tokens=out_tok,
-                            usd_estimate=Decimal(str(estimate_usd(model, in_tok, out_tok))),
-                            outcome=outcome)
+    LlmUsage.objects.create(
+        source=source,
+        thread_id=thread_id,
+        model=model,
+        input_tokens=in_tok,
+        output_tokens=out_tok,
+        usd_estimate=Decimal(str(estimate_usd(model, in_tok, out_tok))),
+        outcome=outcome,
+    )
     if outcome == "refused":
-        _record_run(source=source, thread_id=thread_id, key=key, status="skipped", reason="refused")
+        _record_run(
+            source=source,
+            thread_id=thread_id,
+            key=key,
+            status="skipped",
+            reason="refused",
+        )
         return ExtractionResult(status="skipped", reason="refused")
     if outcome == "truncated":
-        _record_run(source=source, thread_id=thread_id, key=key, status="failed", reason="truncated")
+        _record_run(
+            source=source,
+            thread_id=thread_id,
+            key=key,
+            status="failed",
+            reason="truncated",
+        )
         raise RetryableExtraction("truncated")
     text = "".join(getattr(block, "text", "") for block in response.content)
     try:
         parsed = parse_response(text)
     except ParseBarrier as exc:
-        _record_run(source=source, thread_id=thread_id, key=key, status="failed",
-                    reason="parse_barrier", result={"error": str(exc)})
+        _record_run(
+            source=source,
+            thread_id=thread_id,
+            key=key,
+            status="failed",
+            reason="parse_barrier",
+            result={"error": str(exc)},
+        )
         raise RetryableExtraction("parse_barrier") from exc
     seen_text = collapse(prompt)
     result = ExtractionResult(status="extracted")
     valid_ids = {c["id"] for c in candidates}
     with transaction.atomic():
-        items: list[tuple[str, dict[str, Any]]] = [("commitment", c) for c in parsed["commitments"]]
+        items: list[tuple[str, dict[str, Any]]] = [
+            ("commitment", c) for c in parsed["commitments"]
+        ]
         items += [("decision", d) for d in parsed["decisions_pending"]]
         for kind, item in items:
             quote = item["quote"]
@@ -358,25 +476,58 @@ def llm_extract(
             if kind == "commitment":
                 email = item["counterparty_email"]
                 if not email:
-                    email = (last_theirs.from_addr if not is_mine(last_theirs, owners)
-                             else next((a for a in ordered[-1].to if a.lower() not in owners), ""))
+                    email = (
+                        last_theirs.from_addr
+                        if not is_mine(last_theirs, owners)
+                        else next(
+                            (a for a in ordered[-1].to if a.lower() not in owners), ""
+                        )
+                    )
                 direction, confidence = item["direction"], LLM_COMMITMENT_CONFIDENCE
                 name = item["counterparty_name"]
             else:
-                direction, confidence, email, name = "decision", LLM_DECISION_CONFIDENCE, "", ""
-            same_as = item["same_as_loop_id"] if item["same_as_loop_id"] in valid_ids else None
+                direction, confidence, email, name = (
+                    "decision",
+                    LLM_DECISION_CONFIDENCE,
+                    "",
+                    "",
+                )
+            same_as = (
+                item["same_as_loop_id"]
+                if item["same_as_loop_id"] in valid_ids
+                else None
+            )
             loop, _ = loop_project_commitment(
-                source=source, thread_id=thread_id, page=page,
+                source=source,
+                thread_id=thread_id,
+                page=page,
                 item=CommitmentInput(
-                    direction=direction, text=item["text"], quote=quote,
-                    due=item.get("due"), counterparty_email=email, counterparty_name=name,
-                    message_id=origin.message_id, raw_record_id=origin.raw_record_id,
-                    message_date=origin.date, confidence=confidence,  # type: ignore[arg-type]
-                    same_as_loop_id=same_as, link=origin.link or "",
+                    direction=direction,
+                    text=item["text"],
+                    quote=quote,
+                    due=item.get("due"),
+                    counterparty_email=email,
+                    counterparty_name=name,
+                    message_id=origin.message_id,
+                    raw_record_id=origin.raw_record_id,
+                    message_date=origin.date,
+                    confidence=confidence,  # type: ignore[arg-type]
+                    same_as_loop_id=same_as,
+                    link=origin.link or "",
                 ),
-                detector=Detector.LLM_EXTRACT, model=model, actor="llm_extract",
+                detector=Detector.LLM_EXTRACT,
+                model=model,
+                actor="llm_extract",
             )
             result.loop_ids.append(loop.pk)
-        _record_run(source=source, thread_id=thread_id, key=key, status="extracted",
-                    result={"loop_ids": result.loop_ids, "dropped_quotes": result.dropped_quotes})
+        _record_run(
+            source=source,
+            thread_id=thread_id,
+            key=key,
+            status="extracted",
+            result={
+                "loop_ids": result.loop_ids,
+                "dropped_quotes": result.dropped_quotes,
+            },
+        )
     return result

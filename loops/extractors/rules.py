@@ -12,13 +12,17 @@ from __future__ import annotations
 
 import calendar
 import re
-from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, tzinfo
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 from loops.definitions import collapse, is_mine, is_substantive, reply_text
-from loops.message import MailMessage
+
+if TYPE_CHECKING:
+    from collections.abc import Collection, Sequence
+
+    from loops.message import MailMessage
 
 RULE_CONFIDENCE_DATED = 0.6
 RULE_CONFIDENCE_UNDATED = 0.5
@@ -83,7 +87,9 @@ DEADLINE_RE = re.compile(
     rf"(?:days?|weeks?)|within\s+(?:\d+|a|one|two|three)\s+(?:days?|weeks?|hours?))",
     re.I,
 )
-SENTENCE_SPLIT_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])|\n\s*\n|\n(?=\s*[-*•]\s)")
+SENTENCE_SPLIT_RE = re.compile(
+    r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])|\n\s*\n|\n(?=\s*[-*•]\s)"
+)
 
 
 @dataclass(frozen=True)
@@ -132,9 +138,9 @@ def classify_sentence(sentence: str) -> RuleMatch | None:
     if commit and not text.rstrip().endswith("?"):
         verb = commit.group("verb").lower()
         prefix = text[: commit.start()].lower()
-        conditional = re.search(r"\b(?:if|unless|whether|when|once)\b[^,;]*$", prefix) or (
-            re.match(r"\s*(?:if|unless)\b", prefix)
-        )
+        conditional = re.search(
+            r"\b(?:if|unless|whether|when|once)\b[^,;]*$", prefix
+        ) or (re.match(r"\s*(?:if|unless)\b", prefix))
         if verb not in NON_ACTION_VERBS and not conditional:
             return RuleMatch(kind="commitment", sentence=text, deadline=deadline)
     if deadline and SEE_YOU_RE.match(text):
@@ -151,7 +157,9 @@ def _next_weekday(base: date, weekday: int, *, allow_today: bool) -> date:
     return base + timedelta(days=days)
 
 
-def resolve_due(phrase: str, sent_at: datetime, tz: tzinfo | None = None) -> date | None:
+def resolve_due(
+    phrase: str, sent_at: datetime, tz: tzinfo | None = None
+) -> date | None:
     """Resolve a deadline phrase to a calendar date relative to the sent date in the
     sender's timezone ``tz`` (default: ``sent_at``'s own).
 
@@ -167,8 +175,11 @@ def resolve_due(phrase: str, sent_at: datetime, tz: tzinfo | None = None) -> dat
     p = collapse(phrase).lower().rstrip(".")
     if not p or p == "asap":
         return None
-    if re.search(r"\b(?:today|tonight|eod|cob|end of (?:the )?day|close of business|this "
-                 r"(?:morning|afternoon|evening))\b", p):
+    if re.search(
+        r"\b(?:today|tonight|eod|cob|end of (?:the )?day|close of business|this "
+        r"(?:morning|afternoon|evening))\b",
+        p,
+    ):
         return base
     if re.search(r"\b(?:tomorrow|tmrw)\b", p):
         return base + timedelta(days=1)
@@ -183,7 +194,9 @@ def resolve_due(phrase: str, sent_at: datetime, tz: tzinfo | None = None) -> dat
         name = re.sub(r"[^a-z]", "", wd.group("d"))
         weekday = WEEKDAYS.get(name) if name in WEEKDAYS else WEEKDAYS.get(name[:3])
         if weekday is not None:
-            return _next_weekday(base, weekday, allow_today=bool(wd.group(1) and "this" in wd.group(1)))
+            return _next_weekday(
+                base, weekday, allow_today=bool(wd.group(1) and "this" in wd.group(1))
+            )
     md = re.search(r"\b(\d{1,2})/(\d{1,2})(?:/(\d{2,4}))?\b", p)
     if md:
         month, day = int(md.group(1)), int(md.group(2))
@@ -252,7 +265,9 @@ def rule_extract(
     for m in sorted((m for m in messages if is_substantive(m)), key=lambda m: m.date):  # type: ignore[arg-type,return-value]
         mine = is_mine(m, owners)
         if mine:
-            others = [a.lower() for a in [*m.to, *m.cc] if a and a.lower() not in owners]
+            others = [
+                a.lower() for a in [*m.to, *m.cc] if a and a.lower() not in owners
+            ]
             if not others:
                 continue
             counterparty, name = others[0], ""
@@ -283,7 +298,9 @@ def rule_extract(
                     counterparty_email=counterparty,
                     counterparty_name=name,
                     message=m,
-                    confidence=RULE_CONFIDENCE_DATED if due else RULE_CONFIDENCE_UNDATED,
+                    confidence=RULE_CONFIDENCE_DATED
+                    if due
+                    else RULE_CONFIDENCE_UNDATED,
                 )
             )
     return found

@@ -7,158 +7,506 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('brain', '0002_default_schema'),
+        ("brain", "0002_default_schema"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='LlmUsage',
+            name="LlmUsage",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('thread_id', models.CharField(editable=False, max_length=300)),
-                ('model', models.CharField(editable=False, max_length=100)),
-                ('input_tokens', models.PositiveIntegerField(default=0, editable=False)),
-                ('output_tokens', models.PositiveIntegerField(default=0, editable=False)),
-                ('usd_estimate', models.DecimalField(decimal_places=6, default=0, editable=False, max_digits=10)),
-                ('outcome', models.CharField(editable=False, max_length=32)),
-                ('created_at', models.DateTimeField(db_index=True, default=django.utils.timezone.now, editable=False)),
-                ('source', models.ForeignKey(editable=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='brain.source')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                ("thread_id", models.CharField(editable=False, max_length=300)),
+                ("model", models.CharField(editable=False, max_length=100)),
+                (
+                    "input_tokens",
+                    models.PositiveIntegerField(default=0, editable=False),
+                ),
+                (
+                    "output_tokens",
+                    models.PositiveIntegerField(default=0, editable=False),
+                ),
+                (
+                    "usd_estimate",
+                    models.DecimalField(
+                        decimal_places=6, default=0, editable=False, max_digits=10
+                    ),
+                ),
+                ("outcome", models.CharField(editable=False, max_length=32)),
+                (
+                    "created_at",
+                    models.DateTimeField(
+                        db_index=True, default=django.utils.timezone.now, editable=False
+                    ),
+                ),
+                (
+                    "source",
+                    models.ForeignKey(
+                        editable=False,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="brain.source",
+                    ),
+                ),
             ],
             options={
-                'verbose_name_plural': 'LLM usage',
-                'ordering': ['-created_at'],
+                "verbose_name_plural": "LLM usage",
+                "ordering": ["-created_at"],
             },
         ),
         migrations.CreateModel(
-            name='OpenLoop',
+            name="OpenLoop",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(db_index=True, default=django.utils.timezone.now, editable=False)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('dedup_key', models.CharField(max_length=300)),
-                ('loop_type', models.CharField(choices=[('commitment_owed_by_me', 'I promised'), ('commitment_owed_to_me', 'Promised to me'), ('unanswered_inbound', 'Reply owed by me'), ('unanswered_outbound', 'Waiting on a reply'), ('decision_pending', 'Decision pending')], max_length=32)),
-                ('counterparty_email', models.CharField(blank=True, max_length=320)),
-                ('counterparty_name', models.CharField(blank=True, max_length=200)),
-                ('summary', models.TextField()),
-                ('evidence', models.JSONField(blank=True, default=list)),
-                ('thread_id', models.CharField(blank=True, max_length=300)),
-                ('due_at', models.DateTimeField(blank=True, null=True)),
-                ('status', models.CharField(choices=[('open', 'Open'), ('done', 'Done'), ('dropped', 'Dropped'), ('stale', 'Stale')], default='open', max_length=8)),
-                ('detector', models.CharField(choices=[('deterministic_thread', 'Thread detector'), ('llm_extract', 'LLM extractor'), ('rule_extract', 'Rule extractor'), ('manual', 'Manual')], max_length=24)),
-                ('confidence', models.FloatField(default=1.0)),
-                ('opened_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('last_activity_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('closed_at', models.DateTimeField(blank=True, null=True)),
-                ('closed_by', models.CharField(blank=True, max_length=200)),
-                ('fulfilment_suspected_at', models.DateTimeField(blank=True, null=True)),
-                ('fulfilment_evidence', models.JSONField(blank=True, default=dict)),
-                ('counterparty', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='loops_as_counterparty', to='brain.page')),
-                ('fact', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='loops', to='brain.fact')),
-                ('page', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='loops', to='brain.page')),
-                ('source', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='loops', to='brain.source')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                (
+                    "created_at",
+                    models.DateTimeField(
+                        db_index=True, default=django.utils.timezone.now, editable=False
+                    ),
+                ),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("dedup_key", models.CharField(max_length=300)),
+                (
+                    "loop_type",
+                    models.CharField(
+                        choices=[
+                            ("commitment_owed_by_me", "I promised"),
+                            ("commitment_owed_to_me", "Promised to me"),
+                            ("unanswered_inbound", "Reply owed by me"),
+                            ("unanswered_outbound", "Waiting on a reply"),
+                            ("decision_pending", "Decision pending"),
+                        ],
+                        max_length=32,
+                    ),
+                ),
+                ("counterparty_email", models.CharField(blank=True, max_length=320)),
+                ("counterparty_name", models.CharField(blank=True, max_length=200)),
+                ("summary", models.TextField()),
+                ("evidence", models.JSONField(blank=True, default=list)),
+                ("thread_id", models.CharField(blank=True, max_length=300)),
+                ("due_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("open", "Open"),
+                            ("done", "Done"),
+                            ("dropped", "Dropped"),
+                            ("stale", "Stale"),
+                        ],
+                        default="open",
+                        max_length=8,
+                    ),
+                ),
+                (
+                    "detector",
+                    models.CharField(
+                        choices=[
+                            ("deterministic_thread", "Thread detector"),
+                            ("llm_extract", "LLM extractor"),
+                            ("rule_extract", "Rule extractor"),
+                            ("manual", "Manual"),
+                        ],
+                        max_length=24,
+                    ),
+                ),
+                ("confidence", models.FloatField(default=1.0)),
+                ("opened_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "last_activity_at",
+                    models.DateTimeField(default=django.utils.timezone.now),
+                ),
+                ("closed_at", models.DateTimeField(blank=True, null=True)),
+                ("closed_by", models.CharField(blank=True, max_length=200)),
+                (
+                    "fulfilment_suspected_at",
+                    models.DateTimeField(blank=True, null=True),
+                ),
+                ("fulfilment_evidence", models.JSONField(blank=True, default=dict)),
+                (
+                    "counterparty",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="loops_as_counterparty",
+                        to="brain.page",
+                    ),
+                ),
+                (
+                    "fact",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="loops",
+                        to="brain.fact",
+                    ),
+                ),
+                (
+                    "page",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="loops",
+                        to="brain.page",
+                    ),
+                ),
+                (
+                    "source",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="loops",
+                        to="brain.source",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='LoopEvent',
+            name="LoopEvent",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('event_type', models.CharField(choices=[('opened', 'Opened'), ('refreshed', 'Refreshed'), ('closed', 'Closed'), ('reopened', 'Reopened'), ('stale', 'Went stale'), ('due_corrected', 'Deadline corrected'), ('fulfilment_suspected', 'Fulfilment suspected'), ('merged', 'Merged (same as)'), ('fact_expired', 'Projected fact expired'), ('muted', 'Muted'), ('unmuted', 'Unmuted')], editable=False, max_length=24)),
-                ('actor', models.CharField(editable=False, max_length=200)),
-                ('event_time', models.DateTimeField(db_index=True, default=django.utils.timezone.now, editable=False)),
-                ('extra_data', models.JSONField(default=dict, editable=False)),
-                ('source', models.ForeignKey(editable=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='brain.source')),
-                ('loop', models.ForeignKey(blank=True, editable=False, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='events', to='loops.openloop')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                (
+                    "event_type",
+                    models.CharField(
+                        choices=[
+                            ("opened", "Opened"),
+                            ("refreshed", "Refreshed"),
+                            ("closed", "Closed"),
+                            ("reopened", "Reopened"),
+                            ("stale", "Went stale"),
+                            ("due_corrected", "Deadline corrected"),
+                            ("fulfilment_suspected", "Fulfilment suspected"),
+                            ("merged", "Merged (same as)"),
+                            ("fact_expired", "Projected fact expired"),
+                            ("muted", "Muted"),
+                            ("unmuted", "Unmuted"),
+                        ],
+                        editable=False,
+                        max_length=24,
+                    ),
+                ),
+                ("actor", models.CharField(editable=False, max_length=200)),
+                (
+                    "event_time",
+                    models.DateTimeField(
+                        db_index=True, default=django.utils.timezone.now, editable=False
+                    ),
+                ),
+                ("extra_data", models.JSONField(default=dict, editable=False)),
+                (
+                    "source",
+                    models.ForeignKey(
+                        editable=False,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="brain.source",
+                    ),
+                ),
+                (
+                    "loop",
+                    models.ForeignKey(
+                        blank=True,
+                        editable=False,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="events",
+                        to="loops.openloop",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-event_time', '-id'],
+                "ordering": ["-event_time", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='ExtractionRun',
+            name="ExtractionRun",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('thread_id', models.CharField(max_length=300)),
-                ('extractor', models.CharField(choices=[('deterministic_thread', 'Thread detector'), ('llm_extract', 'LLM extractor'), ('rule_extract', 'Rule extractor'), ('manual', 'Manual')], max_length=24)),
-                ('idempotency_key', models.CharField(max_length=500)),
-                ('status', models.CharField(choices=[('extracted', 'Extracted'), ('skipped', 'Skipped'), ('failed', 'Failed (retryable)')], max_length=12)),
-                ('reason', models.CharField(blank=True, max_length=200)),
-                ('attempts', models.PositiveIntegerField(default=1)),
-                ('result', models.JSONField(blank=True, default=dict)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now, editable=False)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('source', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='brain.source')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                ("thread_id", models.CharField(max_length=300)),
+                (
+                    "extractor",
+                    models.CharField(
+                        choices=[
+                            ("deterministic_thread", "Thread detector"),
+                            ("llm_extract", "LLM extractor"),
+                            ("rule_extract", "Rule extractor"),
+                            ("manual", "Manual"),
+                        ],
+                        max_length=24,
+                    ),
+                ),
+                ("idempotency_key", models.CharField(max_length=500)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("extracted", "Extracted"),
+                            ("skipped", "Skipped"),
+                            ("failed", "Failed (retryable)"),
+                        ],
+                        max_length=12,
+                    ),
+                ),
+                ("reason", models.CharField(blank=True, max_length=200)),
+                ("attempts", models.PositiveIntegerField(default=1)),
+                ("result", models.JSONField(blank=True, default=dict)),
+                (
+                    "created_at",
+                    models.DateTimeField(
+                        default=django.utils.timezone.now, editable=False
+                    ),
+                ),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "source",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="brain.source",
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['source', 'thread_id'], name='loops_extra_source__6ee0c3_idx')],
-                'constraints': [models.UniqueConstraint(fields=('idempotency_key',), name='loops_extractionrun_unique_key')],
+                "indexes": [
+                    models.Index(
+                        fields=["source", "thread_id"],
+                        name="loops_extra_source__6ee0c3_idx",
+                    )
+                ],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("idempotency_key",),
+                        name="loops_extractionrun_unique_key",
+                    )
+                ],
             },
         ),
         migrations.CreateModel(
-            name='GraceHold',
+            name="GraceHold",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('thread_id', models.CharField(max_length=300)),
-                ('recheck_at', models.DateTimeField(db_index=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now, editable=False)),
-                ('source', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='brain.source')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                ("thread_id", models.CharField(max_length=300)),
+                ("recheck_at", models.DateTimeField(db_index=True)),
+                (
+                    "created_at",
+                    models.DateTimeField(
+                        default=django.utils.timezone.now, editable=False
+                    ),
+                ),
+                (
+                    "source",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="brain.source",
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('source', 'thread_id'), name='loops_gracehold_one_per_thread')],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("source", "thread_id"),
+                        name="loops_gracehold_one_per_thread",
+                    )
+                ],
             },
         ),
         migrations.CreateModel(
-            name='LoopSuppression',
+            name="LoopSuppression",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(choices=[('sender', 'Sender'), ('thread', 'Thread')], max_length=8)),
-                ('value', models.CharField(max_length=320)),
-                ('created_by', models.CharField(blank=True, editable=False, max_length=200)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now, editable=False)),
-                ('source', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='loop_suppressions', to='brain.source')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[("sender", "Sender"), ("thread", "Thread")],
+                        max_length=8,
+                    ),
+                ),
+                ("value", models.CharField(max_length=320)),
+                (
+                    "created_by",
+                    models.CharField(blank=True, editable=False, max_length=200),
+                ),
+                (
+                    "created_at",
+                    models.DateTimeField(
+                        default=django.utils.timezone.now, editable=False
+                    ),
+                ),
+                (
+                    "source",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="loop_suppressions",
+                        to="brain.source",
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('source', 'kind', 'value'), name='loops_loopsuppression_unique_mute'), models.CheckConstraint(condition=models.Q(('kind__in', ['sender', 'thread'])), name='loops_loopsuppression_kind_valid'), models.CheckConstraint(condition=models.Q(('value', django.db.models.functions.text.Lower('value')), ('value__regex', '\\S')), name='loops_loopsuppression_value_lower_case')],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("source", "kind", "value"),
+                        name="loops_loopsuppression_unique_mute",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("kind__in", ["sender", "thread"])),
+                        name="loops_loopsuppression_kind_valid",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            ("value", django.db.models.functions.text.Lower("value")),
+                            ("value__regex", "\\S"),
+                        ),
+                        name="loops_loopsuppression_value_lower_case",
+                    ),
+                ],
             },
         ),
         migrations.AddIndex(
-            model_name='openloop',
-            index=models.Index(fields=['source', 'status', '-last_activity_at'], name='loops_openl_source__6934f8_idx'),
+            model_name="openloop",
+            index=models.Index(
+                fields=["source", "status", "-last_activity_at"],
+                name="loops_openl_source__6934f8_idx",
+            ),
         ),
         migrations.AddIndex(
-            model_name='openloop',
-            index=models.Index(condition=models.Q(('status', 'open')), fields=['source', 'thread_id'], name='loops_open_by_thread'),
+            model_name="openloop",
+            index=models.Index(
+                condition=models.Q(("status", "open")),
+                fields=["source", "thread_id"],
+                name="loops_open_by_thread",
+            ),
         ),
         migrations.AddIndex(
-            model_name='openloop',
-            index=models.Index(condition=models.Q(('status', 'open')), fields=['counterparty'], name='loops_open_by_counterparty'),
+            model_name="openloop",
+            index=models.Index(
+                condition=models.Q(("status", "open")),
+                fields=["counterparty"],
+                name="loops_open_by_counterparty",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='openloop',
-            constraint=models.UniqueConstraint(fields=('source', 'dedup_key'), name='loops_openloop_unique_dedup_key'),
+            model_name="openloop",
+            constraint=models.UniqueConstraint(
+                fields=("source", "dedup_key"), name="loops_openloop_unique_dedup_key"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='openloop',
-            constraint=models.CheckConstraint(condition=models.Q(('status__in', ['open', 'done', 'dropped', 'stale'])), name='loops_openloop_status_valid'),
+            model_name="openloop",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    ("status__in", ["open", "done", "dropped", "stale"])
+                ),
+                name="loops_openloop_status_valid",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='openloop',
-            constraint=models.CheckConstraint(condition=models.Q(('loop_type__in', ['commitment_owed_by_me', 'commitment_owed_to_me', 'unanswered_inbound', 'unanswered_outbound', 'decision_pending'])), name='loops_openloop_loop_type_valid'),
+            model_name="openloop",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    (
+                        "loop_type__in",
+                        [
+                            "commitment_owed_by_me",
+                            "commitment_owed_to_me",
+                            "unanswered_inbound",
+                            "unanswered_outbound",
+                            "decision_pending",
+                        ],
+                    )
+                ),
+                name="loops_openloop_loop_type_valid",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='openloop',
-            constraint=models.CheckConstraint(condition=models.Q(('detector__in', ['deterministic_thread', 'llm_extract', 'rule_extract', 'manual'])), name='loops_openloop_detector_valid'),
+            model_name="openloop",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    (
+                        "detector__in",
+                        [
+                            "deterministic_thread",
+                            "llm_extract",
+                            "rule_extract",
+                            "manual",
+                        ],
+                    )
+                ),
+                name="loops_openloop_detector_valid",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='openloop',
-            constraint=models.CheckConstraint(condition=models.Q(('confidence__gte', 0), ('confidence__lte', 1)), name='loops_openloop_confidence_range'),
+            model_name="openloop",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("confidence__gte", 0), ("confidence__lte", 1)),
+                name="loops_openloop_confidence_range",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='openloop',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('status', 'open'), ('closed_at__isnull', True)), models.Q(models.Q(('status', 'open'), _negated=True), ('closed_at__isnull', False)), _connector='OR'), name='loops_openloop_closed_at_matches_status'),
+            model_name="openloop",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(("status", "open"), ("closed_at__isnull", True)),
+                    models.Q(
+                        models.Q(("status", "open"), _negated=True),
+                        ("closed_at__isnull", False),
+                    ),
+                    _connector="OR",
+                ),
+                name="loops_openloop_closed_at_matches_status",
+            ),
         ),
         # The detector reads a thread's messages by RawRecord.metadata -> 'thread_id'
         # on every sync (loops.selectors.thread_records); without this expression index

@@ -9,7 +9,6 @@ from loops.detectors import Mutes, detect_thread
 from loops.models import LoopType
 from tests.loops.shapes import (
     JEFF,
-    JEFF_ASKS,
     LIST_BODY,
     OFFER_REPLY,
     OWNER,
@@ -34,7 +33,9 @@ def test_inbound_question_opens_unanswered_inbound_with_counterparty_from():
     assert spec.counterparty_email == JEFF
     assert spec.dedup_key == "thread:t-kuo:unanswered_inbound"
     assert spec.evidence[0]["message_id"] == "<1.t-kuo@thyme>"
-    assert spec.evidence[0]["quote"].startswith("Phillip, I am leaving tomorrow morning.")
+    assert spec.evidence[0]["quote"].startswith(
+        "Phillip, I am leaving tomorrow morning."
+    )
     assert len(spec.evidence[0]["quote"]) <= 200
 
 
@@ -44,15 +45,23 @@ def test_noise_sender_opens_nothing():
 
 
 def test_noise_sender_variants_are_all_noise():
-    for sender in ("noreply@x.com", "no-reply@x.com", "donotreply@x.com",
-                   "do-not-reply@x.com", "notifications@github.com",
-                   "notification@x.com", "postmaster@x.com",
-                   "calendar-notification@google.com"):
+    for sender in (
+        "noreply@x.com",
+        "no-reply@x.com",
+        "donotreply@x.com",
+        "do-not-reply@x.com",
+        "notifications@github.com",
+        "notification@x.com",
+        "postmaster@x.com",
+        "calendar-notification@google.com",
+    ):
         assert run([msg(1, frm=sender)]).open == [], sender
 
 
 def test_list_mail_with_list_unsubscribe_opens_nothing():
-    verdict = run([msg(1, frm="mike@techdirt.com", body=LIST_BODY, list_unsubscribe=True)])
+    verdict = run(
+        [msg(1, frm="mike@techdirt.com", body=LIST_BODY, list_unsubscribe=True)]
+    )
     assert verdict.open == [] and verdict.reason == "list_mail"
 
 
@@ -62,8 +71,19 @@ def test_cc_only_inbound_opens_nothing():
 
 
 def test_self_thread_opens_and_closes_nothing():
-    verdict = run([msg(1, frm=OWNER, to=("pallen@enron.com",), body="Still no word on the closing?")])
-    assert verdict.open == [] and verdict.close == [] and verdict.reason == "self_thread"
+    verdict = run(
+        [
+            msg(
+                1,
+                frm=OWNER,
+                to=("pallen@enron.com",),
+                body="Still no word on the closing?",
+            )
+        ]
+    )
+    assert (
+        verdict.open == [] and verdict.close == [] and verdict.reason == "self_thread"
+    )
 
 
 def test_bulk_category_opens_nothing_unless_i_wrote_in_it():
@@ -73,7 +93,9 @@ def test_bulk_category_opens_nothing_unless_i_wrote_in_it():
         msg(1, frm=OWNER, to=(JEFF,), body=PHILLIP_ANSWERS, labels=["CATEGORY_SOCIAL"]),
         msg(2, hours=2, labels=["CATEGORY_SOCIAL"]),
     ]
-    assert [s.loop_type for s in run(mine_then_theirs).open] == [LoopType.UNANSWERED_INBOUND]
+    assert [s.loop_type for s in run(mine_then_theirs).open] == [
+        LoopType.UNANSWERED_INBOUND
+    ]
 
 
 def test_calendar_mail_by_method_or_subject_opens_nothing():
@@ -138,9 +160,13 @@ def test_nudge_does_not_restart_the_clock():
 
 
 def test_turn_flip_closes():
-    theirs_last = run([msg(1, frm=OWNER, to=(JEFF,), body=OFFER_REPLY), msg(2, hours=3)])
+    theirs_last = run(
+        [msg(1, frm=OWNER, to=(JEFF,), body=OFFER_REPLY), msg(2, hours=3)]
+    )
     assert theirs_last.close == [LoopType.UNANSWERED_OUTBOUND]
-    mine_last = run([msg(1), msg(2, frm=OWNER, to=(JEFF,), hours=3, body=PHILLIP_ANSWERS)])
+    mine_last = run(
+        [msg(1), msg(2, frm=OWNER, to=(JEFF,), hours=3, body=PHILLIP_ANSWERS)]
+    )
     assert mine_last.close == [LoopType.UNANSWERED_INBOUND]
     assert mine_last.open == []  # "I will let you know when." asks nothing
 

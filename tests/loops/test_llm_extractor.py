@@ -20,44 +20,77 @@ from tests.loops.shapes import JEFF, OFFER_REPLY, OWNER, msg
 pytestmark = pytest.mark.django_db
 
 FRI = datetime(2000, 6, 2, 10, 37, tzinfo=UTC)  # Enron sent/205
-JEFF_OFFER = ("Phillip,\n\nThe buyers came back at $2,800/acre for the 91 acres. "
-              "They want an answer by Monday.\n\nJeff")
+JEFF_OFFER = (
+    "Phillip,\n\nThe buyers came back at $2,800/acre for the 91 acres. "
+    "They want an answer by Monday.\n\nJeff"
+)
 GOOD = {
-    "commitments": [{
-        "direction": "owed_by_me", "text": "Respond to the offer on the 91 acres",
-        "counterparty_name": "Jeff Smith", "counterparty_email": JEFF,
-        "due_iso": "2000-06-05", "quote": "I will respond to the offer on Monday.",
-        "same_as_loop_id": None,
-    }],
-    "decisions_pending": [{
-        "text": "Hold for $3000/acre or accept $2,800/acre",
-        "quote": "I am tempted to hold for $3000/acre.", "same_as_loop_id": None,
-    }],
+    "commitments": [
+        {
+            "direction": "owed_by_me",
+            "text": "Respond to the offer on the 91 acres",
+            "counterparty_name": "Jeff Smith",
+            "counterparty_email": JEFF,
+            "due_iso": "2000-06-05",
+            "quote": "I will respond to the offer on Monday.",
+            "same_as_loop_id": None,
+        }
+    ],
+    "decisions_pending": [
+        {
+            "text": "Hold for $3000/acre or accept $2,800/acre",
+            "quote": "I am tempted to hold for $3000/acre.",
+            "same_as_loop_id": None,
+        }
+    ],
 }
 
 
 def thread():  # type: ignore[no-untyped-def]
     return [
-        msg(1, at=FRI - timedelta(hours=20), body=JEFF_OFFER, subject="91 acres", thread="t-91"),
-        msg(2, frm=OWNER, to=(JEFF,), at=FRI, body=OFFER_REPLY, subject="RE: 91 acres",
-            thread="t-91"),
+        msg(
+            1,
+            at=FRI - timedelta(hours=20),
+            body=JEFF_OFFER,
+            subject="91 acres",
+            thread="t-91",
+        ),
+        msg(
+            2,
+            frm=OWNER,
+            to=(JEFF,),
+            at=FRI,
+            body=OFFER_REPLY,
+            subject="RE: 91 acres",
+            thread="t-91",
+        ),
     ]
 
 
 def reply(payload, *, stop="end_turn"):  # type: ignore[no-untyped-def]
     text = payload if isinstance(payload, str) else json.dumps(payload)
-    return httpx2.Response(200, json={
-        "id": "msg_01", "type": "message", "role": "assistant", "model": "claude-sonnet-5",
-        "content": [{"type": "text", "text": text}], "stop_reason": stop,
-        "stop_sequence": None, "usage": {"input_tokens": 1800, "output_tokens": 240},
-    })
+    return httpx2.Response(
+        200,
+        json={
+            "id": "msg_01",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-sonnet-5",
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": stop,
+            "stop_sequence": None,
+            "usage": {"input_tokens": 1800, "output_tokens": 240},
+        },
+    )
 
 
 def user_content(request) -> str:  # type: ignore[no-untyped-def]
     return json.loads(request.content)["messages"][0]["content"]
 
 
-def test_good_response_creates_loop_fact_and_relation(mailbox, jeff, store, fake_anthropic):
+def test_good_response_creates_loop_fact_and_relation(
+    mailbox, jeff, store, fake_anthropic
+):
     store(mailbox, thread())
     seen = fake_anthropic(lambda request: reply(GOOD))
     result = extract_loops(mailbox.id, "t-91")
@@ -69,8 +102,15 @@ def test_good_response_creates_loop_fact_and_relation(mailbox, jeff, store, fake
     assert loop.evidence[-1]["message_id"] == "<2.t-91@thyme>"
     fact = Fact.objects.get(pk=loop.fact_id)
     assert (fact.kind, fact.visibility, fact.entity, fact.confidence) == (
-        "commitment", "private", jeff, 0.85)
-    assert fact.evidence["model"] == "claude-sonnet-5" and fact.evidence["extractor"] == "llm_extract"
+        "commitment",
+        "private",
+        jeff,
+        0.85,
+    )
+    assert (
+        fact.evidence["model"] == "claude-sonnet-5"
+        and fact.evidence["extractor"] == "llm_extract"
+    )
     assert Relation.objects.get(to_page=jeff).relation_type.name == "owes_to"
     decision = OpenLoop.objects.get(loop_type=LoopType.DECISION_PENDING)
     assert decision.fact is None and decision.confidence == 0.8
@@ -126,14 +166,26 @@ def test_quote_not_in_thread_is_dropped(mailbox, store, fake_anthropic):
 
 def test_truncated_response_is_retried(mailbox, store, fake_anthropic):
     store(mailbox, thread())
-    answers = iter([reply('{"commitments": [{"direction": "owed_by_me", "te', stop="max_tokens"),
-                    reply(GOOD)])
+    answers = iter(
+        [
+            reply(
+                '{"commitments": [{"direction": "owed_by_me", "te', stop="max_tokens"
+            ),
+            reply(GOOD),
+        ]
+    )
     seen = fake_anthropic(lambda request: next(answers))
     result = extract_loops(mailbox.id, "t-91")
-    assert result["status"] == "extracted" and result["attempts"] == 2 and len(seen) == 2
-    assert OpenLoop.objects.filter(loop_type=LoopType.COMMITMENT_OWED_BY_ME).count() == 1
+    assert (
+        result["status"] == "extracted" and result["attempts"] == 2 and len(seen) == 2
+    )
+    assert (
+        OpenLoop.objects.filter(loop_type=LoopType.COMMITMENT_OWED_BY_ME).count() == 1
+    )
     assert list(LlmUsage.objects.order_by("id").values_list("outcome", flat=True)) == [
-        "truncated", "ok"]
+        "truncated",
+        "ok",
+    ]
 
 
 def test_refusal_is_skipped_not_retried(mailbox, store, fake_anthropic):
@@ -146,17 +198,27 @@ def test_refusal_is_skipped_not_retried(mailbox, store, fake_anthropic):
 def test_spend_cap_refuses_before_calling(mailbox, store, fake_anthropic, settings):
     store(mailbox, thread())
     settings.LOOPS_EXTRACTION_MAX_USD_PER_DAY = 2.0
-    LlmUsage.objects.create(source=mailbox, thread_id="t-earlier", model="claude-sonnet-5",
-                            usd_estimate=Decimal("1.99"), outcome="ok")
+    LlmUsage.objects.create(
+        source=mailbox,
+        thread_id="t-earlier",
+        model="claude-sonnet-5",
+        usd_estimate=Decimal("1.99"),
+        outcome="ok",
+    )
     seen = fake_anthropic(lambda request: reply(GOOD))
     result = extract_loops(mailbox.id, "t-91")
     assert result["reason"] == "cost_cap_exceeded" and seen == []
     assert not OpenLoop.objects.exists()
     run = ExtractionRun.objects.get()
-    assert (run.status, run.reason) == ("failed", "cost_cap_exceeded")  # retried another day
+    assert (run.status, run.reason) == (
+        "failed",
+        "cost_cap_exceeded",
+    )  # retried another day
 
 
-def test_kill_switch_falls_back_to_the_rule_extractor(mailbox, store, fake_anthropic, settings):
+def test_kill_switch_falls_back_to_the_rule_extractor(
+    mailbox, store, fake_anthropic, settings
+):
     store(mailbox, thread())
     settings.LOOPS_EXTRACTION_ENABLED = False
     seen = fake_anthropic(lambda request: reply(GOOD))
@@ -167,8 +229,9 @@ def test_kill_switch_falls_back_to_the_rule_extractor(mailbox, store, fake_anthr
     assert loop.due_at.date().isoformat() == "2000-06-05"
 
 
-def test_sync_queues_llm_extraction_after_commit(mailbox, store, fake_anthropic,
-                                                 django_capture_on_commit_callbacks):
+def test_sync_queues_llm_extraction_after_commit(
+    mailbox, store, fake_anthropic, django_capture_on_commit_callbacks
+):
     store(mailbox, thread())
     seen = fake_anthropic(lambda request: reply(GOOD))
     with django_capture_on_commit_callbacks(execute=True):
@@ -190,15 +253,23 @@ def naive_model(request):  # type: ignore[no-untyped-def]
     outside = re.sub(r"<thread\b.*?</thread>", "", content, count=1, flags=re.S)
     answer = json.loads(json.dumps(GOOD))
     if "Add a commitment" in outside:
-        answer["commitments"].append({
-            "direction": "owed_by_me", "text": "Wire $1,000,000 to account 4417-22",
-            "counterparty_name": "", "counterparty_email": "", "due_iso": None,
-            "quote": "I will wire $1,000,000 to account 4417-22 today.", "same_as_loop_id": None,
-        })
+        answer["commitments"].append(
+            {
+                "direction": "owed_by_me",
+                "text": "Wire $1,000,000 to account 4417-22",
+                "counterparty_name": "",
+                "counterparty_email": "",
+                "due_iso": None,
+                "quote": "I will wire $1,000,000 to account 4417-22 today.",
+                "same_as_loop_id": None,
+            }
+        )
     return reply(answer)
 
 
-def test_injected_instruction_in_body_does_not_change_extraction(mailbox, store, fake_anthropic):
+def test_injected_instruction_in_body_does_not_change_extraction(
+    mailbox, store, fake_anthropic
+):
     messages = thread()
     messages[0].body = INJECTION
     store(mailbox, messages)

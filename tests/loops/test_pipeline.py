@@ -20,17 +20,28 @@ def inbound(source):  # type: ignore[no-untyped-def]
 
 
 def test_inbound_loop_opens_with_counterparty_page_page_and_event(mailbox, jeff, store):
-    store(mailbox, [msg(1), msg(2, frm=OWNER, to=(JEFF,), hours=1, body="Thanks!"),
-                    msg(3, thread="t-other", hours=60, body="Unrelated, see you.")])
+    store(
+        mailbox,
+        [
+            msg(1),
+            msg(2, frm=OWNER, to=(JEFF,), hours=1, body="Thanks!"),
+            msg(3, thread="t-other", hours=60, body="Unrelated, see you."),
+        ],
+    )
     report = process_threads(source_id=mailbox.id, thread_ids=["t-kuo"])
     loop = inbound(mailbox).get(thread_id="t-kuo")
     assert report["opened"] == 1 and report["failed"] == 0
-    assert loop.status == LoopStatus.OPEN and loop.detector == Detector.DETERMINISTIC_THREAD
+    assert (
+        loop.status == LoopStatus.OPEN
+        and loop.detector == Detector.DETERMINISTIC_THREAD
+    )
     assert loop.counterparty == jeff and loop.counterparty_email == JEFF
     assert loop.page.slug == "emails/t-kuo"
     assert loop.evidence[0]["page_slug"] == "emails/t-kuo"
     assert loop.opened_at == T0
-    assert list(loop.events.values_list("event_type", flat=True)) == [LoopEvent.EventType.OPENED]
+    assert list(loop.events.values_list("event_type", flat=True)) == [
+        LoopEvent.EventType.OPENED
+    ]
 
 
 def test_reference_time_for_mailbox_sources_is_the_newest_message(mailbox, store):
@@ -46,8 +57,13 @@ def test_reference_time_for_mailbox_sources_is_the_newest_message(mailbox, store
     assert GraceHold.objects.filter(source=mailbox, thread_id="t-young").exists()
 
 
-def test_mailbox_threads_outside_the_90_day_activity_window_are_not_considered(mailbox, store):
-    store(mailbox, [msg(1), msg(2, thread="t-new", at=T0 + timedelta(days=120), body="ok")])
+def test_mailbox_threads_outside_the_90_day_activity_window_are_not_considered(
+    mailbox, store
+):
+    store(
+        mailbox,
+        [msg(1), msg(2, thread="t-new", at=T0 + timedelta(days=120), body="ok")],
+    )
     report = process_threads(source_id=mailbox.id, thread_ids=["t-kuo"])
     assert report["opened"] == 0 and not inbound(mailbox).exists()
 
@@ -90,18 +106,25 @@ def test_muted_sender_opens_nothing_but_existing_loops_keep_their_state(mailbox,
     process_threads(source_id=mailbox.id, thread_ids=["t-kuo", "t-new"])
     assert inbound(mailbox).filter(thread_id="t-new").count() == 0
     assert inbound(mailbox).get(thread_id="t-kuo").status == LoopStatus.OPEN
-    assert LoopEvent.objects.filter(event_type="muted", extra_data__value=JEFF).count() == 1
+    assert (
+        LoopEvent.objects.filter(event_type="muted", extra_data__value=JEFF).count()
+        == 1
+    )
 
 
 def test_grace_recheck_by_the_first_sweep_after_the_window(google, store):
     store(google, [msg(1, at=T0)])
-    process_threads(source_id=google.id, thread_ids=["t-kuo"], now=T0 + timedelta(hours=2))
+    process_threads(
+        source_id=google.id, thread_ids=["t-kuo"], now=T0 + timedelta(hours=2)
+    )
     assert not inbound(google).exists()
     hold = GraceHold.objects.get(source=google, thread_id="t-kuo")
     assert hold.recheck_at == T0 + timedelta(hours=24)
     early = loops_sweep(source_ids=[google.id], now=T0 + timedelta(hours=23))
     assert early["rechecked"] == 0 and not inbound(google).exists()
-    result = loops_sweep(source_ids=[google.id], now=T0 + timedelta(hours=25))  # no new mail
+    result = loops_sweep(
+        source_ids=[google.id], now=T0 + timedelta(hours=25)
+    )  # no new mail
     assert result["rechecked"] == 1 and result["opened"] == 1
     assert inbound(google).get().opened_at == T0
     assert not GraceHold.objects.filter(source=google).exists()
@@ -109,17 +132,32 @@ def test_grace_recheck_by_the_first_sweep_after_the_window(google, store):
 
 def test_process_threads_never_raises_into_the_caller(mailbox, store, caplog):
     store(mailbox, [msg(1)])
-    assert process_threads(source_id="no-such-source", thread_ids=["t-kuo"])["failed"] == 1
+    assert (
+        process_threads(source_id="no-such-source", thread_ids=["t-kuo"])["failed"] == 1
+    )
     from brain.models import RawRecord
 
-    RawRecord.objects.filter(source=mailbox).update(metadata={"thread_id": "t-kuo", "date": "garbage"})
+    RawRecord.objects.filter(source=mailbox).update(
+        metadata={"thread_id": "t-kuo", "date": "garbage"}
+    )
     report = process_threads(source_id=mailbox.id, thread_ids=["t-kuo"])
     assert report["failed"] == 1 and report["threads"] == 1
 
 
 def test_process_threads_twice_is_noop(mailbox, jeff, store):
-    store(mailbox, [msg(1), msg(2, frm=OWNER, to=(JEFF,), hours=30,
-                                body="I will send you the release by Friday.")])
+    store(
+        mailbox,
+        [
+            msg(1),
+            msg(
+                2,
+                frm=OWNER,
+                to=(JEFF,),
+                hours=30,
+                body="I will send you the release by Friday.",
+            ),
+        ],
+    )
     process_threads(source_id=mailbox.id, thread_ids=["t-kuo"])
     before = (OpenLoop.objects.count(), LoopEvent.objects.count())
     process_threads(source_id=mailbox.id, thread_ids=["t-kuo"])

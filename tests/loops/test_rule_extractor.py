@@ -39,7 +39,9 @@ def test_i_will_give_you_a_call_on_tuesday():
 def test_request_by_6_28_has_that_due_date():
     match = classify_sentence("Please send me the executed lease by 6/28.")
     assert match is not None and match.kind == "request"
-    assert resolve_due(match.deadline, datetime(2001, 6, 20, 9, tzinfo=PDT)) == date(2001, 6, 28)
+    assert resolve_due(match.deadline, datetime(2001, 6, 20, 9, tzinfo=PDT)) == date(
+        2001, 6, 28
+    )
 
 
 @pytest.mark.parametrize(
@@ -64,10 +66,14 @@ def test_deadlines_resolve_relative_to_the_sent_date(phrase, expected):  # type:
 
 def test_deadline_uses_the_senders_timezone_not_utc():
     late_wednesday = datetime(2001, 9, 5, 22, 0, tzinfo=PDT)  # Thursday in UTC
-    assert resolve_due("end of day", late_wednesday.astimezone(UTC), PDT) == date(2001, 9, 5)
+    assert resolve_due("end of day", late_wednesday.astimezone(UTC), PDT) == date(
+        2001, 9, 5
+    )
     raw = "Date: Wed, 5 Sep 2001 22:00:00 -0700 (PDT)\nFrom: a@b.c\n\nhi"
     tz = sender_timezone(msg(1), raw)
-    assert resolve_due("end of day", late_wednesday.astimezone(UTC), tz) == date(2001, 9, 5)
+    assert resolve_due("end of day", late_wednesday.astimezone(UTC), tz) == date(
+        2001, 9, 5
+    )
 
 
 @pytest.mark.parametrize(
@@ -90,11 +96,23 @@ def test_real_non_commitments_do_not_match(sentence):  # type: ignore[no-untyped
 
 def test_rule_extract_on_a_thread_finds_my_promises_and_their_requests():
     thread = [
-        msg(1, body="Phillip,\n\nPlease send me the signed release by Friday.\n\nJeff",
-            at=datetime(2001, 9, 5, 17, tzinfo=UTC)),
-        msg(2, frm=OWNER, to=(JEFF,), body=PHILLIP_ASKS, at=datetime(2001, 9, 6, 19, 33, tzinfo=UTC)),
-        msg(3, body="I'll overnight you my check tomorrow.\n\nJeff",
-            at=datetime(2001, 9, 6, 21, tzinfo=UTC)),
+        msg(
+            1,
+            body="Phillip,\n\nPlease send me the signed release by Friday.\n\nJeff",
+            at=datetime(2001, 9, 5, 17, tzinfo=UTC),
+        ),
+        msg(
+            2,
+            frm=OWNER,
+            to=(JEFF,),
+            body=PHILLIP_ASKS,
+            at=datetime(2001, 9, 6, 19, 33, tzinfo=UTC),
+        ),
+        msg(
+            3,
+            body="I'll overnight you my check tomorrow.\n\nJeff",
+            at=datetime(2001, 9, 6, 21, tzinfo=UTC),
+        ),
     ]
     found = rule_extract(thread, owner_addresses=OWNERS)
     by_text = {c.text: c for c in found}
@@ -124,8 +142,11 @@ def test_labelled_intent_set_is_present_and_balanced_enough():
 
     data = Path(__file__).resolve().parent.parent / "data" / "loops"
     for name, minimum in (("intent_eval.tsv", 30), ("intent_heldout.tsv", 5)):
-        rows = [line.split("\t", 2) for line in (data / name).read_text(encoding="utf-8").splitlines()
-                if line and not line.startswith("#")]
+        rows = [
+            line.split("\t", 2)
+            for line in (data / name).read_text(encoding="utf-8").splitlines()
+            if line and not line.startswith("#")
+        ]
         assert all(label in {"0", "1"} for label, _, _ in rows)
         assert sum(label == "1" for label, _, _ in rows) >= minimum
     assert "Apache" in (data / "SOURCE.txt").read_text()

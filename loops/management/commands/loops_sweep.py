@@ -14,8 +14,12 @@ class Command(BaseCommand):
     help = "Re-check threads whose grace window ended and mark stale commitments."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--source", action="append", default=None, help="Source id (repeatable).")
-        parser.add_argument("--now", default=None, help="Reference time (ISO 8601), for replays.")
+        parser.add_argument(
+            "--source", action="append", default=None, help="Source id (repeatable)."
+        )
+        parser.add_argument(
+            "--now", default=None, help="Reference time (ISO 8601), for replays."
+        )
 
     def handle(self, *args: Any, **opts: Any) -> None:
         now = parse_datetime(opts["now"]) if opts["now"] else None
