@@ -47,6 +47,8 @@ from loops.selectors import (
     reference_time,
     thread_messages,
     thread_page,
+    threads_messages,
+    threads_pages,
 )
 from loops.services import (
     CLOSED_BY_STALENESS,
@@ -68,6 +70,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 EXTRACTION_WINDOW = timedelta(days=30)
+BATCH = 200
 MAILBOX_WINDOW = timedelta(days=MAILBOX_WINDOW_DAYS)
 COMMITMENT_TYPES = (LoopType.COMMITMENT_OWED_BY_ME, LoopType.COMMITMENT_OWED_TO_ME)
 DELIVERY_RE = re.compile(
@@ -310,10 +313,14 @@ def thread_process(
     mutes: Mutes,
     source_newest: datetime,
     mode: str,
+    messages: list[MailMessage] | None = None,
+    page: Page | None | bool = False,
 ) -> dict[str, Any]:
     """Detector, extraction and follow-up for one thread (one transaction for the
-    detector's writes). Returns a per-thread report."""
-    messages = thread_messages(source_id=source.id, thread_id=thread_id)
+    detector's writes). ``messages``/``page`` may be preloaded (``page=False``: look
+    it up). Returns a per-thread report."""
+    if messages is None:
+        messages = thread_messages(source_id=source.id, thread_id=thread_id)
     subs = [m for m in messages if is_substantive(m) and m.date <= now]  # type: ignore[operator]
     report: dict[str, Any] = {"thread_id": thread_id}
     if not subs:
@@ -323,7 +330,9 @@ def thread_process(
     if source.kind == Source.Kind.MAILBOX and newest < now - MAILBOX_WINDOW:  # type: ignore[operator]
         report["detector"] = "outside_90_day_window"
         return report
-    page = thread_page(source_id=source.id, thread_id=thread_id)
+    if page is False:
+        page = thread_page(source_id=source.id, thread_id=thread_id)
+    assert page is None or isinstance(page, Page)
     verdict = detect_thread(
         messages, owner_addresses=source.owner_addresses, mutes=mutes, now=now
     )
@@ -378,25 +387,45 @@ def process_threads(
         logger.exception("loops: cannot start processing for source %s", source_id)
         report["failed"] += 1
         return report
-    for thread_id in dict.fromkeys(t for t in thread_ids if t):
-        report["threads"] += 1
+    wanted = list(dict.fromkeys(t for t in thread_ids if t))
+    if source.kind == Source.Kind.MAILBOX:
+        # An import moves the reference time forward: threads held in grace by an
+        # earlier batch are re-checked now rather than at the next sweep.
+        held = GraceHold.objects.filter(source=source, recheck_at__lte=ref)
+        wanted += [
+            t for t in held.values_list("thread_id", flat=True) if t not in wanted
+        ]
+    for start in range(0, len(wanted), BATCH):
+        chunk = wanted[start : start + BATCH]
+        preloaded = True
         try:
-            result = thread_process(
-                source=source,
-                thread_id=thread_id,
-                now=ref,
-                mutes=mutes,
-                source_newest=source_newest,
-                mode=mode,
-            )
+            messages = threads_messages(source_id=source.id, thread_ids=chunk)
+            pages = threads_pages(source_id=source.id, thread_ids=chunk)
         except Exception:
-            logger.exception("loops: thread %s/%s failed", source_id, thread_id)
-            report["failed"] += 1
-            continue
-        counts = result.get("detector")
-        if isinstance(counts, dict):
-            report["opened"] += counts["opened"] + counts["reopened"]
-            report["closed"] += counts["closed"]
+            # One malformed record must not sink the batch: load thread by thread.
+            logger.warning("loops: batch load failed for %s; per thread", source_id)
+            preloaded, messages, pages = False, {}, {}
+        for thread_id in chunk:
+            report["threads"] += 1
+            try:
+                result = thread_process(
+                    source=source,
+                    thread_id=thread_id,
+                    now=ref,
+                    mutes=mutes,
+                    source_newest=source_newest,
+                    mode=mode,
+                    messages=messages.get(thread_id, []) if preloaded else None,
+                    page=pages.get(thread_id) if preloaded else False,
+                )
+            except Exception:
+                logger.exception("loops: thread %s/%s failed", source_id, thread_id)
+                report["failed"] += 1
+                continue
+            counts = result.get("detector")
+            if isinstance(counts, dict):
+                report["opened"] += counts["opened"] + counts["reopened"]
+                report["closed"] += counts["closed"]
     try:
         report["stale"] = loops_stale_sweep(
             source=source, now=ref

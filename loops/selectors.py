@@ -16,7 +16,7 @@ from loops.message import MailMessage
 from loops.models import LoopStatus, LoopSuppression, OpenLoop
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Sequence
 
     from brain.access import ReadScope
 
@@ -38,6 +38,38 @@ def thread_messages(*, source_id: str, thread_id: str) -> list[MailMessage]:
             "id", "metadata"
         )
     ]
+
+
+def threads_messages(
+    *, source_id: str, thread_ids: Sequence[str]
+) -> dict[str, list[MailMessage]]:
+    """Messages of many threads in one query: ``{thread_id: [MailMessage, ...]}``."""
+    out: dict[str, list[MailMessage]] = {t: [] for t in thread_ids}
+    records = (
+        RawRecord.objects.filter(
+            source_id=source_id, metadata__thread_id__in=list(thread_ids)
+        )
+        .order_by("captured_at", "id")
+        .only("id", "metadata")
+    )
+    for r in records:
+        tid = r.metadata.get("thread_id")
+        if tid in out:
+            out[tid].append(MailMessage.from_metadata(r.metadata, raw_record_id=r.pk))
+    return out
+
+
+def threads_pages(*, source_id: str, thread_ids: Sequence[str]) -> dict[str, Page]:
+    """The live ``email`` page of each thread (first by id), in one query."""
+    pages: dict[str, Page] = {}
+    for page in Page.objects.filter(
+        source_id=source_id,
+        type__name="email",
+        frontmatter__thread_id__in=list(thread_ids),
+        deleted_at__isnull=True,
+    ).order_by("id"):
+        pages.setdefault(str(page.frontmatter.get("thread_id")), page)
+    return pages
 
 
 def thread_page(*, source_id: str, thread_id: str) -> Page | None:

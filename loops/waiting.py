@@ -58,6 +58,7 @@ class LoopView:
     counterparty_page_id: int | None
     counterparty_email: str
     counterparty_name: str
+    counterparty_title: str
     page_slug: str
     quote: str
     link: str
@@ -111,6 +112,7 @@ def loop_view(loop: OpenLoop) -> LoopView:
         counterparty_page_id=loop.counterparty_id,
         counterparty_email=loop.counterparty_email,
         counterparty_name=loop.counterparty_name,
+        counterparty_title=loop.counterparty.title if loop.counterparty else "",
         page_slug=loop.page.slug if loop.page else "",
         quote=last.get("quote", ""),
         link=last.get("link", ""),
@@ -179,6 +181,7 @@ def _replay_source(source: Source, as_of: datetime) -> list[LoopView]:
                     counterparty_page_id=person.pk if person else None,
                     counterparty_email=spec.counterparty_email,
                     counterparty_name=spec.counterparty_name,
+                    counterparty_title=person.title if person else "",
                     page_slug="",
                     quote=quote,
                     link="",
@@ -320,7 +323,11 @@ def waiting_report(
                     (v.counterparty_email for v in loops if v.counterparty_email), None
                 ),
                 "counterparty_name": next(
-                    (v.counterparty_name for v in loops if v.counterparty_name), None
+                    (v.counterparty_title for v in loops if v.counterparty_title),
+                    next(
+                        (v.counterparty_name for v in loops if v.counterparty_name),
+                        None,
+                    ),
                 ),
                 "source_id": first.source_id,
                 "score": score,

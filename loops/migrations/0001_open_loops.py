@@ -518,4 +518,13 @@ class Migration(migrations.Migration):
             ),
             reverse_sql="DROP INDEX IF EXISTS loops_rawrecord_thread_id",
         ),
+        # ...and the thread's email page by frontmatter -> 'thread_id'
+        # (loops.selectors.threads_pages).
+        migrations.RunSQL(
+            sql=(
+                "CREATE INDEX IF NOT EXISTS loops_page_thread_id "
+                "ON brain_page (source_id, (frontmatter -> 'thread_id'))"
+            ),
+            reverse_sql="DROP INDEX IF EXISTS loops_page_thread_id",
+        ),
     ]

@@ -210,3 +210,17 @@ def test_page_admin_actions_mute_and_close_from_email_and_person_pages(
     )
     loop.refresh_from_db()
     assert loop.status == "dropped"
+
+
+def test_cli_closes_redates_and_mutes(mailbox, capsys):
+    from django.core.management import call_command
+
+    loop = make_loop(mailbox)
+    call_command("loops", "due", str(loop.pk), "2001-09-10", "--note", "phone")
+    call_command("loops", "done", str(loop.pk), "--note", "answered by phone")
+    call_command("loops", "mute", "sender", JEFF, "--source", mailbox.id)
+    loop.refresh_from_db()
+    assert (loop.status, loop.closed_by) == ("done", "answered by phone")
+    assert loop.due_at.date().isoformat() == "2001-09-10"
+    assert LoopSuppression.objects.filter(kind="sender", value=JEFF).exists()
+    assert "muted" in capsys.readouterr().out

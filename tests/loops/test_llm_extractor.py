@@ -292,19 +292,40 @@ def test_same_as_loop_id_merges_into_the_candidate_from_another_thread(
     first = OpenLoop.objects.get(loop_type=LoopType.COMMITMENT_OWED_BY_ME)
     # Jeff writes again in a new thread with the same subject; the model says it is
     # the same obligation as the open loop it was shown.
-    store(mailbox, [msg(3, at=FRI + timedelta(days=1), body=JEFF_OFFER, subject="91 acres",
-                        thread="t-91b"),
-                    msg(4, frm=OWNER, to=(JEFF,), at=FRI + timedelta(days=1, hours=1),
-                        body="I will respond to the offer on Monday.", subject="RE: 91 acres",
-                        thread="t-91b")])
+    store(
+        mailbox,
+        [
+            msg(
+                3,
+                at=FRI + timedelta(days=1),
+                body=JEFF_OFFER,
+                subject="91 acres",
+                thread="t-91b",
+            ),
+            msg(
+                4,
+                frm=OWNER,
+                to=(JEFF,),
+                at=FRI + timedelta(days=1, hours=1),
+                body="I will respond to the offer on Monday.",
+                subject="RE: 91 acres",
+                thread="t-91b",
+            ),
+        ],
+    )
     same = json.loads(json.dumps(GOOD))
     same["commitments"][0]["same_as_loop_id"] = first.pk
     same["decisions_pending"] = []
     seen = fake_anthropic(lambda request: reply(same))
     extract_loops(mailbox.id, "t-91b")
     assert f'"id": {first.pk}' in user_content(seen[-1])  # offered as a candidate
-    assert OpenLoop.objects.filter(loop_type=LoopType.COMMITMENT_OWED_BY_ME).count() == 1
+    assert (
+        OpenLoop.objects.filter(loop_type=LoopType.COMMITMENT_OWED_BY_ME).count() == 1
+    )
     first.refresh_from_db()
-    assert [e["message_id"] for e in first.evidence] == ["<2.t-91@thyme>", "<4.t-91b@thyme>"]
+    assert [e["message_id"] for e in first.evidence] == [
+        "<2.t-91@thyme>",
+        "<4.t-91b@thyme>",
+    ]
     assert Fact.objects.filter(kind="commitment").count() == 1
     assert first.events.filter(event_type="merged").count() == 1

@@ -168,8 +168,15 @@ def test_loops_sweep_command_prints_what_it_did(google, store, capsys):
     from django.core.management import call_command
 
     store(google, [msg(1, at=T0)])
-    process_threads(source_id=google.id, thread_ids=["t-kuo"], now=T0 + timedelta(hours=1))
-    call_command("loops_sweep", "--source", google.id,
-                 "--now", (T0 + timedelta(hours=30)).isoformat())
+    process_threads(
+        source_id=google.id, thread_ids=["t-kuo"], now=T0 + timedelta(hours=1)
+    )
+    call_command(
+        "loops_sweep",
+        "--source",
+        google.id,
+        "--now",
+        (T0 + timedelta(hours=30)).isoformat(),
+    )
     out = capsys.readouterr().out
     assert "1 thread(s) re-checked, 1 loop(s) opened" in out
