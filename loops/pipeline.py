@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import re
+from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
 from typing import TYPE_CHECKING, Any
 
@@ -124,6 +125,7 @@ def thread_rule_extract(
     page: Page | None,
     mutes: Mutes,
     source_newest: datetime,
+    known_keys: set[str] | None = None,
 ) -> dict[str, Any]:
     """Run the offline rule extractor on one thread revision (idempotent per
     revision) and project what it finds. Returns ``{status, reason, loops}``."""
@@ -132,7 +134,11 @@ def thread_rule_extract(
     key = f"{Detector.RULE_EXTRACT}:{source.id}:{thread_id}:" + (
         str(int(newest.timestamp() * 1000)) if newest else "0"
     )
-    if ExtractionRun.objects.filter(idempotency_key=key).exists():
+    if (
+        (key in known_keys)
+        if known_keys is not None
+        else (ExtractionRun.objects.filter(idempotency_key=key).exists())
+    ):
         return {"status": "noop", "reason": "same_revision", "loops": 0}
     eligible, reason = extraction_eligibility(
         messages, owner_addresses=owners, mutes=mutes, thread_id=thread_id
@@ -186,20 +192,23 @@ def thread_rule_extract(
 
 
 def thread_follow_up(
-    *, source: Source, thread_id: str, messages: Sequence[MailMessage]
+    *,
+    source: Source,
+    thread_id: str,
+    messages: Sequence[MailMessage],
+    open_loops: list[OpenLoop] | None = None,
 ) -> dict[str, int]:
     """Fulfilment detection and deadline corrections for the thread's open
     commitment loops (SPEC §5.4). Returns ``{fulfilment_suspected, corrected}``."""
     owners = {a.lower() for a in source.owner_addresses}
     counts = {"fulfilment_suspected": 0, "corrected": 0}
-    loops = list(
-        OpenLoop.objects.filter(
-            source=source,
-            thread_id=thread_id,
-            status=LoopStatus.OPEN,
-            loop_type__in=COMMITMENT_TYPES,
+    if open_loops is None:
+        open_loops = list(
+            OpenLoop.objects.filter(
+                source=source, thread_id=thread_id, status=LoopStatus.OPEN
+            )
         )
-    )
+    loops = [lp for lp in open_loops if lp.loop_type in COMMITMENT_TYPES]
     if not loops:
         return counts
     ordered = sorted((m for m in messages if is_substantive(m)), key=lambda m: m.date)  # type: ignore[arg-type,return-value]
@@ -305,6 +314,36 @@ def loops_window_sweep(*, source: Source, now: datetime) -> int:
     return count
 
 
+@dataclass
+class ChunkState:
+    """What a batch of threads already has, loaded in three queries: open loops by
+    thread, threads with a grace hold, and rule-extraction idempotency keys."""
+
+    open_loops: dict[str, list[OpenLoop]]
+    held: set[str]
+    rule_keys: set[str]
+
+
+def chunk_state(*, source: Source, thread_ids: Sequence[str]) -> ChunkState:
+    """Preload the per-thread state of ``thread_ids`` (see ``ChunkState``)."""
+    open_loops: dict[str, list[OpenLoop]] = {}
+    for loop in OpenLoop.objects.filter(
+        source=source, thread_id__in=thread_ids, status=LoopStatus.OPEN
+    ):
+        open_loops.setdefault(loop.thread_id, []).append(loop)
+    held = set(
+        GraceHold.objects.filter(source=source, thread_id__in=thread_ids).values_list(
+            "thread_id", flat=True
+        )
+    )
+    keys = set(
+        ExtractionRun.objects.filter(
+            source=source, thread_id__in=thread_ids, extractor=Detector.RULE_EXTRACT
+        ).values_list("idempotency_key", flat=True)
+    )
+    return ChunkState(open_loops=open_loops, held=held, rule_keys=keys)
+
+
 def thread_process(
     *,
     source: Source,
@@ -315,6 +354,7 @@ def thread_process(
     mode: str,
     messages: list[MailMessage] | None = None,
     page: Page | None | bool = False,
+    preload: ChunkState | None = None,
 ) -> dict[str, Any]:
     """Detector, extraction and follow-up for one thread (one transaction for the
     detector's writes). ``messages``/``page`` may be preloaded (``page=False``: look
@@ -336,9 +376,17 @@ def thread_process(
     verdict = detect_thread(
         messages, owner_addresses=source.owner_addresses, mutes=mutes, now=now
     )
+    open_loops = preload.open_loops.get(thread_id, []) if preload else None
     report["detector"] = loop_apply_verdict(
-        source=source, thread_id=thread_id, verdict=verdict, page=page
+        source=source,
+        thread_id=thread_id,
+        verdict=verdict,
+        page=page,
+        open_loops=open_loops,
+        has_hold=(thread_id in preload.held) if preload else None,
     )
+    if report["detector"]["closed"] or report["detector"]["opened"]:
+        open_loops = None  # changed: let follow-up re-read the thread's loops
     report["reason"] = verdict.reason
     visible = [m for m in messages if m.date is None or m.date <= now]
     if mode == "llm":
@@ -354,9 +402,12 @@ def thread_process(
             page=page,
             mutes=mutes,
             source_newest=source_newest,
+            known_keys=preload.rule_keys if preload else None,
         )
+        if report["extraction"]["loops"]:
+            open_loops = None
     report["follow_up"] = thread_follow_up(
-        source=source, thread_id=thread_id, messages=visible
+        source=source, thread_id=thread_id, messages=visible, open_loops=open_loops
     )
     return report
 
@@ -401,10 +452,11 @@ def process_threads(
         try:
             messages = threads_messages(source_id=source.id, thread_ids=chunk)
             pages = threads_pages(source_id=source.id, thread_ids=chunk)
+            state: ChunkState | None = chunk_state(source=source, thread_ids=chunk)
         except Exception:
             # One malformed record must not sink the batch: load thread by thread.
             logger.warning("loops: batch load failed for %s; per thread", source_id)
-            preloaded, messages, pages = False, {}, {}
+            preloaded, messages, pages, state = False, {}, {}, None
         for thread_id in chunk:
             report["threads"] += 1
             try:
@@ -417,6 +469,7 @@ def process_threads(
                     mode=mode,
                     messages=messages.get(thread_id, []) if preloaded else None,
                     page=pages.get(thread_id) if preloaded else False,
+                    preload=state,
                 )
             except Exception:
                 logger.exception("loops: thread %s/%s failed", source_id, thread_id)

@@ -10,7 +10,7 @@ from django.db.models import Count, Q, QuerySet
 from django.db.models.fields.json import KeyTextTransform
 from django.utils import timezone
 
-from brain.models import Alias, Page, RawRecord, Source
+from brain.models import Page, RawRecord, Source
 from loops.detectors import Mutes
 from loops.message import MailMessage
 from loops.models import LoopStatus, LoopSuppression, OpenLoop
@@ -126,19 +126,16 @@ def counterparty_page(*, source_id: str, email: str) -> Page | None:
     exactly one live person page has it (ambiguous means no pick; never a guess)."""
     if not email:
         return None
-    page_ids = list(
-        Alias.objects.filter(
+    pages = list(
+        Page.objects.filter(
             source_id=source_id,
-            alias=email.lower(),
-            page__type__name="person",
-            page__deleted_at__isnull=True,
-        )
-        .values_list("page_id", flat=True)
-        .distinct()[:2]
+            type__name="person",
+            deleted_at__isnull=True,
+            aliases__source_id=source_id,
+            aliases__alias=email.lower(),
+        ).distinct()[:2]
     )
-    if len(page_ids) != 1:
-        return None
-    return Page.objects.get(pk=page_ids[0])
+    return pages[0] if len(pages) == 1 else None
 
 
 def loop_list(

@@ -177,8 +177,8 @@ def loop_upsert(
         "last_activity_at": max(last_activity_at, loop.last_activity_at),
         "counterparty_email": counterparty_email or loop.counterparty_email,
         "counterparty_name": (counterparty_name or loop.counterparty_name)[:200],
-        "counterparty": counterparty or loop.counterparty,
-        "page": page or loop.page,
+        "counterparty_id": counterparty.pk if counterparty else loop.counterparty_id,
+        "page_id": page.pk if page else loop.page_id,
         "due_at": due_at or loop.due_at,
         "thread_id": thread_id or loop.thread_id,
     }
@@ -582,7 +582,6 @@ def grace_hold_set(
         )
 
 
-@transaction.atomic
 def loop_apply_verdict(
     *,
     source: Source,
@@ -590,19 +589,53 @@ def loop_apply_verdict(
     verdict: Verdict,
     page: Page | None,
     actor: str = "detector",
+    open_loops: list[OpenLoop] | None = None,
+    has_hold: bool | None = None,
 ) -> dict[str, int]:
     """Apply a detector verdict to one thread (SPEC §5.2 rule 9): close deterministic
     loops of the closed types (``done``, ``reply_detected``), upsert the opens, and
-    set or clear the grace hold. Returns counts ``{opened, closed, reopened}``."""
+    set or clear the grace hold. ``open_loops`` (the thread's open loops) and
+    ``has_hold`` may be preloaded by a batch caller to save queries. Returns counts
+    ``{opened, closed, reopened, refreshed}``."""
     counts = {"opened": 0, "closed": 0, "reopened": 0, "refreshed": 0}
-    if verdict.close:
-        to_close = OpenLoop.objects.filter(
+    with transaction.atomic():
+        _apply_verdict(
             source=source,
             thread_id=thread_id,
-            status=LoopStatus.OPEN,
-            detector=Detector.DETERMINISTIC_THREAD,
-            loop_type__in=verdict.close,
+            verdict=verdict,
+            page=page,
+            actor=actor,
+            open_loops=open_loops,
+            has_hold=has_hold,
+            counts=counts,
         )
+    return counts
+
+
+def _apply_verdict(
+    *,
+    source: Source,
+    thread_id: str,
+    verdict: Verdict,
+    page: Page | None,
+    actor: str,
+    open_loops: list[OpenLoop] | None,
+    has_hold: bool | None,
+    counts: dict[str, int],
+) -> None:
+    if verdict.close:
+        if open_loops is None:
+            open_loops = list(
+                OpenLoop.objects.filter(
+                    source=source, thread_id=thread_id, status=LoopStatus.OPEN
+                )
+            )
+        to_close = [
+            loop
+            for loop in open_loops
+            if loop.detector == Detector.DETERMINISTIC_THREAD
+            and loop.loop_type in verdict.close
+        ]
         for loop in to_close:
             if loop_close(
                 loop=loop,
@@ -632,8 +665,10 @@ def loop_apply_verdict(
         )
         if action in counts:
             counts[action] += 1
-    grace_hold_set(source=source, thread_id=thread_id, recheck_at=verdict.recheck_at)
-    return counts
+    if verdict.recheck_at is not None or has_hold is not False:
+        grace_hold_set(
+            source=source, thread_id=thread_id, recheck_at=verdict.recheck_at
+        )
 
 
 # --- commitment projections -----------------------------------------------------------
