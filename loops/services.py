@@ -405,7 +405,7 @@ def models_q(**kwargs: Any) -> Any:
     return Q(**kwargs)
 
 
-# --- corrections and fulfilment --------------------------------------------------------
+# --- corrections and fulfilment ------------------------------------------------
 
 
 @transaction.atomic
@@ -567,7 +567,7 @@ def loop_unmute(*, source: Source, kind: str, value: str, actor: str) -> bool:
     return bool(removed)
 
 
-# --- detector verdicts and grace holds -------------------------------------------------
+# --- detector verdicts and grace holds ------------------------------------------
 
 
 def grace_hold_set(

@@ -81,7 +81,7 @@ def enqueue_extract_loops(*, source_id: str, thread_id: str) -> None:
 
 
 def loops_sweep(source_id: str | None = None) -> dict[str, Any]:
-    """The hourly sweep: grace re-checks and staleness (``loops.pipeline.loops_sweep``)."""
+    """The hourly sweep: grace re-checks and staleness (``pipeline.loops_sweep``)."""
     from loops.pipeline import loops_sweep as sweep
 
     return sweep(source_ids=[source_id] if source_id else None)

@@ -13,7 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo
 
+from django.conf import settings
 from django.db.models import Q
 from django.db.models.fields.json import KeyTextTransform
 from django.utils import timezone
@@ -92,7 +94,10 @@ class LoopView:
 
 
 def _iso(value: datetime | None) -> str | None:
-    return value.isoformat() if value else None
+    """ISO 8601 in the owner's timezone (SPEC §5.3: due dates shown in local time)."""
+    if value is None:
+        return None
+    return value.astimezone(ZoneInfo(settings.BRAIN_TIME_ZONE)).isoformat()
 
 
 def loop_view(loop: OpenLoop) -> LoopView:

@@ -215,3 +215,14 @@ def test_admin_waiting_dashboard_renders(admin_client, mailbox, jeff):
     response = admin_client.get(reverse("admin:loops_waiting"))
     assert response.status_code == 200
     assert b"loop a" in response.content and b"Paste-ready digest" in response.content
+
+
+def test_due_dates_are_shown_in_the_owners_timezone(mailbox, settings):
+    from datetime import date
+
+    from loops.services import due_end_of_day
+
+    settings.BRAIN_TIME_ZONE = "America/Chicago"
+    make_loop(mailbox, "a", email=JEFF, due=due_end_of_day(date(2001, 10, 5)))
+    loop = waiting_report(caller=local_caller(), as_of=AS_OF)["groups"][0]["loops"][0]
+    assert loop["due_at"] == "2001-10-05T23:59:59-05:00"
