@@ -56,6 +56,8 @@ REPLY_PREFIX_RE = re.compile(
 )
 URL_RE = re.compile(r"(?:https?://|ftp://|www\.|mailto:)\S+", re.I)
 WS_RE = re.compile(r"\s+")
+# The newest reply sits at the top; the parser never needs more than this.
+REPLY_SCAN_CHARS = 4000
 
 # Words a reply may consist of and still "only acknowledge" (SPEC §5.2 rule 2).
 # "Will do", "sounds good" or any content word make it an answer.
@@ -150,15 +152,21 @@ _QUOTE_MARKERS = re.compile(
 
 def reply_text(body: str) -> str:
     """The newest part of a message body: quoted tails and forwarded originals cut
-    (mail-parser-reply, then a guard for Outlook/Notes separators it misses)."""
-    text = body or ""
+    (mail-parser-reply, then a guard for Outlook/Notes separators it misses).
+    Cached: the detector and the extractors ask for the same bodies repeatedly."""
+    return _reply_text(body or "")
+
+
+@lru_cache(maxsize=8192)
+def _reply_text(body: str) -> str:
+    # Cutting at our own markers first keeps the (slow, regex-heavy) parser's input
+    # to the newest part; connectors already trimmed most quoted tails.
+    match = _QUOTE_MARKERS.search(body)
+    text = (body[: match.start()] if match else body)[:REPLY_SCAN_CHARS]
     try:
         text = _reply_parser().parse_reply(text=text) or text
-    except Exception:  # the parser is heuristic; fall back to our own cut
-        text = body or ""
-    match = _QUOTE_MARKERS.search(text)
-    if match:
-        text = text[: match.start()]
+    except Exception:  # the parser is heuristic; our own cut stands
+        text = body[: match.start()] if match else body
     lines = [line for line in text.splitlines() if not line.lstrip().startswith(">")]
     return "\n".join(lines).strip()
 
