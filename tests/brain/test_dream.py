@@ -321,3 +321,10 @@ def test_record_pages_sharing_an_address_in_their_title_are_not_duplicates(
             page=page, alias="access request for matt.smith@enron.com", kind="email"
         )
     assert dream_run(phases=["duplicates"])["totals"]["merge_proposals"] == 0
+
+
+def test_dream_runs_the_loops_sweep_service() -> None:
+    loops = phase(dream_run(phases=["loops"]), "loops")
+    assert loops["status"] == "ok", loops
+    assert loops["counts"]["loops_failed"] == 0
+    assert "loops_stale" in loops["counts"]

@@ -104,3 +104,36 @@ def test_import_mail_then_sync_source_on_real_mail_and_twice_is_a_noop() -> None
     assert synced is not None and synced.status == Job.Status.SUCCEEDED, synced.error
     assert synced.result["counts"].get("messages", 0) == 0
     assert RawRecord.objects.filter(source_id="enron", kind="rfc822").count() == 28
+
+
+def test_extract_loops_and_loops_sweep_jobs_on_real_mail_twice_are_noops() -> None:
+    from loops.models import OpenLoop
+
+    params = {"source_id": "enron", "path": str(ENRON), "owners": ["pallen@enron.com"]}
+    imported = execute_job(
+        job_id=job_enqueue(kind="import_mail", params=params, dispatch=False)[0].pk
+    )
+    assert imported is not None and imported.status == Job.Status.SUCCEEDED
+    threads = list(
+        Page.objects.filter(source_id="enron", type__name="email").values_list(
+            "frontmatter__thread_id", flat=True
+        )
+    )
+    extract = {"source_id": "enron", "thread_ids": threads}
+    job, _ = job_enqueue(kind="extract_loops", params=extract, dispatch=False)
+    done = execute_job(job_id=job.pk)
+    assert done is not None and done.status == Job.Status.SUCCEEDED, done.error
+    assert done.result["threads"] == len(threads) == 9
+    assert done.result["failed"] == 0
+    assert done.progress == {"step": 9, "total": 9, "message": "threads"}
+    loops = set(OpenLoop.objects.values_list("id", "status", "dedup_key"))
+    assert loops, "the Enron sample has open loops"
+
+    rerun, _ = job_enqueue(kind="extract_loops", params=extract, dispatch=False)
+    assert execute_job(job_id=rerun.pk).status == Job.Status.SUCCEEDED
+    assert set(OpenLoop.objects.values_list("id", "status", "dedup_key")) == loops
+
+    sweep, _ = job_enqueue(kind="loops_sweep", dispatch=False)
+    swept = execute_job(job_id=sweep.pk)
+    assert swept is not None and swept.status == Job.Status.SUCCEEDED, swept.error
+    assert swept.result["failed"] == 0 and swept.result["sources"] >= 1
