@@ -1,50 +1,137 @@
 """``manage.py demo``: the README's main job on the embedded default (SPEC §0, §7).
 
-Migrates, makes a local admin user, runs the pipeline steps that exist, and serves
-the admin and the API at a printed address with printed credentials.
+1. migrate the embedded PostgreSQL; 2. make a local admin user; 3. import a real
+mailbox as a durable ``import_mail`` job (the bundled Enron sample unless PATH is
+given), which detects open loops and extracts commitments (the LLM with a key, the
+offline rules otherwise); 4. sweep loops; 5. print who is waiting on whom; 6. install
+the schedules, start a job worker and serve the admin, the API and MCP at a printed
+address with printed credentials.
+
+Every step is idempotent: running the demo again imports nothing twice.
 """
 
 from __future__ import annotations
 
+import json
 import secrets
+import subprocess
+import sys
+import time
+from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from accounts.models import User
+from brain.text import slugify_title
 
 ADMIN_USERNAME = "admin"
+SAMPLE = Path("demo") / "enron-allen-p"
+SAMPLE_OWNER = "pallen@enron.com"
+SAMPLE_SOURCE = "enron-allen-p"
 
 
 class Command(BaseCommand):
-    help = "Run the brain end to end on the embedded database and serve the admin."
+    help = "Run the brain end to end on real mail, print the waiting view, serve the admin."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("path", nargs="?", help="A mailbox to import (mbox, maildir, .eml folder).")
-        parser.add_argument("--owner", action="append", default=[], help="Owner address (repeatable).")
+        parser.add_argument(
+            "path", nargs="?", help="A mailbox to import (mbox, maildir, .eml folder)."
+        )
+        parser.add_argument(
+            "--owner", action="append", default=[], help="Owner address (repeatable)."
+        )
+        parser.add_argument("--source", default=None, help="Source id for the mailbox.")
+        parser.add_argument("--top", type=int, default=10, help="Waiting groups to show.")
         parser.add_argument("--no-serve", action="store_true", help="Stop after the pipeline.")
         parser.add_argument("--addr", default="127.0.0.1:8000", help="Where to serve.")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        self.stdout.write(self.style.MIGRATE_HEADING("1. Database"))
-        call_command("migrate", interactive=False, verbosity=0)
-        self.stdout.write("   migrations applied (embedded PostgreSQL with pgvector, pg_trgm)")
+        started = time.monotonic()
+        path, owners, source_id = self._mailbox(options)
 
+        self._heading("1/5 Database")
+        call_command("migrate", interactive=False, verbosity=0)
+        self.stdout.write("   embedded PostgreSQL ready, migrations applied (pgvector, pg_trgm)")
         password = self._ensure_admin()
+
+        self._heading(f"2/5 Import {path} into source {source_id!r} (owner {', '.join(owners)})")
+        extractor = "LLM (Anthropic)" if settings.ANTHROPIC_API_KEY else "offline rules"
+        self.stdout.write(f"   open loops: deterministic detector; commitments: {extractor}")
+        call_command(
+            "run_job",
+            "import_mail",
+            param=[
+                f"source_id={source_id}",
+                f"path={path}",
+                f"owners={json.dumps(owners)}",
+            ],
+            idempotency_key=f"demo:import_mail:{source_id}:{path}",
+            stdout=_Summary(self.stdout),
+        )
+
+        self._heading("3/5 Loops sweep (grace re-checks, staleness)")
+        call_command("loops_sweep", source=[source_id])
+
+        self._heading("4/5 Who is waiting on whom")
+        call_command("waiting", top=options["top"], source=[source_id], stale_ok=True)
+
+        self._heading("5/5 Schedules")
+        call_command("setup_schedules", verbosity=0)
+        self.stdout.write("   sync every 10 min, loops sweep hourly, dream nightly at 02:00")
+        self.stdout.write(f"   pipeline took {time.monotonic() - started:.1f} s")
         if options["no_serve"]:
             return
-        host = options["addr"]
-        self.stdout.write(self.style.MIGRATE_HEADING("2. Serving"))
-        self.stdout.write(f"   admin: http://{host}/admin/  user {ADMIN_USERNAME!r}, "
-                          f"password {password!r}")
-        self.stdout.write(f"   API:   http://{host}/api/docs  (OpenAPI: /api/openapi.json)")
-        call_command("runserver", host, use_reloader=False)
+        self._serve(options["addr"], password)
+
+    def _mailbox(self, options: dict[str, Any]) -> tuple[str, list[str], str]:
+        """Resolve PATH, owners and source id; the bundled sample needs no flags."""
+        if options["path"]:
+            path = Path(options["path"]).expanduser().resolve()
+            if not path.exists():
+                raise CommandError(f"{path} does not exist. Give an mbox, maildir or .eml folder.")
+            if not options["owner"]:
+                raise CommandError(
+                    "Say whose mailbox it is: --owner you@example.com (repeatable)."
+                )
+            source_id = options["source"] or (slugify_title(path.stem)[:32].strip("-") or "mailbox")
+            return str(path), options["owner"], source_id
+        sample = settings.BASE_DIR / SAMPLE
+        return str(sample), options["owner"] or [SAMPLE_OWNER], options["source"] or SAMPLE_SOURCE
+
+    def _serve(self, addr: str, password: str) -> None:
+        """Start a django-q2 worker and serve the ASGI site (admin, API, MCP) until Ctrl-C."""
+        host, _, port = addr.rpartition(":")
+        manage = str(settings.BASE_DIR / "manage.py")
+        worker = subprocess.Popen([sys.executable, manage, "worker"], stdout=subprocess.DEVNULL)
+        self.stdout.write(self.style.SUCCESS("\nServing (Ctrl-C stops):"))
+        self.stdout.write(f"   admin:   http://{addr}/admin/   user {ADMIN_USERNAME!r}  password {password!r}")
+        self.stdout.write(f"   waiting: http://{addr}/admin/loops/waiting/")
+        self.stdout.write(f"   API:     http://{addr}/api/docs   (OpenAPI /api/openapi.json)")
+        self.stdout.write(f"   MCP:     http://{addr}/mcp        (bearer key from admin → API keys)")
+        self.stdout.write(f"   worker:  pid {worker.pid} (django-q2; jobs in admin → Jobs)")
+        try:
+            self._run_server(host or "127.0.0.1", int(port or 8000))
+        finally:
+            worker.terminate()
+            try:
+                worker.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+
+    def _run_server(self, host: str, port: int) -> None:
+        call_command("collectstatic", interactive=False, verbosity=0)
+        try:
+            import uvicorn
+        except ImportError:  # pragma: no cover - uvicorn is a declared dependency
+            call_command("runserver", f"{host}:{port}", use_reloader=False)
+            return
+        uvicorn.run("gbrain_site.asgi:application", host=host, port=port, log_level="warning")
 
     def _ensure_admin(self) -> str:
-        """Create the local admin once; its password lives in var/admin-password."""
-        from django.conf import settings
-
+        """Create the local admin once; its password is kept in var/admin-password."""
         path = settings.BASE_DIR / "var" / "admin-password"
         path.parent.mkdir(parents=True, exist_ok=True)
         if path.exists() and User.objects.filter(username=ADMIN_USERNAME).exists():
@@ -59,3 +146,30 @@ class Command(BaseCommand):
         path.write_text(password + "\n")
         path.chmod(0o600)
         return password
+
+    def _heading(self, text: str) -> None:
+        self.stdout.write(self.style.MIGRATE_HEADING(f"\n{text}"))
+
+
+class _Summary:
+    """Pass ``run_job``'s output through, shortening its JSON result to the counts."""
+
+    def __init__(self, out: Any) -> None:
+        self._out = out
+        self._buffer = ""
+
+    def write(self, text: str, *args: Any, **kwargs: Any) -> None:
+        self._buffer += text
+        if text.strip().startswith("{"):
+            try:
+                result = json.loads(text)
+            except ValueError:
+                self._out.write(text)
+                return
+            counts = {k: v for k, v in result.items() if isinstance(v, int | float)}
+            self._out.write("   " + ", ".join(f"{k}: {v}" for k, v in counts.items()))
+            return
+        self._out.write("   " + text.strip())
+
+    def flush(self) -> None:
+        return None
