@@ -27,6 +27,7 @@ import json
 import math
 from collections import defaultdict
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
@@ -38,7 +39,6 @@ from django.utils import timezone
 from brain import embeddings
 from brain.access import ReadScope
 from brain.exceptions import InvalidParams
-from brain.models import Alias
 from brain.text import estimate_tokens, normalize_alias
 
 RRF_K = 60
@@ -151,10 +151,20 @@ def _vector_literal(vector: Sequence[float]) -> str:
 
 
 def _keyword_arm(
-    cursor: Any, *, query: str, source_ids: Sequence[str], visibilities: Sequence[str]
-) -> list[tuple[int, int]]:
-    """Best ``ARM_CANDIDATES`` chunks by ``ts_rank`` among at most
-    ``KEYWORD_MATCH_CAP`` matches; returns ``[(chunk_id, page_id)]`` best first."""
+    cursor: Any,
+    *,
+    query: str,
+    alias: str,
+    source_ids: Sequence[str],
+    visibilities: Sequence[str],
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """Keyword arm and alias hop in one round trip.
+
+    Returns ``(keyword, aliased)``: the best ``ARM_CANDIDATES`` chunks by ``ts_rank``
+    among at most ``KEYWORD_MATCH_CAP`` matches, best first; and the first chunk of
+    each page (at most 20) whose normalised alias equals the query, as
+    ``[(chunk_id, page_id)]``.
+    """
     cursor.execute(
         """
         WITH q AS (SELECT websearch_to_tsquery(%(lang)s::regconfig, %(q)s) AS tsq),
@@ -165,22 +175,40 @@ def _keyword_arm(
               AND c.source_id = ANY(%(sources)s)
               AND c.visibility = ANY(%(vis)s)
             LIMIT %(cap)s
+        ),
+        ranked AS (
+            SELECT m.id, m.page_id
+            FROM matched m, q
+            ORDER BY ts_rank(m.tsv, q.tsq) DESC, m.id
+            LIMIT %(n)s
+        ),
+        aliased AS (
+            SELECT DISTINCT ON (a.page_id) c.id, a.page_id
+            FROM brain_alias a
+            JOIN brain_chunk c ON c.page_id = a.page_id AND c.visibility = ANY(%(vis)s)
+            WHERE a.source_id = ANY(%(sources)s) AND a.alias = %(alias)s
+            ORDER BY a.page_id, c.ordinal
+            LIMIT 20
         )
-        SELECT m.id, m.page_id
-        FROM matched m, q
-        ORDER BY ts_rank(m.tsv, q.tsq) DESC, m.id
-        LIMIT %(n)s
+        SELECT id, page_id, true FROM ranked
+        UNION ALL
+        SELECT id, page_id, false FROM aliased
         """,
         {
             "lang": settings.BRAIN_FTS_LANGUAGE,
             "q": query[:4000],
+            "alias": alias[:320],
             "sources": list(source_ids),
             "vis": list(visibilities),
             "cap": KEYWORD_MATCH_CAP,
             "n": ARM_CANDIDATES,
         },
     )
-    return [(row[0], row[1]) for row in cursor.fetchall()]
+    keyword: list[tuple[int, int]] = []
+    aliased: list[tuple[int, int]] = []
+    for chunk_id, page_id, is_keyword in cursor.fetchall():
+        (keyword if is_keyword else aliased).append((chunk_id, page_id))
+    return keyword, aliased
 
 
 def _vector_arm(
@@ -188,8 +216,11 @@ def _vector_arm(
 ) -> list[tuple[int, int, float]]:
     """HNSW nearest chunks, collapsed to the best chunk per page before the limit;
     returns ``[(chunk_id, page_id, cosine)]`` for the best ``ARM_CANDIDATES`` pages."""
-    cursor.execute("SET LOCAL hnsw.ef_search = %s", [VECTOR_CHUNK_POOL])
-    cursor.execute("SET LOCAL hnsw.iterative_scan = 'relaxed_order'")
+    cursor.execute(
+        "SELECT set_config('hnsw.ef_search', %s, true),"
+        " set_config('hnsw.iterative_scan', 'relaxed_order', true)",
+        [str(VECTOR_CHUNK_POOL)],
+    )
     cursor.execute(
         """
         SELECT c.id, c.page_id, 1 - (c.embedding <=> %(v)s::vector) AS sim
@@ -358,9 +389,15 @@ def page_search(
     norm_query = normalize_alias(text)
 
     candidates: dict[int, _Candidate] = {}
-    with transaction.atomic(), connection.cursor() as cursor:
-        keyword = _keyword_arm(
-            cursor, query=text, source_ids=source_ids, visibilities=visibilities
+    # The vector arm's SET LOCAL knobs need a transaction; keyword-only mode does not.
+    txn = transaction.atomic() if not degraded else nullcontext()
+    with txn, connection.cursor() as cursor:
+        keyword, aliased = _keyword_arm(
+            cursor,
+            query=text,
+            alias=norm_query,
+            source_ids=source_ids,
+            visibilities=visibilities,
         )
         for rank, (chunk_id, page_id) in enumerate(keyword, start=1):
             cand = candidates.setdefault(chunk_id, _Candidate(chunk_id, page_id))
@@ -375,23 +412,11 @@ def page_search(
                 cand.vector_rank = rank
                 cand.similarity = sim
                 cand.rrf += 1 / (RRF_K + rank)
-        # Alias hop: a page whose alias or title equals the query joins the pool.
-        alias_pages = set(
-            Alias.objects.filter(source_id__in=source_ids, alias=norm_query[:320])
-            .values_list("page_id", flat=True)[:20]
-        )
+        # Alias hop: a page whose alias (or title) equals the query joins the pool.
+        alias_pages = {page_id for _chunk, page_id in aliased}
         present = {c.page_id for c in candidates.values()}
-        missing = alias_pages - present
-        if missing:
-            cursor.execute(
-                """
-                SELECT DISTINCT ON (page_id) id, page_id FROM brain_chunk
-                WHERE page_id = ANY(%(ids)s) AND visibility = ANY(%(vis)s)
-                ORDER BY page_id, ordinal
-                """,
-                {"ids": list(missing), "vis": visibilities},
-            )
-            for chunk_id, page_id in cursor.fetchall():
+        for chunk_id, page_id in aliased:
+            if page_id not in present:
                 candidates.setdefault(chunk_id, _Candidate(chunk_id, page_id))
         rows = _hydrate(
             cursor,
