@@ -3,9 +3,9 @@
 Pipeline, for one query inside one ``ReadScope`` (the only scoping input, SPEC §8):
 
 1. keyword arm: ``websearch_to_tsquery(BRAIN_FTS_LANGUAGE, q)`` over ``Chunk.tsv``; the
-   matching chunks are capped at ``KEYWORD_MATCH_CAP`` before ranking (ranking every
+   matching chunks are capped at ``KEYWORD_MATCH_CAP`` (500) before ranking (ranking every
    match of a very common word is what costs, SPEC §11), then the best
-   ``ARM_CANDIDATES`` (≥ 50) by ``ts_rank_cd``;
+   ``ARM_CANDIDATES`` (≥ 50) by ``ts_rank``;
 2. vector arm: HNSW cosine (``<=>``) with iterative scans, ``VECTOR_CHUNK_POOL``
    nearest chunks, collapsed to the best chunk per page, then the best
    ``ARM_CANDIDATES`` pages;
@@ -23,28 +23,28 @@ filtered again when results are hydrated.
 
 from __future__ import annotations
 
+import json
 import math
 from collections import defaultdict
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Count, Q
 from django.utils import timezone
 
 from brain import embeddings
 from brain.access import ReadScope
 from brain.exceptions import InvalidParams
-from brain.models import Alias, Chunk, Page
 from brain.text import estimate_tokens, normalize_alias
 
 RRF_K = 60
 ARM_CANDIDATES = 50
-KEYWORD_MATCH_CAP = 2000
-VECTOR_CHUNK_POOL = 200
+KEYWORD_MATCH_CAP = 500
+VECTOR_CHUNK_POOL = 100
 MAX_CHUNKS_PER_PAGE = 2
 MAX_LIMIT = 100
 RRF_WEIGHT = 0.7
@@ -151,10 +151,20 @@ def _vector_literal(vector: Sequence[float]) -> str:
 
 
 def _keyword_arm(
-    cursor: Any, *, query: str, source_ids: Sequence[str], visibilities: Sequence[str]
-) -> list[tuple[int, int]]:
-    """Best ``ARM_CANDIDATES`` chunks by ``ts_rank_cd`` among at most
-    ``KEYWORD_MATCH_CAP`` matches; returns ``[(chunk_id, page_id)]`` best first."""
+    cursor: Any,
+    *,
+    query: str,
+    alias: str,
+    source_ids: Sequence[str],
+    visibilities: Sequence[str],
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """Keyword arm and alias hop in one round trip.
+
+    Returns ``(keyword, aliased)``: the best ``ARM_CANDIDATES`` chunks by ``ts_rank``
+    among at most ``KEYWORD_MATCH_CAP`` matches, best first; and the first chunk of
+    each page (at most 20) whose normalised alias equals the query, as
+    ``[(chunk_id, page_id)]``.
+    """
     cursor.execute(
         """
         WITH q AS (SELECT websearch_to_tsquery(%(lang)s::regconfig, %(q)s) AS tsq),
@@ -165,22 +175,40 @@ def _keyword_arm(
               AND c.source_id = ANY(%(sources)s)
               AND c.visibility = ANY(%(vis)s)
             LIMIT %(cap)s
+        ),
+        ranked AS (
+            SELECT m.id, m.page_id
+            FROM matched m, q
+            ORDER BY ts_rank(m.tsv, q.tsq) DESC, m.id
+            LIMIT %(n)s
+        ),
+        aliased AS (
+            SELECT DISTINCT ON (a.page_id) c.id, a.page_id
+            FROM brain_alias a
+            JOIN brain_chunk c ON c.page_id = a.page_id AND c.visibility = ANY(%(vis)s)
+            WHERE a.source_id = ANY(%(sources)s) AND a.alias = %(alias)s
+            ORDER BY a.page_id, c.ordinal
+            LIMIT 20
         )
-        SELECT m.id, m.page_id
-        FROM matched m, q
-        ORDER BY ts_rank_cd(m.tsv, q.tsq) DESC, m.id
-        LIMIT %(n)s
+        SELECT id, page_id, true FROM ranked
+        UNION ALL
+        SELECT id, page_id, false FROM aliased
         """,
         {
             "lang": settings.BRAIN_FTS_LANGUAGE,
             "q": query[:4000],
+            "alias": alias[:320],
             "sources": list(source_ids),
             "vis": list(visibilities),
             "cap": KEYWORD_MATCH_CAP,
             "n": ARM_CANDIDATES,
         },
     )
-    return [(row[0], row[1]) for row in cursor.fetchall()]
+    keyword: list[tuple[int, int]] = []
+    aliased: list[tuple[int, int]] = []
+    for chunk_id, page_id, is_keyword in cursor.fetchall():
+        (keyword if is_keyword else aliased).append((chunk_id, page_id))
+    return keyword, aliased
 
 
 def _vector_arm(
@@ -188,8 +216,11 @@ def _vector_arm(
 ) -> list[tuple[int, int, float]]:
     """HNSW nearest chunks, collapsed to the best chunk per page before the limit;
     returns ``[(chunk_id, page_id, cosine)]`` for the best ``ARM_CANDIDATES`` pages."""
-    cursor.execute("SET LOCAL hnsw.ef_search = %s", [VECTOR_CHUNK_POOL])
-    cursor.execute("SET LOCAL hnsw.iterative_scan = 'relaxed_order'")
+    cursor.execute(
+        "SELECT set_config('hnsw.ef_search', %s, true),"
+        " set_config('hnsw.iterative_scan', 'relaxed_order', true)",
+        [str(VECTOR_CHUNK_POOL)],
+    )
     cursor.execute(
         """
         SELECT c.id, c.page_id, 1 - (c.embedding <=> %(v)s::vector) AS sim
@@ -215,18 +246,74 @@ def _vector_arm(
     return ranked[:ARM_CANDIDATES]
 
 
-def _similarities(cursor: Any, *, vector: str, chunk_ids: Sequence[int]) -> dict[int, float]:
-    """Raw cosine of the query to the given chunks (for keyword-only hits)."""
-    if not chunk_ids:
-        return {}
+@dataclass
+class _Row:
+    chunk_id: int
+    ordinal: int
+    text: str
+    page_id: int
+    slug: str
+    title: str
+    source_id: str
+    type_name: str
+    effective_date: date | None
+    updated_at: datetime
+    provenance: Any
+    backlinks: int
+    similarity: float | None
+
+
+def _hydrate(
+    cursor: Any,
+    *,
+    chunk_ids: Sequence[int],
+    vector: str,
+    source_ids: Sequence[str],
+    visibilities: Sequence[str],
+    types: list[str] | None,
+) -> list[_Row]:
+    """One query for every candidate: chunk text, its live page (scope re-checked,
+    soft-deleted pages dropped), type, backlinks without ``mentions`` and the raw
+    cosine (NULL in keyword-only mode)."""
     cursor.execute(
-        """
-        SELECT id, 1 - (embedding <=> %(v)s::vector)
-        FROM brain_chunk WHERE id = ANY(%(ids)s) AND embedding IS NOT NULL
+        f"""
+        SELECT c.id, c.ordinal, c.text, p.id, p.slug, p.title, p.source_id, t.name,
+               p.effective_date, p.updated_at, p.frontmatter -> 'provenance',
+               (SELECT count(DISTINCT r.from_page_id) FROM brain_relation r
+                  JOIN brain_relationtype rt ON rt.id = r.relation_type_id
+                 WHERE r.to_page_id = p.id AND rt.name <> 'mentions'),
+               {"1 - (c.embedding <=> %(v)s::vector)" if vector else "NULL::float8"}
+        FROM brain_chunk c
+        JOIN brain_page p ON p.id = c.page_id
+        JOIN brain_pagetype t ON t.id = p.type_id
+        WHERE c.id = ANY(%(ids)s)
+          AND p.deleted_at IS NULL
+          AND p.source_id = ANY(%(sources)s)
+          AND p.visibility = ANY(%(vis)s)
+          AND (%(types)s::text[] IS NULL OR t.name = ANY(%(types)s::text[]))
         """,
-        {"v": vector, "ids": list(chunk_ids)},
+        {
+            "v": vector,
+            "ids": list(chunk_ids),
+            "sources": list(source_ids),
+            "vis": list(visibilities),
+            "types": types,
+        },
     )
-    return {row[0]: float(row[1]) for row in cursor.fetchall()}
+    out = []
+    for row in cursor.fetchall():
+        provenance = row[10]
+        if isinstance(provenance, str):
+            provenance = json.loads(provenance)
+        out.append(
+            _Row(
+                chunk_id=row[0], ordinal=row[1], text=row[2], page_id=row[3], slug=row[4],
+                title=row[5], source_id=row[6], type_name=row[7], effective_date=row[8],
+                updated_at=row[9], provenance=provenance, backlinks=int(row[11]),
+                similarity=None if row[12] is None else float(row[12]),
+            )
+        )
+    return out
 
 
 def _recency_boost(type_name: str, when: date | datetime, now: datetime) -> float:
@@ -302,9 +389,15 @@ def page_search(
     norm_query = normalize_alias(text)
 
     candidates: dict[int, _Candidate] = {}
-    with transaction.atomic(), connection.cursor() as cursor:
-        keyword = _keyword_arm(
-            cursor, query=text, source_ids=source_ids, visibilities=visibilities
+    # The vector arm's SET LOCAL knobs need a transaction; keyword-only mode does not.
+    txn = transaction.atomic() if not degraded else nullcontext()
+    with txn, connection.cursor() as cursor:
+        keyword, aliased = _keyword_arm(
+            cursor,
+            query=text,
+            alias=norm_query,
+            source_ids=source_ids,
+            visibilities=visibilities,
         )
         for rank, (chunk_id, page_id) in enumerate(keyword, start=1):
             cand = candidates.setdefault(chunk_id, _Candidate(chunk_id, page_id))
@@ -319,78 +412,48 @@ def page_search(
                 cand.vector_rank = rank
                 cand.similarity = sim
                 cand.rrf += 1 / (RRF_K + rank)
-        # Alias hop: a page whose alias or title equals the query joins the pool.
-        alias_pages = set(
-            Alias.objects.filter(source_id__in=source_ids, alias=norm_query[:320])
-            .values_list("page_id", flat=True)[:20]
-        )
+        # Alias hop: a page whose alias (or title) equals the query joins the pool.
+        alias_pages = {page_id for _chunk, page_id in aliased}
         present = {c.page_id for c in candidates.values()}
-        missing = alias_pages - present
-        if missing:
-            cursor.execute(
-                """
-                SELECT DISTINCT ON (page_id) id, page_id FROM brain_chunk
-                WHERE page_id = ANY(%(ids)s) AND visibility = ANY(%(vis)s)
-                ORDER BY page_id, ordinal
-                """,
-                {"ids": list(missing), "vis": visibilities},
-            )
-            for chunk_id, page_id in cursor.fetchall():
+        for chunk_id, page_id in aliased:
+            if page_id not in present:
                 candidates.setdefault(chunk_id, _Candidate(chunk_id, page_id))
-        if not degraded:
-            need = [c.chunk_id for c in candidates.values() if c.similarity is None]
-            for chunk_id, sim in _similarities(cursor, vector=literal, chunk_ids=need).items():
-                candidates[chunk_id].similarity = sim
+        rows = _hydrate(
+            cursor,
+            chunk_ids=[c.chunk_id for c in candidates.values()],
+            vector=literal,
+            source_ids=source_ids,
+            visibilities=visibilities,
+            types=list(types) if types else None,
+        ) if candidates else []
 
-    if not candidates:
+    if not rows:
         empty.search_degraded = degraded
         return empty
-
-    page_filter = Q(pk__in={c.page_id for c in candidates.values()}, deleted_at__isnull=True)
-    page_filter &= Q(source_id__in=source_ids, visibility__in=visibilities)
-    if types:
-        page_filter &= Q(type__name__in=list(types))
-    pages = {
-        p.pk: p
-        for p in Page.objects.filter(page_filter)
-        .select_related("type")
-        .only("id", "slug", "title", "source_id", "type__name", "effective_date",
-              "updated_at", "frontmatter")
-        .annotate(
-            backlinks=Count(
-                "incoming_relations",
-                filter=~Q(incoming_relations__relation_type__name="mentions"),
-                distinct=True,
-            )
-        )
-    }
-    alias_hits = alias_pages & set(pages)
-    chunk_rows: dict[int, tuple[str, int]] = {
-        pk: (text_, ordinal)
-        for pk, text_, ordinal in Chunk.objects.filter(
-            pk__in=[c.chunk_id for c in candidates.values()]
-        ).values_list("pk", "text", "ordinal")
-    }
+    hydrated = {row.chunk_id: row for row in rows}
+    alias_hits = alias_pages
 
     max_rrf = max((c.rrf for c in candidates.values()), default=0.0) or 1.0
     now = timezone.now()
     scored: list[SearchResult] = []
     for cand in candidates.values():
-        page = pages.get(cand.page_id)
-        if page is None or cand.chunk_id not in chunk_rows:
+        row = hydrated.get(cand.chunk_id)
+        if row is None:
             continue
+        if cand.similarity is None and row.similarity is not None:
+            cand.similarity = row.similarity
         norm_rrf = cand.rrf / max_rrf
         if degraded:
             base = norm_rrf
         else:
             base = RRF_WEIGHT * norm_rrf + COSINE_WEIGHT * max(cand.similarity or 0.0, 0.0)
-        title_match = normalize_alias(page.title) == norm_query
-        alias_hit = page.pk in alias_hits and not title_match
+        title_match = normalize_alias(row.title) == norm_query
+        alias_hit = row.page_id in alias_hits and not title_match
         score = base
         if title_match or alias_hit:
             score *= TITLE_BOOST
-        score *= 1 + BACKLINK_FACTOR * math.log1p(page.backlinks)  # type: ignore[attr-defined]
-        score *= _recency_boost(page.type.name, page.effective_date or page.updated_at, now)
+        score *= 1 + BACKLINK_FACTOR * math.log1p(row.backlinks)
+        score *= _recency_boost(row.type_name, row.effective_date or row.updated_at, now)
         if alias_hit:
             evidence = "alias_hit"
         elif title_match:
@@ -401,22 +464,21 @@ def page_search(
             evidence = "keyword_exact"
         else:
             evidence = "weak_semantic"
-        provenance = page.frontmatter.get("provenance") if page.frontmatter else None
         scored.append(
             SearchResult(
-                slug=page.slug,
-                title=page.title,
-                source_id=page.source_id,
-                type=page.type.name,
-                chunk=chunk_rows[cand.chunk_id][0],
+                slug=row.slug,
+                title=row.title,
+                source_id=row.source_id,
+                type=row.type_name,
+                chunk=row.text,
                 score=score,
                 similarity=cand.similarity,
                 evidence=evidence,
                 create_safety=EVIDENCE_SAFETY[evidence],
-                page_id=page.pk,
-                chunk_ordinal=chunk_rows[cand.chunk_id][1],
+                page_id=row.page_id,
+                chunk_ordinal=row.ordinal,
                 keyword_hit=cand.keyword_rank is not None,
-                provenance=provenance if isinstance(provenance, dict) else {},
+                provenance=row.provenance if isinstance(row.provenance, dict) else {},
             )
         )
 

@@ -55,6 +55,7 @@ from brain.text import normalize_alias, sha256_hex, slugify_title, validate_slug
 
 MODES = ("create", "append", "replace", "upsert")
 AGENT_INPUT_TAG = "agent-input"
+EPHEMERAL_KEYS = frozenset({"provenance"})
 EMBED_BATCH = 64
 
 
@@ -132,9 +133,11 @@ def _page_content_hash(
     *, title: str, body: str, frontmatter: dict[str, Any], type_name: str
 ) -> str:
     """SHA-256 of the canonical JSON of what a page file holds (title, type, body,
-    frontmatter with sorted keys)."""
+    frontmatter with sorted keys). The server-stamped ``provenance`` key is left out:
+    re-saving the same content is a no-op even though the stamp's time differs."""
+    stable = {k: v for k, v in frontmatter.items() if k not in EPHEMERAL_KEYS}
     canonical = json.dumps(
-        {"title": title, "type": type_name, "body": body, "frontmatter": frontmatter},
+        {"title": title, "type": type_name, "body": body, "frontmatter": stable},
         sort_keys=True,
         ensure_ascii=False,
         cls=DjangoJSONEncoder,

@@ -349,3 +349,12 @@ def test_visibility_change_reaches_the_chunks(default_source: Source) -> None:
     page_update(source=default_source, slug="notes/t", body=None, mode="replace",
                 visibility="private", actor=local_caller())
     assert set(Chunk.objects.values_list("visibility", flat=True)) == {"private"}
+
+
+def test_remote_resave_of_the_same_content_is_a_noop(
+    default_source: Source, remote: Caller
+) -> None:
+    page_add(source=default_source, slug="notes/n", title="N", body="Same.", actor=remote)
+    again = page_write(source=default_source, mode="upsert", slug="notes/n", title="N",
+                       body="Same.", actor=remote)
+    assert (again.changed, again.operation) == (False, "noop")
