@@ -445,9 +445,13 @@ class Fact(TimeStampedModel):
                 name="brain_fact_active_entity",
             ),
             models.Index(fields=["source", "created_at"]),
-            # No ANN index on facts: dedup compares a fact only with the active facts
-            # of its own entity (an exact scan of a few rows beats a post-filtered
-            # HNSW walk), see brain.services.facts.
+            HnswIndex(
+                name="brain_fact_embedding_hnsw",
+                fields=["embedding"],
+                m=16,
+                ef_construction=64,
+                opclasses=["vector_cosine_ops"],
+            ),
         ]
 
     def __str__(self) -> str:
