@@ -198,9 +198,6 @@ class PackCardOut(Schema):
     title: str
     type: str
     summary: str
-    aka: list[str]
-    edges: list[EdgeOut]
-    backlink_count: int
     active_fact_count: int
     open_threads: list[ThreadOut]
 

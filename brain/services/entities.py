@@ -15,8 +15,7 @@ from typing import Any
 
 from django.apps import apps
 from django.contrib.postgres.search import TrigramSimilarity
-from django.db.models import F, Q, QuerySet
-from django.db.models.functions import Coalesce, Greatest, Lower
+from django.db.models import Count, F, QuerySet, Window
 from django.utils import timezone
 
 from brain.access import ReadScope, scope_queryset
@@ -69,10 +68,30 @@ def entity_pages(scope: ReadScope) -> QuerySet[Page]:
     return scope_queryset(Page.objects.filter(deleted_at__isnull=True), scope)
 
 
-def _touched(qs: QuerySet[Page]) -> QuerySet[Page]:
-    return qs.annotate(
-        _touched=Greatest("updated_at", Coalesce("last_retrieved_at", "updated_at"))
-    )
+_RESOLVE_SQL = """
+(SELECT 0 AS arm, p.*, t.name AS type_name,
+        GREATEST(p.updated_at, COALESCE(p.last_retrieved_at, p.updated_at)) AS touched
+   FROM brain_alias a
+   JOIN brain_page p ON p.id = a.page_id
+   JOIN brain_pagetype t ON t.id = p.type_id
+  WHERE a.source_id = ANY(%(sources)s) AND a.alias = %(alias)s
+    AND p.source_id = ANY(%(sources)s) AND p.deleted_at IS NULL
+    AND p.visibility = ANY(%(visibilities)s)
+  ORDER BY touched DESC, p.slug
+  LIMIT %(limit)s)
+UNION ALL
+(SELECT CASE WHEN lower(p.title) = %(lower)s OR p.slug = ANY(%(slugs)s) THEN 1 ELSE 2 END
+        AS arm, p.*, t.name AS type_name,
+        GREATEST(p.updated_at, COALESCE(p.last_retrieved_at, p.updated_at)) AS touched
+   FROM brain_page p
+   JOIN brain_pagetype t ON t.id = p.type_id
+  WHERE (lower(p.title) = %(lower)s OR p.slug = ANY(%(slugs)s)
+         OR reverse(p.slug) LIKE %(suffix)s)
+    AND p.source_id = ANY(%(sources)s) AND p.deleted_at IS NULL
+    AND p.visibility = ANY(%(visibilities)s)
+  ORDER BY arm, touched DESC, p.slug
+  LIMIT %(limit)s)
+"""
 
 
 def entity_resolve(
@@ -83,52 +102,43 @@ def entity_resolve(
     Arms: alias (``normalize_alias(name)`` in ``Alias``), exact (case-insensitive title,
     or slug equal to ``name`` or ``slugify(name)``), slug suffix (slug ends with
     ``/<slugify(name)>``). Candidates rank by arm, then most recently touched. Returns
-    an empty resolution for blank input. Three indexed queries; no errors for data.
+    an empty resolution for blank input. One round trip: both halves are index scans
+    (``brain_alias`` (source, alias); ``brain_page_title_lower``, the slug unique index
+    and ``brain_page_slug_reverse``). Pages carry ``type_name``; no errors for data.
     """
     text = (name or "").strip()
-    if not text:
+    if not text or not scope.source_ids:
         return EntityResolution(page=None)
-    norm = normalize_alias(text)
     slug = slugify_title(text, max_length=255)
-    base = _touched(entity_pages(scope).select_related("type"))
-
-    candidates: dict[int, tuple[int, datetime, Page]] = {}
-
-    def add(arm: int, rows: QuerySet[Page]) -> None:
-        for page in rows.order_by("-_touched", "slug")[:limit]:
-            if page.pk not in candidates:
-                candidates[page.pk] = (arm, page._touched, page)  # type: ignore[attr-defined]
-
-    if norm:
-        alias_page_ids = Alias.objects.filter(
-            source_id__in=scope.source_ids, alias=norm
-        ).values("page_id")
-        add(ARM_ALIAS, base.filter(pk__in=alias_page_ids))
-    exact_slugs = {text.lower()} | ({slug} if slug else set())
-    add(
-        ARM_EXACT,
-        base.annotate(_ltitle=Lower("title")).filter(
-            Q(_ltitle=text.lower()) | Q(slug__in=sorted(exact_slugs))
-        ),
-    )
-    if slug:
-        # reverse(slug) LIKE reverse('/<slug>') || '%' uses brain_page_slug_reverse.
-        suffix = ("/" + slug)[::-1] + "%"
-        add(
-            ARM_SUFFIX,
-            base.extra(where=["reverse(brain_page.slug) LIKE %s"], params=[suffix]),
-        )
-    if not candidates:
+    params = {
+        "sources": list(scope.source_ids),
+        "visibilities": list(scope.visibilities),
+        "alias": normalize_alias(text),
+        "lower": text.lower(),
+        "slugs": sorted({text.lower()} | ({slug} if slug else set())),
+        # reverse(slug) LIKE reverse('/<slug>') || '%': the slug ends with '/<slug>'.
+        # Slugified text has no LIKE wildcards; a blank slug matches nothing.
+        "suffix": ("/" + slug)[::-1] + "%" if slug else "",
+        "limit": limit,
+    }
+    best: dict[int, tuple[int, datetime, Page]] = {}
+    for page in Page.objects.raw(_RESOLVE_SQL, params):
+        arm = int(page.arm)  # type: ignore[attr-defined]
+        if page.pk not in best or arm < best[page.pk][0]:
+            best[page.pk] = (arm, page.touched, page)  # type: ignore[attr-defined]
+    if not best:
         return EntityResolution(page=None)
-    ranked = sorted(
-        candidates.values(), key=lambda c: (c[0], -c[1].timestamp(), c[2].slug)
-    )
-    best_arm, _, best = ranked[0]
+    ranked = sorted(best.values(), key=lambda c: (c[0], -c[1].timestamp(), c[2].slug))
     return EntityResolution(
-        page=best,
-        arm=ARM_NAMES[best_arm],
+        page=ranked[0][2],
+        arm=ARM_NAMES[ranked[0][0]],
         runners_up=[c[2] for c in ranked[1 : 1 + SUGGESTIONS]],
     )
+
+
+def page_type_name(page: Page) -> str:
+    """The page's type name, without a query when the resolver already joined it."""
+    return getattr(page, "type_name", None) or page.type.name
 
 
 def entity_suggestions(*, scope: ReadScope, name: str) -> list[dict[str, Any]]:
@@ -150,7 +160,7 @@ def entity_suggestions(*, scope: ReadScope, name: str) -> list[dict[str, Any]]:
         {
             "slug": p.slug,
             "title": p.title,
-            "type": p.type.name,
+            "type": page_type_name(p),
             "similarity": round(float(p.similarity), 3),  # type: ignore[attr-defined]
             "create_safety": "probable" if p.similarity >= 0.6 else "unknown",  # type: ignore[attr-defined]
         }
@@ -248,17 +258,20 @@ def fact_thread(fact: Fact) -> dict[str, Any]:
 
 
 def entity_card(
-    *, scope: ReadScope, page: Page, now: datetime | None = None
+    *, scope: ReadScope, page: Page, now: datetime | None = None,
+    facts: list[Fact] | None = None,
 ) -> dict[str, Any]:
     """Assemble the entity card of ``page`` (SPEC §4, digest §3.2) within ``scope``.
 
     Shape: ``{entity{slug,title,type}, source_id, aka[], summary,
     last_touched{updated_at,last_retrieved_at,last_timeline_date}, open_threads[≤3],
     edges[≤10], backlink_count, active_fact_count}``. Open threads: open loops with this
-    counterparty, then active commitment facts, then timeline entries of the last 90
-    days (among the latest 5). Edges exclude ``mentions``, outgoing first, both ends in
-    the page's source and readable. Counts exclude ``mentions`` and private rows the
-    scope may not read. Depth-1 indexed reads only.
+    counterparty, then active commitment facts (soonest due first), then timeline
+    entries of the last 90 days (among the latest 5). Edges exclude ``mentions``,
+    outgoing first, both ends in the page's source, live and readable. Counts exclude
+    ``mentions`` and rows the scope may not read; ``active_fact_count`` stops at 100.
+    ``facts`` may pass the entity's active facts already fetched with
+    ``entity_facts``. Depth-1 indexed reads only (6 queries, 7 with loops).
     """
     now = now or timezone.now()
     aka = list(
@@ -266,26 +279,9 @@ def entity_card(
             :CARD_AKA
         ]
     )
-    threads: list[dict[str, Any]] = list(
-        entity_loop_threads(scope=scope, pages=[page]).get(page.pk, [])
-    )
-    if len(threads) < CARD_OPEN_THREADS:
-        commitments = fact_list_active(
-            scope=scope, entity_ids=[page.pk], kinds=[Fact.Kind.COMMITMENT], now=now
-        ).order_by(F("valid_until").asc(nulls_last=True), "-valid_from", "-pk")
-        threads += [fact_thread(f) for f in commitments[: CARD_OPEN_THREADS - len(threads)]]
-    timeline = list(
-        TimelineEntry.objects.filter(page=page).order_by("-date", "-id")[:TIMELINE_LOOKBACK]
-    )
-    horizon = (now - timedelta(days=RECENT_EVENT_DAYS)).date()
-    for entry in timeline:
-        if len(threads) >= CARD_OPEN_THREADS:
-            break
-        if entry.date >= horizon:
-            threads.append(
-                {"kind": "recent_event", "text": entry.summary, "date": iso_date(entry.date)}
-            )
-
+    if facts is None:
+        facts = entity_facts(scope=scope, page=page, now=now)
+    threads = entity_threads(scope=scope, page=page, facts=facts, now=now)
     edge_base = Relation.objects.filter(source_id=page.source_id).exclude(
         relation_type__name=MENTIONS
     )
@@ -305,43 +301,93 @@ def entity_card(
         }
         for r in out_rows
     ]
-    incoming = edge_base.filter(to_page=page).filter(
-        **{f"from_page__{k}": v for k, v in _q_kwargs(scope).items()}
+    # One query for both the incoming edges shown and the backlink count.
+    in_rows = list(
+        edge_base.filter(to_page=page)
+        .filter(**{f"from_page__{k}": v for k, v in _q_kwargs(scope).items()})
+        .annotate(_total=Window(Count("pk")))
+        .select_related("relation_type", "from_page")
+        .order_by("relation_type__name", "from_page__slug")[: max(1, CARD_EDGES - len(edges))]
     )
-    if len(edges) < CARD_EDGES:
-        in_rows = incoming.select_related("relation_type", "from_page").order_by(
-            "relation_type__name", "from_page__slug"
-        )[: CARD_EDGES - len(edges)]
-        edges += [
-            {
-                "type": r.relation_type.name,
-                "direction": "in",
-                "slug": r.from_page.slug,
-                "title": r.from_page.title,
-                "context": r.context,
-            }
-            for r in in_rows
-        ]
-    active_fact_count = len(
-        fact_list_active(scope=scope, entity_ids=[page.pk], now=now).values_list(
-            "pk", flat=True
-        )[:ACTIVE_FACT_COUNT_CAP]
-    )
+    backlink_count = in_rows[0]._total if in_rows else 0  # type: ignore[attr-defined]
+    edges += [
+        {
+            "type": r.relation_type.name,
+            "direction": "in",
+            "slug": r.from_page.slug,
+            "title": r.from_page.title,
+            "context": r.context,
+        }
+        for r in in_rows[: CARD_EDGES - len(edges)]
+    ]
     return {
-        "entity": {"slug": page.slug, "title": page.title, "type": page.type.name},
+        "entity": {"slug": page.slug, "title": page.title, "type": page_type_name(page)},
         "source_id": page.source_id,
         "aka": aka,
         "summary": page_synopsis(page),
         "last_touched": {
             "updated_at": iso_ms(page.updated_at),
             "last_retrieved_at": iso_ms(page.last_retrieved_at),
-            "last_timeline_date": iso_date(timeline[0].date) if timeline else None,
+            "last_timeline_date": threads.last_timeline_date,
         },
-        "open_threads": threads[:CARD_OPEN_THREADS],
+        "open_threads": threads.items,
         "edges": edges,
-        "backlink_count": incoming.count(),
-        "active_fact_count": active_fact_count,
+        "backlink_count": backlink_count,
+        "active_fact_count": len(facts),
     }
+
+
+def entity_facts(
+    *, scope: ReadScope, page: Page, now: datetime | None = None
+) -> list[Fact]:
+    """The active facts about ``page`` readable in ``scope``, newest first, at most
+    100 (the card's ``active_fact_count`` cap)."""
+    return list(
+        fact_list_active(scope=scope, entity_ids=[page.pk], now=now).order_by(
+            "-created_at", "-pk"
+        )[:ACTIVE_FACT_COUNT_CAP]
+    )
+
+
+@dataclass
+class Threads:
+    """Open threads of a card (≤ 3) and the date of the newest timeline entry."""
+
+    items: list[dict[str, Any]]
+    last_timeline_date: str | None
+
+
+def entity_threads(
+    *, scope: ReadScope, page: Page, facts: list[Fact], now: datetime | None = None
+) -> Threads:
+    """Open threads of ``page`` (digest §3.2): open loops first, then active
+    commitment facts among ``facts`` (soonest due, then newest), then timeline entries
+    of the last 90 days among the latest 5."""
+    now = now or timezone.now()
+    items: list[dict[str, Any]] = list(
+        entity_loop_threads(scope=scope, pages=[page]).get(page.pk, [])
+    )
+    far = datetime.max.replace(tzinfo=UTC)
+    commitments = sorted(
+        (f for f in facts if f.kind == Fact.Kind.COMMITMENT),
+        key=lambda f: (f.valid_until or far, -f.valid_from.timestamp(), -f.pk),
+    )
+    items += [fact_thread(f) for f in commitments[: max(0, CARD_OPEN_THREADS - len(items))]]
+    timeline = list(
+        TimelineEntry.objects.filter(page=page)
+        .order_by("-date", "-id")
+        .values_list("date", "summary")[:TIMELINE_LOOKBACK]
+    )
+    horizon = (now - timedelta(days=RECENT_EVENT_DAYS)).date()
+    for day, summary in timeline:
+        if len(items) >= CARD_OPEN_THREADS:
+            break
+        if day >= horizon:
+            items.append({"kind": "recent_event", "text": summary, "date": iso_date(day)})
+    return Threads(
+        items=items[:CARD_OPEN_THREADS],
+        last_timeline_date=iso_date(timeline[0][0]) if timeline else None,
+    )
 
 
 def _q_kwargs(scope: ReadScope) -> dict[str, Any]:

@@ -22,7 +22,6 @@ from django.apps import apps
 from django.conf import settings
 from django.contrib.postgres.search import SearchQuery, SearchVector
 from django.db.models import Q
-from django.db.models.functions import Collate
 from django.utils import timezone
 
 from brain.access import DEFAULT_SOURCE_ID, Caller, ReadScope, scope_queryset
@@ -32,10 +31,14 @@ from brain.models import Fact, Page, SessionCursor, Source
 from brain.selectors_facts import fact_list_active, fact_rank
 from brain.services.entities import (
     entity_card,
+    entity_facts,
     entity_resolve,
     entity_suggestions,
+    entity_threads,
     entity_touch,
     iso_ms,
+    page_synopsis,
+    page_type_name,
 )
 from brain.services.facts import fact_forget, fact_remember
 from brain.text import estimate_tokens, slugify_title
@@ -381,7 +384,7 @@ def verb_entity(
         entity_touch(page=resolution.page)
         card = entity_card(scope=scope, page=resolution.page)
         suggestions = [
-            {"slug": p.slug, "title": p.title, "type": p.type.name,
+            {"slug": p.slug, "title": p.title, "type": page_type_name(p),
              "create_safety": "exists"}
             for p in resolution.runners_up
         ]
@@ -443,29 +446,24 @@ def verb_context_pack(
         if page.pk in seen_pages:
             continue
         seen_pages.add(page.pk)
-        card = entity_card(scope=scope, page=page, now=now)
+        facts = entity_facts(scope=scope, page=page, now=now)
+        threads_of = entity_threads(scope=scope, page=page, facts=facts, now=now).items
         items.append(
             (
                 "card",
                 {
                     "slug": page.slug,
                     "title": page.title,
-                    "type": card["entity"]["type"],
-                    "summary": card["summary"],
-                    "aka": card["aka"][:5],
-                    "edges": card["edges"][:5],
-                    "backlink_count": card["backlink_count"],
-                    "active_fact_count": card["active_fact_count"],
-                    "open_threads": card["open_threads"],
+                    "type": page_type_name(page),
+                    "summary": page_synopsis(page),
+                    "active_fact_count": len(facts),
+                    "open_threads": threads_of,
                 },
             )
         )
-        threads += [("thread", {"entity_slug": page.slug, **t}) for t in card["open_threads"]]
-        hot = fact_rank(
-            fact_list_active(scope=scope, entity_ids=[page.pk], since=since_at, now=now)
-            .order_by("-created_at")[:FACT_FETCH_CAP],
-            now=now,
-        )[:PACK_FACTS_PER_ENTITY]
+        threads += [("thread", {"entity_slug": page.slug, **t}) for t in threads_of]
+        recent = [f for f in facts if since_at is None or f.created_at >= since_at]
+        hot = fact_rank(recent, now=now)[:PACK_FACTS_PER_ENTITY]
         fact_items += [("fact", fact_wire(f)) for f in hot]
 
     packed, used, dropped = _pack(items + threads + fact_items, budget)
@@ -626,10 +624,10 @@ def verb_delta(
 
     cursor_row: SessionCursor | None = None
     start, after_key = EPOCH, ""
-    if session_id:
-        source_id, client = _session_key(caller)
+    session_key = _session_key(caller) if session_id else None
+    if session_key is not None:
         cursor_row = SessionCursor.objects.filter(
-            source_id=source_id, client=client, session_id=session_id
+            source_id=session_key[0], client=session_key[1], session_id=session_id
         ).first()
         if cursor_row is not None and cursor_row.touched_at < now - SESSION_IDLE:
             cursor_row.delete()
@@ -651,13 +649,14 @@ def verb_delta(
                 entity_ids.append(resolution.page.pk)
 
     fetch = DELTA_PAGE_LIMIT + 1
-    pages_qs = scope_queryset(Page.objects.all(), scope).annotate(
-        _ckey=Collate("slug", "C")
-    ).filter(Q(updated_at__gt=start) | Q(updated_at=start, _ckey__gt=after_key))
+    # Keyset (updated_at, slug) in the database's own order; brain_page_delta_keyset.
+    pages_qs = scope_queryset(Page.objects.all(), scope).filter(
+        Q(updated_at__gt=start) | Q(updated_at=start, slug__gt=after_key)
+    )
     if entity_ids is not None:
         pages_qs = pages_qs.filter(pk__in=entity_ids)
     stream: list[tuple[datetime, str, str, dict[str, Any]]] = []
-    for page in pages_qs.select_related("type").order_by("updated_at", "_ckey")[:fetch]:
+    for page in pages_qs.select_related("type").order_by("updated_at", "slug")[:fetch]:
         stream.append(
             (
                 page.updated_at,
@@ -696,15 +695,18 @@ def verb_delta(
     else:
         next_cursor = {"since": _iso_us(start), "slug": after_key}
 
-    if session_id:
-        source_id, client = _session_key(caller)
-        position = next_cursor if delivered or cursor_row is None else cursor_row.position
-        SessionCursor.objects.update_or_create(
-            source_id=source_id,
-            client=client,
-            session_id=session_id,
-            defaults={"position": position, "touched_at": now},
-        )
+    if session_key is not None:
+        if cursor_row is None:
+            SessionCursor.objects.update_or_create(
+                source_id=session_key[0], client=session_key[1], session_id=session_id,
+                defaults={"position": next_cursor, "touched_at": now},
+            )
+        else:
+            # At-least-once: advance only past what this call delivered.
+            SessionCursor.objects.filter(pk=cursor_row.pk).update(
+                position=next_cursor if delivered else cursor_row.position,
+                touched_at=now,
+            )
     return {
         "protocol_version": PROTOCOL_VERSION,
         "since": iso_ms(since_at) if since_at else None,
