@@ -28,6 +28,7 @@ from brain.access import DEFAULT_SOURCE_ID, Caller, ReadScope, scope_queryset
 from brain.exceptions import InvalidParams, Unavailable
 from brain.llm import anthropic_client, estimate_usd
 from brain.models import Fact, Page, SessionCursor, Source
+from brain.search import page_search
 from brain.selectors_facts import fact_list_active, fact_rank
 from brain.services.entities import (
     entity_card,
@@ -164,36 +165,30 @@ def _pack(
 def search_pages(
     *, scope: ReadScope, query: str, limit: int
 ) -> tuple[list[dict[str, Any]], bool]:
-    """The search arm shared by recall and synthesize: hybrid page search (SPEC §3)
-    through ``brain.selectors.page_search``. Returns (results, search_degraded); each
-    result carries ``slug, title, source_id, chunk, score, similarity, evidence,
-    create_safety, provenance``."""
-    try:
-        from brain.selectors import page_search
-    except ImportError:  # TEMPORARY until pages lands
-        return [], True
-
+    """The search arm shared by recall and synthesize: hybrid page search (SPEC §3,
+    ``brain.search.page_search``). Returns (results, search_degraded); each result is
+    ``{slug, title, source_id, chunk, score, similarity, evidence, create_safety,
+    provenance}`` with ``provenance`` a string (the page's stamped provenance, else
+    ``page <source>:<slug>``)."""
     found = page_search(scope=scope, query=query, limit=limit)
-    rows = found.get("results", []) if isinstance(found, dict) else list(found)
-    degraded = bool(found.get("search_degraded")) if isinstance(found, dict) else False
-    results = []
-    for row in rows:
-        item = row if isinstance(row, dict) else row.__dict__
-        results.append(
-            {
-                "slug": item["slug"],
-                "title": item["title"],
-                "source_id": item.get("source_id"),
-                "chunk": item.get("chunk"),
-                "score": item.get("score"),
-                "similarity": item.get("similarity"),
-                "evidence": item["evidence"],
-                "create_safety": item["create_safety"],
-                "provenance": item.get("provenance")
-                or f"page {item.get('source_id')}:{item['slug']}",
-            }
-        )
-    return results, degraded
+    return [_result_wire(r.as_dict()) for r in found.results], found.search_degraded
+
+
+def _result_wire(item: dict[str, Any]) -> dict[str, Any]:
+    stamped = item.get("provenance") or {}
+    parts = [f"{k}={stamped[k]}" for k in ("key", "client", "at") if stamped.get(k)]
+    origin = f"page {item['source_id']}:{item['slug']}"
+    return {
+        "slug": item["slug"],
+        "title": item["title"],
+        "source_id": item["source_id"],
+        "chunk": item["chunk"],
+        "score": item["score"],
+        "similarity": item["similarity"],
+        "evidence": item["evidence"],
+        "create_safety": item["create_safety"],
+        "provenance": f"{origin} ({', '.join(parts)})" if parts else origin,
+    }
 
 
 def _facts_for_query(

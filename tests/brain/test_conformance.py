@@ -125,10 +125,12 @@ def test_case_10_recall_query_returns_results_with_frozen_enums(verb, world) -> 
     status, body = verb(world["key"], "recall",
                         {"query": f"conformance {MARKER}", "budget_tokens": 8000})
     assert status == 200 and isinstance(body["results"], list)
+    assert world["slug"] in {r["slug"] for r in body["results"]}
     for result in body["results"]:
         for key in ("slug", "title", "evidence", "create_safety", "provenance"):
             assert key in result
         assert result["evidence"] in EVIDENCE and result["create_safety"] in CREATE_SAFETY
+        assert isinstance(result["provenance"], str)
 
 
 def test_case_11_entity_card_has_every_schema_field(verb, world) -> None:  # type: ignore[no-untyped-def]
