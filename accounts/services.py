@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from django.core.cache import cache
 from django.db import transaction
@@ -15,6 +15,9 @@ from django.utils import timezone
 from accounts.models import ApiKey, User
 from brain.exceptions import Unavailable
 from brain.models import AuditEvent, Source
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 KEY_PREFIX = "gbr_"
 

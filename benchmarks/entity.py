@@ -24,9 +24,9 @@ import random
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterable
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gbrain_site.settings")
@@ -48,6 +48,9 @@ from brain.services.verbs import (  # noqa: E402
     verb_delta,
     verb_entity,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
 
 SOURCE_ID = "bench-entity"
 FULL = {"pages": 200_000, "relations": 1_000_000, "aliases": 300_000, "facts": 400_000}
@@ -73,7 +76,7 @@ def seed(scale: float, rng: random.Random) -> dict[str, int]:
     timeline entries. Returns the row counts."""
     counts = {k: max(10, int(v * scale)) for k, v in FULL.items()}
     Source.objects.filter(id=SOURCE_ID).delete()
-    source = Source.objects.create(id=SOURCE_ID, name="Entity benchmark", federated=False,
+    Source.objects.create(id=SOURCE_ID, name="Entity benchmark", federated=False,
                                    config={"scale": scale})
     types = {t.name: t.pk for t in PageType.objects.all()}
     rel_types = {t.name: t.pk for t in RelationType.objects.all()}

@@ -8,14 +8,17 @@ here widens it.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from datetime import datetime
+from typing import TYPE_CHECKING
 
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from brain.access import ReadScope, scope_queryset
 from brain.models import Fact
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from datetime import datetime
 
 # SPEC §2.4 decay half-lives in days, per fact kind.
 HALF_LIFE_DAYS: dict[str, float] = {

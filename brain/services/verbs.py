@@ -14,9 +14,8 @@ import json
 import logging
 import re
 import time
-from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.apps import apps
 from django.conf import settings
@@ -43,6 +42,9 @@ from brain.services.entities import (
 )
 from brain.services.facts import fact_forget, fact_remember
 from brain.text import estimate_tokens, slugify_title
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
 
 logger = logging.getLogger(__name__)
 

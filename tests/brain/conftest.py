@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from django.test import Client
 
 from brain.access import local_caller
-from brain.models import Page, Source
 from brain.services.pages import page_add
 from tests.brain.verbs_helpers import call
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from django.test import Client
+
+    from brain.models import Page, Source
 
 
 def add_page(source: Source, *, title: str, body: str = "", type_name: str = "person",
