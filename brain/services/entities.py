@@ -14,12 +14,13 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from django.apps import apps
-from django.contrib.postgres.search import TrigramSimilarity
-from django.db.models import Count, F, QuerySet, Window
+from django.contrib.postgres.search import TrigramDistance
+from django.db import connection, transaction
+from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from brain.access import ReadScope, scope_queryset
-from brain.models import Alias, Fact, Page, Relation, TimelineEntry, Visibility
+from brain.models import Fact, Page, TimelineEntry
 from brain.selectors_facts import fact_list_active
 from brain.text import normalize_alias, slugify_title
 
@@ -31,6 +32,7 @@ ACTIVE_FACT_COUNT_CAP = 100
 RECENT_EVENT_DAYS = 90
 TIMELINE_LOOKBACK = 5
 SUGGESTIONS = 3
+SUGGESTION_MIN_SIMILARITY = 0.3
 SUMMARY_CHARS = 400
 # last_retrieved_at is refreshed at most this often, so reads do not become a write each.
 TOUCH_EVERY = timedelta(minutes=1)
@@ -142,30 +144,35 @@ def page_type_name(page: Page) -> str:
 
 
 def entity_suggestions(*, scope: ReadScope, name: str) -> list[dict[str, Any]]:
-    """Up to 3 near-miss pages for an unresolved ``name`` (pg_trgm similarity on the
-    title, using ``brain_page_title_trgm``), each ``{slug, title, type, similarity,
-    create_safety}``; ``create_safety`` is ``probable`` at similarity ≥ 0.6, else
-    ``unknown`` (digest §2.6: the safe direction)."""
+    """Up to 3 near-miss pages for an unresolved ``name``: the nearest titles by
+    pg_trgm distance (a KNN walk of ``brain_page_title_trgm_gist``, so a miss costs
+    the same as a hit), kept when similarity ≥ 0.3. Each ``{slug, title, type,
+    similarity, create_safety}``; ``create_safety`` is ``probable`` at similarity ≥ 0.6,
+    else ``unknown`` (digest §2.6: the safe direction)."""
     text = (name or "").strip()
     if not text:
         return []
     rows = (
         entity_pages(scope)
-        .filter(title__trigram_similar=text)
-        .annotate(similarity=TrigramSimilarity("title", text))
+        .annotate(distance=TrigramDistance("title", text))
         .select_related("type")
-        .order_by("-similarity", "slug")[:SUGGESTIONS]
+        .order_by("distance")[:SUGGESTIONS]
     )
-    return [
-        {
-            "slug": p.slug,
-            "title": p.title,
-            "type": page_type_name(p),
-            "similarity": round(float(p.similarity), 3),  # type: ignore[attr-defined]
-            "create_safety": "probable" if p.similarity >= 0.6 else "unknown",  # type: ignore[attr-defined]
-        }
-        for p in rows
-    ]
+    out = []
+    for p in rows:
+        similarity = round(1.0 - float(p.distance), 3)  # type: ignore[attr-defined]
+        if similarity < SUGGESTION_MIN_SIMILARITY:
+            continue
+        out.append(
+            {
+                "slug": p.slug,
+                "title": p.title,
+                "type": page_type_name(p),
+                "similarity": similarity,
+                "create_safety": "probable" if similarity >= 0.6 else "unknown",
+            }
+        )
+    return out
 
 
 def entity_touch(*, page: Page, now: datetime | None = None) -> None:
@@ -173,7 +180,11 @@ def entity_touch(*, page: Page, now: datetime | None = None) -> None:
     minute; ``updated_at`` is left alone so delta does not see a change."""
     now = now or timezone.now()
     if page.last_retrieved_at is None or now - page.last_retrieved_at > TOUCH_EVERY:
-        Page.objects.filter(pk=page.pk).update(last_retrieved_at=now)
+        with transaction.atomic():
+            # A lost touch after a crash is harmless; do not wait for the WAL flush.
+            with connection.cursor() as cursor:
+                cursor.execute("SET LOCAL synchronous_commit TO OFF")
+            Page.objects.filter(pk=page.pk).update(last_retrieved_at=now)
         page.last_retrieved_at = now
 
 
@@ -246,20 +257,71 @@ def entity_loop_threads(
     return by_page
 
 
-def fact_thread(fact: Fact) -> dict[str, Any]:
+def _commitment_thread(pk: int, text: str, valid_from: datetime,
+                       valid_until: datetime | None) -> dict[str, Any]:
     """An active commitment fact as a card thread ``{kind, text, date, due, fact_id}``."""
     return {
         "kind": "commitment",
-        "text": fact.text,
-        "date": iso_ms(fact.valid_from),
-        "due": iso_ms(fact.valid_until),
-        "fact_id": str(fact.pk),
+        "text": text,
+        "date": iso_ms(valid_from),
+        "due": iso_ms(valid_until),
+        "fact_id": str(pk),
     }
 
 
+_CARD_SQL = """
+SELECT
+  (SELECT coalesce(json_agg(a.alias ORDER BY a.alias), '[]') FROM (
+     SELECT alias FROM brain_alias WHERE page_id = %(page)s ORDER BY alias LIMIT %(aka)s
+   ) a) AS aka,
+  (SELECT coalesce(json_agg(json_build_array(t.date, t.summary) ORDER BY t.date DESC, t.id DESC),
+                   '[]') FROM (
+     SELECT id, date, summary FROM brain_timelineentry WHERE page_id = %(page)s
+      ORDER BY date DESC, id DESC LIMIT %(timeline)s
+   ) t) AS timeline,
+  (SELECT coalesce(json_agg(json_build_array(f.id, f.text, f.kind, f.valid_from, f.valid_until)
+                            ORDER BY f.created_at DESC, f.id DESC), '[]') FROM (
+     SELECT id, text, kind, valid_from, valid_until, created_at FROM brain_fact
+      WHERE entity_id = %(page)s AND source_id = ANY(%(sources)s)
+        AND visibility = ANY(%(visibilities)s) AND expired_at IS NULL
+        AND (valid_until IS NULL OR valid_until > %(now)s)
+      ORDER BY created_at DESC, id DESC LIMIT %(facts)s
+   ) f) AS facts,
+  (SELECT coalesce(json_agg(json_build_array(e.type, e.slug, e.title, e.context)
+                            ORDER BY e.type, e.slug), '[]') FROM (
+     SELECT rt.name AS type, p.slug, p.title, r.context FROM brain_relation r
+       JOIN brain_relationtype rt ON rt.id = r.relation_type_id
+       JOIN brain_page p ON p.id = r.to_page_id
+      WHERE r.from_page_id = %(page)s AND r.source_id = %(source)s
+        AND rt.name <> 'mentions' AND p.deleted_at IS NULL
+        AND p.visibility = ANY(%(visibilities)s)
+      ORDER BY rt.name, p.slug LIMIT %(edges)s
+   ) e) AS edges_out,
+  (SELECT coalesce(json_agg(json_build_array(e.type, e.slug, e.title, e.context)
+                            ORDER BY e.type, e.slug), '[]') FROM (
+     SELECT rt.name AS type, p.slug, p.title, r.context FROM brain_relation r
+       JOIN brain_relationtype rt ON rt.id = r.relation_type_id
+       JOIN brain_page p ON p.id = r.from_page_id
+      WHERE r.to_page_id = %(page)s AND r.source_id = %(source)s
+        AND rt.name <> 'mentions' AND p.deleted_at IS NULL
+        AND p.visibility = ANY(%(visibilities)s)
+      ORDER BY rt.name, p.slug LIMIT %(edges)s
+   ) e) AS edges_in,
+  (SELECT count(*) FROM brain_relation r
+     JOIN brain_relationtype rt ON rt.id = r.relation_type_id
+     JOIN brain_page p ON p.id = r.from_page_id
+    WHERE r.to_page_id = %(page)s AND r.source_id = %(source)s
+      AND rt.name <> 'mentions' AND p.deleted_at IS NULL
+      AND p.visibility = ANY(%(visibilities)s)) AS backlinks
+"""
+
+
+def _dt(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
+
+
 def entity_card(
-    *, scope: ReadScope, page: Page, now: datetime | None = None,
-    facts: list[Fact] | None = None,
+    *, scope: ReadScope, page: Page, now: datetime | None = None
 ) -> dict[str, Any]:
     """Assemble the entity card of ``page`` (SPEC §4, digest §3.2) within ``scope``.
 
@@ -270,56 +332,39 @@ def entity_card(
     entries of the last 90 days (among the latest 5). Edges exclude ``mentions``,
     outgoing first, both ends in the page's source, live and readable. Counts exclude
     ``mentions`` and rows the scope may not read; ``active_fact_count`` stops at 100.
-    ``facts`` may pass the entity's active facts already fetched with
-    ``entity_facts``. Depth-1 indexed reads only (6 queries, 7 with loops).
+    One query of depth-1 indexed sub-selects (plus one for loops when installed).
     """
     now = now or timezone.now()
-    aka = list(
-        Alias.objects.filter(page=page).order_by("alias").values_list("alias", flat=True)[
-            :CARD_AKA
-        ]
-    )
-    if facts is None:
-        facts = entity_facts(scope=scope, page=page, now=now)
-    threads = entity_threads(scope=scope, page=page, facts=facts, now=now)
-    edge_base = Relation.objects.filter(source_id=page.source_id).exclude(
-        relation_type__name=MENTIONS
-    )
-    out_rows = (
-        edge_base.filter(from_page=page)
-        .filter(**{f"to_page__{k}": v for k, v in _q_kwargs(scope).items()})
-        .select_related("relation_type", "to_page")
-        .order_by("relation_type__name", "to_page__slug")[:CARD_EDGES]
-    )
+    params = {
+        "page": page.pk,
+        "source": page.source_id,
+        "sources": list(scope.source_ids),
+        "visibilities": list(scope.visibilities),
+        "now": now,
+        "aka": CARD_AKA,
+        "timeline": TIMELINE_LOOKBACK,
+        "facts": ACTIVE_FACT_COUNT_CAP,
+        "edges": CARD_EDGES,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(_CARD_SQL, params)
+        aka, timeline, facts, edges_out, edges_in, backlinks = cursor.fetchone()
+    timeline_rows = [(date.fromisoformat(d), summary) for d, summary in timeline]
+    commitments = [
+        (pk, text, _dt(valid_from), _dt(valid_until))
+        for pk, text, kind, valid_from, valid_until in facts
+        if kind == Fact.Kind.COMMITMENT
+    ]
+    threads = _threads(scope=scope, page=page, commitments=commitments,
+                       timeline=timeline_rows, now=now)
     edges = [
-        {
-            "type": r.relation_type.name,
-            "direction": "out",
-            "slug": r.to_page.slug,
-            "title": r.to_page.title,
-            "context": r.context,
-        }
-        for r in out_rows
+        {"type": t, "direction": "out", "slug": slug, "title": title, "context": ctx}
+        for t, slug, title, ctx in edges_out
     ]
-    # One query for both the incoming edges shown and the backlink count.
-    in_rows = list(
-        edge_base.filter(to_page=page)
-        .filter(**{f"from_page__{k}": v for k, v in _q_kwargs(scope).items()})
-        .annotate(_total=Window(Count("pk")))
-        .select_related("relation_type", "from_page")
-        .order_by("relation_type__name", "from_page__slug")[: max(1, CARD_EDGES - len(edges))]
-    )
-    backlink_count = in_rows[0]._total if in_rows else 0  # type: ignore[attr-defined]
     edges += [
-        {
-            "type": r.relation_type.name,
-            "direction": "in",
-            "slug": r.from_page.slug,
-            "title": r.from_page.title,
-            "context": r.context,
-        }
-        for r in in_rows[: CARD_EDGES - len(edges)]
-    ]
+        {"type": t, "direction": "in", "slug": slug, "title": title, "context": ctx}
+        for t, slug, title, ctx in edges_in
+    ][: CARD_EDGES - len(edges)]
     return {
         "entity": {"slug": page.slug, "title": page.title, "type": page_type_name(page)},
         "source_id": page.source_id,
@@ -332,7 +377,7 @@ def entity_card(
         },
         "open_threads": threads.items,
         "edges": edges,
-        "backlink_count": backlink_count,
+        "backlink_count": backlinks,
         "active_fact_count": len(facts),
     }
 
@@ -357,27 +402,20 @@ class Threads:
     last_timeline_date: str | None
 
 
-def entity_threads(
-    *, scope: ReadScope, page: Page, facts: list[Fact], now: datetime | None = None
+def _threads(
+    *,
+    scope: ReadScope,
+    page: Page,
+    commitments: list[tuple[int, str, datetime, datetime | None]],
+    timeline: list[tuple[date, str]],
+    now: datetime,
 ) -> Threads:
-    """Open threads of ``page`` (digest §3.2): open loops first, then active
-    commitment facts among ``facts`` (soonest due, then newest), then timeline entries
-    of the last 90 days among the latest 5."""
-    now = now or timezone.now()
     items: list[dict[str, Any]] = list(
         entity_loop_threads(scope=scope, pages=[page]).get(page.pk, [])
     )
     far = datetime.max.replace(tzinfo=UTC)
-    commitments = sorted(
-        (f for f in facts if f.kind == Fact.Kind.COMMITMENT),
-        key=lambda f: (f.valid_until or far, -f.valid_from.timestamp(), -f.pk),
-    )
-    items += [fact_thread(f) for f in commitments[: max(0, CARD_OPEN_THREADS - len(items))]]
-    timeline = list(
-        TimelineEntry.objects.filter(page=page)
-        .order_by("-date", "-id")
-        .values_list("date", "summary")[:TIMELINE_LOOKBACK]
-    )
+    ordered = sorted(commitments, key=lambda c: (c[3] or far, -c[2].timestamp(), -c[0]))
+    items += [_commitment_thread(*c) for c in ordered[: max(0, CARD_OPEN_THREADS - len(items))]]
     horizon = (now - timedelta(days=RECENT_EVENT_DAYS)).date()
     for day, summary in timeline:
         if len(items) >= CARD_OPEN_THREADS:
@@ -390,9 +428,22 @@ def entity_threads(
     )
 
 
-def _q_kwargs(scope: ReadScope) -> dict[str, Any]:
-    """Filter kwargs that keep a related page live and readable in ``scope``."""
-    kwargs: dict[str, Any] = {"deleted_at__isnull": True}
-    if not scope.include_private:
-        kwargs["visibility"] = Visibility.WORLD
-    return kwargs
+def entity_threads(
+    *, scope: ReadScope, page: Page, facts: list[Fact], now: datetime | None = None
+) -> Threads:
+    """Open threads of ``page`` (digest §3.2): open loops first, then active
+    commitment facts among ``facts`` (soonest due, then newest), then timeline entries
+    of the last 90 days among the latest 5."""
+    now = now or timezone.now()
+    timeline = list(
+        TimelineEntry.objects.filter(page=page)
+        .order_by("-date", "-id")
+        .values_list("date", "summary")[:TIMELINE_LOOKBACK]
+    )
+    commitments = [
+        (f.pk, f.text, f.valid_from, f.valid_until)
+        for f in facts
+        if f.kind == Fact.Kind.COMMITMENT
+    ]
+    return _threads(scope=scope, page=page, commitments=commitments,
+                    timeline=timeline, now=now)

@@ -561,7 +561,7 @@ def _loop_stream(
     if not {"updated_at", "status", "loop_type", "summary", "source"} <= names:
         return []
     qs = model.objects.filter(source_id__in=scope.source_ids).filter(
-        _after_keyed("updated_at", "loops", since, after_key)
+        _after_keyed("updated_at", "loops", since, after_key), updated_at__gte=since
     )
     if entity_ids is not None:
         qs = qs.filter(counterparty_id__in=entity_ids)
@@ -647,8 +647,10 @@ def verb_delta(
 
     fetch = DELTA_PAGE_LIMIT + 1
     # Keyset (updated_at, slug) in the database's own order; brain_page_delta_keyset.
+    # The redundant ``updated_at >= start`` bounds the index scan; the OR alone does not.
     pages_qs = scope_queryset(Page.objects.all(), scope).filter(
-        Q(updated_at__gt=start) | Q(updated_at=start, slug__gt=after_key)
+        Q(updated_at__gt=start) | Q(updated_at=start, slug__gt=after_key),
+        updated_at__gte=start,
     )
     if entity_ids is not None:
         pages_qs = pages_qs.filter(pk__in=entity_ids)
@@ -673,7 +675,7 @@ def verb_delta(
         )
     facts_qs = fact_list_active(
         scope=scope, entity_ids=entity_ids, now=now
-    ).filter(_after_keyed("created_at", "facts", start, after_key))
+    ).filter(_after_keyed("created_at", "facts", start, after_key), created_at__gte=start)
     for fact in facts_qs.order_by("created_at", "pk")[:fetch]:
         stream.append((fact.created_at, _key_for("facts", fact.pk), "fact", fact_wire(fact)))
     for ts, key, item in _loop_stream(
