@@ -1,7 +1,6 @@
 """Indexes for the entity() resolver (SPEC §4, §11: entity p99 ≤ 25 ms at 200,000
 pages): case-insensitive exact title, and slug-suffix lookups through
-``reverse(slug) LIKE reverse('/<slug>') || '%'``, and near-miss suggestions by
-trigram KNN (brain.services.entities)."""
+``reverse(slug) LIKE reverse('/<slug>') || '%'`` (brain.services.entities)."""
 
 from django.db import migrations
 
@@ -20,14 +19,10 @@ class Migration(migrations.Migration):
                 # entity() slug-suffix arm: slug ends with '/<slugified name>'.
                 "CREATE INDEX IF NOT EXISTS brain_page_slug_reverse "
                 "ON brain_page (reverse(slug) text_pattern_ops)",
-                # entity() near-miss suggestions: KNN ORDER BY title <-> name LIMIT 3.
-                "CREATE INDEX IF NOT EXISTS brain_page_title_trgm_gist "
-                "ON brain_page USING gist (title gist_trgm_ops)",
             ],
             reverse_sql=[
                 "DROP INDEX IF EXISTS brain_page_title_lower",
                 "DROP INDEX IF EXISTS brain_page_slug_reverse",
-                "DROP INDEX IF EXISTS brain_page_title_trgm_gist",
             ],
         ),
     ]

@@ -9,13 +9,14 @@ private pages and never see private facts in a card.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from django.apps import apps
-from django.contrib.postgres.search import TrigramDistance
-from django.db import connection, transaction
+from django.contrib.postgres.search import TrigramSimilarity
+from django.db import OperationalError, connection, transaction
 from django.db.models import F, QuerySet
 from django.utils import timezone
 
@@ -32,13 +33,14 @@ ACTIVE_FACT_COUNT_CAP = 100
 RECENT_EVENT_DAYS = 90
 TIMELINE_LOOKBACK = 5
 SUGGESTIONS = 3
-SUGGESTION_MIN_SIMILARITY = 0.3
+SUGGESTION_TIMEOUT_MS = 25
 SUMMARY_CHARS = 400
 # last_retrieved_at is refreshed at most this often, so reads do not become a write each.
 TOUCH_EVERY = timedelta(minutes=1)
 MENTIONS = "mentions"
 
 ARM_ALIAS, ARM_EXACT, ARM_SUFFIX = 0, 1, 2
+logger = logging.getLogger(__name__)
 ARM_NAMES = {ARM_ALIAS: "alias", ARM_EXACT: "exact", ARM_SUFFIX: "slug_suffix"}
 
 
@@ -144,35 +146,40 @@ def page_type_name(page: Page) -> str:
 
 
 def entity_suggestions(*, scope: ReadScope, name: str) -> list[dict[str, Any]]:
-    """Up to 3 near-miss pages for an unresolved ``name``: the nearest titles by
-    pg_trgm distance (a KNN walk of ``brain_page_title_trgm_gist``, so a miss costs
-    the same as a hit), kept when similarity ≥ 0.3. Each ``{slug, title, type,
-    similarity, create_safety}``; ``create_safety`` is ``probable`` at similarity ≥ 0.6,
-    else ``unknown`` (digest §2.6: the safe direction)."""
+    """Up to 3 near-miss pages for an unresolved ``name``: titles with pg_trgm
+    similarity ≥ 0.3 (``title % name`` on ``brain_page_title_trgm``), most similar
+    first. Each ``{slug, title, type, similarity, create_safety}``; ``create_safety`` is
+    ``probable`` at similarity ≥ 0.6, else ``unknown`` (digest §2.6: the safe
+    direction). The lookup fails soft: past 25 ms (a very common name in a huge
+    brain) it gives up and returns ``[]``, so a miss never costs more than a hit."""
     text = (name or "").strip()
     if not text:
         return []
     rows = (
         entity_pages(scope)
-        .annotate(distance=TrigramDistance("title", text))
+        .filter(title__trigram_similar=text)
+        .annotate(similarity=TrigramSimilarity("title", text))
         .select_related("type")
-        .order_by("distance")[:SUGGESTIONS]
+        .order_by("-similarity", "slug")[:SUGGESTIONS]
     )
-    out = []
-    for p in rows:
-        similarity = round(1.0 - float(p.distance), 3)  # type: ignore[attr-defined]
-        if similarity < SUGGESTION_MIN_SIMILARITY:
-            continue
-        out.append(
-            {
-                "slug": p.slug,
-                "title": p.title,
-                "type": page_type_name(p),
-                "similarity": similarity,
-                "create_safety": "probable" if similarity >= 0.6 else "unknown",
-            }
-        )
-    return out
+    try:
+        with transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute(f"SET LOCAL statement_timeout = {SUGGESTION_TIMEOUT_MS}")
+            found = list(rows)
+    except OperationalError:
+        logger.info("entity suggestions for %r timed out", text)
+        return []
+    return [
+        {
+            "slug": p.slug,
+            "title": p.title,
+            "type": page_type_name(p),
+            "similarity": round(float(p.similarity), 3),  # type: ignore[attr-defined]
+            "create_safety": "probable" if p.similarity >= 0.6 else "unknown",  # type: ignore[attr-defined]
+        }
+        for p in found
+    ]
 
 
 def entity_touch(*, page: Page, now: datetime | None = None) -> None:

@@ -485,6 +485,12 @@ def verb_context_pack(
     }
 
 
+def _data(text: str | None) -> str:
+    """One line of pack content: whitespace collapsed (no forged headings or lines)
+    and angle brackets neutralised (no closing the data fence from inside)."""
+    return " ".join((text or "").split()).replace("<", "‹").replace(">", "›")
+
+
 def _render_pack(
     cards: list[dict[str, Any]],
     threads: list[dict[str, Any]],
@@ -495,14 +501,14 @@ def _render_pack(
         return ""
     lines = [PACK_PREAMBLE, "<brain_context_data>"]
     for card in cards:
-        lines.append(f"## {card['title']} ({card['slug']}, {card['type']})")
+        lines.append(f"## {_data(card['title'])} ({card['slug']}, {card['type']})")
         if card["summary"]:
-            lines.append(card["summary"])
+            lines.append(_data(card["summary"]))
         for thread in (t for t in threads if t["entity_slug"] == card["slug"]):
             due = f" (due {thread['due'][:10]})" if thread.get("due") else ""
-            lines.append(f"- open: {thread['text']}{due}")
+            lines.append(f"- open: {_data(thread['text'])}{due}")
         for fact in (f for f in facts if f["entity_slug"] == card["slug"]):
-            lines.append(f"- fact [{fact['kind']}]: {fact['fact']}")
+            lines.append(f"- fact [{fact['kind']}]: {_data(fact['fact'])}")
     lines.append("</brain_context_data>")
     return "\n".join(lines)
 

@@ -117,3 +117,16 @@ def test_card_aka_lists_aliases_and_entity_touch_records_retrieval(default_sourc
     page.refresh_from_db()
     assert page.last_retrieved_at is not None
     assert body["latency_ms"] >= 0
+
+
+def test_entity_card_takes_a_fixed_number_of_queries(default_source, django_assert_max_num_queries) -> None:  # type: ignore[no-untyped-def]
+    """Depth-1 reads only: the count does not grow with edges, facts or timeline."""
+    hub = add_page(default_source, title="Busy Person")
+    for i in range(15):
+        other = add_page(default_source, title=f"Busy Friend {i}")
+        Relation.objects.create(source=default_source, from_page=other, to_page=hub,
+                                relation_type=relation_type("related_to"))
+        TimelineEntryFactory(page=hub, summary=f"event {i}")
+    with django_assert_max_num_queries(8):
+        body = verb_entity(caller=local_caller(), name="Busy Person")
+    assert body["card"]["backlink_count"] == 15
