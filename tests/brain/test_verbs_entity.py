@@ -19,6 +19,8 @@ pytestmark = pytest.mark.django_db
 
 REMOTE = Caller(actor="key:remote", client="test", trusted=False,
                 scopes=frozenset({"read", "write"}))
+REMOTE_DEFAULT = Caller(actor="key:remote", client="test", trusted=False,
+                        scopes=frozenset({"read"}), readable_source_ids=frozenset({"default"}))
 
 
 def test_resolution_precedence_alias_beats_exact_title_beats_slug_suffix(default_source) -> None:  # type: ignore[no-untyped-def]
@@ -130,3 +132,32 @@ def test_entity_card_takes_a_fixed_number_of_queries(default_source, django_asse
     with django_assert_max_num_queries(8):
         body = verb_entity(caller=local_caller(), name="Busy Person")
     assert body["card"]["backlink_count"] == 15
+
+
+def test_card_open_threads_put_open_loops_first_with_loop_fields(default_source) -> None:  # type: ignore[no-untyped-def]
+    from loops.models import OpenLoop
+
+    page = add_page(default_source, title="Loop Person")
+    fact_remember(caller=local_caller(), text="Send Loop Person the deck",
+                  provenance="t", entity=page, kind="commitment")
+    due = timezone.now() + timedelta(days=2)
+    loop = OpenLoop.objects.create(
+        source=default_source, dedup_key="thread:t1:commitment_owed_by_me",
+        loop_type="commitment_owed_by_me", counterparty=page,
+        summary="Reply to Loop Person about the budget", due_at=due,
+        detector="manual",
+    )
+    OpenLoop.objects.create(
+        source=default_source, dedup_key="thread:t2:unanswered_inbound",
+        loop_type="unanswered_inbound", counterparty=page, summary="Closed one",
+        status="done", closed_at=timezone.now(), detector="manual",
+    )
+    threads = verb_entity(caller=REMOTE_DEFAULT, name="Loop Person")["card"]["open_threads"]
+    assert threads[0] == {
+        "kind": "commitment", "text": "Reply to Loop Person about the budget",
+        "date": threads[0]["date"], "direction": "owed_by_me",
+        "due": threads[0]["due"], "counterparty": page.slug, "status": "open",
+        "loop_id": str(loop.pk),
+    }
+    assert threads[0]["due"].startswith(due.strftime("%Y-%m-%d"))
+    assert [t["text"] for t in threads[1:]] == ["Send Loop Person the deck"]
