@@ -11,7 +11,7 @@ from typing import Any
 from django.http import HttpRequest
 from ninja.security import APIKeyCookie, HttpBearer
 
-from accounts.services import apikey_authenticate
+from accounts.services import apikey_authenticate, apikey_rate_check
 from brain.access import Caller, caller_for_key, local_caller
 
 
@@ -22,6 +22,7 @@ class BearerKeyAuth(HttpBearer):
         key = apikey_authenticate(plaintext=token)
         if key is None:
             return None
+        apikey_rate_check(api_key=key)
         client = request.headers.get("X-Brain-Client", "")[:200]
         return caller_for_key(key, client=client)
 

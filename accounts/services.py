@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import ApiKey, User
+from brain.exceptions import Unavailable
 from brain.models import AuditEvent, Source
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 KEY_PREFIX = "gbr_"
 
@@ -103,3 +108,30 @@ def apikey_revoke(*, api_key: ApiKey, actor: str) -> bool:
             extra_data={"name": api_key.name},
         )
     return bool(changed)
+
+
+class RateLimited(Unavailable):
+    """A key went over its ``rate_limit_per_minute`` (``unavailable``, HTTP 429)."""
+
+    http_status = 429
+
+
+def apikey_rate_check(*, api_key: ApiKey, now: float | None = None) -> None:
+    """Count one request against the key's per-minute limit (SPEC §8 "optional rate
+    limit"); a fixed one-minute window in the Django cache (per process with the
+    default local-memory cache). Raises ``RateLimited`` over the limit; no limit set
+    means unlimited."""
+    limit = api_key.rate_limit_per_minute
+    if not limit:
+        return
+    minute = int((now if now is not None else timezone.now().timestamp()) // 60)
+    slot = f"apikey-rate:{api_key.pk}:{minute}"
+    cache.add(slot, 0, timeout=120)
+    count = cache.incr(slot)
+    if count > limit:
+        raise RateLimited(
+            f"This key is limited to {limit} requests per minute.",
+            suggestion="Wait for the next minute, or ask an admin to raise the key's "
+            "rate limit in admin → API keys.",
+            detail={"limit_per_minute": limit},
+        )

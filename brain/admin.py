@@ -38,6 +38,7 @@ from brain.services.pages import (
     page_soft_delete,
     page_write,
 )
+from brain.services.facts import fact_forget
 from brain.services.sources import source_set_federated
 from loops.admin_actions import PAGE_ACTIONS
 
@@ -380,9 +381,19 @@ class FactAdmin(admin.ModelAdmin):
         "created_by",
     )
     exclude = ("embedding",)
+    actions = ("forget_facts",)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Fact]:
         return super().get_queryset(request).defer("embedding")
+
+    @admin.action(description="Forget selected facts")
+    def forget_facts(self, request: HttpRequest, queryset: QuerySet[Fact]) -> None:
+        caller = local_caller(actor=f"user:{request.user.get_username()}")
+        forgotten = sum(
+            fact_forget(caller=caller, fact_id=pk, reason="forgotten in the admin")[1]
+            for pk in queryset.values_list("pk", flat=True)
+        )
+        self.message_user(request, f"{forgotten} fact(s) forgotten.", messages.SUCCESS)
 
 
 @admin.register(Chunk)

@@ -1,0 +1,456 @@
+"""Entity resolution and the entity card (SPEC §4 ``entity``; digest §3).
+
+Resolution precedence is frozen: alias > exact title or slug > slug suffix; ties go
+to the most recently touched page (max of ``updated_at`` and ``last_retrieved_at``).
+A miss is never an error: callers get near-miss suggestions from pg_trgm instead.
+Every query is scoped by a ``ReadScope`` (SPEC §8): remote callers never resolve
+private pages and never see private facts in a card.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+from django.apps import apps
+from django.contrib.postgres.search import TrigramSimilarity
+from django.db import OperationalError, connection, transaction
+from django.db.models import F, QuerySet
+from django.utils import timezone
+
+from brain.access import ReadScope, scope_queryset
+from brain.models import Fact, Page, TimelineEntry
+from brain.selectors_facts import fact_list_active
+from brain.text import normalize_alias, slugify_title
+
+# Digest §3.2 card limits.
+CARD_OPEN_THREADS = 3
+CARD_EDGES = 10
+CARD_AKA = 20
+ACTIVE_FACT_COUNT_CAP = 100
+RECENT_EVENT_DAYS = 90
+TIMELINE_LOOKBACK = 5
+SUGGESTIONS = 3
+SUGGESTION_TIMEOUT_MS = 25
+SUMMARY_CHARS = 400
+# last_retrieved_at is refreshed at most this often, so reads do not become a write each.
+TOUCH_EVERY = timedelta(minutes=1)
+MENTIONS = "mentions"
+
+ARM_ALIAS, ARM_EXACT, ARM_SUFFIX = 0, 1, 2
+logger = logging.getLogger(__name__)
+ARM_NAMES = {ARM_ALIAS: "alias", ARM_EXACT: "exact", ARM_SUFFIX: "slug_suffix"}
+
+
+def iso_ms(value: datetime | None) -> str | None:
+    """A UTC timestamp as millisecond ISO 8601 with ``Z`` (SPEC §4), or None."""
+    if value is None:
+        return None
+    value = value.astimezone(UTC)
+    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+
+
+def iso_date(value: date | None) -> str | None:
+    """A date as ``YYYY-MM-DD``, or None."""
+    return value.isoformat() if value is not None else None
+
+
+@dataclass
+class EntityResolution:
+    """The outcome of ``entity_resolve``: the chosen page (or None), the arm that
+    matched it (``alias``, ``exact``, ``slug_suffix``) and up to 3 runners-up."""
+
+    page: Page | None
+    arm: str | None = None
+    runners_up: list[Page] = field(default_factory=list)
+
+
+def entity_pages(scope: ReadScope) -> QuerySet[Page]:
+    """Live (not soft-deleted) pages readable in ``scope``."""
+    return scope_queryset(Page.objects.filter(deleted_at__isnull=True), scope)
+
+
+_RESOLVE_SQL = """
+(SELECT 0 AS arm, p.*, t.name AS type_name,
+        GREATEST(p.updated_at, COALESCE(p.last_retrieved_at, p.updated_at)) AS touched
+   FROM brain_alias a
+   JOIN brain_page p ON p.id = a.page_id
+   JOIN brain_pagetype t ON t.id = p.type_id
+  WHERE a.source_id = ANY(%(sources)s) AND a.alias = %(alias)s
+    AND p.source_id = ANY(%(sources)s) AND p.deleted_at IS NULL
+    AND p.visibility = ANY(%(visibilities)s)
+  ORDER BY touched DESC, p.slug
+  LIMIT %(limit)s)
+UNION ALL
+(SELECT CASE WHEN lower(p.title) = %(lower)s OR p.slug = ANY(%(slugs)s) THEN 1 ELSE 2 END
+        AS arm, p.*, t.name AS type_name,
+        GREATEST(p.updated_at, COALESCE(p.last_retrieved_at, p.updated_at)) AS touched
+   FROM brain_page p
+   JOIN brain_pagetype t ON t.id = p.type_id
+  WHERE (lower(p.title) = %(lower)s OR p.slug = ANY(%(slugs)s)
+         OR reverse(p.slug) LIKE %(suffix)s)
+    AND p.source_id = ANY(%(sources)s) AND p.deleted_at IS NULL
+    AND p.visibility = ANY(%(visibilities)s)
+  ORDER BY arm, touched DESC, p.slug
+  LIMIT %(limit)s)
+"""
+
+
+def entity_resolve(
+    *, scope: ReadScope, name: str, limit: int = SUGGESTIONS + 1
+) -> EntityResolution:
+    """Resolve a free-text ``name`` to a page in ``scope`` (SPEC §4, digest §3.1).
+
+    Arms: alias (``normalize_alias(name)`` in ``Alias``), exact (case-insensitive title,
+    or slug equal to ``name`` or ``slugify(name)``), slug suffix (slug ends with
+    ``/<slugify(name)>``). Candidates rank by arm, then most recently touched. Returns
+    an empty resolution for blank input. One round trip: both halves are index scans
+    (``brain_alias`` (source, alias); ``brain_page_title_lower``, the slug unique index
+    and ``brain_page_slug_reverse``). Pages carry ``type_name``; no errors for data.
+    """
+    text = (name or "").strip()
+    if not text or not scope.source_ids:
+        return EntityResolution(page=None)
+    slug = slugify_title(text, max_length=255)
+    params = {
+        "sources": list(scope.source_ids),
+        "visibilities": list(scope.visibilities),
+        "alias": normalize_alias(text),
+        "lower": text.lower(),
+        "slugs": sorted({text.lower()} | ({slug} if slug else set())),
+        # reverse(slug) LIKE reverse('/<slug>') || '%': the slug ends with '/<slug>'.
+        # Slugified text has no LIKE wildcards; a blank slug matches nothing.
+        "suffix": ("/" + slug)[::-1] + "%" if slug else "",
+        "limit": limit,
+    }
+    best: dict[int, tuple[int, datetime, Page]] = {}
+    for page in Page.objects.raw(_RESOLVE_SQL, params):
+        arm = int(page.arm)  # type: ignore[attr-defined]
+        if page.pk not in best or arm < best[page.pk][0]:
+            best[page.pk] = (arm, page.touched, page)  # type: ignore[attr-defined]
+    if not best:
+        return EntityResolution(page=None)
+    ranked = sorted(best.values(), key=lambda c: (c[0], -c[1].timestamp(), c[2].slug))
+    return EntityResolution(
+        page=ranked[0][2],
+        arm=ARM_NAMES[ranked[0][0]],
+        runners_up=[c[2] for c in ranked[1 : 1 + SUGGESTIONS]],
+    )
+
+
+def page_type_name(page: Page) -> str:
+    """The page's type name, without a query when the resolver already joined it."""
+    return getattr(page, "type_name", None) or page.type.name
+
+
+def entity_suggestions(*, scope: ReadScope, name: str) -> list[dict[str, Any]]:
+    """Up to 3 near-miss pages for an unresolved ``name``: titles with pg_trgm
+    similarity ≥ 0.3 (``title % name`` on ``brain_page_title_trgm``), most similar
+    first. Each ``{slug, title, type, similarity, create_safety}``; ``create_safety`` is
+    ``probable`` at similarity ≥ 0.6, else ``unknown`` (digest §2.6: the safe
+    direction). The lookup fails soft: past 25 ms (a very common name in a huge
+    brain) it gives up and returns ``[]``, so a miss never costs more than a hit."""
+    text = (name or "").strip()
+    if not text:
+        return []
+    rows = (
+        entity_pages(scope)
+        .filter(title__trigram_similar=text)
+        .annotate(similarity=TrigramSimilarity("title", text))
+        .select_related("type")
+        .order_by("-similarity", "slug")[:SUGGESTIONS]
+    )
+    try:
+        with transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute(f"SET LOCAL statement_timeout = {SUGGESTION_TIMEOUT_MS}")
+            found = list(rows)
+    except OperationalError:
+        logger.info("entity suggestions for %r timed out", text)
+        return []
+    return [
+        {
+            "slug": p.slug,
+            "title": p.title,
+            "type": page_type_name(p),
+            "similarity": round(float(p.similarity), 3),  # type: ignore[attr-defined]
+            "create_safety": "probable" if p.similarity >= 0.6 else "unknown",  # type: ignore[attr-defined]
+        }
+        for p in found
+    ]
+
+
+def entity_touch(*, page: Page, now: datetime | None = None) -> None:
+    """Record that ``page`` was retrieved (``last_retrieved_at``), at most once a
+    minute; ``updated_at`` is left alone so delta does not see a change."""
+    now = now or timezone.now()
+    if page.last_retrieved_at is None or now - page.last_retrieved_at > TOUCH_EVERY:
+        with transaction.atomic():
+            # A lost touch after a crash is harmless; do not wait for the WAL flush.
+            with connection.cursor() as cursor:
+                cursor.execute("SET LOCAL synchronous_commit TO OFF")
+            Page.objects.filter(pk=page.pk).update(last_retrieved_at=now)
+        page.last_retrieved_at = now
+
+
+def page_synopsis(page: Page) -> str:
+    """A safe one-paragraph synopsis: the page summary, else frontmatter ``summary``,
+    else the first non-empty, non-heading body line; cut at 400 characters."""
+    text = page.summary or str((page.frontmatter or {}).get("summary") or "")
+    if not text:
+        for line in (page.body or "").splitlines():
+            line = line.strip()
+            if line and not line.startswith(("#", "<!--", "```", "|")):
+                text = line
+                break
+    text = " ".join(text.split())
+    return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 1] + "…"
+
+
+_LOOP_FIELDS = {"source", "counterparty", "loop_type", "summary", "due_at", "status",
+                "opened_at"}
+_LOOP_DIRECTION = {
+    "commitment_owed_by_me": "owed_by_me",
+    "unanswered_inbound": "owed_by_me",
+    "commitment_owed_to_me": "owed_to_me",
+    "unanswered_outbound": "owed_to_me",
+    "decision_pending": "decision",
+}
+
+
+def entity_loop_threads(
+    *, scope: ReadScope, pages: list[Page], limit: int = CARD_OPEN_THREADS
+) -> dict[int, list[dict[str, Any]]]:
+    """Open loops whose counterparty is one of ``pages`` (SPEC §5), as card threads
+    ``{kind: commitment, text, date, direction, due, counterparty, status, loop_id}``,
+    due soonest first, at most ``limit`` per page. Returns ``{}`` while the loops app
+    has no ``OpenLoop`` model. Loop summaries are not redacted (SPEC §5.5 lets remote
+    callers see summary, counterparty and due date)."""
+    try:
+        model = apps.get_model("loops", "OpenLoop")
+    except LookupError:
+        return {}
+    names = {f.name for f in model._meta.get_fields()}
+    if not _LOOP_FIELDS <= names or not pages:
+        return {}
+    by_page: dict[int, list[dict[str, Any]]] = {}
+    slug_of = {p.pk: p.slug for p in pages}
+    rows = (
+        model.objects.filter(
+            source_id__in=scope.source_ids,
+            counterparty_id__in=list(slug_of),
+            status="open",
+        )
+        .order_by(F("due_at").asc(nulls_last=True), "-opened_at", "pk")
+    )
+    for loop in rows[: limit * len(pages)]:
+        items = by_page.setdefault(loop.counterparty_id, [])
+        if len(items) >= limit:
+            continue
+        items.append(
+            {
+                "kind": "commitment",
+                "text": loop.summary,
+                "date": iso_ms(loop.opened_at),
+                "direction": _LOOP_DIRECTION.get(loop.loop_type, loop.loop_type),
+                "due": iso_ms(loop.due_at),
+                "counterparty": slug_of[loop.counterparty_id],
+                "status": loop.status,
+                "loop_id": str(loop.pk),
+            }
+        )
+    return by_page
+
+
+def _commitment_thread(pk: int, text: str, valid_from: datetime,
+                       valid_until: datetime | None) -> dict[str, Any]:
+    """An active commitment fact as a card thread ``{kind, text, date, due, fact_id}``."""
+    return {
+        "kind": "commitment",
+        "text": text,
+        "date": iso_ms(valid_from),
+        "due": iso_ms(valid_until),
+        "fact_id": str(pk),
+    }
+
+
+_CARD_SQL = """
+SELECT
+  (SELECT coalesce(json_agg(a.alias ORDER BY a.alias), '[]') FROM (
+     SELECT alias FROM brain_alias WHERE page_id = %(page)s ORDER BY alias LIMIT %(aka)s
+   ) a) AS aka,
+  (SELECT coalesce(json_agg(json_build_array(t.date, t.summary) ORDER BY t.date DESC, t.id DESC),
+                   '[]') FROM (
+     SELECT id, date, summary FROM brain_timelineentry WHERE page_id = %(page)s
+      ORDER BY date DESC, id DESC LIMIT %(timeline)s
+   ) t) AS timeline,
+  (SELECT coalesce(json_agg(json_build_array(f.id, f.text, f.kind, f.valid_from, f.valid_until)
+                            ORDER BY f.created_at DESC, f.id DESC), '[]') FROM (
+     SELECT id, text, kind, valid_from, valid_until, created_at FROM brain_fact
+      WHERE entity_id = %(page)s AND source_id = ANY(%(sources)s)
+        AND visibility = ANY(%(visibilities)s) AND expired_at IS NULL
+        AND (valid_until IS NULL OR valid_until > %(now)s)
+      ORDER BY created_at DESC, id DESC LIMIT %(facts)s
+   ) f) AS facts,
+  (SELECT coalesce(json_agg(json_build_array(e.type, e.slug, e.title, e.context)
+                            ORDER BY e.type, e.slug), '[]') FROM (
+     SELECT rt.name AS type, p.slug, p.title, r.context FROM brain_relation r
+       JOIN brain_relationtype rt ON rt.id = r.relation_type_id
+       JOIN brain_page p ON p.id = r.to_page_id
+      WHERE r.from_page_id = %(page)s AND r.source_id = %(source)s
+        AND rt.name <> 'mentions' AND p.deleted_at IS NULL
+        AND p.visibility = ANY(%(visibilities)s)
+      ORDER BY rt.name, p.slug LIMIT %(edges)s
+   ) e) AS edges_out,
+  (SELECT coalesce(json_agg(json_build_array(e.type, e.slug, e.title, e.context)
+                            ORDER BY e.type, e.slug), '[]') FROM (
+     SELECT rt.name AS type, p.slug, p.title, r.context FROM brain_relation r
+       JOIN brain_relationtype rt ON rt.id = r.relation_type_id
+       JOIN brain_page p ON p.id = r.from_page_id
+      WHERE r.to_page_id = %(page)s AND r.source_id = %(source)s
+        AND rt.name <> 'mentions' AND p.deleted_at IS NULL
+        AND p.visibility = ANY(%(visibilities)s)
+      ORDER BY rt.name, p.slug LIMIT %(edges)s
+   ) e) AS edges_in,
+  (SELECT count(*) FROM brain_relation r
+     JOIN brain_relationtype rt ON rt.id = r.relation_type_id
+     JOIN brain_page p ON p.id = r.from_page_id
+    WHERE r.to_page_id = %(page)s AND r.source_id = %(source)s
+      AND rt.name <> 'mentions' AND p.deleted_at IS NULL
+      AND p.visibility = ANY(%(visibilities)s)) AS backlinks
+"""
+
+
+def _dt(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
+
+
+def entity_card(
+    *, scope: ReadScope, page: Page, now: datetime | None = None
+) -> dict[str, Any]:
+    """Assemble the entity card of ``page`` (SPEC §4, digest §3.2) within ``scope``.
+
+    Shape: ``{entity{slug,title,type}, source_id, aka[], summary,
+    last_touched{updated_at,last_retrieved_at,last_timeline_date}, open_threads[≤3],
+    edges[≤10], backlink_count, active_fact_count}``. Open threads: open loops with this
+    counterparty, then active commitment facts (soonest due first), then timeline
+    entries of the last 90 days (among the latest 5). Edges exclude ``mentions``,
+    outgoing first, both ends in the page's source, live and readable. Counts exclude
+    ``mentions`` and rows the scope may not read; ``active_fact_count`` stops at 100.
+    One query of depth-1 indexed sub-selects (plus one for loops when installed).
+    """
+    now = now or timezone.now()
+    params = {
+        "page": page.pk,
+        "source": page.source_id,
+        "sources": list(scope.source_ids),
+        "visibilities": list(scope.visibilities),
+        "now": now,
+        "aka": CARD_AKA,
+        "timeline": TIMELINE_LOOKBACK,
+        "facts": ACTIVE_FACT_COUNT_CAP,
+        "edges": CARD_EDGES,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(_CARD_SQL, params)
+        aka, timeline, facts, edges_out, edges_in, backlinks = cursor.fetchone()
+    timeline_rows = [(date.fromisoformat(d), summary) for d, summary in timeline]
+    commitments = [
+        (pk, text, _dt(valid_from), _dt(valid_until))
+        for pk, text, kind, valid_from, valid_until in facts
+        if kind == Fact.Kind.COMMITMENT
+    ]
+    threads = _threads(scope=scope, page=page, commitments=commitments,
+                       timeline=timeline_rows, now=now)
+    edges = [
+        {"type": t, "direction": "out", "slug": slug, "title": title, "context": ctx}
+        for t, slug, title, ctx in edges_out
+    ]
+    edges += [
+        {"type": t, "direction": "in", "slug": slug, "title": title, "context": ctx}
+        for t, slug, title, ctx in edges_in
+    ][: CARD_EDGES - len(edges)]
+    return {
+        "entity": {"slug": page.slug, "title": page.title, "type": page_type_name(page)},
+        "source_id": page.source_id,
+        "aka": aka,
+        "summary": page_synopsis(page),
+        "last_touched": {
+            "updated_at": iso_ms(page.updated_at),
+            "last_retrieved_at": iso_ms(page.last_retrieved_at),
+            "last_timeline_date": threads.last_timeline_date,
+        },
+        "open_threads": threads.items,
+        "edges": edges,
+        "backlink_count": backlinks,
+        "active_fact_count": len(facts),
+    }
+
+
+def entity_facts(
+    *, scope: ReadScope, page: Page, now: datetime | None = None
+) -> list[Fact]:
+    """The active facts about ``page`` readable in ``scope``, newest first, at most
+    100 (the card's ``active_fact_count`` cap)."""
+    return list(
+        fact_list_active(scope=scope, entity_ids=[page.pk], now=now).order_by(
+            "-created_at", "-pk"
+        )[:ACTIVE_FACT_COUNT_CAP]
+    )
+
+
+@dataclass
+class Threads:
+    """Open threads of a card (≤ 3) and the date of the newest timeline entry."""
+
+    items: list[dict[str, Any]]
+    last_timeline_date: str | None
+
+
+def _threads(
+    *,
+    scope: ReadScope,
+    page: Page,
+    commitments: list[tuple[int, str, datetime, datetime | None]],
+    timeline: list[tuple[date, str]],
+    now: datetime,
+) -> Threads:
+    items: list[dict[str, Any]] = list(
+        entity_loop_threads(scope=scope, pages=[page]).get(page.pk, [])
+    )
+    far = datetime.max.replace(tzinfo=UTC)
+    ordered = sorted(commitments, key=lambda c: (c[3] or far, -c[2].timestamp(), -c[0]))
+    items += [_commitment_thread(*c) for c in ordered[: max(0, CARD_OPEN_THREADS - len(items))]]
+    horizon = (now - timedelta(days=RECENT_EVENT_DAYS)).date()
+    for day, summary in timeline:
+        if len(items) >= CARD_OPEN_THREADS:
+            break
+        if day >= horizon:
+            items.append({"kind": "recent_event", "text": summary, "date": iso_date(day)})
+    return Threads(
+        items=items[:CARD_OPEN_THREADS],
+        last_timeline_date=iso_date(timeline[0][0]) if timeline else None,
+    )
+
+
+def entity_threads(
+    *, scope: ReadScope, page: Page, facts: list[Fact], now: datetime | None = None
+) -> Threads:
+    """Open threads of ``page`` (digest §3.2): open loops first, then active
+    commitment facts among ``facts`` (soonest due, then newest), then timeline entries
+    of the last 90 days among the latest 5."""
+    now = now or timezone.now()
+    timeline = list(
+        TimelineEntry.objects.filter(page=page)
+        .order_by("-date", "-id")
+        .values_list("date", "summary")[:TIMELINE_LOOKBACK]
+    )
+    commitments = [
+        (f.pk, f.text, f.valid_from, f.valid_until)
+        for f in facts
+        if f.kind == Fact.Kind.COMMITMENT
+    ]
+    return _threads(scope=scope, page=page, commitments=commitments,
+                    timeline=timeline, now=now)
