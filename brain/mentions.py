@@ -7,8 +7,8 @@ From the last few conversation turns this finds what might name a page:
   of a run, so "Ask Sarah Chen" offers "Sarah Chen", "Sarah" and "Chen";
 - **handles** (``@sarahc``, at least 2 characters) and e-mail addresses;
 - **weak** candidates: lower-case words (and runs of up to 3) that are neither
-  stopwords nor English dictionary words; the resolver matches them only through
-  exact aliases.
+  stopwords nor common English words; the resolver matches them only through exact
+  aliases.
 
 Stopwords (pronouns, articles, auxiliaries, greetings, honorifics) never count.
 Common words (weekdays, months, meeting words, sentence-opening verbs, and words that
@@ -22,6 +22,7 @@ import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from brain.text import normalize_alias
 
@@ -107,21 +108,23 @@ _SENTENCE_BREAK = re.compile(r"[.!?;:\n\r•·()\[\]{}\"“”—–]|^\s*[-*>#]
 _POSSESSIVE = re.compile(r"['’]s$", re.IGNORECASE)
 
 
+COMMON_WORDS_FILE = Path(__file__).resolve().parent / "data" / "common_words.txt"
+
+
 @functools.cache
-def _dictionary() -> frozenset[str]:
-    """Lower-case English dictionary words (Webster's 2nd, from ``english-words``).
+def _common_words() -> frozenset[str]:
+    """Common English words: lower-case dictionary words among the 20,000 most
+    frequent (``brain/data/common_words.txt``, about 11,500 words; see its README).
 
-    Loaded once per process (about 0.5 s, 8 MB); a lower-case dictionary word never
-    counts as a mention ("apple", "target", "acme").
+    A lower-case common word never counts as a mention ("apple", "target", "atlas"),
+    while a rare one that is an exact alias does ("lumen", "acme"). Loaded once.
     """
-    from english_words import get_english_words_set
-
-    return frozenset(w for w in get_english_words_set(["web2"]) if w.islower())
+    return frozenset(COMMON_WORDS_FILE.read_text(encoding="utf-8").split())
 
 
-def is_dictionary_word(word: str) -> bool:
-    """True when the lower-case ``word`` is an English dictionary word."""
-    return word.lower() in _dictionary()
+def is_common_word(word: str) -> bool:
+    """True when ``word`` (any case) is a common English word."""
+    return word.lower() in _common_words()
 
 
 @dataclass(frozen=True)
@@ -277,15 +280,15 @@ def _runs(tokens: list[Token], turn: int) -> tuple[list[Run], list[Run]]:
 
 
 def _weak_ok(word: str) -> bool:
-    """A lower-case word that may name something: not a stopword, common word or
-    dictionary word, at least 3 characters."""
+    """A lower-case word that may name something: at least 3 characters, not a
+    stopword, not a listed common word, not a common English word."""
     return (
         len(word) >= 3
         and word not in HARD_STOPWORDS
         and word not in SOFT_WORDS
         and word not in NAME_WORDS
         and not word.isdigit()
-        and not is_dictionary_word(word)
+        and not is_common_word(word)
     )
 
 
