@@ -109,7 +109,7 @@ class TurnResult:
 
 def seed_fixture(fixture: dict[str, Any]) -> None:
     """Create the fixture's sources, pages and aliases (direct rows: the fixture is
-    test data, like a factory)."""
+    test data, like a factory). Like ``page_write``, every title is also an alias."""
     from brain.models import Alias, Page, PageType, Source
     from brain.text import normalize_alias, sha256_hex
 
@@ -135,14 +135,15 @@ def seed_fixture(fixture: dict[str, Any]) -> None:
     Page.objects.bulk_create(pages)
     aliases = []
     for spec, page in zip(fixture["pages"], pages, strict=True):
-        for text in spec.get("aliases", []):
+        # As brain.services.pages.page_write does: the title is an alias too.
+        for text in dict.fromkeys([spec["title"], *spec.get("aliases", [])]):
             kind = Alias.Kind.HANDLE if text.startswith("@") else (
                 Alias.Kind.EMAIL if "@" in text else Alias.Kind.NAME
             )
             aliases.append(
                 Alias(source_id=page.source_id, page=page, alias=normalize_alias(text), kind=kind)
             )
-    Alias.objects.bulk_create(aliases)
+    Alias.objects.bulk_create(aliases, ignore_conflicts=True)
 
 
 def _caller(fixture: dict[str, Any], all_sources: set[str]) -> Any:
@@ -317,7 +318,8 @@ _SYLLABLES = (
 
 
 def seed_filler(count: int, *, vocabulary: set[str], seed: int = 42) -> int:
-    """Seed ``count`` synthetic pages (half people) with two aliases each into the
+    """Seed ``count`` synthetic pages (half people) with three aliases each (title,
+    first name, handle) into the
     federated ``bench-filler`` source. Names are syllable strings that avoid every
     word in ``vocabulary`` (the fixtures' words), so they never collide with a
     fixture. Returns the number of pages written."""
@@ -357,6 +359,7 @@ def seed_filler(count: int, *, vocabulary: set[str], seed: int = 42) -> int:
     Page.objects.bulk_create(pages, batch_size=2000)
     aliases = []
     for page, (first, last) in zip(pages, names, strict=True):
+        aliases.append(Alias(source_id=FILLER_SOURCE, page=page, alias=page.title.lower()))
         aliases.append(Alias(source_id=FILLER_SOURCE, page=page, alias=first))
         aliases.append(
             Alias(source_id=FILLER_SOURCE, page=page, alias=f"@{first}{last}", kind=Alias.Kind.HANDLE)

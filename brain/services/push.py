@@ -27,7 +27,7 @@ from brain.access import Caller, ReadScope
 from brain.exceptions import InvalidParams
 from brain.mentions import MentionWindow, Span, extract_mentions
 from brain.models import Alias, Page, PageType, PushEvent
-from brain.text import slugify_title
+from brain.text import normalize_alias, slugify_title
 
 # SPEC §9 resolution confidences and gate.
 ARM_CONFIDENCE = {"alias": 0.9, "title": 0.8, "surname": 0.72, "slug_suffix": 0.6}
@@ -258,8 +258,14 @@ def _lookup(window: MentionWindow, scope: ReadScope, *, session_id: str | None, 
         found.pages[page_id] = row
         if session_id and row["pushed"]:
             found.pushed.add(page_id)
+        own_title = normalize_alias(row["title"])
         for alias in row["aliases"]:
-            found.alias[alias].add(page_id)
+            # The page write path stores every title as an alias too; that row is the
+            # title arm (0.8), and never serves lower-case words (SPEC §9).
+            if alias == own_title:
+                found.title[alias].add(page_id)
+            else:
+                found.alias[alias].add(page_id)
         if row["title_l"] in title_keys:
             found.title[row["title_l"]].add(page_id)
         if row["type__name"] == PERSON_TYPE and row["surname"] in surname_keys:

@@ -376,3 +376,32 @@ def test_a_turn_costs_a_handful_of_queries(
     with django_assert_max_num_queries(4):
         result = push_context(caller=local, turns=turns, session_id="q")
     assert len(result["pages"]) == 3
+
+
+# --- Pages written through the one write path (SPEC §2.3) ---------------------------
+
+
+def test_title_alias_from_the_write_path_counts_as_the_title_arm(
+    local: Caller, default_source: Source, settings
+) -> None:
+    """``page_write`` stores the title as an alias; that row is the exact-title arm
+    (0.8) and never lets a lower-case word through."""
+    from brain.services.pages import page_add
+
+    settings.BRAIN_EMBEDDING_PROVIDER = "none"
+    page_add(
+        source=default_source,
+        actor=local,
+        title="Globex",
+        body="Prospect in logistics; pilot under negotiation.",
+        type_name="company",
+        frontmatter={"aliases": ["Globex Corporation", "gx-logistics"]},
+    )
+    titled = push_context(caller=local, turns=["Ask Globex.", "OK."])
+    assert [(p["slug"], p["arm"], p["confidence"]) for p in titled["pages"]] == [
+        ("companies/globex", "title", 0.8)
+    ]
+    assert titled["pages"][0]["synopsis"] == "Prospect in logistics; pilot under negotiation."
+    assert push_context(caller=local, turns=["any news from globex?"])["pages"] == []
+    aliased = push_context(caller=local, turns=["did gx-logistics sign?"])
+    assert [(p["slug"], p["arm"]) for p in aliased["pages"]] == [("companies/globex", "alias")]
