@@ -69,7 +69,9 @@ def load_fixtures(sets: Iterable[str] = ("dev", "holdout")) -> list[dict[str, An
             data = json.loads(path.read_text(encoding="utf-8"))
             shared: list[dict[str, Any]] = []
             for include in data.get("include", []):
-                shared += json.loads((FIXTURE_DIR / include).read_text("utf-8"))["pages"]
+                shared += json.loads((FIXTURE_DIR / include).read_text("utf-8"))[
+                    "pages"
+                ]
             for fixture in data["fixtures"]:
                 fixtures.append(
                     {
@@ -116,7 +118,10 @@ def seed_fixture(fixture: dict[str, Any]) -> None:
     for src in fixture.get("sources", []):
         Source.objects.update_or_create(
             id=src["id"],
-            defaults={"name": src["id"], "federated": bool(src.get("federated", False))},
+            defaults={
+                "name": src["id"],
+                "federated": bool(src.get("federated", False)),
+            },
         )
     types = {t.name: t for t in PageType.objects.all()}
     pages = [
@@ -137,11 +142,18 @@ def seed_fixture(fixture: dict[str, Any]) -> None:
     for spec, page in zip(fixture["pages"], pages, strict=True):
         # As brain.services.pages.page_write does: the title is an alias too.
         for text in dict.fromkeys([spec["title"], *spec.get("aliases", [])]):
-            kind = Alias.Kind.HANDLE if text.startswith("@") else (
-                Alias.Kind.EMAIL if "@" in text else Alias.Kind.NAME
+            kind = (
+                Alias.Kind.HANDLE
+                if text.startswith("@")
+                else (Alias.Kind.EMAIL if "@" in text else Alias.Kind.NAME)
             )
             aliases.append(
-                Alias(source_id=page.source_id, page=page, alias=normalize_alias(text), kind=kind)
+                Alias(
+                    source_id=page.source_id,
+                    page=page,
+                    alias=normalize_alias(text),
+                    kind=kind,
+                )
             )
     Alias.objects.bulk_create(aliases, ignore_conflicts=True)
 
@@ -265,7 +277,9 @@ def score(results: Sequence[TurnResult]) -> dict[str, float]:
         "failure_to_push": (
             sum(1 for r in should if not r.correct) / len(should) if should else 0.0
         ),
-        "false_push": sum(1 for r in silent if r.pushed) / len(silent) if silent else 0.0,
+        "false_push": sum(1 for r in silent if r.pushed) / len(silent)
+        if silent
+        else 0.0,
         "precision": correct / pushed if pushed else 1.0,
         "recall": recall_num / recall_den if recall_den else 1.0,
         "leaks": sum(len(r.leaks) for r in results),
@@ -286,7 +300,9 @@ def meets_bar(metrics: dict[str, float]) -> list[str]:
     return misses
 
 
-def run_suite(sets: Iterable[str] = ("dev", "holdout")) -> tuple[dict[str, float], list[TurnResult]]:
+def run_suite(
+    sets: Iterable[str] = ("dev", "holdout"),
+) -> tuple[dict[str, float], list[TurnResult]]:
     """Run every fixture of ``sets`` against the current database; return
     ``(metrics, results)``. Needs a migrated database and an open Django setup."""
     results: list[TurnResult] = []
@@ -301,7 +317,15 @@ def describe_failures(results: Sequence[TurnResult]) -> list[str]:
     for r in results:
         wrong = set(r.pushed) - r.expect - r.acceptable
         missing = r.expect - set(r.pushed)
-        if wrong or (r.expect and missing and len(set(r.pushed) & r.expect) < min(len(r.expect), r.max_pages)) or r.leaks:
+        if (
+            wrong
+            or (
+                r.expect
+                and missing
+                and len(set(r.pushed) & r.expect) < min(len(r.expect), r.max_pages)
+            )
+            or r.leaks
+        ):
             lines.append(
                 f"{r.fixture}#{r.turn}: pushed={sorted(r.pushed)} expect={sorted(r.expect)} "
                 f"acceptable={sorted(r.acceptable)} leaks={r.leaks}"
@@ -343,7 +367,11 @@ def seed_filler(count: int, *, vocabulary: set[str], seed: int = 42) -> int:
     for i in range(count):
         first, last = word(2), word(rng.choice((2, 3)))
         is_person = i % 2 == 0
-        title = f"{first.title()} {last.title()}" if is_person else f"{last.title()} Holdings"
+        title = (
+            f"{first.title()} {last.title()}"
+            if is_person
+            else f"{last.title()} Holdings"
+        )
         prefix = "people" if is_person else "companies"
         pages.append(
             Page(
@@ -359,10 +387,17 @@ def seed_filler(count: int, *, vocabulary: set[str], seed: int = 42) -> int:
     Page.objects.bulk_create(pages, batch_size=2000)
     aliases = []
     for page, (first, last) in zip(pages, names, strict=True):
-        aliases.append(Alias(source_id=FILLER_SOURCE, page=page, alias=page.title.lower()))
+        aliases.append(
+            Alias(source_id=FILLER_SOURCE, page=page, alias=page.title.lower())
+        )
         aliases.append(Alias(source_id=FILLER_SOURCE, page=page, alias=first))
         aliases.append(
-            Alias(source_id=FILLER_SOURCE, page=page, alias=f"@{first}{last}", kind=Alias.Kind.HANDLE)
+            Alias(
+                source_id=FILLER_SOURCE,
+                page=page,
+                alias=f"@{first}{last}",
+                kind=Alias.Kind.HANDLE,
+            )
         )
     Alias.objects.bulk_create(aliases, batch_size=5000)
     return len(pages)
@@ -375,7 +410,9 @@ def fixture_vocabulary(fixtures: Iterable[dict[str, Any]]) -> set[str]:
     words: set[str] = set()
     for fx in fixtures:
         chunks = [t["text"] for t in fx["turns"]]
-        chunks += [p["title"] for p in fx["pages"]] + [a for p in fx["pages"] for a in p.get("aliases", [])]
+        chunks += [p["title"] for p in fx["pages"]] + [
+            a for p in fx["pages"] for a in p.get("aliases", [])
+        ]
         for chunk in chunks:
             words.update(w.lower() for w in re.findall(r"\w+", chunk))
     return words
@@ -389,8 +426,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--set", choices=("dev", "holdout", "all"), default="all")
     parser.add_argument("--filler", type=int, default=20000, help="background pages")
-    parser.add_argument("--repeat", type=int, default=3, help="latency passes over the fixtures")
-    parser.add_argument("--verbose", action="store_true", help="list every failing turn")
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="latency passes over the fixtures"
+    )
+    parser.add_argument(
+        "--verbose", action="store_true", help="list every failing turn"
+    )
     args = parser.parse_args(argv)
 
     sys.path.insert(0, str(ROOT))
@@ -404,11 +445,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     connection.settings_dict.setdefault("TEST", {})["NAME"] = "bench_push"
     sets = ("dev", "holdout") if args.set == "all" else (args.set,)
     fixtures = load_fixtures(sets)
-    print(f"push benchmark: {len(fixtures)} fixtures ({', '.join(sets)}), filler {args.filler}")
+    print(
+        f"push benchmark: {len(fixtures)} fixtures ({', '.join(sets)}), filler {args.filler}"
+    )
     old = setup_databases(verbosity=0, interactive=False, keepdb=False)
     try:
         started = time.perf_counter()
-        written = seed_filler(args.filler, vocabulary=fixture_vocabulary(load_fixtures()))
+        written = seed_filler(
+            args.filler, vocabulary=fixture_vocabulary(load_fixtures())
+        )
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE")
         print(f"seeded {written} filler pages in {time.perf_counter() - started:.1f}s")
@@ -448,7 +493,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     misses = meets_bar(metrics)
     if metrics["p99_ms"] > LATENCY_P99_MS:
         misses.append(f"p99_ms={metrics['p99_ms']:.2f}")
-    print("RESULT:", "meets the SPEC §9 bar" if not misses else "misses " + "; ".join(misses))
+    print(
+        "RESULT:",
+        "meets the SPEC §9 bar" if not misses else "misses " + "; ".join(misses),
+    )
     return 0 if not misses else 1
 
 

@@ -95,7 +95,9 @@ NAME_WORDS = frozenset(
 )
 
 # Lower-case words allowed inside a capitalised run: "Bank of America".
-CONNECTORS = frozenset({"of", "de", "van", "von", "der", "den", "da", "del", "la", "le", "du"})
+CONNECTORS = frozenset(
+    {"of", "de", "van", "von", "der", "den", "da", "del", "la", "le", "du"}
+)
 
 _TOKEN = re.compile(
     r"(?P<email>[\w.+\-]+@[\w\-]+(?:\.[\w\-]+)+)"
@@ -237,7 +239,9 @@ def _runs(tokens: list[Token], turn: int) -> tuple[list[Run], list[Run]]:
 
     def flush() -> None:
         # A run never ends on a connector ("Bank of").
-        while current and current[-1].text.lower() in CONNECTORS and not current[-1].cap:
+        while (
+            current and current[-1].text.lower() in CONNECTORS and not current[-1].cap
+        ):
             current.pop()
         if current:
             strong.append(Run(turn, "strong", list(current)))
@@ -319,7 +323,10 @@ def extract_mentions(turns: Sequence[str]) -> MentionWindow:
                 for start in range(size - length + 1):
                     end = start + length
                     part = run.tokens[start:end]
-                    if part[0].text.lower() in CONNECTORS or part[-1].text.lower() in CONNECTORS:
+                    if (
+                        part[0].text.lower() in CONNECTORS
+                        or part[-1].text.lower() in CONNECTORS
+                    ):
                         continue
                     surface = " ".join(t.text for t in part)
                     if length == 1 and len(surface) < 2:
@@ -389,10 +396,17 @@ def _drop_sentence_initial_common_words(window: MentionWindow) -> None:
     if not common:
         return
     seen_mid = {
-        s.key for s in window.spans if s.key in common and s.length == 1 and not s.sentence_initial
+        s.key
+        for s in window.spans
+        if s.key in common and s.length == 1 and not s.sentence_initial
     }
     window.spans = [
         s
         for s in window.spans
-        if not (s.kind == "strong" and s.length == 1 and s.key in common and s.key not in seen_mid)
+        if not (
+            s.kind == "strong"
+            and s.length == 1
+            and s.key in common
+            and s.key not in seen_mid
+        )
     ]

@@ -20,7 +20,10 @@ def push_context(request: HttpRequest, payload: PushContextIn) -> dict[str, Any]
     Send the last few turns (oldest first) and a ``session_id`` so pages already
     pushed in the session are not pushed again. Remote keys see world pages only.
     """
-    turns = [t if isinstance(t, str) else {"role": t.role, "text": t.text} for t in payload.turns]
+    turns = [
+        t if isinstance(t, str) else {"role": t.role, "text": t.text}
+        for t in payload.turns
+    ]
     return push_service.push_context(
         caller=request.auth,
         turns=turns,

@@ -20,7 +20,9 @@ class PushContextIn(Schema):
     turns: list[PushTurnIn | str] = Field(..., max_length=50)
     session_id: str | None = Field(None, max_length=200)
     source: str | None = Field(None, max_length=32)
-    max_pages: int = Field(3, ge=1, description="Default 3; values above 5 are capped at 5.")
+    max_pages: int = Field(
+        3, ge=1, description="Default 3; values above 5 are capped at 5."
+    )
 
 
 class PushLoopOut(Schema):

@@ -163,7 +163,7 @@ def _turn_texts(turns: Sequence[str | Mapping[str, Any]]) -> list[str]:
         else:
             raise InvalidParams(
                 f"turns[{i}] is neither a string nor an object with a 'text' string.",
-                suggestion="Send each turn as a string or {\"role\": \"user\", \"text\": ...}.",
+                suggestion='Send each turn as a string or {"role": "user", "text": ...}.',
                 detail={"index": i},
             )
     return texts
@@ -212,12 +212,25 @@ WHERE p.source_id = ANY(%(sources)s::text[])
   AND p.visibility = ANY(%(visibilities)s::text[])
 """
 _COLUMNS = (
-    "id", "slug", "title", "source_id", "type__name", "summary", "frontmatter_summary",
-    "body_head", "title_l", "surname", "slug_tail", "aliases", "pushed",
+    "id",
+    "slug",
+    "title",
+    "source_id",
+    "type__name",
+    "summary",
+    "frontmatter_summary",
+    "body_head",
+    "title_l",
+    "surname",
+    "slug_tail",
+    "aliases",
+    "pushed",
 )
 
 
-def _lookup(window: MentionWindow, scope: ReadScope, *, session_id: str | None, client: str) -> Lookups:
+def _lookup(
+    window: MentionWindow, scope: ReadScope, *, session_id: str | None, client: str
+) -> Lookups:
     """Find every candidate key of the window in one indexed query inside the read
     scope (sources and visibilities from ``Caller.read_scope``), with each page's
     "already pushed in this session" flag."""
@@ -286,10 +299,14 @@ def match_span(span: Span, lookups: Lookups) -> Match | None:
     suffix. Weak (lower-case) spans, handles and e-mails: exact alias only.
     """
     if span.kind == "handle":
-        ids = lookups.alias.get(span.key, set()) | lookups.alias.get(span.key.lstrip("@"), set())
+        ids = lookups.alias.get(span.key, set()) | lookups.alias.get(
+            span.key.lstrip("@"), set()
+        )
         return Match("alias", frozenset(ids)) if ids else None
     if span.kind == "weak":
-        ids = lookups.alias.get(span.key, set()) | lookups.alias.get("@" + span.key, set())
+        ids = lookups.alias.get(span.key, set()) | lookups.alias.get(
+            "@" + span.key, set()
+        )
         return Match("alias", frozenset(ids)) if ids else None
     if span.kind != "strong":
         ids = lookups.alias.get(span.key, set())
@@ -427,7 +444,9 @@ def _select(
     if not chosen:
         return
     loops = due_loops_by_page(
-        page_ids=[c[0] for c in chosen if lookups.pages[c[0]]["type__name"] == PERSON_TYPE],
+        page_ids=[
+            c[0] for c in chosen if lookups.pages[c[0]]["type__name"] == PERSON_TYPE
+        ],
         scope=scope,
     )
     for page_id, confidence, arm, mention, _ in chosen:
@@ -504,7 +523,9 @@ def page_synopsis(*, summary: str, frontmatter_summary: str | None, body: str) -
     return cut.rstrip(" ,;:.-") + "…"
 
 
-def due_loops_by_page(*, page_ids: Sequence[int], scope: ReadScope) -> dict[int, list[dict[str, Any]]]:
+def due_loops_by_page(
+    *, page_ids: Sequence[int], scope: ReadScope
+) -> dict[int, list[dict[str, Any]]]:
     """Due open loops with each person page, at most 3 per page (SPEC §5, §9).
 
     Due = status open and (no due date, e.g. a reply owed, or due within 7 days or

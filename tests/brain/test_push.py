@@ -23,7 +23,9 @@ def make_page(
     **extra: object,
 ) -> Page:
     """A page of ``kind`` with the given aliases (already normalised)."""
-    prefix = {"person": "people", "company": "companies", "project": "projects"}.get(kind, "notes")
+    prefix = {"person": "people", "company": "companies", "project": "projects"}.get(
+        kind, "notes"
+    )
     page = PageFactory(
         source=source,
         type=page_type(kind),
@@ -47,7 +49,9 @@ def reasons(result: dict) -> dict[str, str]:
 @pytest.fixture
 def cast(default_source: Source) -> dict[str, Page]:
     return {
-        "sarah": make_page(default_source, "Sarah Chen", "sarah", "@schen", summary="Partnerships."),
+        "sarah": make_page(
+            default_source, "Sarah Chen", "sarah", "@schen", summary="Partnerships."
+        ),
         "priya": make_page(default_source, "Priya Raman", "priya"),
         "will": make_page(default_source, "Will Turner", "will"),
         "globex": make_page(default_source, "Globex", kind="company"),
@@ -66,21 +70,31 @@ def test_resolution_confidence_per_arm(local: Caller, cast: dict[str, Page]) -> 
         ("Ask Raman about it.", "surname", 0.72),
     ):
         result = push_context(caller=local, turns=[text, "Thanks, sounds good."])
-        assert [(p["arm"], p["confidence"]) for p in result["pages"]] == [(arm, confidence)]
+        assert [(p["arm"], p["confidence"]) for p in result["pages"]] == [
+            (arm, confidence)
+        ]
 
 
-def test_salience_bonus_for_newest_turn_or_two_turns(local: Caller, cast: dict[str, Page]) -> None:
+def test_salience_bonus_for_newest_turn_or_two_turns(
+    local: Caller, cast: dict[str, Page]
+) -> None:
     older_only = push_context(caller=local, turns=["Ask Priya.", "OK."])
     newest = push_context(caller=local, turns=["OK.", "Ask Priya."])
-    two_turns = push_context(caller=local, turns=["Ask Priya.", "Priya Raman agreed.", "OK."])
+    two_turns = push_context(
+        caller=local, turns=["Ask Priya.", "Priya Raman agreed.", "OK."]
+    )
     assert older_only["pages"][0]["confidence"] == 0.9
     assert newest["pages"][0]["confidence"] == 0.95
     assert two_turns["pages"][0]["confidence"] == 0.95
 
 
-def test_gate_drops_slug_suffix_matches_below_0_7(local: Caller, default_source: Source) -> None:
+def test_gate_drops_slug_suffix_matches_below_0_7(
+    local: Caller, default_source: Source
+) -> None:
     """Slug suffix (0.6, +0.05 at most) never reaches the 0.7 gate."""
-    make_page(default_source, "Q2 board pack", kind="note", slug="notes/quarterly-review")
+    make_page(
+        default_source, "Q2 board pack", kind="note", slug="notes/quarterly-review"
+    )
     result = push_context(caller=local, turns=["Prepare the Quarterly Review agenda."])
     assert result["pages"] == []
     assert reasons(result) == {"Quarterly Review": "below_gate"}
@@ -91,7 +105,9 @@ def test_surname_arm_only_when_exactly_one_person_has_it(
 ) -> None:
     # A company whose title ends in the same word does not make the surname ambiguous.
     make_page(default_source, "Chen Holdings", kind="company")
-    assert slugs(push_context(caller=local, turns=["Chen sent the draft."])) == ["people/sarah-chen"]
+    assert slugs(push_context(caller=local, turns=["Chen sent the draft."])) == [
+        "people/sarah-chen"
+    ]
     make_page(default_source, "David Chen")
     result = push_context(caller=local, turns=["Chen sent the draft."])
     assert result["pages"] == []
@@ -135,7 +151,9 @@ def test_longest_match_wins_within_a_run(local: Caller, cast: dict[str, Page]) -
     ]
 
 
-def test_partial_name_of_another_person_is_silence(local: Caller, cast: dict[str, Page]) -> None:
+def test_partial_name_of_another_person_is_silence(
+    local: Caller, cast: dict[str, Page]
+) -> None:
     result = push_context(caller=local, turns=["Sarah Johnson from the bank called."])
     assert result["pages"] == []
     assert reasons(result) == {"Sarah": "partial_name"}
@@ -148,14 +166,20 @@ def test_handles_and_email_addresses_resolve_through_aliases(
     local: Caller, default_source: Source, cast: dict[str, Page]
 ) -> None:
     AliasFactory(page=cast["priya"], source=default_source, alias="priya@lumen.example")
-    result = push_context(caller=local, turns=["@schen asked; forward it to priya@lumen.example"])
+    result = push_context(
+        caller=local, turns=["@schen asked; forward it to priya@lumen.example"]
+    )
     assert sorted(slugs(result)) == ["people/priya-raman", "people/sarah-chen"]
     assert {p["arm"] for p in result["pages"]} == {"alias"}
 
 
-def test_lower_case_words_only_through_exact_alias(local: Caller, cast: dict[str, Page]) -> None:
+def test_lower_case_words_only_through_exact_alias(
+    local: Caller, cast: dict[str, Page]
+) -> None:
     # 'priya' is an alias; 'globex' is only a title; 'raman' only a surname.
-    assert slugs(push_context(caller=local, turns=["did priya reply?"])) == ["people/priya-raman"]
+    assert slugs(push_context(caller=local, turns=["did priya reply?"])) == [
+        "people/priya-raman"
+    ]
     assert push_context(caller=local, turns=["any news from globex?"])["pages"] == []
     assert push_context(caller=local, turns=["raman said yes"])["pages"] == []
 
@@ -165,20 +189,28 @@ def test_lower_case_dictionary_words_never_match_an_alias(
 ) -> None:
     make_page(default_source, "Apple", "apple", kind="company")
     assert push_context(caller=local, turns=["grab me an apple please"])["pages"] == []
-    assert slugs(push_context(caller=local, turns=["Has Apple replied?"])) == ["companies/apple"]
+    assert slugs(push_context(caller=local, turns=["Has Apple replied?"])) == [
+        "companies/apple"
+    ]
 
 
 def test_stopwords_never_count(local: Caller, default_source: Source) -> None:
     make_page(default_source, "This", "this", kind="note", slug="notes/this")
     make_page(default_source, "The", "the", kind="note", slug="notes/the")
-    result = push_context(caller=local, turns=["This is The plan, and the rest of this is fine."])
+    result = push_context(
+        caller=local, turns=["This is The plan, and the rest of this is fine."]
+    )
     assert result["pages"] == []
     assert result["skipped"] == []
 
 
-def test_sentence_initial_common_words_are_dropped(local: Caller, cast: dict[str, Page]) -> None:
+def test_sentence_initial_common_words_are_dropped(
+    local: Caller, cast: dict[str, Page]
+) -> None:
     """'Will you…' is a question, 'ask Will' is a person."""
-    assert push_context(caller=local, turns=["Will you send the agenda?"])["pages"] == []
+    assert (
+        push_context(caller=local, turns=["Will you send the agenda?"])["pages"] == []
+    )
     assert slugs(push_context(caller=local, turns=["Please ask Will first."])) == [
         "people/will-turner"
     ]
@@ -193,7 +225,10 @@ def test_only_the_last_4_turns_are_read(local: Caller, cast: dict[str, Page]) ->
 
 
 def test_turns_may_be_role_text_objects(local: Caller, cast: dict[str, Page]) -> None:
-    turns = [{"role": "user", "text": "Ask Priya."}, {"role": "assistant", "text": "Sure."}]
+    turns = [
+        {"role": "user", "text": "Ask Priya."},
+        {"role": "assistant", "text": "Sure."},
+    ]
     assert slugs(push_context(caller=local, turns=turns)) == ["people/priya-raman"]
 
 
@@ -216,10 +251,20 @@ def test_default_cap_is_3_pages(local: Caller, default_source: Source) -> None:
 
 
 def test_hard_cap_5_pages(local: Caller, default_source: Source) -> None:
-    names = ["Ana Lima", "Ben Ode", "Cleo Park", "Dev Rao", "Eva Moss", "Finn Roe", "Gus Tan"]
+    names = [
+        "Ana Lima",
+        "Ben Ode",
+        "Cleo Park",
+        "Dev Rao",
+        "Eva Moss",
+        "Finn Roe",
+        "Gus Tan",
+    ]
     for name in names:
         make_page(default_source, name)
-    result = push_context(caller=local, turns=[f"Invite {', '.join(names)}."], max_pages=10)
+    result = push_context(
+        caller=local, turns=[f"Invite {', '.join(names)}."], max_pages=10
+    )
     assert len(result["pages"]) == 5
     assert result["max_pages"] == 5
     assert list(reasons(result).values()) == ["over_cap", "over_cap"]
@@ -227,7 +272,9 @@ def test_hard_cap_5_pages(local: Caller, default_source: Source) -> None:
 
 def test_suppression_per_session(local: Caller, cast: dict[str, Page]) -> None:
     first = push_context(caller=local, turns=["Ask Priya."], session_id="s1")
-    again = push_context(caller=local, turns=["Ask Priya.", "And Priya again."], session_id="s1")
+    again = push_context(
+        caller=local, turns=["Ask Priya.", "And Priya again."], session_id="s1"
+    )
     other_session = push_context(caller=local, turns=["Ask Priya."], session_id="s2")
     no_session = push_context(caller=local, turns=["Ask Priya."])
     assert slugs(first) == ["people/priya-raman"]
@@ -247,12 +294,14 @@ def test_suppression_per_session(local: Caller, cast: dict[str, Page]) -> None:
 def test_suppression_is_per_caller(local: Caller, cast: dict[str, Page]) -> None:
     other = local_caller(actor="other-harness")
     push_context(caller=local, turns=["Ask Priya."], session_id="shared")
-    assert slugs(push_context(caller=other, turns=["Ask Priya."], session_id="shared")) == [
-        "people/priya-raman"
-    ]
+    assert slugs(
+        push_context(caller=other, turns=["Ask Priya."], session_id="shared")
+    ) == ["people/priya-raman"]
 
 
-def test_suppression_applies_before_the_cap(local: Caller, cast: dict[str, Page]) -> None:
+def test_suppression_applies_before_the_cap(
+    local: Caller, cast: dict[str, Page]
+) -> None:
     """A page already pushed cannot take the only slot."""
     push_context(caller=local, turns=["Ask Priya."], session_id="s", max_pages=1)
     result = push_context(
@@ -292,14 +341,18 @@ def test_source_isolation_unreadable_source_is_refused(default_source: Source) -
         push_context(caller=remote, turns=["Ask Priya."], source="team-b")
 
 
-def test_source_isolation_remote_key_reads_only_its_sources(default_source: Source) -> None:
+def test_source_isolation_remote_key_reads_only_its_sources(
+    default_source: Source,
+) -> None:
     team_b = SourceFactory(id="team-b", federated=True)
     make_page(team_b, "Felix Brandt", "felix")
     remote = Caller(actor="key:x", readable_source_ids=frozenset({"default"}))
     assert push_context(caller=remote, turns=["Ask Felix Brandt."])["pages"] == []
 
 
-def test_private_pages_hidden_from_remote_callers(default_source: Source, local: Caller) -> None:
+def test_private_pages_hidden_from_remote_callers(
+    default_source: Source, local: Caller
+) -> None:
     make_page(default_source, "Nadia Petrov", "nadia", visibility=Visibility.PRIVATE)
     remote = Caller(actor="key:x", readable_source_ids=frozenset({"default"}))
     turns = ["Schedule the interview with Nadia Petrov.", "did nadia reply?"]
@@ -331,10 +384,14 @@ def test_pushed_page_shape(local: Caller, cast: dict[str, Page]) -> None:
     }
 
 
-def test_synopsis_length_is_at_most_160_chars(local: Caller, default_source: Source) -> None:
+def test_synopsis_length_is_at_most_160_chars(
+    local: Caller, default_source: Source
+) -> None:
     long = "Runs partnerships across the northern region and " * 10
     make_page(default_source, "Sarah Chen", summary=long)
-    synopsis = push_context(caller=local, turns=["Email Sarah Chen."])["pages"][0]["synopsis"]
+    synopsis = push_context(caller=local, turns=["Email Sarah Chen."])["pages"][0][
+        "synopsis"
+    ]
     assert len(synopsis) <= 160
     assert synopsis.endswith("…")
     assert synopsis.startswith("Runs partnerships across the northern region")
@@ -345,15 +402,17 @@ def test_synopsis_from_first_prose_line_of_body() -> None:
         "<!-- imported -->\n# Priya Raman\n\n```\nsecret: code\n```\n"
         "- CTO of Lumen Labs.\nMore text.\n"
     )
-    assert page_synopsis(summary="", frontmatter_summary=None, body=body) == "Priya Raman"
+    assert (
+        page_synopsis(summary="", frontmatter_summary=None, body=body) == "Priya Raman"
+    )
     body_no_heading = "\n\n```\nnot this\n```\n> CTO of   Lumen Labs.\n"
     assert (
         page_synopsis(summary="", frontmatter_summary=None, body=body_no_heading)
         == "CTO of Lumen Labs."
     )
-    assert page_synopsis(summary="", frontmatter_summary="From frontmatter.", body="x") == (
-        "From frontmatter."
-    )
+    assert page_synopsis(
+        summary="", frontmatter_summary="From frontmatter.", body="x"
+    ) == ("From frontmatter.")
 
 
 def test_invalid_params_are_refused(local: Caller) -> None:
@@ -401,7 +460,12 @@ def test_title_alias_from_the_write_path_counts_as_the_title_arm(
     assert [(p["slug"], p["arm"], p["confidence"]) for p in titled["pages"]] == [
         ("companies/globex", "title", 0.8)
     ]
-    assert titled["pages"][0]["synopsis"] == "Prospect in logistics; pilot under negotiation."
+    assert (
+        titled["pages"][0]["synopsis"]
+        == "Prospect in logistics; pilot under negotiation."
+    )
     assert push_context(caller=local, turns=["any news from globex?"])["pages"] == []
     aliased = push_context(caller=local, turns=["did gx-logistics sign?"])
-    assert [(p["slug"], p["arm"]) for p in aliased["pages"]] == [("companies/globex", "alias")]
+    assert [(p["slug"], p["arm"]) for p in aliased["pages"]] == [
+        ("companies/globex", "alias")
+    ]

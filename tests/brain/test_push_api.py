@@ -27,7 +27,9 @@ def test_push_context_endpoint_returns_pages_and_logs_the_session(
         "turns": [{"role": "user", "text": "Ask Priya Raman."}, "And Felix Brandt."],
         "session_id": "sess-1",
     }
-    response = api_client(issued.plaintext).post(URL, body, content_type="application/json")
+    response = api_client(issued.plaintext).post(
+        URL, body, content_type="application/json"
+    )
     assert response.status_code == 200
     data = response.json()
     assert [(p["slug"], p["arm"], p["synopsis"]) for p in data["pages"]] == [
@@ -36,7 +38,9 @@ def test_push_context_endpoint_returns_pages_and_logs_the_session(
     assert data["session_id"] == "sess-1" and data["source"] is None
     assert data["max_pages"] == 3 and data["protocol_version"] == 1
     assert PushEvent.objects.filter(session_id="sess-1").count() == 1
-    again = api_client(issued.plaintext).post(URL, body, content_type="application/json")
+    again = api_client(issued.plaintext).post(
+        URL, body, content_type="application/json"
+    )
     assert again.json()["pages"] == []
 
 
@@ -44,18 +48,28 @@ def test_private_pages_hidden_from_remote_keys_over_http(
     api_client, make_key, default_source, pages
 ) -> None:  # type: ignore[no-untyped-def]
     remote = make_key(default_source, readable=(default_source,))
-    trusted = make_key(default_source, readable=(default_source,), trusted=True, name="t")
+    trusted = make_key(
+        default_source, readable=(default_source,), trusted=True, name="t"
+    )
     body = {"turns": ["Schedule the interview with Nadia Petrov."]}
-    remote_pages = api_client(remote.plaintext).post(URL, body, content_type="application/json")
-    trusted_pages = api_client(trusted.plaintext).post(URL, body, content_type="application/json")
+    remote_pages = api_client(remote.plaintext).post(
+        URL, body, content_type="application/json"
+    )
+    trusted_pages = api_client(trusted.plaintext).post(
+        URL, body, content_type="application/json"
+    )
     assert remote_pages.json()["pages"] == []
     assert [p["slug"] for p in trusted_pages.json()["pages"]] == ["people/nadia-petrov"]
 
 
-def test_source_isolation_over_http(api_client, make_key, default_source, source_b, pages) -> None:  # type: ignore[no-untyped-def]
+def test_source_isolation_over_http(
+    api_client, make_key, default_source, source_b, pages
+) -> None:  # type: ignore[no-untyped-def]
     key = make_key(default_source, readable=(default_source,))
     denied = api_client(key.plaintext).post(
-        URL, {"turns": ["Ask Felix Brandt."], "source": "team-b"}, content_type="application/json"
+        URL,
+        {"turns": ["Ask Felix Brandt."], "source": "team-b"},
+        content_type="application/json",
     )
     assert denied.status_code == 403
     assert denied.json()["error"] == "scope_denied"
@@ -70,10 +84,18 @@ def test_source_isolation_over_http(api_client, make_key, default_source, source
     ]
 
 
-def test_bad_input_gets_the_error_envelope(api_client, make_key, default_source) -> None:  # type: ignore[no-untyped-def]
+def test_bad_input_gets_the_error_envelope(
+    api_client, make_key, default_source
+) -> None:  # type: ignore[no-untyped-def]
     key = make_key(default_source)
-    for body in ({"turns": ["hi"], "max_pages": 0}, {"max_pages": 2}, {"turns": [{"role": "user"}]}):
-        response = api_client(key.plaintext).post(URL, body, content_type="application/json")
+    for body in (
+        {"turns": ["hi"], "max_pages": 0},
+        {"max_pages": 2},
+        {"turns": [{"role": "user"}]},
+    ):
+        response = api_client(key.plaintext).post(
+            URL, body, content_type="application/json"
+        )
         assert response.status_code == 400
         assert response.json()["error"] == "invalid_params"
         assert response.json()["suggestion"]
@@ -85,7 +107,8 @@ def test_max_pages_above_5_is_capped_at_5(api_client, make_key, default_source) 
         make_page(default_source, name)
     key = make_key(default_source, readable=(default_source,))
     response = api_client(key.plaintext).post(
-        URL, {"turns": [f"Invite {', '.join(names)}."], "max_pages": 9},
+        URL,
+        {"turns": [f"Invite {', '.join(names)}."], "max_pages": 9},
         content_type="application/json",
     )
     assert response.status_code == 200
