@@ -97,7 +97,8 @@ def push_context(
     """Return the pages an agent should know about now (SPEC §9, scoping §8).
 
     ``turns``: oldest first, each a string or ``{"role", "text"}``; the last 4 are
-    read. ``session_id``: suppresses pages already pushed in that session (per caller)
+    read. A single string holding ``user:`` / ``assistant:`` lines is split into
+    turns. ``session_id``: suppresses pages already pushed in that session (per caller)
     and logs what is pushed; without it nothing is suppressed or logged. ``source``:
     read only that source (else the caller's federated sources). ``max_pages``:
     default 3, clamped to the hard cap 5.
@@ -166,7 +167,27 @@ def _turn_texts(turns: Sequence[str | Mapping[str, Any]]) -> list[str]:
                 suggestion='Send each turn as a string or {"role": "user", "text": ...}.',
                 detail={"index": i},
             )
+    if len(texts) == 1 and _ROLE_LINE.search(texts[0]):
+        texts = _split_transcript(texts[0])
     return texts
+
+
+# A transcript pasted as one string: lines starting "user:" / "assistant:" open turns.
+_ROLE_LINE = re.compile(
+    r"^(?:user|assistant|human|system)\s*:", re.IGNORECASE | re.MULTILINE
+)
+
+
+def _split_transcript(text: str) -> list[str]:
+    """Split ``user: …`` / ``assistant: …`` lines into turns (prefixes dropped)."""
+    turns: list[str] = []
+    for line in text.splitlines():
+        match = _ROLE_LINE.match(line)
+        if match or not turns:
+            turns.append(line[match.end() :] if match else line)
+        else:
+            turns[-1] += "\n" + line
+    return [t.strip() for t in turns]
 
 
 # --- Lookups: a handful of indexed queries per turn ------------------------------------

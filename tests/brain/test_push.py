@@ -469,3 +469,12 @@ def test_title_alias_from_the_write_path_counts_as_the_title_arm(
     assert [(p["slug"], p["arm"]) for p in aliased["pages"]] == [
         ("companies/globex", "alias")
     ]
+
+
+def test_a_pasted_transcript_is_split_into_turns(
+    local: Caller, cast: dict[str, Page]
+) -> None:
+    transcript = "user: Ask Priya.\nassistant: Sure.\nuser: ok\nassistant: ok\nuser: ok"
+    assert push_context(caller=local, turns=[transcript])["pages"] == []
+    short = "user: Ask Priya.\nassistant: Sure,\nshe is in.\nuser: thanks"
+    assert slugs(push_context(caller=local, turns=[short])) == ["people/priya-raman"]
