@@ -102,6 +102,7 @@ class TurnResult:
     pushed: list[str]
     latency_ms: float
     leaks: list[str] = field(default_factory=list)
+    category: str = ""
 
     @property
     def correct(self) -> set[str]:
@@ -243,6 +244,7 @@ def run_fixture(fixture: dict[str, Any]) -> list[TurnResult]:
                         pushed=pushed,
                         latency_ms=elapsed,
                         leaks=leaks,
+                        category=fixture.get("category", ""),
                     )
                 )
             raise _Rollback
@@ -487,6 +489,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"p99 {metrics['p99_ms']:.2f} ms   (bar p99 <= {LATENCY_P99_MS:.0f} ms, "
         f"{len(latencies)} timed turns)"
     )
+    print("per category (turns, failure to push, false push, precision, recall):")
+    for category in sorted({r.category for r in results}):
+        m = score([r for r in results if r.category == category])
+        print(
+            f"  {category:<15} {m['turns']:>3}  {m['failure_to_push']:.3f}  "
+            f"{m['false_push']:.3f}  {m['precision']:.3f}  {m['recall']:.3f}"
+        )
     failures = describe_failures(results)
     if failures and args.verbose:
         print("\n".join(failures))
