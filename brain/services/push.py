@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from django.apps import apps
 from django.db import connection
 from django.db.models import F, Q
 from django.utils import timezone
@@ -551,21 +550,20 @@ def due_loops_by_page(
 
     Due = status open and (no due date, e.g. a reply owed, or due within 7 days or
     overdue); soonest due first. Only loops in the read scope; the fields are the ones
-    SPEC §5.5 allows remote callers (no quotes). Returns ``{page_id: [loop, ...]}``;
-    empty while the loops app has no ``OpenLoop`` model.
+    SPEC §5.5 allows remote callers (no quotes). "Now" is the wall clock (UTC).
+    Returns ``{page_id: [loop, ...]}``.
     """
     if not page_ids:
         return {}
-    try:
-        open_loop = apps.get_model("loops", "OpenLoop")
-    except LookupError:
-        return {}
+    # Imported here: loops depends on brain, never the other way round at import time.
+    from loops.models import LoopStatus, OpenLoop
+
     now = timezone.now()
     rows = (
-        open_loop.objects.filter(
+        OpenLoop.objects.filter(
             counterparty_id__in=page_ids,
             source_id__in=scope.source_ids,
-            status="open",
+            status=LoopStatus.OPEN,
         )
         .filter(Q(due_at__isnull=True) | Q(due_at__lte=now + LOOP_DUE_WINDOW))
         .order_by(F("due_at").asc(nulls_last=True), "opened_at", "id")
