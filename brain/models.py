@@ -13,7 +13,8 @@ from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVectorField
 from django.core.validators import MaxLengthValidator, RegexValidator
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Func, Q, Value
+from django.db.models.functions import Lower
 from django.utils import timezone
 from pgvector.django import HnswIndex, VectorField
 
@@ -39,6 +40,21 @@ class Visibility(models.TextChoices):
 
     WORLD = "world", "World"
     PRIVATE = "private", "Private (trusted callers only)"
+
+
+def page_surname() -> Func:
+    """SQL expression: the lower-cased last word of a page title (a person's surname).
+
+    Indexed as ``brain_page_surname`` for the push-context surname arm (SPEC §9);
+    queries must use this exact expression to hit the index.
+    """
+    return Lower(Func(F("title"), Value(r"^.*\s"), Value(""), function="regexp_replace"))
+
+
+def page_slug_tail() -> Func:
+    """SQL expression: the last ``/`` segment of a slug (``people/jane-doe`` →
+    ``jane-doe``). Indexed as ``brain_page_slug_tail`` for the slug-suffix arm."""
+    return Func(F("slug"), Value("^.*/"), Value(""), function="regexp_replace")
 
 
 # --- Sources (SPEC §2.1) ------------------------------------------------------------
@@ -251,6 +267,11 @@ class Page(TimeStampedModel):
                 name="brain_page_title_trgm",
                 opclasses=["gin_trgm_ops"],
             ),
+            # Push context (SPEC §9): exact-title, surname and slug-suffix arms look up
+            # every candidate mention of a turn at once with these expressions.
+            models.Index(Lower("title"), name="brain_page_title_lower"),
+            models.Index(page_surname(), name="brain_page_surname"),
+            models.Index(page_slug_tail(), name="brain_page_slug_tail"),
         ]
 
     def __str__(self) -> str:

@@ -1,0 +1,1 @@
+"""Benchmark scripts (speed and quality figures; never part of the test gate)."""
