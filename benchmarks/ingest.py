@@ -71,6 +71,28 @@ def _profiled(fn):  # type: ignore[no-untyped-def]
     return result
 
 
+def _parse_only(path: Path) -> None:
+    from connectors.mail.parsing import parse_rfc822
+    from connectors.mail.threading import dedupe, folder_labels, thread_messages
+    from connectors.mailbox.client import iter_mailbox
+
+    start = time.perf_counter()
+    parsed = []
+    for entry in iter_mailbox(path):
+        msg = parse_rfc822(entry.data, folder=entry.folder)
+        msg.labels = folder_labels(entry.folder)
+        parsed.append(msg)
+    parse_time = time.perf_counter() - start
+    unique, _ = dedupe(parsed)
+    threads = thread_messages(unique, owner_addresses=set())
+    elapsed = time.perf_counter() - start
+    print(
+        f"parse+dedup+thread only: {len(parsed)} messages, {len(threads)} threads in "
+        f"{elapsed:.2f} s = {len(parsed) / elapsed:.0f} messages/s "
+        f"(parse {parse_time:.2f} s)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--path", type=Path, default=DEFAULT_MBOX)
@@ -79,6 +101,11 @@ def main() -> None:
     )
     parser.add_argument(
         "--embed", action="store_true", help="also measure with local embeddings"
+    )
+    parser.add_argument(
+        "--parse-only",
+        action="store_true",
+        help="only parse, deduplicate and thread (no database writes)",
     )
     args = parser.parse_args()
 
@@ -89,6 +116,15 @@ def main() -> None:
 
     from brain.models import Chunk, Source
 
+    if args.parse_only:
+        _parse_only(
+            args.path
+            if not args.limit
+            else _limited_copy(
+                args.path, args.limit, ROOT / "var" / "bench-ingest.mbox"
+            )
+        )
+        return
     call_command("migrate", verbosity=0, interactive=False)
     path = args.path
     if args.limit:

@@ -91,7 +91,7 @@ def test_importing_the_same_mailbox_twice_creates_nothing_new() -> None:
 
 
 class _Killed(Exception):
-    pass
+    """Stands for the worker being killed in the middle of an import."""
 
 
 def test_an_import_killed_halfway_completes_on_rerun_without_duplicates() -> None:
