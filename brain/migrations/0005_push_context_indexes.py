@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('brain', '0002_default_schema'),
+        ('brain', '0004_verbs_entity_indexes'),
     ]
 
     operations = [

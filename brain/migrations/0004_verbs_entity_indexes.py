@@ -7,7 +7,7 @@ from django.db import migrations
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("brain", "0002_default_schema"),
+        ("brain", "0003_merge_proposal"),
     ]
 
     operations = [
