@@ -1,6 +1,7 @@
 """Indexes for the entity() resolver (SPEC §4, §11: entity p99 ≤ 25 ms at 200,000
-pages): case-insensitive exact title, and slug-suffix lookups through
-``reverse(slug) LIKE reverse('/<slug>') || '%'`` (brain.services.entities)."""
+pages): slug-suffix lookups through ``reverse(slug) LIKE reverse('/<slug>') || '%'``
+(brain.services.entities). The case-insensitive exact-title arm uses
+``brain_page_title_lower``, declared on the model (migration 0005)."""
 
 from django.db import migrations
 
@@ -13,15 +14,11 @@ class Migration(migrations.Migration):
     operations = [
         migrations.RunSQL(
             sql=[
-                # entity() exact arm: lower(title) = lower(name).
-                "CREATE INDEX IF NOT EXISTS brain_page_title_lower "
-                "ON brain_page (lower(title))",
                 # entity() slug-suffix arm: slug ends with '/<slugified name>'.
                 "CREATE INDEX IF NOT EXISTS brain_page_slug_reverse "
                 "ON brain_page (reverse(slug) text_pattern_ops)",
             ],
             reverse_sql=[
-                "DROP INDEX IF EXISTS brain_page_title_lower",
                 "DROP INDEX IF EXISTS brain_page_slug_reverse",
             ],
         ),

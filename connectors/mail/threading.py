@@ -281,3 +281,35 @@ def folder_labels(folder: str) -> list[str]:
         elif name in {"trash", "bin", "deleted messages"}:
             labels.append(TRASH)
     return sorted(set(labels))
+
+
+# Bulk-mail signals for mailbox files, which carry no Gmail category labels: RFC 2076
+# ``Precedence: bulk|junk|list``, an RFC 2919 ``List-Id``, or the unsubscribe /
+# automated-notice wording that mass mailers put in the body (exports such as Enron's
+# dropped the List-Unsubscribe headers but kept the text).
+_PRECEDENCE_BULK = re.compile(r"^precedence:\s*(bulk|junk|list)\b", re.I | re.M)
+_LIST_ID = re.compile(r"^list-id:", re.I | re.M)
+_BULK_WORDING = re.compile(
+    r"(click here to (be )?(unsubscribe|removed)"
+    r"|to unsubscribe\b|unsubscribe (instructions|here|link)"
+    r"|(do not|no longer) wish to receive (future|further|these|our)"
+    r"|to be removed from (our|this|the) (mailing |e-?mail |distribution )?list"
+    r"|this (e-?mail|message) is (an )?automated (notification|message))",
+    re.I,
+)
+
+
+def bulk_labels(*, raw: str, text: str) -> list[str]:
+    """Return ``["CATEGORY_PROMOTIONS"]`` when a mailbox-file message looks like bulk
+    mail, else ``[]``: the stand-in for Gmail's category labels so SPEC §5.2 rule 4
+    (bulk category and I never wrote in it: no loop) works for exported mailboxes.
+
+    ``raw`` is the message as text (only its header block is read); ``text`` the
+    decoded body."""
+    headers = raw.split("\n\n", 1)[0].replace("\r", "")
+    if _PRECEDENCE_BULK.search(headers) or _LIST_ID.search(headers):
+        return ["CATEGORY_PROMOTIONS"]
+    if _BULK_WORDING.search(text or ""):
+        return ["CATEGORY_PROMOTIONS"]
+    return []
+

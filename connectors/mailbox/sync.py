@@ -36,6 +36,7 @@ from connectors.mail.store import (
 )
 from connectors.mail.threading import (
     KnownMessage,
+    bulk_labels,
     dedupe,
     folder_labels,
     is_mine,
@@ -107,7 +108,10 @@ class MailboxConnector(Connector):
             except ConnectorError as exc:
                 self.report.skipped[f"unparseable: {exc.message}"] += 1
             else:
-                msg.labels = folder_labels(entry.folder)
+                msg.labels = sorted(
+                    set(folder_labels(entry.folder))
+                    | set(bulk_labels(raw=msg.raw, text=msg.full_text))
+                )
                 parsed.append(msg)
             if self.progress and (index % 200 == 0 or index == total):
                 self.progress("parse", index, total)
