@@ -111,29 +111,32 @@ class McpHttpApp:
     """ASGI application serving the MCP surfaces under ``/mcp`` (see module doc)."""
 
     def __init__(self) -> None:
-        no_sdk_host_check = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+        self.servers = {
+            surface: build_server(surface=surface, resolve_caller=caller_from_context)
+            for surface in SURFACES
+        }
         self.managers: dict[str, StreamableHTTPSessionManager] = {}
-        for surface in SURFACES:
-            server = build_server(surface=surface, resolve_caller=caller_from_context)
-            # Builds the SDK's manager; its Starlette wrapper is not used, requests
-            # are handed to the manager directly after authentication.
+        self._stack: AsyncExitStack | None = None
+        self._started: asyncio.Event | None = None
+        self._lazy_task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Start a fresh session manager per surface (idempotent while running; a
+        manager runs once, so a restart after ``stop`` builds new ones)."""
+        if self._stack is not None:
+            return
+        no_sdk_host_check = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+        stack = AsyncExitStack()
+        for surface, server in self.servers.items():
+            # Builds the SDK's manager; its Starlette wrapper is not used: requests
+            # are handed to the manager directly, after authentication.
             server.streamable_http_app(
                 stateless_http=True,
                 json_response=True,
                 transport_security=no_sdk_host_check,
             )
             self.managers[surface] = server.session_manager
-        self._stack: AsyncExitStack | None = None
-        self._started: asyncio.Event | None = None
-        self._lazy_task: asyncio.Task[None] | None = None
-
-    async def start(self) -> None:
-        """Start every surface's session manager (idempotent)."""
-        if self._stack is not None:
-            return
-        stack = AsyncExitStack()
-        for manager in self.managers.values():
-            await stack.enter_async_context(manager.run())
+            await stack.enter_async_context(server.session_manager.run())
         self._stack = stack
 
     async def stop(self) -> None:

@@ -112,7 +112,26 @@ class BrainMCPServer(MCPServer):
         context: Context | None = None,
     ) -> Any:
         """Run tool ``name``; unknown tools and failures return the envelope."""
-        if self._tool_manager.get_tool(name) is None:
+        tool = self._tool_manager.get_tool(name)
+        if tool is not None:
+            allowed = sorted(tool.parameters.get("properties", {}))
+            unknown = sorted(set(arguments) - set(allowed))
+            if unknown:
+                # A misspelt argument would otherwise be dropped silently.
+                return error_result(
+                    InvalidParams(
+                        f"Unknown argument(s) for {name}: {', '.join(unknown)}.",
+                        suggestion=f"Use only: {', '.join(allowed) or 'no arguments'}.",
+                        detail={
+                            "fields": [
+                                {"field": f, "problem": "unknown argument"}
+                                for f in unknown
+                            ],
+                            "allowed": allowed,
+                        },
+                    )
+                )
+        else:
             return error_result(
                 InvalidParams(
                     f"Unknown tool '{name}' on the '{self.surface}' surface.",
