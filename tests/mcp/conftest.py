@@ -140,3 +140,17 @@ def no_embeddings(settings: Any) -> None:
     """Keyword-only search in this process (the server thread), as in the
     subprocesses: keeps the suite from loading the local model."""
     settings.BRAIN_EMBEDDING_PROVIDER = "none"
+
+
+@pytest.fixture
+def open_loop(default_source: Any) -> Any:
+    """An open commitment loop in ``default`` (what I owe Ada)."""
+    from loops.services import loop_open
+
+    return loop_open(
+        source=default_source,
+        loop_type="commitment_owed_by_me",
+        summary="Send Ada the enclosure budget",
+        actor="test",
+        counterparty_email="ada@example.com",
+    )

@@ -73,7 +73,7 @@ async def run_session(client: Client, *, loop_id: str, mute_value: str) -> dict[
         {"turns": [f"Can you check where the {TITLE} stands?"], "session_id": "s-1"},
     )
     r["open_loops"] = await call("open_loops", {})
-    r["close"] = await call("loops_close", {"loop_id": loop_id, "note": "sent it"})
+    r["close"] = await call("loops_close", {"id": loop_id, "note": "sent it"})
     r["open_loops_after"] = await call("open_loops", {})
     r["mute"] = await call("loops_mute", {"kind": "sender", "value": mute_value})
     r["unmute"] = await call("loops_unmute", {"kind": "sender", "value": mute_value})
