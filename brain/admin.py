@@ -28,7 +28,19 @@ from brain.models import (
     Source,
     TimelineEntry,
 )
+from brain.access import Caller, local_caller
+from brain.services.pages import (
+    page_reindex,
+    page_restore,
+    page_soft_delete,
+    page_write,
+)
 from brain.services.sources import source_set_federated
+
+
+def staff_caller(request: HttpRequest) -> Caller:
+    """The staff user behind an admin request, as a trusted local caller (SPEC §8)."""
+    return local_caller(actor=f"staff:{request.user.get_username()}")
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -219,12 +231,62 @@ class PageAdmin(admin.ModelAdmin):
         RevisionInline,
     )
 
+    actions = ("soft_delete_pages", "restore_pages", "reembed_pages")
+
     def get_queryset(self, request: HttpRequest) -> QuerySet[Page]:
         return super().get_queryset(request).defer("body", "frontmatter")
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        # Source and slug identify the page; renaming is not an edit (SPEC §2.3).
+        fields = tuple(super().get_readonly_fields(request, obj))
+        return fields + ("source", "slug") if obj else fields
+
+    def save_model(self, request: HttpRequest, obj: Page, form: Any, change: bool) -> None:
+        """Save through the one write path (SPEC §2.3), never ``obj.save()``."""
+        result = page_write(
+            source=obj.source,
+            mode="replace" if change else "create",
+            actor=staff_caller(request),
+            slug=obj.slug,
+            title=obj.title,
+            body=obj.body,
+            type_name=obj.type.name,
+            summary=obj.summary,
+            tags=list(obj.tags),
+            frontmatter=dict(obj.frontmatter or {}),
+            replace_frontmatter=True,
+            visibility=obj.visibility,
+            effective_date=obj.effective_date,
+            allow_empty=True,
+        )
+        obj.pk = result.page.pk
+        obj.refresh_from_db()
 
     @admin.display(description="live", boolean=True)
     def is_live(self, obj: Page) -> bool:
         return obj.deleted_at is None
+
+    @admin.action(description="Soft delete (purged after 72 h)")
+    def soft_delete_pages(self, request: HttpRequest, queryset: QuerySet[Page]) -> None:
+        caller = staff_caller(request)
+        done = sum(page_soft_delete(page=p, actor=caller, reason="admin") for p in queryset)
+        self.message_user(request, f"{done} page(s) deleted.", messages.SUCCESS)
+
+    @admin.action(description="Restore deleted pages")
+    def restore_pages(self, request: HttpRequest, queryset: QuerySet[Page]) -> None:
+        caller = staff_caller(request)
+        done = sum(page_restore(page=p, actor=caller) for p in queryset)
+        self.message_user(request, f"{done} page(s) restored.", messages.SUCCESS)
+
+    @admin.action(description="Re-chunk and re-embed")
+    def reembed_pages(self, request: HttpRequest, queryset: QuerySet[Page]) -> None:
+        pages = list(queryset.filter(deleted_at__isnull=True))
+        current = sum(page_reindex(page=p) for p in pages)
+        self.message_user(
+            request,
+            f"{len(pages)} page(s) re-chunked; {current} fully embedded now.",
+            messages.SUCCESS,
+        )
 
 
 @admin.register(PageRevision)

@@ -1,0 +1,128 @@
+"""Chunks and embeddings follow the one write path (SPEC §2.3, §3; STYLE rule 8).
+
+Embeddings come from the real local model wrapped in a counter, so the tests see
+exactly which texts were embedded; the database is real.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from brain import embeddings
+from brain.access import local_caller
+from brain.embeddings import EmbeddingUnavailable
+from brain.models import Chunk, Page, Source
+from brain.services.pages import page_add, page_update, page_write, pages_embed_pending
+from tests.brain.embedding_counter import CountingProvider
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def counter(settings, monkeypatch) -> CountingProvider:  # type: ignore[no-untyped-def]
+    """The configured local provider, counted."""
+    settings.BRAIN_EMBEDDING_PROVIDER = "local"
+    provider = CountingProvider(embeddings.get_provider())
+    monkeypatch.setattr(embeddings, "get_provider", lambda: provider)
+    return provider
+
+
+class FailingProvider:
+    name = "local:all-MiniLM-L6-v2"
+    dimensions = 384
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        raise EmbeddingUnavailable("model went away")
+
+
+def _write(source: Source, slug: str, body: str, mode: str = "upsert", **kw):  # type: ignore[no-untyped-def]
+    return page_write(source=source, mode=mode, slug=slug, title=slug.split("/")[-1],
+                      body=body, actor=local_caller(), **kw)
+
+
+def test_embeddings_are_computed_after_commit_and_mark_the_index_current(
+    default_source: Source, counter: CountingProvider, django_capture_on_commit_callbacks
+) -> None:
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        result = _write(default_source, "notes/a", "Quarterly budget review with finance.")
+        # Inside the write nothing was embedded: that waits for the commit.
+        assert counter.calls == [] and result.index_current is False
+        assert Chunk.objects.get(page=result.page).embedding is None
+    for callback in callbacks:
+        callback()
+    page = Page.objects.get(pk=result.page.pk)
+    assert page.indexed_hash == page.content_hash
+    chunk = Chunk.objects.get(page=page)
+    assert chunk.embedding is not None and chunk.embedding_model == counter.name
+    assert len(counter.texts) == 1
+
+
+def test_unchanged_resave_does_not_re_embed(
+    default_source: Source, counter: CountingProvider, django_capture_on_commit_callbacks
+) -> None:
+    with django_capture_on_commit_callbacks(execute=True):
+        _write(default_source, "notes/a", "Quarterly budget review with finance.")
+    calls = len(counter.calls)
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        result = _write(default_source, "notes/a", "Quarterly budget review with finance.")
+    assert result.changed is False and result.index_current is True
+    assert callbacks == [] and len(counter.calls) == calls
+
+
+def test_editing_one_page_re_embeds_only_that_page(
+    default_source: Source, counter: CountingProvider, django_capture_on_commit_callbacks
+) -> None:
+    with django_capture_on_commit_callbacks(execute=True):
+        _write(default_source, "notes/a", "The offsite is in Lisbon in March.")
+        _write(default_source, "notes/b", "Hiring plan for the data team.")
+    untouched = Chunk.objects.get(page__slug="notes/b")
+    counter.calls.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        page_update(source=default_source, slug="notes/a", body="Flights are booked.",
+                    actor=local_caller())
+    assert counter.texts and all(t.startswith("a\n\n") for t in counter.texts)
+    after = Chunk.objects.get(page__slug="notes/b")
+    assert (after.pk, list(after.embedding)) == (untouched.pk, list(untouched.embedding))
+
+
+def test_appending_reuses_embeddings_of_unchanged_chunks(
+    default_source: Source, counter: CountingProvider, django_capture_on_commit_callbacks
+) -> None:
+    first = "# Plan\n\nThe offsite is in Lisbon in March."
+    with django_capture_on_commit_callbacks(execute=True):
+        _write(default_source, "notes/a", first)
+    counter.calls.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        page_update(source=default_source, slug="notes/a",
+                    body="# Travel\n\nFlights are booked.", actor=local_caller())
+    assert counter.texts == ["a\n\n# Travel\n\nFlights are booked."]
+    assert Chunk.objects.filter(embedding__isnull=True).count() == 0
+
+
+def test_deferred_embedding_is_filled_by_embed_pending(
+    default_source: Source, counter: CountingProvider, django_capture_on_commit_callbacks
+) -> None:
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        _write(default_source, "notes/a", "Alpha.", embed=False)
+        _write(default_source, "notes/b", "Beta.", embed=False)
+    assert callbacks == [] and counter.calls == []
+    assert Page.objects.exclude(indexed_hash="").count() == 0
+    seen: list[int] = []
+    assert pages_embed_pending(progress=seen.append) == 2
+    assert sum(seen) == 2
+    assert Page.objects.filter(indexed_hash="").count() == 0
+    # Idempotent: the second run finds nothing.
+    assert pages_embed_pending() == 0
+
+
+def test_failing_provider_leaves_the_page_written_and_the_index_behind(
+    default_source: Source, monkeypatch, django_capture_on_commit_callbacks
+) -> None:
+    monkeypatch.setattr(embeddings, "get_provider", lambda: FailingProvider())
+    with django_capture_on_commit_callbacks(execute=True):
+        result = page_add(source=default_source, slug="notes/a", title="A",
+                          body="Still saved.", actor=local_caller())
+    page = Page.objects.get(pk=result.page.pk)
+    assert page.body == "Still saved." and page.indexed_hash == ""
+    assert Chunk.objects.get(page=page).tsv  # keyword search still finds it
+    assert pages_embed_pending() == 0
