@@ -27,21 +27,23 @@ import asyncio
 import json
 import logging
 from contextlib import AsyncExitStack
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import close_old_connections
 from django.http.request import split_domain_port, validate_host
-from mcp.server.mcpserver import Context
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 
 from accounts.services import apikey_authenticate
 from brain.access import Caller, caller_for_key
-from brain.exceptions import InvalidParams, NotFound, ScopeDenied
+from brain.exceptions import BrainError, InvalidParams, NotFound, ScopeDenied
 from brain.mcp.server import build_server
 from brain.mcp.tools import SURFACES
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import Context
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 logger = logging.getLogger(__name__)
 
@@ -78,8 +80,14 @@ def _authenticate(token: str, client: str) -> Caller | None:
         close_old_connections()
 
 
-async def _send_json(send: Any, status: int, body: dict[str, Any], **headers: str) -> None:
+async def _send_json(
+    send: Any, status: int, body: dict[str, Any], *, www_authenticate: str = ""
+) -> None:
+    """Answer with a JSON body (the SPEC §4 envelope) without entering MCP."""
     raw = json.dumps(body).encode()
+    extra = (
+        [(b"www-authenticate", www_authenticate.encode())] if www_authenticate else []
+    )
     await send(
         {
             "type": "http.response.start",
@@ -87,7 +95,7 @@ async def _send_json(send: Any, status: int, body: dict[str, Any], **headers: st
             "headers": [
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(raw)).encode()),
-                *((k.encode(), v.encode()) for k, v in headers.items()),
+                *extra,
             ],
         }
     )
@@ -117,7 +125,7 @@ class McpHttpApp:
         }
         self.managers: dict[str, StreamableHTTPSessionManager] = {}
         self._stack: AsyncExitStack | None = None
-        self._started: asyncio.Event | None = None
+        self._ready: asyncio.Future[None] | None = None
         self._lazy_task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -125,7 +133,10 @@ class McpHttpApp:
         manager runs once, so a restart after ``stop`` builds new ones)."""
         if self._stack is not None:
             return
-        no_sdk_host_check = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+        # Hosts are checked against ALLOWED_HOSTS in __call__, like any Django request.
+        no_sdk_host_check = TransportSecuritySettings(
+            enable_dns_rebinding_protection=False
+        )
         stack = AsyncExitStack()
         for surface, server in self.servers.items():
             # Builds the SDK's manager; its Starlette wrapper is not used: requests
@@ -146,20 +157,31 @@ class McpHttpApp:
             await stack.aclose()
 
     async def _ensure_started(self) -> None:
-        """Start the managers on the first request when no lifespan event came."""
+        """Start the managers on the first request when no lifespan event came.
+
+        The managers' task groups must outlive the request, so they run in a
+        background task of the server's event loop; a failed start is raised to
+        every waiting request and retried by the next one.
+        """
         if self._stack is not None:
             return
-        if self._started is None:
-            self._started = asyncio.Event()
+        if self._ready is None:
+            loop = asyncio.get_running_loop()
+            ready: asyncio.Future[None] = loop.create_future()
+            self._ready = ready
 
-            async def run_forever() -> None:
-                await self.start()
-                assert self._started is not None
-                self._started.set()
+            async def keep_running() -> None:
+                try:
+                    await self.start()
+                except Exception as exc:  # noqa: BLE001 - handed to the waiters
+                    self._ready = None
+                    ready.set_exception(exc)
+                    return
+                ready.set_result(None)
                 await asyncio.Event().wait()  # lives as long as the event loop
 
-            self._lazy_task = asyncio.get_running_loop().create_task(run_forever())
-        await self._started.wait()
+            self._lazy_task = loop.create_task(keep_running())
+        await asyncio.shield(self._ready)
 
     async def lifespan(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         """ASGI lifespan: start the managers at startup, stop them at shutdown."""
@@ -178,39 +200,42 @@ class McpHttpApp:
                 return
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        headers = {
+            k.decode("latin-1").lower(): v.decode("latin-1")
+            for k, v in scope["headers"]
+        }
         domain, _port = split_domain_port(headers.get("host", ""))
         if not domain or not validate_host(domain, settings.ALLOWED_HOSTS):
-            await _send_json(send, 400, InvalidParams(
-                "Host not allowed.",
-                suggestion="Add the host to DJANGO_ALLOWED_HOSTS.",
-            ).envelope())
+            error: BrainError = InvalidParams(
+                "Host not allowed.", suggestion="Add the host to DJANGO_ALLOWED_HOSTS."
+            )
+            await _send_json(send, 400, error.envelope())
             return
         surface = _surface_for(scope["path"])
         if surface is None:
-            await _send_json(send, 404, NotFound(
+            error = NotFound(
                 f"No MCP surface at {scope['path']}.",
-                suggestion=f"Use /mcp or /mcp/<surface> with a surface in {list(SURFACES)}.",
-            ).envelope())
+                suggestion=f"Use /mcp or /mcp/<surface> for a surface in {SURFACES}",
+            )
+            await _send_json(send, 404, error.envelope())
             return
         auth = headers.get("authorization", "")
         token = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
         caller = None
         if token:
             client = headers.get("x-brain-client", "")[:200] or "mcp"
-            caller = await sync_to_async(_authenticate, thread_sensitive=True)(token, client)
+            authenticate = sync_to_async(_authenticate, thread_sensitive=True)
+            caller = await authenticate(token, client)
         if caller is None:
+            error = ScopeDenied(
+                "Missing or invalid API key.",
+                suggestion=(
+                    "Send 'Authorization: Bearer <key>'; an admin creates keys in "
+                    "admin → API keys."
+                ),
+            )
             await _send_json(
-                send,
-                401,
-                ScopeDenied(
-                    "Missing or invalid API key.",
-                    suggestion=(
-                        "Send 'Authorization: Bearer <key>'; an admin creates keys in "
-                        "admin → API keys."
-                    ),
-                ).envelope(),
-                **{"www-authenticate": 'Bearer realm="brain"'},
+                send, 401, error.envelope(), www_authenticate='Bearer realm="brain"'
             )
             return
         await self._ensure_started()

@@ -40,14 +40,15 @@ SERVER_NAME = "brain"
 
 INSTRUCTIONS = (
     "The brain is the team's long-term memory: pages (people, companies, projects, "
-    "email threads, meetings, notes), facts with provenance, and open loops (who owes "
-    "whom what). Before answering about a person, company or project, call `entity` or "
-    "`recall`. Before writing, search (`brain_search` or `recall`): when a result's "
-    "create_safety is `exists` or `probable`, update that page (`brain_update`) instead "
-    "of adding a duplicate. Every write needs provenance: say where the knowledge came "
-    "from (a message, a meeting, the user). Record results back: close loops you "
-    "finished, `remember` new facts, `forget` wrong ones. Tool errors are JSON "
-    "{error, message, suggestion, detail}; follow the suggestion."
+    "email threads, meetings, notes), facts with provenance, and open loops (who "
+    "owes whom what). Before answering about a person, company or project, call "
+    "`entity` or `recall`. Before writing, search (`brain_search` or `recall`): when "
+    "a result's create_safety is `exists` or `probable`, update that page "
+    "(`brain_update`) instead of adding a duplicate. Every write needs provenance: "
+    "say where the knowledge came from (a message, a meeting, the user). Record "
+    "results back: close loops you finished, `remember` new facts, `forget` wrong "
+    "ones. Tool errors are JSON {error, message, suggestion, detail}; follow the "
+    "suggestion."
 )
 
 CallerResolver = Callable[[Context], Caller]
@@ -82,7 +83,7 @@ def brain_error_for(exc: ToolError) -> BrainError:
         names = ", ".join(f["field"] for f in fields) or "the arguments"
         return InvalidParams(
             f"Invalid or missing argument(s): {names}.",
-            suggestion="Check the argument names and types against the tool's inputSchema.",
+            suggestion="Check argument names and types against the tool's inputSchema.",
             detail={"fields": fields},
         )
     logger.error("MCP tool failed", exc_info=cause or exc)
@@ -179,8 +180,13 @@ def _mcp_tool(spec: ToolSpec, resolve_caller: CallerResolver) -> Callable[..., A
     tool.__doc__ = spec.description
     tool.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         [
-            inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context),
-            *(p.replace(annotation=hints[p.name]) for p in params),
+            inspect.Parameter(
+                "ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context
+            ),
+            *(
+                p.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=hints[p.name])
+                for p in params
+            ),
         ],
         return_annotation=dict[str, Any],
     )

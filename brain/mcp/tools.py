@@ -15,13 +15,18 @@ instead of creating a duplicate, always give provenance.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
+from loops.selectors import loop_list
+from loops.services import loop_close, loop_get, loop_mute, loop_unmute
+from loops.waiting import loop_view
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 from pydantic import BaseModel, Field
 
-from brain.access import Caller
+from brain.access import Caller  # noqa: TC001 - resolved at runtime for the schemas
 from brain.exceptions import InvalidParams
 from brain.models import Page, Source
 from brain.search import page_search
@@ -38,9 +43,6 @@ from brain.services.verbs import (
     verb_synthesize,
 )
 from loops.models import LoopType, OpenLoop
-from loops.selectors import loop_list
-from loops.services import loop_close, loop_get, loop_mute, loop_unmute
-from loops.waiting import loop_view
 
 VERB = "verb"
 BRAIN = "brain"
@@ -66,7 +68,9 @@ SourceArg = Annotated[
 ]
 SourcesArg = Annotated[
     list[str] | None,
-    Field(description="Source ids to read (omit for the federated sources you may read)."),
+    Field(
+        description="Source ids to read (omit for the federated sources you may read)."
+    ),
 ]
 
 
@@ -87,15 +91,21 @@ class ToolSpec:
 
 VerbSourceArg = Annotated[
     str | list[str] | None,
-    Field(description="Source id(s) to read (omit for the federated sources you may read)."),
+    Field(
+        description="Source id(s) to read (omit: the federated sources you may read)."
+    ),
 ]
 SinceArg = Annotated[
     str | None,
-    Field(description="ISO 8601 timestamp (UTC if no offset), e.g. 2026-01-31T09:00:00Z."),
+    Field(
+        description="ISO 8601 timestamp (UTC if no offset), e.g. 2026-01-31T09:00:00Z."
+    ),
 ]
 BudgetArg = Annotated[
     int | None,
-    Field(description="Token budget for the answer (chars/4 estimate); whole items only."),
+    Field(
+        description="Token budget for the answer (chars/4 estimate); whole items only."
+    ),
 ]
 EntitiesArg = Annotated[
     str | list[str] | None,
@@ -105,14 +115,22 @@ EntitiesArg = Annotated[
 
 def recall(
     caller: Caller,
-    query: Annotated[str | None, Field(description="What to look for (hybrid search).")] = None,
+    *,
+    query: Annotated[
+        str | None, Field(description="What to look for (hybrid search).")
+    ] = None,
     entity: Annotated[
-        str | None, Field(description="A person, company or project: name, alias or slug.")
+        str | None,
+        Field(description="A person, company or project: name, alias or slug."),
     ] = None,
     since: SinceArg = None,
-    limit: Annotated[int | None, Field(description="Items per arm (default 50, max 100).")] = None,
+    limit: Annotated[
+        int | None, Field(description="Items per arm (default 50, max 100).")
+    ] = None,
     budget_tokens: BudgetArg = None,
-    session_id: Annotated[str | None, Field(description="Your session id, if any.")] = None,
+    session_id: Annotated[
+        str | None, Field(description="Your session id, if any.")
+    ] = None,
     source: VerbSourceArg = None,
 ) -> dict[str, Any]:
     """recall → ``brain.services.verbs.verb_recall``."""
@@ -130,12 +148,16 @@ def recall(
 
 def remember(
     caller: Caller,
-    fact: Annotated[str, Field(description="One self-contained statement to remember.")],
+    *,
+    fact: Annotated[
+        str, Field(description="One self-contained statement to remember.")
+    ],
     provenance: Annotated[
         str,
         Field(
             description=(
-                "Where this comes from (max 500 chars): a message id, a meeting, a URL, "
+                "Where this comes from (max 500 chars): a message id, a meeting, "
+                "a URL, "
                 "or 'user said in session X'. Required."
             )
         ),
@@ -169,6 +191,7 @@ def remember(
 
 def entity(
     caller: Caller,
+    *,
     name: Annotated[str, Field(description="A name, alias, email address or slug.")],
     source: VerbSourceArg = None,
 ) -> dict[str, Any]:
@@ -178,7 +201,10 @@ def entity(
 
 def synthesize(
     caller: Caller,
-    question: Annotated[str, Field(description="The question to answer from the brain.")],
+    *,
+    question: Annotated[
+        str, Field(description="The question to answer from the brain.")
+    ],
     since: SinceArg = None,
     until: SinceArg = None,
     source: VerbSourceArg = None,
@@ -191,10 +217,13 @@ def synthesize(
 
 def forget(
     caller: Caller,
+    *,
     id: Annotated[  # noqa: A002 - the SPEC §4 wire name
         str | int, Field(description="The fact id (from remember or recall).")
     ],
-    reason: Annotated[str | None, Field(description="Why the fact is wrong or stale.")] = None,
+    reason: Annotated[
+        str | None, Field(description="Why the fact is wrong or stale.")
+    ] = None,
 ) -> dict[str, Any]:
     """forget → ``brain.services.verbs.verb_forget``."""
     return verb_forget(caller=caller, id=str(id), reason=reason)
@@ -202,6 +231,7 @@ def forget(
 
 def context_pack(
     caller: Caller,
+    *,
     entities: EntitiesArg,
     budget_tokens: BudgetArg = None,
     since: SinceArg = None,
@@ -223,6 +253,7 @@ def context_pack(
 
 def delta(
     caller: Caller,
+    *,
     since: SinceArg = None,
     session_id: Annotated[
         str | None,
@@ -256,13 +287,17 @@ ProvenanceArg = Annotated[
         ),
     ),
 ]
-TagsArg = Annotated[list[str] | None, Field(description="Tags, e.g. ['customer', 'q3'].")]
+TagsArg = Annotated[
+    list[str] | None, Field(description="Tags, e.g. ['customer', 'q3'].")
+]
 
 
 class RelationArg(BaseModel):
     """An explicit typed edge from the written page to another page of its source."""
 
-    type: str = Field(description="Relation type, e.g. works_at, member_of, related_to.")
+    type: str = Field(
+        description="Relation type, e.g. works_at, member_of, related_to."
+    )
     to_slug: str = Field(description="Slug of the target page (it must exist).")
     context: str = Field("", max_length=200, description="Why (≤ 200 chars).")
 
@@ -316,12 +351,17 @@ def _as_list(value: str | list[str] | None) -> list[str] | None:
 
 def brain_search(
     caller: Caller,
-    query: Annotated[str, Field(description="Words to look for (hybrid keyword + vector).")],
+    *,
+    query: Annotated[
+        str, Field(description="Words to look for (hybrid keyword + vector).")
+    ],
     source: VerbSourceArg = None,
     type: Annotated[  # noqa: A002 - the Schema's word
         str | None, Field(description="Only pages of this type, e.g. person, project.")
     ] = None,
-    limit: Annotated[int, Field(ge=1, le=100, description="Results (default 10).")] = 10,
+    limit: Annotated[
+        int, Field(ge=1, le=100, description="Results (default 10).")
+    ] = 10,
     budget_tokens: BudgetArg = None,
 ) -> dict[str, Any]:
     """brain_search → ``brain.search.page_search`` in the caller's read scope."""
@@ -359,6 +399,7 @@ def brain_search(
 
 def brain_get_page(
     caller: Caller,
+    *,
     slug: Annotated[str, Field(description="The page slug, e.g. people/ada-lovelace.")],
     source: SourceArg = None,
 ) -> dict[str, Any]:
@@ -370,13 +411,18 @@ def brain_get_page(
 
 def brain_list_pages(
     caller: Caller,
+    *,
     type: Annotated[  # noqa: A002 - the Schema's word
         str | None, Field(description="Only this page type, e.g. person.")
     ] = None,
-    prefix: Annotated[str | None, Field(description="Slug prefix, e.g. people/.")] = None,
+    prefix: Annotated[
+        str | None, Field(description="Slug prefix, e.g. people/.")
+    ] = None,
     tag: Annotated[str | None, Field(description="Only pages with this tag.")] = None,
     source: SourceArg = None,
-    limit: Annotated[int, Field(ge=1, le=200, description="Page size (default 50).")] = 50,
+    limit: Annotated[
+        int, Field(ge=1, le=200, description="Page size (default 50).")
+    ] = 50,
     offset: Annotated[int, Field(ge=0, description="Skip this many (paging).")] = 0,
 ) -> dict[str, Any]:
     """brain_list_pages → ``brain.selectors.page_list``, newest first."""
@@ -396,7 +442,10 @@ def brain_list_pages(
 
 def brain_add(
     caller: Caller,
-    title: Annotated[str, Field(min_length=1, description="Page title; the slug comes from it.")],
+    *,
+    title: Annotated[
+        str, Field(min_length=1, description="Page title; the slug comes from it.")
+    ],
     body: Annotated[str, Field(description="Markdown body: the compiled truth.")],
     provenance: ProvenanceArg,
     type: Annotated[  # noqa: A002 - the Schema's word
@@ -444,17 +493,23 @@ def brain_add(
 
 def brain_update(
     caller: Caller,
+    *,
     slug: Annotated[str, Field(description="Slug of the existing page.")],
     provenance: ProvenanceArg,
     body: Annotated[
-        str | None, Field(description="Text to append (append) or the new body (replace).")
+        str | None,
+        Field(description="Text to append (append) or the new body (replace)."),
     ] = None,
     mode: Annotated[
         Literal["append", "replace"],
         Field(description="append (default): add to the body; replace: swap the body."),
     ] = "append",
-    title: Annotated[str | None, Field(description="New title (kept if omitted).")] = None,
-    summary: Annotated[str | None, Field(description="New summary (kept if omitted).")] = None,
+    title: Annotated[
+        str | None, Field(description="New title (kept if omitted).")
+    ] = None,
+    summary: Annotated[
+        str | None, Field(description="New summary (kept if omitted).")
+    ] = None,
     tags: Annotated[
         list[str] | None, Field(description="New tag list (kept if omitted).")
     ] = None,
@@ -463,7 +518,7 @@ def brain_update(
     ] = False,
     source: SourceArg = None,
 ) -> dict[str, Any]:
-    """brain_update → ``brain.services.pages.page_update`` in the caller's write source."""
+    """brain_update → ``brain.services.pages.page_update`` in the write source."""
     result = page_update(
         mode=mode,
         source=caller.write_source(source),
@@ -481,7 +536,10 @@ def brain_update(
 
 def brain_query(
     caller: Caller,
-    question: Annotated[str, Field(min_length=1, description="The question to answer.")],
+    *,
+    question: Annotated[
+        str, Field(min_length=1, description="The question to answer.")
+    ],
     source: VerbSourceArg = None,
     since: SinceArg = None,
     until: SinceArg = None,
@@ -517,6 +575,7 @@ def brain_query(
 
 def open_loops(
     caller: Caller,
+    *,
     status: Annotated[
         Literal["open", "done", "dropped", "stale"], Field(description="Default open.")
     ] = "open",
@@ -533,7 +592,9 @@ def open_loops(
         str | None, Field(description="A person's email address or page slug.")
     ] = None,
     source: SourceArg = None,
-    limit: Annotated[int, Field(ge=1, le=500, description="At most (default 50).")] = 50,
+    limit: Annotated[
+        int, Field(ge=1, le=500, description="At most (default 50).")
+    ] = 50,
 ) -> dict[str, Any]:
     """open_loops → ``loops.selectors.loop_list`` over every readable source."""
     if loop_type and loop_type not in LoopType.values:
@@ -543,9 +604,13 @@ def open_loops(
             detail={"allowed": list(LoopType.values)},
         )
     scope = caller.read_scope([source]) if source else caller.all_readable_scope()
-    qs = loop_list(scope=scope, status=status, loop_type=loop_type, counterparty=counterparty)
+    qs = loop_list(
+        scope=scope, status=status, loop_type=loop_type, counterparty=counterparty
+    )
     return {
-        "loops": [loop_view(loop).as_dict(trusted=caller.trusted) for loop in qs[:limit]],
+        "loops": [
+            loop_view(loop).as_dict(trusted=caller.trusted) for loop in qs[:limit]
+        ],
         "count": qs.count(),
         "redacted": not caller.trusted,
         "protocol_version": 1,
@@ -554,7 +619,9 @@ def open_loops(
 
 def _loop_for_write(caller: Caller, loop_id: str) -> OpenLoop:
     readable = (
-        None if caller.readable_source_ids is None else tuple(caller.readable_source_ids)
+        None
+        if caller.readable_source_ids is None
+        else tuple(caller.readable_source_ids)
     )
     loop = loop_get(loop_id=loop_id, source_ids=readable)
     caller.write_source(loop.source_id)  # a read grant never authorises a write
@@ -563,6 +630,7 @@ def _loop_for_write(caller: Caller, loop_id: str) -> OpenLoop:
 
 def loops_close(
     caller: Caller,
+    *,
     id: Annotated[  # noqa: A002 - the open_loops field name
         str | int, Field(description="The loop id from open_loops.")
     ],
@@ -580,7 +648,8 @@ def loops_close(
 
 
 MuteKindArg = Annotated[
-    Literal["sender", "thread"], Field(description="sender (an email address) or thread.")
+    Literal["sender", "thread"],
+    Field(description="sender (an email address) or thread."),
 ]
 MuteValueArg = Annotated[
     str, Field(min_length=1, max_length=320, description="The address or thread id.")
@@ -588,7 +657,7 @@ MuteValueArg = Annotated[
 
 
 def loops_mute(
-    caller: Caller, kind: MuteKindArg, value: MuteValueArg, source: SourceArg = None
+    caller: Caller, *, kind: MuteKindArg, value: MuteValueArg, source: SourceArg = None
 ) -> dict[str, Any]:
     """loops_mute → ``loops.services.loop_mute`` in the caller's write source."""
     src = caller.write_source(source)
@@ -603,7 +672,7 @@ def loops_mute(
 
 
 def loops_unmute(
-    caller: Caller, kind: MuteKindArg, value: MuteValueArg, source: SourceArg = None
+    caller: Caller, *, kind: MuteKindArg, value: MuteValueArg, source: SourceArg = None
 ) -> dict[str, Any]:
     """loops_unmute → ``loops.services.loop_unmute`` in the caller's write source."""
     src = caller.write_source(source)
@@ -629,6 +698,7 @@ class Turn(BaseModel):
 
 def push_context_tool(
     caller: Caller,
+    *,
     turns: Annotated[
         list[Turn | str],
         Field(
@@ -641,10 +711,14 @@ def push_context_tool(
     ],
     session_id: Annotated[
         str | None,
-        Field(description="Your session id: pages already pushed in it are not repeated."),
+        Field(
+            description="Your session id: pages already pushed in it are not repeated."
+        ),
     ] = None,
     source: SourceArg = None,
-    max_pages: Annotated[int, Field(description="At most this many pages (default 3, cap 5).", ge=1)] = 3,
+    max_pages: Annotated[
+        int, Field(description="At most this many pages (default 3, cap 5).", ge=1)
+    ] = 3,
 ) -> dict[str, Any]:
     """push_context → ``brain.services.push.push_context``."""
     return push_context(
@@ -660,7 +734,7 @@ def push_context_tool(
 
 
 def whoami(caller: Caller) -> dict[str, Any]:
-    """Describe the caller: trust, scopes, write source, readable sources (null = all)."""
+    """The caller: trust, scopes, write source, readable sources (null = all)."""
     return {
         "actor": caller.actor,
         "client": caller.client,
@@ -796,7 +870,8 @@ TOOLS: tuple[ToolSpec, ...] = (
         fn=brain_search,
         title="Search pages",
         description=(
-            "Hybrid search (keyword + meaning) over the pages you may read. Each result "
+            "Hybrid search (keyword + meaning) over the pages you may read. Each "
+            "result "
             "has slug, title, source, similarity, an excerpt, evidence and "
             "create_safety. ALWAYS search before brain_add: when a result's "
             "create_safety is 'exists' or 'probable', that page already exists, so "
@@ -875,7 +950,8 @@ TOOLS: tuple[ToolSpec, ...] = (
         title="Open loops",
         description=(
             "What is still open: promises you made, promises made to you, emails you "
-            "owe a reply to, questions you are waiting on, pending decisions. Filter by "
+            "owe a reply to, questions you are waiting on, pending decisions. Filter "
+            "by "
             "loop_type, counterparty or source. Remote keys see summary and due date "
             "only."
         ),

@@ -14,10 +14,9 @@ import json
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import httpx2
@@ -27,7 +26,11 @@ from django.db import connection
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
-from mcp_types import CallToolResult
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Iterator
+
+    from mcp_types import CallToolResult
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,7 +39,9 @@ committed_db = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _restore_migrated_rows(django_db_setup: None, django_db_blocker: Any) -> Iterator[None]:
+def _restore_migrated_rows(
+    django_db_setup: None, django_db_blocker: Any
+) -> Iterator[None]:
     yield
     from brain.models import Source
 
@@ -70,9 +75,13 @@ def subprocess_env() -> dict[str, str]:
     }
 
 
-def stdio_params(command: str, args: list[str], *, cwd: Path = REPO_ROOT) -> StdioServerParameters:
+def stdio_params(
+    command: str, args: list[str], *, cwd: Path = REPO_ROOT
+) -> StdioServerParameters:
     """Parameters to spawn an MCP stdio server against the test database."""
-    return StdioServerParameters(command=command, args=args, cwd=cwd, env=subprocess_env())
+    return StdioServerParameters(
+        command=command, args=args, cwd=cwd, env=subprocess_env()
+    )
 
 
 def manage_mcp(*args: str) -> StdioServerParameters:
@@ -119,7 +128,11 @@ def live_asgi() -> Iterator[str]:
     base URL. The server thread shares the test database (its writes are committed
     by transactional tests)."""
     config = uvicorn.Config(
-        served_application(), host="127.0.0.1", port=0, lifespan="on", log_level="warning"
+        served_application(),
+        host="127.0.0.1",
+        port=0,
+        lifespan="on",
+        log_level="warning",
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)

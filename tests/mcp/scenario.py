@@ -8,16 +8,19 @@ error. It returns every result by step name; the tests assert on them.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mcp import Client
+if TYPE_CHECKING:
+    from mcp import Client
 
 TITLE = "Quokka Expansion Project"
 BODY = "Plan to open the quokka enclosure at Perth zoo.\n\nBudget owner: Ada Lovelace."
 APPENDED = "Update: the council approved the enclosure on 2026-11-20."
 
 
-async def run_session(client: Client, *, loop_id: str, mute_value: str) -> dict[str, Any]:
+async def run_session(
+    client: Client, *, loop_id: str, mute_value: str
+) -> dict[str, Any]:
     """Call every tool of the full surface in one session (see module doc)."""
     r: dict[str, Any] = {}
     call = client.call_tool
@@ -63,7 +66,9 @@ async def run_session(client: Client, *, loop_id: str, mute_value: str) -> dict[
     )
     r["recall"] = await call("recall", {"entity": slug, "query": "quokka"})
     r["entity"] = await call("entity", {"name": TITLE})
-    r["context_pack"] = await call("context_pack", {"entities": slug, "budget_tokens": 2000})
+    r["context_pack"] = await call(
+        "context_pack", {"entities": slug, "budget_tokens": 2000}
+    )
     r["delta"] = await call("delta", {"since": "1970-01-01T00:00:00Z"})
     r["synthesize"] = await call("synthesize", {"question": "When does it open?"})
     r["forget"] = await call("forget", {"id": fact_id, "reason": "date moved"})

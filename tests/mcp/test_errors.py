@@ -8,8 +8,7 @@ cases over stdio and HTTP.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from mcp import Client
@@ -19,8 +18,13 @@ from brain.exceptions import ScopeDenied
 from brain.mcp.server import build_server
 from tests.mcp.conftest import envelope, payload
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
-def _call(resolve: Callable[[Any], Caller], name: str, arguments: dict[str, Any]) -> Any:
+
+def _call(
+    resolve: Callable[[Any], Caller], name: str, arguments: dict[str, Any]
+) -> Any:
     server = build_server(surface="full", resolve_caller=resolve)
 
     async def go() -> Any:

@@ -10,11 +10,11 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
+from brain.services.verbs import verb_remember
 
 from accounts.services import apikey_revoke
 from brain.access import local_caller
 from brain.services.pages import page_add
-from brain.services.verbs import verb_remember
 from tests.mcp.conftest import committed_db, envelope, http_client, payload
 
 INITIALIZE = {
@@ -76,13 +76,28 @@ def test_sdk_client_with_a_wrong_key_cannot_connect(live_asgi) -> None:  # type:
 def two_sources_with_private_data(source_a, source_b) -> dict[str, Any]:  # type: ignore[no-untyped-def]
     """World and private pages in team-a, a world page in team-b, a private fact."""
     local = local_caller()
-    page_add(source=source_a, actor=local, title="Alpha Rollout Plan", type_name="project",
-             body="Rollout plan for alpha: staged launch in three regions.")
-    secret = page_add(source=source_a, actor=local, title="Alpha Salary Review",
-                      type_name="note", visibility="private",
-                      body="Confidential rollout salary review: figures inside.")
-    page_add(source=source_b, actor=local, title="Beta Rollout Plan", type_name="project",
-             body="Rollout plan for beta: one region only.")
+    page_add(
+        source=source_a,
+        actor=local,
+        title="Alpha Rollout Plan",
+        type_name="project",
+        body="Rollout plan for alpha: staged launch in three regions.",
+    )
+    secret = page_add(
+        source=source_a,
+        actor=local,
+        title="Alpha Salary Review",
+        type_name="note",
+        visibility="private",
+        body="Confidential rollout salary review: figures inside.",
+    )
+    page_add(
+        source=source_b,
+        actor=local,
+        title="Beta Rollout Plan",
+        type_name="project",
+        body="Rollout plan for beta: one region only.",
+    )
     fact = verb_remember(
         caller=dataclasses.replace(local, write_source_id="team-a"),
         fact="PRIVATE-SENTINEL the alpha rollout slips to May",
@@ -117,12 +132,18 @@ def test_http_applies_the_keys_sources_and_a_remote_key_never_sees_private_data(
             )
             r["entity"] = await c.call_tool("entity", {"name": "Alpha Rollout Plan"})
             r["pack"] = await c.call_tool(
-                "context_pack", {"entities": "Alpha Rollout Plan", "include_private": True}
+                "context_pack",
+                {"entities": "Alpha Rollout Plan", "include_private": True},
             )
             r["delta"] = await c.call_tool("delta", {"since": "1970-01-01T00:00:00Z"})
             r["write_b"] = await c.call_tool(
                 "brain_add",
-                {"title": "Sneaky", "body": "x", "source": "team-b", "provenance": "test"},
+                {
+                    "title": "Sneaky",
+                    "body": "x",
+                    "source": "team-b",
+                    "provenance": "test",
+                },
             )
         return r
 

@@ -9,7 +9,7 @@ import os
 import re
 import shlex
 import tomllib
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 from mcp import Client
@@ -22,6 +22,9 @@ from tests.mcp.conftest import (
     served_application,
     stdio_params,
 )
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 README = (REPO_ROOT / "README.md").read_text()
 
@@ -53,12 +56,16 @@ def test_readme_lists_claude_and_codex_registrations_for_both_transports() -> No
 
 
 @committed_db
-def test_readme_stdio_registration_connects_claude_code_and_codex(tmp_path: Path) -> None:
+def test_readme_stdio_registration_connects_claude_code_and_codex(
+    tmp_path: Path,
+) -> None:
     claude = _claude_commands()[0]
     command, *args = claude[claude.index("--") + 1 :]
     codex = _codex_tables()[0]
     codex_command = str(codex["command"]).replace("/path/to/brain", str(REPO_ROOT))
-    codex_args = [str(a).replace("/path/to/brain", str(REPO_ROOT)) for a in codex["args"]]  # type: ignore[attr-defined]
+    codex_args = [
+        str(a).replace("/path/to/brain", str(REPO_ROOT)) for a in codex["args"]
+    ]  # type: ignore[attr-defined]
 
     async def go() -> list[dict[str, object]]:
         seen = []
@@ -93,6 +100,7 @@ def test_readme_http_registration_connects_claude_code_and_codex(  # type: ignor
     codex = _codex_tables()[1]
     codex_url = str(codex["url"]).replace("HOST:8000", host)
     monkeypatch.setenv(str(codex["bearer_token_env_var"]), issued.plaintext)
+
     async def go() -> list[dict[str, object]]:
         seen = []
         for endpoint, key in (

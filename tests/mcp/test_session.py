@@ -56,7 +56,9 @@ def _assert_session(r: dict[str, Any], *, remote: bool, loop_id: str) -> None:
     assert remembered["status"] == "inserted" and isinstance(remembered["id"], str)
     assert envelope(r["remember_blank"])["error"] == "provenance_required"
     recalled = payload(r["recall"])
-    assert "The quokka enclosure opens in March 2027." in [f["fact"] for f in recalled["facts"]]
+    assert "The quokka enclosure opens in March 2027." in [
+        f["fact"] for f in recalled["facts"]
+    ]
     card = payload(r["entity"])
     assert card["found"] is True and card["card"]["entity"]["slug"] == slug
     pack = payload(r["context_pack"])
@@ -72,7 +74,9 @@ def _assert_session(r: dict[str, Any], *, remote: bool, loop_id: str) -> None:
 
     assert loop_id in [str(x["id"]) for x in payload(r["open_loops"])["loops"]]
     assert payload(r["close"])["closed"] is True
-    assert loop_id not in [str(x["id"]) for x in payload(r["open_loops_after"])["loops"]]
+    assert loop_id not in [
+        str(x["id"]) for x in payload(r["open_loops_after"])["loops"]
+    ]
     assert payload(r["mute"])["created"] is True
     assert payload(r["unmute"])["removed"] is True
 
@@ -80,12 +84,18 @@ def _assert_session(r: dict[str, Any], *, remote: bool, loop_id: str) -> None:
     assert unknown["error"] == "invalid_params"
     assert unknown["detail"]["reason"] == "unknown_tool"
     bad = envelope(r["bad_type"])
-    assert bad["error"] == "invalid_params" and bad["detail"]["fields"][0]["field"] == "limit"
+    assert (
+        bad["error"] == "invalid_params"
+        and bad["detail"]["fields"][0]["field"] == "limit"
+    )
     missing = envelope(r["missing"])
     assert missing["error"] == "invalid_params"
     assert missing["detail"]["fields"][0]["field"] == "provenance"
     unknown_arg = envelope(r["unknown_arg"])
-    assert unknown_arg["error"] == "invalid_params" and "query" in unknown_arg["detail"]["allowed"]
+    assert (
+        unknown_arg["error"] == "invalid_params"
+        and "query" in unknown_arg["detail"]["allowed"]
+    )
 
 
 @committed_db

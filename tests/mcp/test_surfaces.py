@@ -8,14 +8,20 @@ even when called by name.
 from __future__ import annotations
 
 import anyio
-import pytest
+from mcp import Client
 
 from brain.mcp.tools import TOOLS, tools_for_surface
 from tests.mcp.conftest import committed_db, envelope, http_client, manage_mcp
 
-from mcp import Client
-
-VERBS = {"recall", "remember", "entity", "synthesize", "forget", "context_pack", "delta"}
+VERBS = {
+    "recall",
+    "remember",
+    "entity",
+    "synthesize",
+    "forget",
+    "context_pack",
+    "delta",
+}
 BRAIN_TOOLS = {
     "brain_search",
     "brain_get_page",
@@ -40,7 +46,9 @@ def test_registry_surfaces_nest_verbs_in_starter_in_full() -> None:
     assert len({t.name for t in TOOLS}) == len(TOOLS)
 
 
-def test_tool_descriptions_tell_agents_to_search_first_update_and_give_provenance() -> None:
+def test_tool_descriptions_tell_agents_to_search_first_update_and_give_provenance() -> (
+    None
+):
     by_name = {t.name: t.description.lower() for t in TOOLS}
     assert "search" in by_name["brain_add"] and "brain_update" in by_name["brain_add"]
     assert "provenance" in by_name["brain_add"]
@@ -49,7 +57,9 @@ def test_tool_descriptions_tell_agents_to_search_first_update_and_give_provenanc
 
 
 @committed_db
-def test_http_lists_each_surface_and_refuses_tools_outside_it(live_asgi, make_key, default_source) -> None:  # type: ignore[no-untyped-def]
+def test_http_lists_each_surface_and_refuses_tools_outside_it(
+    live_asgi, make_key, default_source
+) -> None:  # type: ignore[no-untyped-def]
     key = make_key(default_source).plaintext
 
     async def go() -> dict[str, object]:

@@ -46,7 +46,7 @@ class Command(BaseCommand):
         if source_id:
             if not Source.objects.filter(id=source_id).exists():
                 raise CommandError(
-                    f"Source '{source_id}' does not exist; create it in admin → Sources."
+                    f"Source '{source_id}' does not exist; create it in admin → Sources"
                 )
             caller = dataclasses.replace(
                 caller,
