@@ -67,18 +67,18 @@ def test_readme_stdio_registration_connects_claude_code_and_codex(
         str(a).replace("/path/to/brain", str(REPO_ROOT)) for a in codex["args"]
     ]  # type: ignore[attr-defined]
 
-    async def go() -> list[dict[str, object]]:
-        seen = []
-        # A harness starts the server from its own working directory.
-        for cmd, argv in ((command, args), (codex_command, codex_args)):
-            async with Client(stdio_params(cmd, argv, cwd=tmp_path)) as client:
-                tools = {t.name for t in (await client.list_tools()).tools}
-                assert "brain_search" in tools and "whoami" in tools
-                seen.append(payload(await client.call_tool("whoami", {})))
-        return seen
+    # Both registrations start the same server; a harness starts it from its own
+    # working directory, so the paths must be absolute.
+    assert [codex_command, *codex_args] == [command, *args]
 
-    for who in anyio.run(go):
-        assert who["trusted"] is True and who["readable_sources"] is None
+    async def go() -> tuple[set[str], dict[str, object]]:
+        async with Client(stdio_params(command, args, cwd=tmp_path)) as client:
+            tools = {t.name for t in (await client.list_tools()).tools}
+            return tools, payload(await client.call_tool("whoami", {}))
+
+    tools, who = anyio.run(go)
+    assert "brain_search" in tools and "whoami" in tools
+    assert who["trusted"] is True and who["readable_sources"] is None
 
 
 @committed_db

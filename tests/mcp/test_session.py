@@ -113,8 +113,9 @@ def test_stdio_session_calls_every_tool_as_a_trusted_local_caller(open_loop) -> 
 
 @committed_db
 def test_http_session_calls_every_tool_as_the_keys_remote_caller(  # type: ignore[no-untyped-def]
-    live_asgi, make_key, default_source, open_loop, no_embeddings
+    live_asgi, make_key, default_source, open_loop
 ) -> None:
+    """Runs with the local embedding model: the search hit carries a real cosine."""
     issued = make_key(default_source)
 
     async def go() -> dict[str, Any]:
@@ -123,6 +124,10 @@ def test_http_session_calls_every_tool_as_the_keys_remote_caller(  # type: ignor
 
     r = anyio.run(go)
     _assert_session(r, remote=True, loop_id=str(open_loop.pk))
+    hit = next(
+        x for x in payload(r["search_after"])["results"] if x["slug"] == r["slug"]
+    )
+    assert 0 < hit["similarity"] <= 1
     page = Page.objects.get(source_id="default", slug=r["slug"])
     # Remote writes carry the server-stamped provenance of the key.
     assert page.frontmatter["provenance"]["key"] == f"key:{issued.api_key.prefix}"

@@ -10,8 +10,17 @@ from __future__ import annotations
 import anyio
 from mcp import Client
 
+from brain.access import local_caller
 from brain.mcp.tools import TOOLS, tools_for_surface
-from tests.mcp.conftest import committed_db, envelope, http_client, manage_mcp
+from brain.models import Fact
+from brain.services.pages import page_add
+from tests.mcp.conftest import (
+    committed_db,
+    envelope,
+    http_client,
+    manage_mcp,
+    payload,
+)
 
 VERBS = {
     "recall",
@@ -57,9 +66,9 @@ def test_tool_descriptions_tell_agents_to_search_first_update_and_give_provenanc
 
 
 @committed_db
-def test_http_lists_each_surface_and_refuses_tools_outside_it(
-    live_asgi, make_key, default_source
-) -> None:  # type: ignore[no-untyped-def]
+def test_http_lists_each_surface_and_refuses_tools_outside_it(  # type: ignore[no-untyped-def]
+    live_asgi, make_key, default_source, no_embeddings
+) -> None:
     key = make_key(default_source).plaintext
 
     async def go() -> dict[str, object]:
@@ -86,15 +95,39 @@ def test_http_lists_each_surface_and_refuses_tools_outside_it(
 
 
 @committed_db
-def test_stdio_verbs_surface_is_exactly_the_seven_verbs_and_hides_the_rest() -> None:
-    async def go():  # type: ignore[no-untyped-def]
-        async with Client(manage_mcp("--surface", "verbs")) as client:
-            names = {t.name for t in (await client.list_tools()).tools}
-            hidden = await client.call_tool("brain_add", {"title": "x", "body": "y"})
-            return names, hidden
+def test_stdio_verbs_surface_serves_only_the_verbs_scoped_to_its_source(  # type: ignore[no-untyped-def]
+    no_embeddings, source_a, source_b
+) -> None:
+    """``manage.py mcp --surface verbs --source team-a``: the seven verbs only, reads
+    and writes limited to team-a (SPEC §8: one scoping function for every caller)."""
+    page_add(
+        source=source_b,
+        actor=local_caller(),
+        title="Beta Rollout Plan",
+        type_name="project",
+        body="Rollout plan for beta.",
+    )
 
-    names, hidden = anyio.run(go)
+    async def go():  # type: ignore[no-untyped-def]
+        async with Client(manage_mcp("--surface", "verbs", "--source", "team-a")) as c:
+            return (
+                {t.name for t in (await c.list_tools()).tools},
+                await c.call_tool("brain_add", {"title": "x", "body": "y"}),
+                await c.call_tool("entity", {"name": "Beta Rollout Plan"}),
+                await c.call_tool(
+                    "entity", {"name": "Beta Rollout Plan", "source": "team-b"}
+                ),
+                await c.call_tool(
+                    "remember", {"fact": "Team A ships Fridays.", "provenance": "test"}
+                ),
+            )
+
+    names, hidden, miss, denied, remembered = anyio.run(go)
     assert names == VERBS
     body = envelope(hidden)
     assert body["error"] == "invalid_params"
     assert body["message"] == "Unknown tool 'brain_add' on the 'verbs' surface."
+    assert payload(miss)["found"] is False
+    assert envelope(denied)["error"] == "scope_denied"
+    fact = Fact.objects.get(pk=payload(remembered)["id"])
+    assert fact.source_id == "team-a" and fact.text == "Team A ships Fridays."
