@@ -41,6 +41,7 @@ from brain.models import (
     RawRecord,
     Relation,
     Source,
+    TimelineEntry,
     Visibility,
 )
 from brain.services.schema import (
@@ -79,6 +80,16 @@ class RelationInput:
     type: str
     to_slug: str
     context: str = ""
+
+
+@dataclass(frozen=True)
+class TimelineInput:
+    """A dated timeline line for the page (SPEC §2.3); deduplicated on (page, date,
+    summary hash, source_ref)."""
+
+    date: date
+    summary: str
+    source_ref: str = ""
 
 
 @dataclass
@@ -213,6 +224,7 @@ def page_write(
     relations: Sequence[RelationInput | dict[str, str]] = (),
     embed: bool = True,
     replace_frontmatter: bool = False,
+    timeline: Sequence[TimelineInput] = (),
 ) -> WriteResult:
     """Write one page through the single write path (SPEC §2.3).
 
@@ -235,6 +247,7 @@ def page_write(
     submitted text as an ``agent_input`` raw record. ``relations`` are explicit
     ``RelationInput(type, to_slug, context)`` edges to existing pages of the source
     (``NotFound`` otherwise); nothing is ever extracted from free text here.
+    ``timeline`` entries are added (duplicates ignored) even when the body is unchanged.
 
     Everything above happens in one transaction. Chunks (text + tsvector) are rebuilt
     in it when the content hash changed; embeddings are computed after commit unless
@@ -257,7 +270,9 @@ def page_write(
             detail={"field": "visibility", "allowed": list(Visibility.values)},
         )
     requested_type = schema_page_type(name=type_name) if type_name else None
-    resolved_slug = _resolve_slug(slug=slug, title=title, page_type=requested_type)
+    # A title-derived slug lives under its type's prefix; no type means a note.
+    prefix_type = requested_type or (None if slug else schema_page_type(name="note"))
+    resolved_slug = _resolve_slug(slug=slug, title=title, page_type=prefix_type)
     wanted_relations = [
         r if isinstance(r, RelationInput) else RelationInput(**r) for r in relations
     ]
@@ -282,6 +297,7 @@ def page_write(
                 allow_empty=allow_empty,
                 relations=wanted_relations,
                 replace_frontmatter=replace_frontmatter,
+                timeline=timeline,
             )
             break
         except IntegrityError:
@@ -294,7 +310,7 @@ def page_write(
                 detail={"slug": resolved_slug, "source": src.id},
             ) from None
 
-    if result.changed and embed:
+    if result.changed and embed and not result.index_current:
         page_id, content_hash = result.page.pk, result.page.content_hash
         if connection.in_atomic_block:
             # The caller holds an outer transaction: embed once it commits.
@@ -326,6 +342,7 @@ def _write_locked(
     allow_empty: bool,
     relations: list[RelationInput],
     replace_frontmatter: bool,
+    timeline: Sequence[TimelineInput],
 ) -> WriteResult:
     """The transactional part of ``page_write``; see there."""
     now = timezone.now()
@@ -448,6 +465,7 @@ def _write_locked(
         if not content_changed and not meta_changed:
             if stored_raws:
                 RawRecord.objects.filter(pk__in=[r.pk for r in stored_raws]).update(page=page)
+            _add_timeline(page=page, entries=timeline)
             return WriteResult(
                 page=page,
                 created=False,
@@ -535,13 +553,19 @@ def _write_locked(
             ignore_conflicts=True,
         )
         _add_relations(page=page, relations=relations, actor=actor, provenance=stamped)
-        if content_changed or page.indexed_hash != content_hash:
-            _rebuild_chunks(page)
+        _add_timeline(page=page, entries=timeline)
+        index_current = page.indexed_hash == content_hash
+        if content_changed or not index_current:
+            index_current = _rebuild_chunks(page) == 0
+            if index_current:
+                # Nothing to embed (provider none, or every vector was reused).
+                Page.objects.filter(pk=page.pk).update(indexed_hash=content_hash)
+                page.indexed_hash = content_hash
     return WriteResult(
         page=page,
         created=created,
         changed=True,
-        index_current=False,
+        index_current=index_current,
         raw_records=stored_raws,
         operation=operation,
     )
@@ -617,6 +641,23 @@ def _add_relations(
         )
 
 
+def _add_timeline(*, page: Page, entries: Sequence[TimelineInput]) -> None:
+    """Insert timeline entries; the dedup constraint drops repeats."""
+    rows = [
+        TimelineEntry(
+            page=page,
+            date=e.date,
+            summary=e.summary.strip(),
+            summary_hash=sha256_hex(e.summary.strip()),
+            source_ref=e.source_ref[:500],
+        )
+        for e in entries
+        if e.summary.strip()
+    ]
+    if rows:
+        TimelineEntry.objects.bulk_create(rows, ignore_conflicts=True)
+
+
 def page_add(**kwargs: Any) -> WriteResult:
     """``page_write(mode="create", ...)``: add a new page (SPEC §2.3 Add)."""
     return page_write(mode="create", **kwargs)
@@ -680,7 +721,8 @@ def page_restore(*, page: Page, actor: Caller, embed: bool = True) -> bool:
             return False
         locked.deleted_at = None
         locked.save(update_fields=["deleted_at", "updated_at"])
-        _rebuild_chunks(locked)
+        if _rebuild_chunks(locked) == 0:
+            Page.objects.filter(pk=locked.pk).update(indexed_hash=locked.content_hash)
         PageRevision.objects.create(
             page=locked,
             actor=actor.actor[:200],
@@ -710,11 +752,13 @@ def _chunk_hash(title: str, text: str) -> str:
     return sha256_hex(f"{title}\n\n{text}")
 
 
-def _rebuild_chunks(page: Page) -> None:
+def _rebuild_chunks(page: Page) -> int:
     """Replace the page's chunks (text + tsvector) inside the caller's transaction.
 
     Embeddings of chunks whose text (and title) did not change are carried over when
     they came from the current provider, so an edit re-embeds only what changed.
+    Returns the number of chunks still waiting for an embedding (0 with provider
+    ``none``: there is nothing to embed).
     """
     provider = embeddings.get_provider()
     model = provider.name if provider else ""
@@ -750,6 +794,9 @@ def _rebuild_chunks(page: Page) -> None:
         tsv=SearchVector(Value(page.title), weight="A", config=language)
         + SearchVector("text", weight="D", config=language)
     )
+    if provider is None:
+        return 0
+    return sum(1 for row in rows if row.embedding is None)
 
 
 def _embed_chunks(chunks: list[Chunk], titles: dict[int, str]) -> str | None:
@@ -835,7 +882,9 @@ def page_reindex(*, page: Page) -> bool:
             return False
         Chunk.objects.filter(page=locked).update(embedding=None, embedding_model="")
         Page.objects.filter(pk=locked.pk).update(indexed_hash="")
-        _rebuild_chunks(locked)
+        if _rebuild_chunks(locked) == 0:
+            Page.objects.filter(pk=locked.pk).update(indexed_hash=locked.content_hash)
+            return True
     if connection.in_atomic_block:
         transaction.on_commit(lambda: _embed_page(locked.pk, locked.content_hash))
         return False

@@ -26,3 +26,22 @@ class CountingProvider:
     def texts(self) -> list[str]:
         """Every text embedded so far, in call order."""
         return [t for call in self.calls for t in call]
+
+
+class CachingProvider:
+    """Delegates to ``inner`` and memoises vectors per text for the test session,
+    so a corpus re-created in every test is embedded by the real model only once."""
+
+    _cache: dict[tuple[str, str], Vector] = {}
+
+    def __init__(self, inner: EmbeddingProvider) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.dimensions = inner.dimensions
+
+    def embed(self, texts: list[str]) -> list[Vector]:
+        todo = [t for t in dict.fromkeys(texts) if (self.name, t) not in self._cache]
+        if todo:
+            for text, vector in zip(todo, self.inner.embed(todo), strict=True):
+                self._cache[(self.name, text)] = vector
+        return [self._cache[(self.name, t)] for t in texts]

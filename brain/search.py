@@ -1,0 +1,447 @@
+"""Hybrid page search (SPEC §3): a keyword arm and a vector arm fused by RRF.
+
+Pipeline, for one query inside one ``ReadScope`` (the only scoping input, SPEC §8):
+
+1. keyword arm: ``websearch_to_tsquery(BRAIN_FTS_LANGUAGE, q)`` over ``Chunk.tsv``; the
+   matching chunks are capped at ``KEYWORD_MATCH_CAP`` before ranking (ranking every
+   match of a very common word is what costs, SPEC §11), then the best
+   ``ARM_CANDIDATES`` (≥ 50) by ``ts_rank_cd``;
+2. vector arm: HNSW cosine (``<=>``) with iterative scans, ``VECTOR_CHUNK_POOL``
+   nearest chunks, collapsed to the best chunk per page, then the best
+   ``ARM_CANDIDATES`` pages;
+3. reciprocal rank fusion, k = 60, normalised by its maximum; blended score
+   0.7 × normalised RRF + 0.3 × raw cosine (keyword-only mode: normalised RRF);
+4. multiplicative boosts: exact title or alias ×1.25, backlinks
+   ×(1 + 0.05·ln(1 + n)) without ``mentions``, recency per page type;
+5. at most 2 chunks per page, ``limit`` results, ``evidence`` and ``create_safety``
+   stamped on each, then the token budget (chars/4) applied to whole results.
+
+With provider ``none`` or a failing provider the vector arm is skipped and the
+response says ``search_degraded: true``. Soft-deleted pages have no chunks and are
+filtered again when results are hydrated.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Count, Q
+from django.utils import timezone
+
+from brain import embeddings
+from brain.access import ReadScope
+from brain.exceptions import InvalidParams
+from brain.models import Alias, Chunk, Page
+from brain.text import estimate_tokens, normalize_alias
+
+RRF_K = 60
+ARM_CANDIDATES = 50
+KEYWORD_MATCH_CAP = 2000
+VECTOR_CHUNK_POOL = 200
+MAX_CHUNKS_PER_PAGE = 2
+MAX_LIMIT = 100
+RRF_WEIGHT = 0.7
+COSINE_WEIGHT = 0.3
+TITLE_BOOST = 1.25
+BACKLINK_FACTOR = 0.05
+HIGH_VECTOR_MATCH = 0.80
+KEYWORD_EXACT = 0.6
+# Recency per page type: (half-life in days, coefficient); multiplier
+# 1 + RECENCY_STRENGTH · c · h / (h + age_days). Concepts are evergreen.
+RECENCY: dict[str, tuple[float, float]] = {
+    "person": (365, 0.3),
+    "company": (365, 0.3),
+    "organization": (365, 0.3),
+    "project": (180, 0.4),
+    "deal": (180, 0.5),
+    "email": (30, 1.0),
+    "meeting": (60, 1.0),
+    "note": (90, 0.3),
+    "document": (180, 0.3),
+    "concept": (1, 0.0),
+}
+RECENCY_DEFAULT = (90, 0.3)
+RECENCY_STRENGTH = 0.2
+
+EVIDENCE_SAFETY = {
+    "alias_hit": "exists",
+    "exact_title_match": "exists",
+    "high_vector_match": "exists",
+    "keyword_exact": "probable",
+    "weak_semantic": "unknown",
+}
+
+
+@dataclass
+class SearchResult:
+    """One search hit: a chunk of a page (SPEC §3 result fields).
+
+    ``similarity`` is the raw query↔chunk cosine (None in keyword-only mode);
+    ``score`` the final blended and boosted score; ``evidence`` one of
+    ``alias_hit | exact_title_match | high_vector_match | keyword_exact |
+    weak_semantic`` and ``create_safety`` one of ``exists | probable | unknown``.
+    """
+
+    slug: str
+    title: str
+    source_id: str
+    type: str
+    chunk: str
+    score: float
+    similarity: float | None
+    evidence: str
+    create_safety: str
+    page_id: int = 0
+    chunk_ordinal: int = 0
+    keyword_hit: bool = False
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form (ids as strings, scores rounded to 6 places)."""
+        return {
+            "slug": self.slug,
+            "title": self.title,
+            "source_id": self.source_id,
+            "type": self.type,
+            "chunk": self.chunk,
+            "score": round(self.score, 6),
+            "similarity": None if self.similarity is None else round(self.similarity, 6),
+            "evidence": self.evidence,
+            "create_safety": self.create_safety,
+            "provenance": self.provenance,
+        }
+
+
+@dataclass
+class SearchResponse:
+    """The answer to one search: results best first, plus budget accounting.
+
+    ``budget_used`` and ``dropped_count`` are set only when a budget was given;
+    ``search_degraded`` is True when the vector arm could not run.
+    """
+
+    query: str
+    results: list[SearchResult]
+    search_degraded: bool
+    budget_tokens: int | None = None
+    budget_used: int | None = None
+    dropped_count: int | None = None
+    protocol_version: int = 1
+
+
+@dataclass
+class _Candidate:
+    chunk_id: int
+    page_id: int
+    rrf: float = 0.0
+    keyword_rank: int | None = None
+    vector_rank: int | None = None
+    similarity: float | None = None
+
+
+def _vector_literal(vector: Sequence[float]) -> str:
+    return "[" + ",".join(f"{x:.7g}" for x in vector) + "]"
+
+
+def _keyword_arm(
+    cursor: Any, *, query: str, source_ids: Sequence[str], visibilities: Sequence[str]
+) -> list[tuple[int, int]]:
+    """Best ``ARM_CANDIDATES`` chunks by ``ts_rank_cd`` among at most
+    ``KEYWORD_MATCH_CAP`` matches; returns ``[(chunk_id, page_id)]`` best first."""
+    cursor.execute(
+        """
+        WITH q AS (SELECT websearch_to_tsquery(%(lang)s::regconfig, %(q)s) AS tsq),
+        matched AS (
+            SELECT c.id, c.page_id, c.tsv
+            FROM brain_chunk c, q
+            WHERE c.tsv @@ q.tsq
+              AND c.source_id = ANY(%(sources)s)
+              AND c.visibility = ANY(%(vis)s)
+            LIMIT %(cap)s
+        )
+        SELECT m.id, m.page_id
+        FROM matched m, q
+        ORDER BY ts_rank_cd(m.tsv, q.tsq) DESC, m.id
+        LIMIT %(n)s
+        """,
+        {
+            "lang": settings.BRAIN_FTS_LANGUAGE,
+            "q": query[:4000],
+            "sources": list(source_ids),
+            "vis": list(visibilities),
+            "cap": KEYWORD_MATCH_CAP,
+            "n": ARM_CANDIDATES,
+        },
+    )
+    return [(row[0], row[1]) for row in cursor.fetchall()]
+
+
+def _vector_arm(
+    cursor: Any, *, vector: str, source_ids: Sequence[str], visibilities: Sequence[str]
+) -> list[tuple[int, int, float]]:
+    """HNSW nearest chunks, collapsed to the best chunk per page before the limit;
+    returns ``[(chunk_id, page_id, cosine)]`` for the best ``ARM_CANDIDATES`` pages."""
+    cursor.execute("SET LOCAL hnsw.ef_search = %s", [VECTOR_CHUNK_POOL])
+    cursor.execute("SET LOCAL hnsw.iterative_scan = 'relaxed_order'")
+    cursor.execute(
+        """
+        SELECT c.id, c.page_id, 1 - (c.embedding <=> %(v)s::vector) AS sim
+        FROM brain_chunk c
+        WHERE c.embedding IS NOT NULL
+          AND c.source_id = ANY(%(sources)s)
+          AND c.visibility = ANY(%(vis)s)
+        ORDER BY c.embedding <=> %(v)s::vector
+        LIMIT %(pool)s
+        """,
+        {
+            "v": vector,
+            "sources": list(source_ids),
+            "vis": list(visibilities),
+            "pool": VECTOR_CHUNK_POOL,
+        },
+    )
+    best: dict[int, tuple[int, int, float]] = {}
+    for chunk_id, page_id, sim in cursor.fetchall():
+        if page_id not in best or sim > best[page_id][2]:
+            best[page_id] = (chunk_id, page_id, float(sim))
+    ranked = sorted(best.values(), key=lambda r: -r[2])
+    return ranked[:ARM_CANDIDATES]
+
+
+def _similarities(cursor: Any, *, vector: str, chunk_ids: Sequence[int]) -> dict[int, float]:
+    """Raw cosine of the query to the given chunks (for keyword-only hits)."""
+    if not chunk_ids:
+        return {}
+    cursor.execute(
+        """
+        SELECT id, 1 - (embedding <=> %(v)s::vector)
+        FROM brain_chunk WHERE id = ANY(%(ids)s) AND embedding IS NOT NULL
+        """,
+        {"v": vector, "ids": list(chunk_ids)},
+    )
+    return {row[0]: float(row[1]) for row in cursor.fetchall()}
+
+
+def _recency_boost(type_name: str, when: date | datetime, now: datetime) -> float:
+    half_life, coefficient = RECENCY.get(type_name, RECENCY_DEFAULT)
+    if coefficient == 0:
+        return 1.0
+    when_date = when.date() if isinstance(when, datetime) else when
+    age_days = max((now.date() - when_date).days, 0)
+    return 1 + RECENCY_STRENGTH * coefficient * half_life / (half_life + age_days)
+
+
+def _query_vector(query: str) -> list[float] | None:
+    vectors, _model = embeddings.embed_texts([query])
+    return vectors[0] if vectors else None
+
+
+def page_search(
+    *,
+    scope: ReadScope,
+    query: str,
+    limit: int = 10,
+    sources: Sequence[str] | None = None,
+    budget_tokens: int | None = None,
+    types: Sequence[str] | None = None,
+    query_embedding: Sequence[float] | None = None,
+) -> SearchResponse:
+    """Hybrid search over page chunks (SPEC §3); see the module docstring.
+
+    ``scope`` decides the readable sources and visibilities; ``sources`` can only
+    narrow it. ``types`` keeps pages of those type names. ``limit`` 1..100 results
+    (at most 2 per page). ``budget_tokens`` (chars/4) keeps whole results, best first,
+    while they fit. ``query_embedding`` skips embedding the query (benchmarks; the
+    SPEC §11 latency excludes it). Raises ``InvalidParams`` for a blank query or a
+    bad limit or budget. Returns a ``SearchResponse``.
+    """
+    text = (query or "").strip()
+    if not text:
+        raise InvalidParams(
+            "The query is empty.",
+            suggestion="Pass a few words to search for, e.g. query='offsite budget'.",
+            detail={"field": "query"},
+        )
+    if not 1 <= int(limit) <= MAX_LIMIT:
+        raise InvalidParams(
+            f"limit must be between 1 and {MAX_LIMIT}.",
+            suggestion="Use a limit such as 10.",
+            detail={"field": "limit", "value": limit},
+        )
+    if budget_tokens is not None and budget_tokens < 1:
+        raise InvalidParams(
+            "budget_tokens must be a positive number of tokens.",
+            suggestion="Omit budget_tokens or pass e.g. 2000.",
+            detail={"field": "budget_tokens", "value": budget_tokens},
+        )
+    source_ids = list(scope.source_ids)
+    if sources:
+        source_ids = [s for s in source_ids if s in set(sources)]
+    empty = SearchResponse(
+        query=text,
+        results=[],
+        search_degraded=False,
+        budget_tokens=budget_tokens,
+        budget_used=0 if budget_tokens is not None else None,
+        dropped_count=0 if budget_tokens is not None else None,
+    )
+    if not source_ids:
+        return empty
+
+    vector = list(query_embedding) if query_embedding is not None else _query_vector(text)
+    degraded = vector is None
+    literal = _vector_literal(vector) if vector is not None else ""
+    visibilities = list(scope.visibilities)
+    norm_query = normalize_alias(text)
+
+    candidates: dict[int, _Candidate] = {}
+    with transaction.atomic(), connection.cursor() as cursor:
+        keyword = _keyword_arm(
+            cursor, query=text, source_ids=source_ids, visibilities=visibilities
+        )
+        for rank, (chunk_id, page_id) in enumerate(keyword, start=1):
+            cand = candidates.setdefault(chunk_id, _Candidate(chunk_id, page_id))
+            cand.keyword_rank = rank
+            cand.rrf += 1 / (RRF_K + rank)
+        if not degraded:
+            nearest = _vector_arm(
+                cursor, vector=literal, source_ids=source_ids, visibilities=visibilities
+            )
+            for rank, (chunk_id, page_id, sim) in enumerate(nearest, start=1):
+                cand = candidates.setdefault(chunk_id, _Candidate(chunk_id, page_id))
+                cand.vector_rank = rank
+                cand.similarity = sim
+                cand.rrf += 1 / (RRF_K + rank)
+        # Alias hop: a page whose alias or title equals the query joins the pool.
+        alias_pages = set(
+            Alias.objects.filter(source_id__in=source_ids, alias=norm_query[:320])
+            .values_list("page_id", flat=True)[:20]
+        )
+        present = {c.page_id for c in candidates.values()}
+        missing = alias_pages - present
+        if missing:
+            cursor.execute(
+                """
+                SELECT DISTINCT ON (page_id) id, page_id FROM brain_chunk
+                WHERE page_id = ANY(%(ids)s) AND visibility = ANY(%(vis)s)
+                ORDER BY page_id, ordinal
+                """,
+                {"ids": list(missing), "vis": visibilities},
+            )
+            for chunk_id, page_id in cursor.fetchall():
+                candidates.setdefault(chunk_id, _Candidate(chunk_id, page_id))
+        if not degraded:
+            need = [c.chunk_id for c in candidates.values() if c.similarity is None]
+            for chunk_id, sim in _similarities(cursor, vector=literal, chunk_ids=need).items():
+                candidates[chunk_id].similarity = sim
+
+    if not candidates:
+        empty.search_degraded = degraded
+        return empty
+
+    page_filter = Q(pk__in={c.page_id for c in candidates.values()}, deleted_at__isnull=True)
+    page_filter &= Q(source_id__in=source_ids, visibility__in=visibilities)
+    if types:
+        page_filter &= Q(type__name__in=list(types))
+    pages = {
+        p.pk: p
+        for p in Page.objects.filter(page_filter)
+        .select_related("type")
+        .only("id", "slug", "title", "source_id", "type__name", "effective_date",
+              "updated_at", "frontmatter")
+        .annotate(
+            backlinks=Count(
+                "incoming_relations",
+                filter=~Q(incoming_relations__relation_type__name="mentions"),
+                distinct=True,
+            )
+        )
+    }
+    alias_hits = alias_pages & set(pages)
+    chunk_rows: dict[int, tuple[str, int]] = {
+        pk: (text_, ordinal)
+        for pk, text_, ordinal in Chunk.objects.filter(
+            pk__in=[c.chunk_id for c in candidates.values()]
+        ).values_list("pk", "text", "ordinal")
+    }
+
+    max_rrf = max((c.rrf for c in candidates.values()), default=0.0) or 1.0
+    now = timezone.now()
+    scored: list[SearchResult] = []
+    for cand in candidates.values():
+        page = pages.get(cand.page_id)
+        if page is None or cand.chunk_id not in chunk_rows:
+            continue
+        norm_rrf = cand.rrf / max_rrf
+        if degraded:
+            base = norm_rrf
+        else:
+            base = RRF_WEIGHT * norm_rrf + COSINE_WEIGHT * max(cand.similarity or 0.0, 0.0)
+        title_match = normalize_alias(page.title) == norm_query
+        alias_hit = page.pk in alias_hits and not title_match
+        score = base
+        if title_match or alias_hit:
+            score *= TITLE_BOOST
+        score *= 1 + BACKLINK_FACTOR * math.log1p(page.backlinks)  # type: ignore[attr-defined]
+        score *= _recency_boost(page.type.name, page.effective_date or page.updated_at, now)
+        if alias_hit:
+            evidence = "alias_hit"
+        elif title_match:
+            evidence = "exact_title_match"
+        elif cand.similarity is not None and cand.similarity >= HIGH_VECTOR_MATCH:
+            evidence = "high_vector_match"
+        elif cand.keyword_rank is not None and norm_rrf >= KEYWORD_EXACT:
+            evidence = "keyword_exact"
+        else:
+            evidence = "weak_semantic"
+        provenance = page.frontmatter.get("provenance") if page.frontmatter else None
+        scored.append(
+            SearchResult(
+                slug=page.slug,
+                title=page.title,
+                source_id=page.source_id,
+                type=page.type.name,
+                chunk=chunk_rows[cand.chunk_id][0],
+                score=score,
+                similarity=cand.similarity,
+                evidence=evidence,
+                create_safety=EVIDENCE_SAFETY[evidence],
+                page_id=page.pk,
+                chunk_ordinal=chunk_rows[cand.chunk_id][1],
+                keyword_hit=cand.keyword_rank is not None,
+                provenance=provenance if isinstance(provenance, dict) else {},
+            )
+        )
+
+    scored.sort(key=lambda r: (-r.score, r.slug, r.chunk_ordinal))
+    per_page: dict[int, int] = defaultdict(int)
+    results: list[SearchResult] = []
+    for result in scored:
+        if per_page[result.page_id] >= MAX_CHUNKS_PER_PAGE:
+            continue
+        per_page[result.page_id] += 1
+        results.append(result)
+        if len(results) >= limit:
+            break
+
+    response = SearchResponse(query=text, results=results, search_degraded=degraded)
+    if budget_tokens is not None:
+        kept: list[SearchResult] = []
+        used = 0
+        for result in results:
+            cost = estimate_tokens(result.chunk) + estimate_tokens(result.title)
+            if used + cost <= budget_tokens:
+                kept.append(result)
+                used += cost
+        response.results = kept
+        response.budget_tokens = budget_tokens
+        response.budget_used = used
+        response.dropped_count = len(results) - len(kept)
+    return response

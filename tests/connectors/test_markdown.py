@@ -1,0 +1,175 @@
+"""Markdown folders (SPEC §6.3): GBrain-compatible import and export."""
+
+from __future__ import annotations
+
+from datetime import date
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+from brain.access import local_caller
+from brain.models import Fact, Page, PageRevision, RawRecord, Source, TimelineEntry
+from brain.services.pages import TimelineInput, page_add
+from connectors.markdown.client import parse_page, path_to_slug
+from connectors.markdown.sync import markdown_export, markdown_import
+
+pytestmark = pytest.mark.django_db
+
+PAGE_FILE = """---
+type: person
+title: Jane Doe
+tags: [finance, board]
+aliases: [JD, jane@example.org]
+role: CFO
+---
+Jane runs finance at Acme.
+
+## Facts
+<!--- gbrain:facts:begin -->
+| # | claim | kind | confidence | visibility | notability | valid_from | valid_until | source | context |
+|---|---|---|---|---|---|---|---|---|---|
+| 1 | Prefers morning meetings | preference | 0.9 | world | medium | 2024-01-02 |  | call notes |  |
+| 2 | ~~Works remotely~~ | fact | 1.0 | world | medium | 2023-05-01 |  | hr | superseded by #3 |
+<!--- gbrain:facts:end -->
+
+<!-- timeline -->
+- **2024-03-01** | Joined the board
+- **2024-02-30** | An impossible date is skipped
+- **2024-04-15** -- Presented the budget
+"""
+
+
+@pytest.fixture(autouse=True)
+def _no_embeddings(settings) -> None:  # type: ignore[no-untyped-def]
+    settings.BRAIN_EMBEDDING_PROVIDER = "none"
+
+
+def test_path_becomes_the_slug() -> None:
+    assert path_to_slug("People/Jane Doe.md") == "people/jane-doe"
+    assert path_to_slug("Apple Notes/2017-05-03 ohmygreen.md") == "apple-notes/2017-05-03-ohmygreen"
+    assert path_to_slug("notes/v1.2_draft.md") == "notes/v1-2-draft"
+
+
+def test_a_page_file_splits_into_frontmatter_body_facts_and_timeline() -> None:
+    page = parse_page(PAGE_FILE, relpath="people/jane-doe.md")
+    assert page.frontmatter["role"] == "CFO"
+    assert page.body == "Jane runs finance at Acme."
+    assert page.timeline == [(date(2024, 3, 1), "Joined the board"),
+                             (date(2024, 4, 15), "Presented the budget")]
+    assert [(f.claim, f.struck) for f in page.facts] == [
+        ("Prefers morning meetings", False), ("Works remotely", True)]
+
+
+def test_import_writes_pages_through_the_write_path(tmp_path: Path) -> None:
+    (tmp_path / "people").mkdir()
+    (tmp_path / "people" / "jane-doe.md").write_text(PAGE_FILE)
+    report = markdown_import(source_id="notes", directory=tmp_path)
+    assert (report.created, report.errors) == (1, [])
+    page = Page.objects.get(source_id="notes", slug="people/jane-doe")
+    assert page.type.name == "person" and page.tags == ["finance", "board"]
+    assert page.body == "Jane runs finance at Acme."  # the facts fence is not body text
+    assert Source.objects.get(id="notes").kind == "markdown"
+    raw = RawRecord.objects.get(page=page)
+    assert raw.kind == "markdown" and raw.content == PAGE_FILE
+    assert PageRevision.objects.get(page=page).actor == "markdown:notes"
+    assert set(page.aliases.values_list("alias", flat=True)) == {
+        "jane doe", "jd", "jane@example.org"}
+    assert TimelineEntry.objects.filter(page=page).count() == 2
+    facts = {f.text: f for f in Fact.objects.filter(entity=page)}
+    assert facts["Prefers morning meetings"].kind == "preference"
+    assert facts["Works remotely"].expired_at is not None
+
+
+def test_unchanged_files_are_skipped_by_content_hash(tmp_path: Path) -> None:
+    (tmp_path / "a.md").write_text("---\ntitle: A\n---\nAlpha.\n")
+    markdown_import(source_id="notes", directory=tmp_path)
+    again = markdown_import(source_id="notes", directory=tmp_path)
+    assert (again.created, again.updated, again.unchanged) == (0, 0, 1)
+    assert PageRevision.objects.count() == 1 and RawRecord.objects.count() == 1
+
+
+def test_an_edited_file_updates_its_page_and_keeps_each_version_raw(tmp_path: Path) -> None:
+    path = tmp_path / "a.md"
+    path.write_text("---\ntitle: A\n---\nAlpha.\n")
+    markdown_import(source_id="notes", directory=tmp_path)
+    path.write_text("---\ntitle: A\n---\nAlpha, revised.\n")
+    report = markdown_import(source_id="notes", directory=tmp_path)
+    assert report.updated == 1
+    assert Page.objects.get(slug="a").body == "Alpha, revised."
+    assert RawRecord.objects.count() == 2
+
+
+def test_deleted_files_become_soft_deletes(tmp_path: Path) -> None:
+    (tmp_path / "a.md").write_text("---\ntitle: A\n---\nAlpha.\n")
+    (tmp_path / "b.md").write_text("---\ntitle: B\n---\nBeta.\n")
+    markdown_import(source_id="notes", directory=tmp_path)
+    (tmp_path / "b.md").unlink()
+    report = markdown_import(source_id="notes", directory=tmp_path)
+    assert report.deleted == 1
+    assert Page.objects.get(slug="b").deleted_at is not None
+    assert Page.objects.get(slug="a").deleted_at is None
+
+
+def test_a_bad_file_is_reported_and_changes_nothing(tmp_path: Path) -> None:
+    (tmp_path / "bad.md").write_text("---\ntitle: [unclosed\n---\nx\n")
+    (tmp_path / "good.md").write_text("---\ntitle: Good\n---\nFine.\n")
+    report = markdown_import(source_id="notes", directory=tmp_path)
+    assert report.created == 1 and len(report.errors) == 1
+    assert report.errors[0].startswith("bad.md:")
+    assert not Page.objects.filter(slug="bad").exists()
+
+
+def test_unknown_type_is_kept_as_legacy_type(tmp_path: Path) -> None:
+    (tmp_path / "x.md").write_text("---\ntype: spaceship\ntitle: X\n---\nBody.\n")
+    markdown_import(source_id="notes", directory=tmp_path)
+    page = Page.objects.get(slug="x")
+    assert page.type.name == "note" and page.frontmatter["legacy_type"] == "spaceship"
+
+
+def test_export_then_import_into_an_empty_source_reproduces_the_same_pages(
+    tmp_path: Path, source_a: Source, source_b: Source
+) -> None:
+    remote = local_caller()
+    page_add(source=source_a, slug="people/jane-doe", title="Jane Doe",
+             body="# Role\n\nRuns finance.\n\nLikes | pipes.", tags=["finance"],
+             frontmatter={"aliases": ["JD"], "role": "CFO", "nested": {"k": [1, 2]}},
+             timeline=[TimelineInput(date(2024, 3, 1), "Joined the board")], actor=remote)
+    page_add(source=source_a, slug="notes/secret", title="Secret plan", body="Quiet.",
+             visibility="private", effective_date=date(2024, 1, 5), actor=remote)
+    page_add(source=source_a, slug="companies/acme", title="Acme", body="", actor=remote)
+    jane = Page.objects.get(source=source_a, slug="people/jane-doe")
+    Fact.objects.create(source=source_a, entity=jane, text="Prefers | tea", kind="preference",
+                        provenance="chat on 2024-02-01", confidence=0.8)
+
+    report = markdown_export(directory=tmp_path, source_id="team-a")
+    assert (report.pages, report.written) == (3, 3)
+    imported = markdown_import(source_id="team-b", directory=tmp_path)
+    assert imported.errors == [] and imported.created == 3
+
+    fields = ("slug", "title", "body", "type__name", "summary", "tags", "visibility",
+              "effective_date", "frontmatter", "content_hash")
+    original = list(Page.objects.filter(source=source_a).order_by("slug").values(*fields))
+    copy = list(Page.objects.filter(source=source_b).order_by("slug").values(*fields))
+    assert copy == original
+    copied_jane = Page.objects.get(source=source_b, slug="people/jane-doe")
+    assert list(copied_jane.timeline.values_list("date", "summary")) == [
+        (date(2024, 3, 1), "Joined the board")]
+    fact = Fact.objects.get(entity=copied_jane)
+    assert (fact.text, fact.kind, fact.confidence, fact.provenance) == (
+        "Prefers | tea", "preference", 0.8, "chat on 2024-02-01")
+    # A second export of the same pages rewrites nothing.
+    assert markdown_export(directory=tmp_path, source_id="team-a").written == 0
+
+
+def test_commands_print_what_they_did(tmp_path: Path, source_a: Source) -> None:
+    page_add(source=source_a, slug="notes/a", title="A", body="Alpha.", actor=local_caller())
+    out = StringIO()
+    call_command("export_markdown", str(tmp_path), stdout=out, stderr=StringIO())
+    assert "Exported 1 page(s)" in out.getvalue()
+    assert (tmp_path / "team-a" / "notes" / "a.md").exists()
+    out = StringIO()
+    call_command("import_markdown", str(tmp_path / "team-a"), "--source", "copy",
+                 stdout=out, stderr=StringIO())
+    assert "1 created" in out.getvalue()
