@@ -27,8 +27,9 @@ if TYPE_CHECKING:
 from pydantic import BaseModel, Field
 
 from brain.access import Caller  # noqa: TC001 - resolved at runtime for the schemas
+from brain.api.pages import page_out
 from brain.exceptions import InvalidParams
-from brain.models import Page, Source
+from brain.models import Source
 from brain.search import page_search
 from brain.selectors import page_get, page_list
 from brain.services.pages import WriteResult, page_add, page_update
@@ -302,43 +303,17 @@ class RelationArg(BaseModel):
     context: str = Field("", max_length=200, description="Why (≤ 200 chars).")
 
 
-def _iso(value: Any) -> str | None:
-    return value.isoformat() if value else None
-
-
-def _page_out(page: Page, *, body: bool) -> dict[str, Any]:
-    """JSON form of a page; ``body`` False for listings (the body is deferred)."""
-    out: dict[str, Any] = {
-        "slug": page.slug,
-        "source": page.source_id,
-        "type": page.type.name,
-        "title": page.title,
-        "summary": page.summary,
-        "tags": list(page.tags),
-        "visibility": page.visibility,
-        "effective_date": _iso(page.effective_date),
-        "created_at": _iso(page.created_at),
-        "updated_at": _iso(page.updated_at),
-    }
-    if body:
-        out["frontmatter"] = page.frontmatter
-        out["body"] = page.body
-        out["index_current"] = page.indexed_hash == page.content_hash
-    return out
-
-
 def _write_out(result: WriteResult) -> dict[str, Any]:
+    """The HTTP API's ``WriteOut`` shape: where the write landed and the page."""
     page = result.page
     return {
         "slug": page.slug,
-        "source": page.source_id,
-        "title": page.title,
-        "type": page.type.name,
-        "tags": list(page.tags),
+        "source_id": page.source_id,
         "created": result.created,
         "changed": result.changed,
-        "operation": result.operation,
         "index_current": result.index_current,
+        "operation": result.operation,
+        "page": page_out(page),
         "protocol_version": 1,
     }
 
@@ -375,20 +350,7 @@ def brain_search(
     )
     return {
         "query": response.query,
-        "results": [
-            {
-                "slug": r.slug,
-                "title": r.title,
-                "source": r.source_id,
-                "type": r.type,
-                "excerpt": r.chunk,
-                "score": round(r.score, 6),
-                "similarity": None if r.similarity is None else round(r.similarity, 6),
-                "evidence": r.evidence,
-                "create_safety": r.create_safety,
-            }
-            for r in response.results
-        ],
+        "results": [r.as_dict() for r in response.results],
         "search_degraded": response.search_degraded,
         "budget_tokens": response.budget_tokens,
         "budget_used": response.budget_used,
@@ -405,8 +367,7 @@ def brain_get_page(
 ) -> dict[str, Any]:
     """brain_get_page → ``brain.selectors.page_get`` in the caller's read scope."""
     scope = caller.read_scope([source] if source else None)
-    page = page_get(scope=scope, slug=slug)
-    return {"page": _page_out(page, body=True), "protocol_version": 1}
+    return page_out(page_get(scope=scope, slug=slug))
 
 
 def brain_list_pages(
@@ -427,15 +388,24 @@ def brain_list_pages(
 ) -> dict[str, Any]:
     """brain_list_pages → ``brain.selectors.page_list``, newest first."""
     scope = caller.read_scope([source] if source else None)
-    rows = list(
-        page_list(scope=scope, types=[type] if type else None, prefix=prefix, tag=tag)[
-            offset : offset + limit + 1
-        ]
-    )
+    qs = page_list(scope=scope, types=[type] if type else None, prefix=prefix, tag=tag)
     return {
-        "pages": [_page_out(p, body=False) for p in rows[:limit]],
+        "items": [
+            {
+                "slug": p.slug,
+                "source_id": p.source_id,
+                "type": p.type.name,
+                "title": p.title,
+                "summary": p.summary,
+                "tags": list(p.tags),
+                "visibility": p.visibility,
+                "updated_at": p.updated_at.isoformat(),
+            }
+            for p in qs[offset : offset + limit]
+        ],
+        "count": qs.count(),
+        "limit": limit,
         "offset": offset,
-        "has_more": len(rows) > limit,
         "protocol_version": 1,
     }
 
@@ -665,7 +635,7 @@ def loops_mute(
     return {
         "kind": row.kind,
         "value": row.value,
-        "source": src.id,
+        "source_id": src.id,
         "created": created,
         "protocol_version": 1,
     }
@@ -680,7 +650,7 @@ def loops_unmute(
     return {
         "kind": kind,
         "value": value.strip().lower(),
-        "source": src.id,
+        "source_id": src.id,
         "removed": removed,
         "protocol_version": 1,
     }
@@ -871,9 +841,8 @@ TOOLS: tuple[ToolSpec, ...] = (
         title="Search pages",
         description=(
             "Hybrid search (keyword + meaning) over the pages you may read. Each "
-            "result "
-            "has slug, title, source, similarity, an excerpt, evidence and "
-            "create_safety. ALWAYS search before brain_add: when a result's "
+            "result has slug, title, source_id, similarity (cosine), chunk (the "
+            "matching excerpt), score, evidence and create_safety. ALWAYS search before brain_add: when a result's "
             "create_safety is 'exists' or 'probable', that page already exists, so "
             "read it with brain_get_page and change it with brain_update."
         ),
@@ -939,7 +908,8 @@ TOOLS: tuple[ToolSpec, ...] = (
         title="List pages",
         description=(
             "List pages newest first, filtered by type, slug prefix (e.g. people/) or "
-            "tag, with paging (limit, offset, has_more). Bodies are not included."
+            "tag, with paging (limit, offset; count is the total). Bodies are not "
+            "included: read one with brain_get_page."
         ),
         read_only=True,
     ),

@@ -154,7 +154,7 @@ def test_http_applies_the_keys_sources_and_a_remote_key_never_sees_private_data(
 
     for r in (seen_remote, seen_trusted):
         assert [s["id"] for s in payload(r["sources"])["sources"]] == ["team-a"]
-        assert {x["source"] for x in payload(r["search"])["results"]} == {"team-a"}
+        assert {x["source_id"] for x in payload(r["search"])["results"]} == {"team-a"}
         assert envelope(r["search_b"])["error"] == "scope_denied"
         assert envelope(r["write_b"])["error"] == "scope_denied"
         assert "Beta" not in json.dumps([x.structured_content for x in r.values()])
@@ -165,6 +165,6 @@ def test_http_applies_the_keys_sources_and_a_remote_key_never_sees_private_data(
     for leak in ("Salary", "Confidential", "PRIVATE-SENTINEL", secret_slug):
         assert leak not in remote_text
     # The trusted key of the same source does see them: the filter is visibility.
-    assert payload(seen_trusted["get_secret"])["page"]["visibility"] == "private"
+    assert payload(seen_trusted["get_secret"])["visibility"] == "private"
     trusted_text = json.dumps([x.structured_content for x in seen_trusted.values()])
     assert "Salary" in trusted_text and "PRIVATE-SENTINEL" in trusted_text

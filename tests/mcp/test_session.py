@@ -28,19 +28,19 @@ def _assert_session(r: dict[str, Any], *, remote: bool, loop_id: str) -> None:
     # Search before adding finds nothing; the added page is found in the same session.
     assert all(x["slug"] != slug for x in payload(r["search_before"])["results"])
     added = payload(r["add"])
-    assert added["created"] is True and added["source"] == "default"
+    assert added["created"] is True and added["source_id"] == "default"
     assert slug.startswith("projects/")
     hits = [x for x in payload(r["search_after"])["results"] if x["slug"] == slug]
     assert len(hits) == 1
-    assert hits[0]["source"] == "default" and hits[0]["title"] == TITLE
-    assert "similarity" in hits[0] and "quokka" in hits[0]["excerpt"].lower()
+    assert hits[0]["source_id"] == "default" and hits[0]["title"] == TITLE
+    assert "similarity" in hits[0] and "quokka" in hits[0]["chunk"].lower()
 
     again = envelope(r["add_again"])
     assert again["error"] == "invalid_params" and "update" in again["suggestion"]
 
     # Update by append keeps the frontmatter (title, summary, tags).
     assert payload(r["update"])["operation"] == "append"
-    page = payload(r["get"])["page"]
+    page = payload(r["get"])
     assert page["body"].startswith(BODY) and page["body"].rstrip().endswith(APPENDED)
     assert page["title"] == TITLE
     assert page["frontmatter"]["title"] == TITLE
@@ -49,7 +49,7 @@ def _assert_session(r: dict[str, Any], *, remote: bool, loop_id: str) -> None:
     assert ("agent-input" in page["tags"]) is remote
 
     assert envelope(r["get_missing"])["error"] == "not_found"
-    assert slug in [p["slug"] for p in payload(r["list"])["pages"]]
+    assert slug in [p["slug"] for p in payload(r["list"])["items"]]
     assert envelope(r["query"])["error"] == "unavailable"
 
     remembered = payload(r["remember"])
