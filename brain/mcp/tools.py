@@ -842,9 +842,10 @@ TOOLS: tuple[ToolSpec, ...] = (
         description=(
             "Hybrid search (keyword + meaning) over the pages you may read. Each "
             "result has slug, title, source_id, similarity (cosine), chunk (the "
-            "matching excerpt), score, evidence and create_safety. ALWAYS search before brain_add: when a result's "
-            "create_safety is 'exists' or 'probable', that page already exists, so "
-            "read it with brain_get_page and change it with brain_update."
+            "matching excerpt), score, evidence and create_safety. ALWAYS search "
+            "before brain_add: when a result's create_safety is 'exists' or "
+            "'probable', that page already exists, so read it with brain_get_page "
+            "and change it with brain_update."
         ),
         read_only=True,
     ),
