@@ -18,12 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from loops.selectors import loop_list
-from loops.services import loop_close, loop_get, loop_mute, loop_unmute
-from loops.waiting import loop_view
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
 from pydantic import BaseModel, Field
 
 from brain.access import Caller  # noqa: TC001 - resolved at runtime for the schemas
@@ -44,6 +38,12 @@ from brain.services.verbs import (
     verb_synthesize,
 )
 from loops.models import LoopType, OpenLoop
+from loops.selectors import loop_list
+from loops.services import loop_close, loop_get, loop_mute, loop_unmute
+from loops.waiting import loop_view
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 VERB = "verb"
 BRAIN = "brain"
@@ -65,12 +65,6 @@ SourceArg = Annotated[
             "Source id to read or write (omit for the key's default: federated "
             "sources for reads, the write source for writes)."
         )
-    ),
-]
-SourcesArg = Annotated[
-    list[str] | None,
-    Field(
-        description="Source ids to read (omit for the federated sources you may read)."
     ),
 ]
 
