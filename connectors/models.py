@@ -1,3 +1,179 @@
-"""Models of the connectors app."""
+"""Models of the connectors app: the import ledger, held items, sync runs and the
+Google account link (SPEC §6).
+
+Rows are written only by ``connectors.services`` and the connector ``sync`` modules;
+uniqueness is enforced by the database (STYLE rules 5, 14).
+"""
 
 from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from brain.models import Page, RawRecord, Source
+
+
+class ImportedItem(models.Model):
+    """One captured item a connector has already imported (the ledger, SPEC §6).
+
+    ``external_id`` is the connector's stable key: a mail message key
+    (``<message-id>`` or ``sha256:<hex>`` when the message has none), a Gmail message
+    id, ``event:<id>``, ``contact:<resourceName>``. A re-run that meets the same key
+    with the same ``content_hash`` does nothing. Unique per (source, external_id).
+    """
+
+    class Kind(models.TextChoices):
+        MESSAGE = "message", "Mail message"
+        DUPLICATE = "duplicate", "Duplicate copy of a message"
+        EVENT = "event", "Calendar event"
+        CONTACT = "contact", "Contact"
+
+    class Outcome(models.TextChoices):
+        STORED = "stored", "Stored (raw record and page)"
+        SKIPPED = "skipped", "Skipped (see reason)"
+
+    source = models.ForeignKey(
+        Source, on_delete=models.CASCADE, related_name="imported_items"
+    )
+    external_id = models.CharField(max_length=512)
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.MESSAGE)
+    content_hash = models.CharField(max_length=64)
+    thread_id = models.CharField(max_length=128, blank=True)
+    # Normalised subject ("Re:"/"Fw:" stripped, lower-cased) and participants: how a
+    # later import attaches a header-less reply to a thread of an earlier one.
+    subject_key = models.CharField(max_length=300, blank=True)
+    participants = models.JSONField(default=list, blank=True)
+    outcome = models.CharField(
+        max_length=8, choices=Outcome.choices, default=Outcome.STORED
+    )
+    reason = models.CharField(max_length=200, blank=True)
+    raw_record = models.ForeignKey(
+        RawRecord, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    page = models.ForeignKey(
+        Page, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    imported_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["source", "external_id"],
+                name="%(app_label)s_%(class)s_unique_external_id",
+            ),
+        ]
+        indexes = [
+            # Dedup of copies without a shared Message-ID (Enron folders).
+            models.Index(
+                fields=["source", "content_hash"], name="connectors_item_hash"
+            ),
+            # Header-less threading across imports (mailbox_import).
+            models.Index(
+                fields=["source", "subject_key"], name="connectors_item_subject"
+            ),
+            models.Index(fields=["source", "thread_id"], name="connectors_item_thread"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source_id}:{self.external_id}"
+
+
+class HeldItem(models.Model):
+    """An item that failed permanently: held and reported, the rest of the sync
+    continues (SPEC §6). Released (``released_at``) when a later sync stores it."""
+
+    source = models.ForeignKey(
+        Source, on_delete=models.CASCADE, related_name="held_items"
+    )
+    external_id = models.CharField(max_length=512)
+    kind = models.CharField(max_length=32)
+    error_code = models.CharField(max_length=64)
+    message = models.TextField(blank=True)
+    attempts = models.PositiveIntegerField(default=1)
+    first_failed_at = models.DateTimeField(default=timezone.now, editable=False)
+    last_failed_at = models.DateTimeField(default=timezone.now)
+    released_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["source", "kind", "external_id"],
+                name="%(app_label)s_%(class)s_unique_item",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source_id}:{self.kind}:{self.external_id}"
+
+
+class SyncRun(models.Model):
+    """Append-only audit row of one sync or import (STYLE rule 22)."""
+
+    class Status(models.TextChoices):
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        PARTIAL = "partial", "Partial (items held)"
+        FAILED = "failed", "Failed"
+
+    source = models.ForeignKey(
+        Source, on_delete=models.CASCADE, related_name="sync_runs"
+    )
+    kind = models.CharField(max_length=32, editable=False)
+    actor = models.CharField(max_length=200, editable=False)
+    status = models.CharField(
+        max_length=16, choices=Status.choices, default=Status.RUNNING, editable=False
+    )
+    started_at = models.DateTimeField(
+        default=timezone.now, editable=False, db_index=True
+    )
+    finished_at = models.DateTimeField(null=True, blank=True, editable=False)
+    counts = models.JSONField(default=dict, editable=False)
+    error = models.TextField(blank=True, editable=False)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.source_id} {self.kind} {self.started_at:%Y-%m-%d %H:%M}"
+
+
+class GoogleAccount(models.Model):
+    """The link between a ``google`` Source and the social-auth grant holding its
+    tokens (SPEC §6.1). Tokens stay in ``UserSocialAuth.extra_data`` (server-side,
+    never logged); this row records the account address and the scopes granted."""
+
+    source = models.OneToOneField(
+        Source, on_delete=models.CASCADE, related_name="google_account"
+    )
+    social_auth = models.ForeignKey(
+        "social_django.UserSocialAuth",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    email = models.EmailField(max_length=320, unique=True)
+    granted_scopes = models.JSONField(default=list, blank=True)
+    missing_scopes = models.JSONField(default=list, blank=True)
+    send_as = models.JSONField(default=list, blank=True)
+    connected_at = models.DateTimeField(default=timezone.now, editable=False)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["email"]
+
+    def __str__(self) -> str:
+        return self.email
+
+    @property
+    def scopes_complete(self) -> bool:
+        """True when every read-only scope the brain asks for was granted."""
+        return not self.missing_scopes

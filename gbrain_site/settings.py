@@ -225,6 +225,21 @@ SOCIAL_AUTH_JSONFIELD_ENABLED = True
 SOCIAL_AUTH_LOGIN_REDIRECT_URL = "/admin/"
 # Tokens never reach logs; social-auth stores them in UserSocialAuth.extra_data.
 SOCIAL_AUTH_PROTECTED_USER_FIELDS = ["email", "first_name", "last_name"]
+# social-auth's default steps, then: a grant with mailbox scopes connects the account
+# as a ``google`` Source (owner addresses = account + Gmail send-as aliases).
+SOCIAL_AUTH_PIPELINE = (
+    "social_core.pipeline.social_auth.social_details",
+    "social_core.pipeline.social_auth.social_names",
+    "social_core.pipeline.social_auth.social_uid",
+    "social_core.pipeline.social_auth.auth_allowed",
+    "social_core.pipeline.social_auth.social_user",
+    "social_core.pipeline.user.get_username",
+    "social_core.pipeline.user.create_user",
+    "social_core.pipeline.social_auth.associate_user",
+    "social_core.pipeline.social_auth.load_extra_data",
+    "social_core.pipeline.user.user_details",
+    "connectors.google.auth.connect_google_source",
+)
 
 # --- jobs (SPEC §7) -----------------------------------------------------------------
 

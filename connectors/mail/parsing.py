@@ -1,0 +1,635 @@
+"""MIME parsing: RFC 822 bytes and Gmail ``format=full`` JSON → ``ParsedMail``
+(SPEC §6.1, §6.2).
+
+Libraries do the work: the stdlib ``email`` package (structure, transfer encodings,
+RFC 2047 words, address lists, dates), ``html2text`` (HTML → text) and
+``mail-parser-reply`` (quoted reply tails). The ``compat32`` policy is used for
+structure because the header registry of ``policy.default`` costs ~2.5 ms a message
+(ingestion must reach 300 messages/s, SPEC §11); headers are decoded explicitly.
+
+Parsing never raises on malformed mail: broken charsets are decoded with
+replacement, a bad date becomes ``None``, and every defect is listed in
+``ParsedMail.defects``. Only input that is not mail at all raises ``MailParseError``.
+"""
+
+from __future__ import annotations
+
+import base64
+import email
+import email.policy
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.header import Header, decode_header, make_header
+from email.message import Message
+from email.utils import getaddresses, parsedate_to_datetime
+from typing import TYPE_CHECKING, Any
+
+import html2text
+from mailparser_reply import EmailReplyParser
+
+from connectors.base import PermanentError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+# SPEC §6.1: at most 8,000 characters of body per message on a thread page.
+MAX_BODY_CHARS = 8000
+TRUNCATED_MARK = "\n[truncated]"
+# SPEC §5.1 noise senders (substring match on the lower-cased From address).
+NOISE_MARKERS = (
+    "noreply",
+    "no-reply",
+    "donotreply",
+    "do-not-reply",
+    "notifications@",
+    "notification@",
+    "mailer-daemon",
+    "postmaster",
+    "calendar-notification",
+)
+CALENDAR_METHODS = frozenset(
+    {
+        "REQUEST",
+        "REPLY",
+        "CANCEL",
+        "PUBLISH",
+        "COUNTER",
+        "DECLINECOUNTER",
+        "REFRESH",
+        "ADD",
+    }
+)
+_REPLY_PREFIX = re.compile(
+    r"^\s*(?:(?:re|fw|fwd|aw|wg|sv|vs|antw|tr|rif|r)\s*(?:\[\d+\])?\s*:\s*)+",
+    re.IGNORECASE,
+)
+_LIST_TAG = re.compile(r"^\[[^\]]{1,40}\]\s*")
+_WS = re.compile(r"\s+")
+_BLANK_RUNS = re.compile(r"\n{3,}")
+_MSGID = re.compile(r"<([^<>\s]+)>")
+# English reply headers only: every extra language multiplies the library's regex
+# cost (4 languages halve ingestion speed); ">" blocks under other languages'
+# attribution lines are still dropped by ``_drop_quote_blocks``.
+_REPLY_PARSER = EmailReplyParser(languages=["en"])
+# The reply is at the top and at most 8,000 chars are kept: the quoted history
+# further down need not be scanned.
+_REPLY_SCAN_CHARS = 12000
+
+
+class MailParseError(PermanentError):
+    """The input is not a mail message (empty, or no header at all)."""
+
+    code = "unparseable_message"
+
+
+@dataclass
+class Address:
+    """A lower-cased bare address with its decoded display name ('' when none)."""
+
+    addr: str
+    name: str = ""
+
+    def display(self) -> str:
+        """``Name <addr>`` or the bare address."""
+        return f"{self.name} <{self.addr}>" if self.name else self.addr
+
+
+@dataclass
+class ParsedMail:
+    """One parsed message, before threading.
+
+    ``key`` is the ledger key: ``<message-id>`` or ``sha256:<hex>`` of the raw bytes
+    when the message has no Message-ID. ``fingerprint`` hashes From, Date, normalised
+    subject and collapsed body text: copies of one message in several folders share
+    it even when their Message-IDs differ (as in Enron exports). ``date`` is aware UTC
+    or None. ``body`` is trimmed of its quoted tail and capped at 8,000 chars;
+    ``full_text`` keeps the untrimmed text for quoted-text threading.
+    """
+
+    key: str
+    message_id: str
+    subject: str
+    from_: Address | None
+    to: list[Address]
+    cc: list[Address]
+    bcc: list[Address]
+    date: datetime | None
+    in_reply_to: str | None
+    references: list[str]
+    body: str
+    full_text: str
+    fingerprint: str
+    raw: str = ""
+    has_quote: bool = False
+    list_unsubscribe: bool = False
+    auto_submitted: str | None = None
+    calendar_method: str | None = None
+    attachments: list[dict[str, Any]] = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)
+    folder: str = ""
+    defects: list[str] = field(default_factory=list)
+    # Gmail only: message id, thread id, internal date (ms) and history id.
+    gmail_id: str = ""
+    gmail_thread_id: str = ""
+    gmail_history_id: str = ""
+    gmail_payload: dict[str, Any] | None = None
+
+    @property
+    def subject_key(self) -> str:
+        """Normalised subject: reply/forward prefixes stripped, lower-cased."""
+        return subject_key(self.subject)
+
+    @property
+    def from_addr(self) -> str:
+        """Lower-cased From address or ''."""
+        return self.from_.addr if self.from_ else ""
+
+    def participants(self) -> set[str]:
+        """Every From/To/Cc address of the message."""
+        found = {a.addr for a in (*self.to, *self.cc)}
+        if self.from_:
+            found.add(self.from_.addr)
+        return found
+
+    def is_reply(self) -> bool:
+        """True for a reply or forward: a prefix on the subject, or headers."""
+        return bool(
+            self.in_reply_to
+            or self.references
+            or _REPLY_PREFIX.match(self.subject or "")
+        )
+
+
+def exchange_display_name(value: str) -> str:
+    """A display name from an Exchange/Notes export header such as Enron's
+    ``X-From: Ratcliff, Renee </O=ENRON/OU=NA/CN=RECIPIENTS/CN=RRATCLI>``:
+    the ``<…>`` routing part dropped and "Last, First" turned to "First Last".
+    Returns '' for values that are addresses."""
+    name = re.sub(r"<[^>]*>", "", value or "").strip().strip('"').strip()
+    if not name or "@" in name:
+        return ""
+    if name.count(",") == 1:
+        last, first = (part.strip() for part in name.split(","))
+        if last and first:
+            name = f"{first} {last}"
+    return _WS.sub(" ", name)
+
+
+def subject_key(subject: str) -> str:
+    """Normalise a subject for threading: repeated ``Re:``/``Fw:``/``Fwd:``/``Aw:``…
+    prefixes and mailing-list tags (``[ILUG]``) stripped, whitespace collapsed,
+    lower-cased."""
+    text = _WS.sub(" ", subject or "").strip()
+    previous = None
+    while previous != text:
+        previous = text
+        text = _LIST_TAG.sub("", _REPLY_PREFIX.sub("", text)).strip()
+    return text.lower()[:300]
+
+
+def strip_reply_prefix(subject: str) -> str:
+    """The subject without its reply/forward prefixes (original case kept)."""
+    return _REPLY_PREFIX.sub("", _WS.sub(" ", subject or "").strip()).strip()
+
+
+def is_noise_sender(addr: str) -> bool:
+    """SPEC §5.1: the From contains noreply, notifications@, mailer-daemon, …"""
+    value = (addr or "").lower()
+    return any(marker in value for marker in NOISE_MARKERS)
+
+
+# --- decoding helpers ----------------------------------------------------------------
+
+
+def decode_bytes(data: bytes, charset: str | None) -> tuple[str, bool]:
+    """Decode ``data`` with its declared charset; on a missing, unknown or wrong
+    charset try UTF-8, then Windows-1252 with replacement. Returns (text, clean)."""
+    tried: list[str] = []
+    declared = (charset or "").strip().strip('"').lower()
+    if declared and declared not in ("unknown-8bit", "x-unknown", "us-ascii", "ascii"):
+        tried.append(declared)
+    tried += ["utf-8"]
+    for codec in tried:
+        try:
+            return data.decode(codec), codec == tried[0]
+        except (LookupError, UnicodeDecodeError):
+            continue
+    return data.decode("cp1252", errors="replace"), False
+
+
+def decode_header_value(value: Any) -> str:
+    """Decode a header (RFC 2047 encoded words, raw 8-bit bytes) to one line."""
+    if value is None:
+        return ""
+    try:
+        chunks = decode_header(value if isinstance(value, Header) else str(value))
+    except Exception:  # email.errors.HeaderParseError and malformed words
+        return _WS.sub(" ", str(value)).strip()
+    try:
+        if any(charset == "unknown-8bit" for _chunk, charset in chunks):
+            raise LookupError("raw 8-bit header")
+        text = str(make_header(chunks))
+    except Exception:  # unknown charset in an encoded word, raw 8-bit bytes
+        parts = []
+        for chunk, charset in chunks:
+            parts.append(
+                decode_bytes(chunk, charset)[0] if isinstance(chunk, bytes) else chunk
+            )
+        text = "".join(parts)
+    if any(0xDC80 <= ord(ch) <= 0xDCFF for ch in text):
+        # compat32 carries undecodable header bytes as surrogates.
+        raw = text.encode("utf-8", errors="surrogateescape")
+        text = decode_bytes(raw, None)[0]
+    return _WS.sub(" ", text).strip()
+
+
+def parse_addresses(values: list[Any]) -> list[Address]:
+    """Parse address headers into ``Address`` rows (lower-cased, deduplicated,
+    entries without ``@`` dropped)."""
+    raw = []
+    for value in values:
+        if value is None:
+            continue
+        if isinstance(value, Header):
+            # compat32 wraps headers with raw 8-bit bytes in Header objects.
+            text = decode_header_value(value)
+        else:
+            text = str(value)
+        raw.append(text)
+    found: list[Address] = []
+    seen: set[str] = set()
+    for name, addr in getaddresses(raw):
+        addr = addr.strip().strip("<>").lower()
+        if "@" not in addr or addr in seen:
+            continue
+        seen.add(addr)
+        found.append(Address(addr=addr, name=decode_header_value(name).strip("'\" ")))
+    return found
+
+
+def normalize_message_id(value: Any) -> str:
+    """The first ``<...>`` token of a Message-ID header, without brackets ('' if
+    none); a bare token without brackets is accepted."""
+    text = str(value or "").strip()
+    match = _MSGID.search(text)
+    if match:
+        return match.group(1)
+    return text.split()[0] if text and "@" in text and " " not in text.strip() else ""
+
+
+def parse_references(value: Any) -> list[str]:
+    """All message ids in a References or In-Reply-To header, in order."""
+    return [m.group(1) for m in _MSGID.finditer(str(value or ""))]
+
+
+def parse_date(value: Any) -> datetime | None:
+    """RFC 5322 date → aware UTC datetime; naive dates are taken as UTC; None when
+    missing or unparseable."""
+    if not value:
+        return None
+    try:
+        parsed = parsedate_to_datetime(str(value))
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if parsed is None:
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    try:
+        return parsed.astimezone(UTC)
+    except (OverflowError, ValueError):
+        return None
+
+
+def html_to_text(html: str) -> str:
+    """HTML → readable text with html2text (links kept, images dropped, no wrap)."""
+    converter = html2text.HTML2Text()
+    converter.body_width = 0
+    converter.ignore_images = True
+    converter.ignore_emphasis = True
+    converter.unicode_snob = True
+    try:
+        return converter.handle(html)
+    except Exception:  # html2text can trip on pathological markup
+        return re.sub(r"<[^>]+>", " ", html)
+
+
+def trim_reply(text: str) -> str:
+    """Cut the quoted reply tail (``On … wrote:``, ``-----Original Message-----``,
+    ``>`` lines) with mail-parser-reply; keeps the text when nothing would remain
+    (a forward without own words)."""
+    return split_reply(text)[0]
+
+
+def split_reply(text: str) -> tuple[str, bool]:
+    """(the reply text, whether quoted text was found and cut or the whole text is
+    a quote). See ``trim_reply``."""
+    if not text.strip():
+        return "", False
+    try:
+        reply = _REPLY_PARSER.parse_reply(text[:_REPLY_SCAN_CHARS])
+    except Exception:  # the library's regexes must never fail an import
+        reply = None
+    reply = _TRAILING_SEPARATOR.sub("", (reply or "").strip()).strip()
+    if not reply:
+        return text.strip(), True
+    if _QUOTED_LINE.search(reply):
+        # Bottom-posted replies and attribution lines in languages the library does
+        # not know leave ">" blocks behind: drop them and their attribution line.
+        reply = _drop_quote_blocks(reply) or reply
+    quoted = len(reply) + 20 < len(text.strip())
+    return reply, quoted
+
+
+_QUOTED_LINE = re.compile(r"^>", re.MULTILINE)
+# A separator left at the end of a reply whose quoted part was cut (a forward
+# without own text keeps only this line).
+_TRAILING_SEPARATOR = re.compile(
+    r"(?:\n|^)\s*-{2,}\s*(?:original message|forwarded message|forwarded by[^\n]*)\s*-*\s*$",
+    re.IGNORECASE,
+)
+
+
+def _drop_quote_blocks(text: str) -> str:
+    lines = text.split("\n")
+    keep = [not line.startswith(">") for line in lines]
+    for index, line in enumerate(lines):
+        if line.startswith(">") and index > 0:
+            # The attribution ("On … wrote:") ends with ':' just above the block,
+            # possibly wrapped over two lines.
+            probe = index - 1
+            while probe >= 0 and not lines[probe].strip():
+                probe -= 1
+            if probe >= 0 and keep[probe] and lines[probe].rstrip().endswith(":"):
+                keep[probe] = False
+                if probe > 0 and lines[probe - 1].rstrip().endswith(("<", ",")):
+                    keep[probe - 1] = False
+    return "\n".join(line for line, ok in zip(lines, keep, strict=True) if ok).strip()
+
+
+def cap_body(text: str, limit: int = MAX_BODY_CHARS) -> str:
+    """At most ``limit`` characters, ``[truncated]`` marked."""
+    text = _BLANK_RUNS.sub(
+        "\n\n", text.replace("\r\n", "\n").replace("\r", "\n")
+    ).strip()
+    if len(text) <= limit:
+        return text
+    return text[: limit - len(TRUNCATED_MARK)].rstrip() + TRUNCATED_MARK
+
+
+def fingerprint(from_addr: str, date: datetime | None, subject: str, text: str) -> str:
+    """Hash identifying one message across folders (From + Date + subject + body)."""
+    basis = "\0".join(
+        [
+            from_addr,
+            date.isoformat() if date else "",
+            subject_key(subject),
+            _WS.sub(" ", text).strip()[:20000],
+        ]
+    )
+    return hashlib.sha256(basis.encode("utf-8", errors="surrogatepass")).hexdigest()
+
+
+# --- body extraction over a part tree ------------------------------------------------
+
+
+@dataclass
+class _Part:
+    content_type: str
+    disposition: str | None
+    filename: str | None
+    charset: str | None
+    method: str | None
+    size: int
+    payload: Callable[[], bytes]
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class _Body:
+    plain: str | None = None
+    html: str | None = None
+    calendar_method: str | None = None
+    attachments: list[dict[str, Any]] = field(default_factory=list)
+    defects: list[str] = field(default_factory=list)
+
+
+def _extract(parts: Iterator[_Part]) -> _Body:
+    out = _Body()
+    for part in parts:
+        ctype = part.content_type
+        if ctype in ("text/calendar", "application/ics") and part.method:
+            method = part.method.strip().upper()
+            if method in CALENDAR_METHODS:
+                out.calendar_method = out.calendar_method or method
+        is_attachment = part.disposition == "attachment" or (
+            bool(part.filename) and ctype not in ("text/plain", "text/html")
+        )
+        if is_attachment or not ctype.startswith("text/"):
+            if part.filename or is_attachment:
+                out.attachments.append(
+                    {
+                        "filename": decode_header_value(part.filename or ""),
+                        "mime_type": ctype,
+                        "size": part.size,
+                        **part.extra,
+                    }
+                )
+            continue
+        if ctype not in ("text/plain", "text/html"):
+            continue
+        if (ctype == "text/plain" and out.plain is not None) or (
+            ctype == "text/html" and out.html is not None
+        ):
+            continue
+        try:
+            data = part.payload()
+        except Exception as exc:  # broken base64/quoted-printable
+            out.defects.append(f"payload: {type(exc).__name__}")
+            continue
+        text, clean = decode_bytes(data, part.charset)
+        if not text.strip():
+            # An empty alternative: keep looking for one with text.
+            continue
+        if not clean:
+            out.defects.append(f"charset: {part.charset or 'none'}")
+        if ctype == "text/plain":
+            out.plain = text
+        else:
+            out.html = text
+    return out
+
+
+def _rfc822_parts(msg: Message) -> Iterator[_Part]:
+    for part in msg.walk():
+        if part.is_multipart():
+            continue
+        raw_payload = part.get_payload()
+        yield _Part(
+            content_type=part.get_content_type(),
+            disposition=part.get_content_disposition(),
+            filename=part.get_filename(),
+            charset=part.get_content_charset(),
+            method=part.get_param("method")
+            if isinstance(part.get_param("method"), str)
+            else None,
+            size=len(raw_payload) if isinstance(raw_payload, str) else 0,
+            payload=lambda p=part: p.get_payload(decode=True) or b"",
+        )
+
+
+def _b64url(data: str) -> bytes:
+    return base64.urlsafe_b64decode(data + "=" * (-len(data) % 4))
+
+
+def _gmail_parts(part: dict[str, Any]) -> Iterator[_Part]:
+    children = part.get("parts") or []
+    if children:
+        for child in children:
+            yield from _gmail_parts(child)
+        return
+    headers = {h["name"].lower(): h["value"] for h in part.get("headers") or []}
+    probe = Message()
+    if "content-type" in headers:
+        probe["Content-Type"] = headers["content-type"]
+    if "content-disposition" in headers:
+        probe["Content-Disposition"] = headers["content-disposition"]
+    body = part.get("body") or {}
+    method = probe.get_param("method")
+    extra = {"attachment_id": body["attachmentId"]} if body.get("attachmentId") else {}
+    yield _Part(
+        content_type=(part.get("mimeType") or "text/plain").lower(),
+        disposition=probe.get_content_disposition(),
+        filename=part.get("filename") or None,
+        charset=probe.get_content_charset() or "utf-8",
+        method=method if isinstance(method, str) else None,
+        size=int(body.get("size") or 0),
+        payload=lambda b=body: _b64url(b["data"]) if b.get("data") else b"",
+        extra=extra,
+    )
+
+
+# --- public entry points -------------------------------------------------------------
+
+
+def _finish(
+    *,
+    headers: Callable[[str], list[Any]],
+    body: _Body,
+    raw: str,
+    raw_hash: str,
+    folder: str,
+    defects: list[str],
+) -> ParsedMail:
+    def one(name: str) -> Any:
+        values = headers(name)
+        return values[0] if values else None
+
+    subject = decode_header_value(one("subject"))
+    from_list = parse_addresses(headers("from"))
+    from_ = from_list[0] if from_list else None
+    if from_ and not from_.name:
+        from_.name = exchange_display_name(decode_header_value(one("x-from")))
+    date = parse_date(one("date"))
+    if one("date") and date is None:
+        defects.append("date: unparseable")
+    message_id = normalize_message_id(one("message-id"))
+    in_reply = parse_references(one("in-reply-to"))
+    refs = parse_references(" ".join(str(v) for v in headers("references")))
+    if body.plain is not None and body.plain.strip():
+        text = body.plain
+    elif body.html is not None:
+        text = html_to_text(body.html)
+    else:
+        text = body.plain or ""
+    text = text.replace("\r\n", "\n").replace("\x00", "")
+    reply, has_quote = split_reply(text)
+    auto = one("auto-submitted")
+    return ParsedMail(
+        key=f"<{message_id}>" if message_id else f"sha256:{raw_hash}",
+        message_id=message_id,
+        subject=subject,
+        from_=from_,
+        to=parse_addresses(headers("to")),
+        cc=parse_addresses(headers("cc")),
+        bcc=parse_addresses(headers("bcc")),
+        date=date,
+        in_reply_to=in_reply[0] if in_reply else None,
+        references=refs,
+        body=cap_body(reply),
+        has_quote=has_quote,
+        full_text=text,
+        fingerprint=fingerprint(from_.addr if from_ else "", date, subject, text),
+        raw=raw,
+        list_unsubscribe=bool(one("list-unsubscribe")),
+        auto_submitted=str(auto).strip().lower() if auto else None,
+        calendar_method=body.calendar_method,
+        attachments=body.attachments,
+        folder=folder,
+        defects=defects + body.defects,
+    )
+
+
+def parse_rfc822(data: bytes, *, folder: str = "") -> ParsedMail:
+    """Parse one RFC 822 message (bytes, any line endings, an mbox ``From `` line
+    allowed). Raises ``MailParseError`` for empty input or input without headers."""
+    if not data or not data.strip():
+        raise MailParseError("Empty message.", detail={"folder": folder})
+    if data.startswith(b"From "):
+        # An mbox envelope line is not a header.
+        data = data.split(b"\n", 1)[1] if b"\n" in data else b""
+    msg = email.message_from_bytes(data, policy=email.policy.compat32)
+    if not msg.keys():
+        raise MailParseError("No mail headers found.", detail={"folder": folder})
+    defects = [type(d).__name__ for d in msg.defects]
+    raw = data.decode("utf-8", errors="replace")
+    return _finish(
+        headers=lambda name: msg.get_all(name) or [],
+        body=_extract(_rfc822_parts(msg)),
+        raw=raw,
+        raw_hash=hashlib.sha256(data).hexdigest(),
+        folder=folder,
+        defects=defects,
+    )
+
+
+def parse_gmail_message(payload: dict[str, Any]) -> ParsedMail:
+    """Parse a Gmail ``users.messages.get`` / ``threads.get`` message in
+    ``format=full`` (base64url part bodies, header list, labelIds).
+
+    Raises ``MailParseError`` when the message carries no payload headers.
+    """
+    part = payload.get("payload") or {}
+    header_rows = part.get("headers") or []
+    if not header_rows:
+        raise MailParseError(
+            "Gmail message without headers.", detail={"gmail_id": payload.get("id")}
+        )
+    by_name: dict[str, list[str]] = {}
+    for row in header_rows:
+        by_name.setdefault(str(row.get("name", "")).lower(), []).append(
+            row.get("value", "")
+        )
+    raw = json.dumps(payload, sort_keys=True)
+    parsed = _finish(
+        headers=lambda name: by_name.get(name, []),
+        body=_extract(_gmail_parts(part)),
+        raw="",
+        raw_hash=hashlib.sha256(raw.encode()).hexdigest(),
+        folder="",
+        defects=[],
+    )
+    if parsed.date is None and payload.get("internalDate"):
+        parsed.date = datetime.fromtimestamp(
+            int(payload["internalDate"]) / 1000, tz=UTC
+        )
+    parsed.labels = list(payload.get("labelIds") or [])
+    parsed.gmail_id = str(payload.get("id") or "")
+    parsed.gmail_thread_id = str(payload.get("threadId") or "")
+    parsed.gmail_history_id = str(payload.get("historyId") or "")
+    parsed.gmail_payload = payload
+    parsed.key = parsed.gmail_id or parsed.key
+    return parsed

@@ -1,0 +1,313 @@
+"""Storing threads and people through the one write function (SPEC §2.3, §6).
+
+Each thread is written in ONE ``page_write`` call (mode ``upsert``): the thread page,
+one raw record per new message and the page revision commit together, and the
+ledger rows of those messages join the same transaction, so a crash never leaves
+half a thread and a re-run never stores a message twice.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from django.db import connection, transaction
+
+from brain.access import local_caller
+from brain.models import Alias, Page, RawRecord, Source
+from brain.services.pages import RawInput, page_write
+from connectors.mail.render import (
+    correspondents,
+    is_noise_thread,
+    person_slug,
+    render_person,
+    render_thread,
+    short_hash,
+)
+from connectors.models import ImportedItem
+from loops.message import MailMessage
+
+if TYPE_CHECKING:
+    from collections import Counter
+    from collections.abc import Callable, Iterable, Iterator
+
+    from connectors.base import SyncReport
+    from connectors.mail.parsing import ParsedMail
+
+logger = logging.getLogger(__name__)
+
+NOISE_REASON = "noise-only thread"
+
+
+@dataclass
+class ThreadWork:
+    """One thread to write: every message of it (oldest first, earlier imports
+    included) and the keys of the messages not yet in the ledger."""
+
+    thread_id: str
+    # (ledger key, message) pairs, oldest first.
+    entries: list[tuple[str, MailMessage]]
+    parsed: dict[str, ParsedMail] = field(default_factory=dict)
+    new_keys: set[str] = field(default_factory=set)
+
+    @property
+    def messages(self) -> list[MailMessage]:
+        """The thread's messages, oldest first."""
+        return [message for _key, message in self.entries]
+
+
+@contextmanager
+def bulk_transaction() -> Iterator[None]:
+    """One transaction for a batch of threads, committed without waiting for the
+    WAL flush (``synchronous_commit = off`` for this transaction only).
+
+    A crash can lose the last batches acknowledged before it, never half of one:
+    the ledger lost with them makes the next run write them again. Each thread
+    inside is still its own savepoint, so one failing thread is rolled back alone.
+    """
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL synchronous_commit TO OFF")
+        yield
+
+
+def to_mail_message(
+    parsed: ParsedMail, *, thread_id: str, is_mine: bool, link: str | None
+) -> MailMessage:
+    """The loops contract (``loops.message.MailMessage``) for a parsed message."""
+    return MailMessage(
+        message_id=parsed.gmail_id or parsed.message_id or parsed.key,
+        thread_id=thread_id,
+        subject=parsed.subject,
+        from_addr=parsed.from_addr,
+        from_name=parsed.from_.name if parsed.from_ else "",
+        to=[a.addr for a in parsed.to],
+        cc=[a.addr for a in parsed.cc],
+        bcc=[a.addr for a in parsed.bcc],
+        date=parsed.date,
+        is_mine=is_mine,
+        labels=sorted(set(parsed.labels)),
+        list_unsubscribe=parsed.list_unsubscribe,
+        auto_submitted=parsed.auto_submitted,
+        calendar_method=parsed.calendar_method,
+        in_reply_to=parsed.in_reply_to,
+        references=list(parsed.references),
+        body=parsed.body,
+        attachments=list(parsed.attachments),
+        link=link,
+    )
+
+
+def _raw_input(parsed: ParsedMail, message: MailMessage, *, kind: str) -> RawInput:
+    metadata = message.to_metadata()
+    metadata["ledger_key"] = parsed.key
+    metadata["folder"] = parsed.folder
+    if parsed.defects:
+        metadata["defects"] = parsed.defects[:20]
+    if kind == RawRecord.Kind.GMAIL_MESSAGE:
+        return RawInput(
+            external_id=parsed.key,
+            kind=kind,
+            content="",
+            payload=parsed.gmail_payload,
+            metadata=metadata,
+        )
+    return RawInput(
+        external_id=parsed.key,
+        kind=kind,
+        content=parsed.raw,
+        payload=None,
+        metadata=metadata,
+    )
+
+
+def thread_store(
+    *,
+    source: Source,
+    work: ThreadWork,
+    account: str,
+    kind: str,
+    actor: str,
+    embed: bool,
+    report: SyncReport,
+) -> Page | None:
+    """Write one thread: page + raw records of its new messages + ledger rows, in
+    one transaction. Threads whose every message is from a noise sender are not
+    rendered; their messages are ledgered as skipped. Returns the page or None.
+    """
+    new_entries = [(k, m) for k, m in work.entries if k in work.new_keys]
+    with transaction.atomic():
+        if is_noise_thread(work.messages):
+            _ledger(
+                source=source,
+                work=work,
+                page=None,
+                outcome=ImportedItem.Outcome.SKIPPED,
+            )
+            report.skipped[NOISE_REASON] += len(new_entries)
+            return None
+        rendered = render_thread(
+            thread_id=work.thread_id, messages=work.messages, account=account
+        )
+        raws = [
+            _raw_input(work.parsed[k], m, kind=kind)
+            for k, m in new_entries
+            if k in work.parsed
+        ]
+        result = page_write(
+            source=source,
+            mode="upsert",
+            actor=local_caller(actor=actor),
+            slug=rendered.slug,
+            title=rendered.title,
+            body=rendered.body,
+            type_name="email",
+            summary=rendered.summary,
+            frontmatter=rendered.frontmatter,
+            effective_date=rendered.effective_date,
+            raws=raws,
+            provenance={"connector": kind, "thread_id": work.thread_id},
+            embed=embed,
+        )
+        page = result.page
+        _ledger(
+            source=source,
+            work=work,
+            page=page,
+            outcome=ImportedItem.Outcome.STORED,
+            raw_ids={r.external_id: r.pk for r in result.raw_records},
+        )
+    report.counts["messages"] += len(new_entries)
+    report.counts["threads"] += 1
+    report.counts["pages"] += 1
+    report.thread_ids.append(work.thread_id)
+    return page
+
+
+def _ledger(
+    *,
+    source: Source,
+    work: ThreadWork,
+    page: Page | None,
+    outcome: str,
+    raw_ids: dict[str, int] | None = None,
+) -> None:
+    rows = []
+    raw_ids = raw_ids or {}
+    for key in work.new_keys:
+        parsed = work.parsed.get(key)
+        if parsed is None:
+            continue
+        rows.append(
+            ImportedItem(
+                source=source,
+                external_id=key,
+                kind=ImportedItem.Kind.MESSAGE,
+                content_hash=parsed.fingerprint,
+                thread_id=work.thread_id,
+                subject_key=parsed.subject_key,
+                participants=sorted(parsed.participants()),
+                outcome=outcome,
+                reason="" if outcome == ImportedItem.Outcome.STORED else NOISE_REASON,
+                raw_record_id=raw_ids.get(key),
+                page=page,
+            )
+        )
+    # A re-written message (Gmail label change) updates its ledger row in place.
+    ImportedItem.objects.bulk_create(
+        rows,
+        update_conflicts=True,
+        unique_fields=["source", "external_id"],
+        update_fields=[
+            "content_hash",
+            "thread_id",
+            "page",
+            "raw_record",
+            "outcome",
+            "reason",
+        ],
+    )
+
+
+def people_store(
+    *,
+    source: Source,
+    threads: dict[str, list[MailMessage]],
+    owner_addresses: set[str],
+    actor: str,
+    embed: bool,
+    report: SyncReport,
+    names: dict[str, Counter[str]] | None = None,
+) -> int:
+    """Create person pages for new correspondents of ``threads`` (SPEC §6.2).
+
+    An address that already names a page of the source (an email alias) is left
+    alone: the existing page, human-written or not, is never overwritten. A slug
+    taken by another page gets ``-<8 hex of the address>``. Returns pages created.
+    """
+    found = correspondents(threads, owner_addresses=owner_addresses, names=names)
+    if not found:
+        return 0
+    known = set(
+        Alias.objects.filter(source=source, alias__in=list(found)).values_list(
+            "alias", flat=True
+        )
+    )
+    created = 0
+    for addr in sorted(found):
+        if addr in known:
+            continue
+        person = found[addr]
+        if person_create(
+            source=source,
+            addr=addr,
+            name=person.name,
+            aliases=[addr, *person.names],
+            origin="mail",
+            actor=actor,
+            embed=embed,
+        ):
+            created += 1
+    report.counts["people"] += created
+    return created
+
+
+def person_create(
+    *,
+    source: Source,
+    addr: str,
+    name: str,
+    aliases: Iterable[str],
+    origin: str,
+    actor: str,
+    embed: bool,
+    extra: dict[str, Any] | None = None,
+    slug_for: Callable[[str], str] | None = None,
+) -> Page | None:
+    """Create one person page (never overwrites: an existing slug gets a hashed
+    suffix). Returns the page, or None when a page with that address exists."""
+    if Alias.objects.filter(source=source, alias=addr.lower()).exists():
+        return None
+    slug = slug_for(addr) if slug_for else person_slug(name=name, addr=addr)
+    if Page.objects.filter(source=source, slug=slug).exists():
+        slug = f"{slug}-{short_hash(addr)}"
+        if Page.objects.filter(source=source, slug=slug).exists():
+            return None
+    title, body, frontmatter = render_person(
+        addr=addr, name=name, aliases=aliases, origin=origin, extra=extra
+    )
+    result = page_write(
+        source=source,
+        mode="create",
+        actor=local_caller(actor=actor),
+        slug=slug,
+        title=title,
+        body=body,
+        type_name="person",
+        frontmatter=frontmatter,
+        provenance={"connector": origin, "email": addr},
+        embed=embed,
+    )
+    return result.page

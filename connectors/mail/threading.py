@@ -1,0 +1,283 @@
+"""Deduplication and threading of parsed mail (SPEC §5.2 last paragraph, §6.2).
+
+Threads are rebuilt from Message-ID / In-Reply-To / References (every message that
+shares an ancestor joins one thread, also through ancestors missing from the
+mailbox). Messages without those headers (the Enron export has none) are threaded
+by normalised subject plus participants plus quoted text: a header-less reply joins
+the conversation with the same subject whose text it quotes, else the most recent
+one that shares a participant other than the owner; a message that is neither a
+reply nor quoting starts a new conversation.
+
+Pure functions over ``ParsedMail``; the ledger of earlier imports comes in as
+``KnownMessage`` rows so a later import extends the threads of an earlier one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from loops.message import SENT, SPAM, TRASH
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from connectors.mail.parsing import ParsedMail
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_QUOTE_NOISE = re.compile(r"[>\s]+")
+# Characters of a message's own text that must reappear in a reply's quoted text for
+# the quote to count as evidence (short openings such as "Thanks," match too much).
+_SNIPPET_CHARS = 60
+_SNIPPET_MIN = 24
+
+
+@dataclass(frozen=True)
+class KnownMessage:
+    """A message stored by an earlier import: its ledger key, thread, normalised
+    subject, participants and date (for header-less threading across imports)."""
+
+    key: str
+    thread_id: str
+    subject_key: str
+    participants: tuple[str, ...]
+    date: datetime | None
+
+
+class _UnionFind:
+    def __init__(self) -> None:
+        self.parent: dict[str, str] = {}
+
+    def find(self, node: str) -> str:
+        parent = self.parent.setdefault(node, node)
+        if parent != node:
+            root = self.find(parent)
+            self.parent[node] = root
+            return root
+        return node
+
+    def union(self, a: str, b: str) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            # Deterministic: the lexically smaller root wins.
+            if rb < ra:
+                ra, rb = rb, ra
+            self.parent[rb] = ra
+
+
+def dedupe(
+    messages: Iterable[ParsedMail],
+) -> tuple[list[ParsedMail], list[tuple[ParsedMail, ParsedMail]]]:
+    """Drop copies of one message: same Message-ID, else same fingerprint (From,
+    Date, subject, body). The first copy (input order) is kept and gains the other
+    copies' labels, so a copy in a sent folder makes the message mine.
+
+    Returns (unique messages, [(duplicate, kept)]).
+    """
+    kept: list[ParsedMail] = []
+    by_key: dict[str, ParsedMail] = {}
+    by_fp: dict[str, ParsedMail] = {}
+    duplicates: list[tuple[ParsedMail, ParsedMail]] = []
+    for msg in messages:
+        original = by_key.get(msg.key) or by_fp.get(msg.fingerprint)
+        if original is not None:
+            for label in msg.labels:
+                if label not in original.labels:
+                    original.labels.append(label)
+            duplicates.append((msg, original))
+            by_key.setdefault(msg.key, original)
+            continue
+        by_key[msg.key] = msg
+        by_fp[msg.fingerprint] = msg
+        kept.append(msg)
+    return kept, duplicates
+
+
+def sent_folder_senders(messages: Iterable[ParsedMail]) -> set[str]:
+    """From addresses that are the owner's by evidence of the sent folders: at least
+    two sent messages and 5 % of them (a message sent on the owner's behalf, or a
+    colleague's mail filed there, does not make its sender an owner address).
+    Noise senders never count."""
+    from connectors.mail.parsing import is_noise_sender
+
+    senders = Counter(
+        m.from_addr
+        for m in messages
+        if SENT in m.labels and m.from_addr and not is_noise_sender(m.from_addr)
+    )
+    total = sum(senders.values())
+    return {a for a, n in senders.items() if n >= 2 and n >= 0.05 * total}
+
+
+def is_mine(msg: ParsedMail, owner_addresses: set[str]) -> bool:
+    """SPEC §5.1: SENT label (a sent folder), or a From that is an owner address."""
+    return SENT in msg.labels or (msg.from_addr in owner_addresses)
+
+
+def thread_id_for(root_key: str) -> str:
+    """Stable thread id of a mailbox thread: ``m`` + 16 hex of its root's key."""
+    return "m" + hashlib.sha256(root_key.encode("utf-8")).hexdigest()[:16]
+
+
+def _quoted(msg: ParsedMail) -> str:
+    if not msg.has_quote:
+        return ""
+    return _QUOTE_NOISE.sub(" ", msg.full_text or "").lower()
+
+
+def _snippet(msg: ParsedMail) -> str:
+    return _QUOTE_NOISE.sub(" ", msg.body or "").strip().lower()[:_SNIPPET_CHARS]
+
+
+@dataclass
+class _Conversation:
+    node: str
+    others: set[str]
+    snippets: list[str]
+    start: datetime
+
+
+def thread_messages(
+    messages: list[ParsedMail],
+    *,
+    owner_addresses: set[str],
+    known: Iterable[KnownMessage] = (),
+) -> dict[str, list[ParsedMail]]:
+    """Group ``messages`` (already deduplicated) into threads.
+
+    Returns ``{thread_id: [messages oldest first]}``. A thread containing a message
+    (or a header-less reply to a conversation) known from an earlier import keeps
+    that import's thread id; a new thread's id is ``thread_id_for`` its oldest
+    message. Spam and trash copies thread like any other message.
+    """
+    uf = _UnionFind()
+    # The sender of a message in a sent folder is the owner, whatever address the
+    # export shows (Enron's sent items say k..allen@, its owner is pallen@).
+    owner_addresses = set(owner_addresses) | sent_folder_senders(messages)
+    known = list(known)
+    known_by_key = {k.key: k for k in known}
+    for msg in messages:
+        node = msg.key
+        uf.find(node)
+        for ref in [*msg.references, *([msg.in_reply_to] if msg.in_reply_to else [])]:
+            uf.union(node, f"<{ref}>")
+    for item in known:
+        uf.union(item.key, f"thread:{item.thread_id}")
+
+    # Header-less threading by subject, participants and quoted text.
+    conversations: dict[str, list[_Conversation]] = defaultdict(list)
+    for item in known:
+        if item.subject_key:
+            others = set(item.participants) - owner_addresses
+            conversations[item.subject_key].append(
+                _Conversation(
+                    f"thread:{item.thread_id}", others, [], item.date or _EPOCH
+                )
+            )
+    ordered = sorted(messages, key=lambda m: (m.date or _EPOCH, m.key))
+    # Pass 1: conversation starters (header-threaded messages and originals that
+    # neither reply nor quote). Pass 2: header-less replies, in date order, join the
+    # conversation whose text they quote, else the latest one started no later than
+    # them that shares a participant other than the owner (exported dates can be
+    # skewed, so a reply stamped before its original still finds it by quote).
+    replies: list[ParsedMail] = []
+    present = {m.key for m in messages} | set(known_by_key)
+    for msg in ordered:
+        key = msg.subject_key
+        if not key or msg.key in known_by_key:
+            continue
+        # Headers only thread a message when a referenced message is present
+        # (in this import or an earlier one); otherwise, like a header-less reply,
+        # it is matched by subject (JWZ's subject pass for missing parents).
+        refs = [*msg.references, *([msg.in_reply_to] if msg.in_reply_to else [])]
+        has_headers = any(f"<{ref}>" in present for ref in refs)
+        if not has_headers and (msg.is_reply() or _quoted(msg)):
+            replies.append(msg)
+            continue
+        conversations[key].append(
+            _Conversation(
+                msg.key,
+                msg.participants() - owner_addresses,
+                [_snippet(msg)],
+                msg.date or _EPOCH,
+            )
+        )
+    for msg in replies:
+        key = msg.subject_key
+        others = msg.participants() - owner_addresses
+        quoted = _quoted(msg)
+        when = msg.date or _EPOCH
+        candidates = conversations[key]
+        target: _Conversation | None = None
+        if quoted:
+            for conv in reversed(candidates):
+                if any(len(s) >= _SNIPPET_MIN and s in quoted for s in conv.snippets):
+                    target = conv
+                    break
+        if target is None:
+            overlapping = [
+                conv
+                for conv in candidates
+                if (others & conv.others) or (not others and not conv.others)
+            ]
+            earlier = [conv for conv in overlapping if conv.start <= when]
+            if earlier:
+                target = max(earlier, key=lambda c: c.start)
+            elif overlapping:
+                target = min(overlapping, key=lambda c: c.start)
+        if target is not None:
+            uf.union(msg.key, target.node)
+            target.others |= others
+            target.snippets.append(_snippet(msg))
+        else:
+            candidates.append(
+                _Conversation(msg.key, set(others), [_snippet(msg)], when)
+            )
+
+    groups: dict[str, list[ParsedMail]] = defaultdict(list)
+    for msg in messages:
+        groups[uf.find(msg.key)].append(msg)
+    # Known thread ids per union-find root.
+    known_ids: dict[str, str] = {}
+    for node in list(uf.parent):
+        if node.startswith("thread:"):
+            root = uf.find(node)
+            tid = node[len("thread:") :]
+            if root not in known_ids or tid < known_ids[root]:
+                known_ids[root] = tid
+    threads: dict[str, list[ParsedMail]] = {}
+    for root, members in groups.items():
+        members.sort(key=lambda m: (m.date or _EPOCH, m.key))
+        tid = known_ids.get(root) or thread_id_for(members[0].key)
+        threads.setdefault(tid, []).extend(members)
+    return threads
+
+
+def folder_labels(folder: str) -> list[str]:
+    """Gmail-like labels implied by a mailbox folder name: sent folders → SENT,
+    spam/junk → SPAM, trash/bin → TRASH (SPEC §5.1, §6.2). Outlook's "Deleted Items"
+    is read mail put away, not trash, and gets no label."""
+    labels = []
+    for segment in re.split(r"[\\/]", folder.lower()):
+        name = re.sub(r"\.(mbox|mbx)$", "", segment.strip().lstrip(".")).strip()
+        name = re.sub(r"[\s_-]+", " ", name).strip()
+        if name in {
+            "sent",
+            "sent items",
+            "sent mail",
+            "sent messages",
+            "outbox",
+            "gesendet",
+            "envoyés",
+            "enviados",
+        }:
+            labels.append(SENT)
+        elif name in {"spam", "junk", "junk e mail", "junk email", "bulk mail"}:
+            labels.append(SPAM)
+        elif name in {"trash", "bin", "deleted messages"}:
+            labels.append(TRASH)
+    return sorted(set(labels))

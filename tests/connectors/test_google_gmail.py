@@ -1,0 +1,393 @@
+"""Gmail sync against the real google-api-python-client and ``HttpMockSequence``
+(SPEC §6.1, §6): backfill, history deltas, expired historyId, retries, held items,
+connecting an account and its scopes."""
+
+from __future__ import annotations
+
+import pytest
+from googleapiclient.http import HttpMockSequence
+
+from brain.models import Page, RawRecord, Source
+from connectors.base import TransientError
+from connectors.google.auth import google_account_connect, google_source_id
+from connectors.google.client import READONLY_SCOPES, GoogleClient
+from connectors.google.sync import google_sync
+from connectors.models import HeldItem, ImportedItem, SyncRun
+from loops.message import MailMessage
+from tests.connectors.google_fakes import (
+    ALIAS,
+    ME,
+    ann_question,
+    ann_reply,
+    error,
+    my_answer,
+    newsletter,
+    ok,
+    real_message,
+    sequence,
+    thread,
+)
+
+pytestmark = pytest.mark.django_db
+
+SEND_AS = {
+    "sendAs": [
+        {"sendAsEmail": ME, "isPrimary": True, "isDefault": True},
+        {"sendAsEmail": ALIAS, "displayName": "Owner", "treatAsAlias": True},
+    ]
+}
+
+
+@pytest.fixture
+def google_source() -> Source:
+    account = google_account_connect(
+        email=ME,
+        granted_scopes=[*READONLY_SCOPES, "openid"],
+        client=GoogleClient(http=sequence(ok(SEND_AS))),
+    )
+    return account.source
+
+
+class Sleeps(list[float]):
+    """Records the waits instead of sleeping."""
+
+    def __call__(self, seconds: float) -> None:
+        self.append(seconds)
+
+
+def _gmail(source: Source, http, sleep=None):  # type: ignore[no-untyped-def]
+    return google_sync(
+        source=source,
+        http=http,
+        sleep=sleep if sleep is not None else Sleeps(),
+        services=("gmail",),
+    )
+
+
+def _backfill(source: Source):  # type: ignore[no-untyped-def]
+    http = sequence(
+        ok(
+            {
+                "emailAddress": ME,
+                "messagesTotal": 3,
+                "threadsTotal": 2,
+                "historyId": "5000",
+            }
+        ),
+        ok(
+            {
+                "messages": [
+                    {"id": "m2", "threadId": "t1"},
+                    {"id": "m1", "threadId": "t1"},
+                    {"id": "m3", "threadId": "t2"},
+                ],
+                "resultSizeEstimate": 3,
+            }
+        ),
+        ok(thread("t1", ann_question(), my_answer())),
+        ok(thread("t2", newsletter())),
+    )
+    return _gmail(source, http)
+
+
+def test_connecting_creates_a_google_source_with_send_as_aliases(
+    google_source: Source,
+) -> None:
+    assert google_source.id == google_source_id(ME) == "gmail-owner"
+    assert google_source.kind == "google"
+    assert set(google_source.owner_addresses) == {ME, ALIAS}
+    assert google_source.google_account.missing_scopes == []
+
+
+def test_a_narrower_grant_is_reported_with_a_reconnect_fix() -> None:
+    account = google_account_connect(
+        email="narrow@example.com",
+        granted_scopes=["openid", "email", READONLY_SCOPES[0]],
+        client=None,
+    )
+    assert account.missing_scopes == list(READONLY_SCOPES[1:])
+    report = google_sync(
+        source=account.source,
+        http=sequence(
+            ok({"emailAddress": "narrow@example.com", "historyId": "1"}),
+            ok({"resultSizeEstimate": 0}),
+        ),
+        sleep=Sleeps(),
+    )
+    assert any("re-connect" in w for w in report.warnings)
+    assert report.skipped["contacts: scope not granted"] == 1
+    assert report.skipped["calendar: scope not granted"] == 1
+
+
+def test_backfill_writes_thread_pages_raw_records_and_anchors_history(
+    google_source: Source,
+) -> None:
+    report = _backfill(google_source)
+    assert report.counts["threads"] == 1  # the newsletter is noise-only: not rendered
+    assert report.skipped["noise-only thread"] == 1
+    page = Page.objects.get(source=google_source, type__name="email")
+    assert page.slug.startswith("emails/2026/11/2026-11-02-budget-for-q3-")
+    assert page.frontmatter["message_ids"] == ["m1", "m2"]
+    assert page.frontmatter["account"] == ME
+    assert page.body.count("## → ") == 1  # my answer, sent from the alias
+    assert "mail.google.com" in page.body
+    raws = RawRecord.objects.filter(
+        source=google_source, kind="gmail_message"
+    ).order_by("external_id")
+    assert [r.external_id for r in raws] == ["m1", "m2"]
+    assert raws[0].payload["id"] == "m1"  # the Gmail JSON is the raw record
+    mine = [MailMessage.from_metadata(r.metadata).is_mine for r in raws]
+    assert mine == [False, True]
+    cursor = Source.objects.get(pk=google_source.pk).cursor["google"]["gmail"]
+    assert cursor["history_id"] == "5000" and cursor["backfill_done"] is True
+
+
+def test_incremental_history_sync_adds_a_reply_to_the_existing_thread(
+    google_source: Source,
+) -> None:
+    _backfill(google_source)
+    slug = Page.objects.get(source=google_source, type__name="email").slug
+    http = sequence(
+        ok(
+            {
+                "history": [
+                    {
+                        "id": "5001",
+                        "messages": [{"id": "m4", "threadId": "t1"}],
+                        "messagesAdded": [
+                            {
+                                "message": {
+                                    "id": "m4",
+                                    "threadId": "t1",
+                                    "labelIds": ["INBOX"],
+                                }
+                            }
+                        ],
+                    }
+                ],
+                "historyId": "5002",
+            }
+        ),
+        ok(thread("t1", ann_question(), my_answer(), ann_reply())),
+    )
+    report = _gmail(google_source, http)
+    assert report.counts["messages"] == 1
+    page = Page.objects.get(source=google_source, type__name="email")
+    assert page.slug == slug  # keyed on the first message: it never moves
+    assert page.frontmatter["message_count"] == 3
+    assert page.frontmatter["from"] == "ann@example.net"
+    assert "Thanks, Thursday works." in page.body
+    assert (
+        RawRecord.objects.filter(source=google_source, kind="gmail_message").count()
+        == 3
+    )
+    assert (
+        Source.objects.get(pk=google_source.pk).cursor["google"]["gmail"]["history_id"]
+        == "5002"
+    )
+
+
+def test_an_unchanged_thread_in_history_is_a_noop(google_source: Source) -> None:
+    _backfill(google_source)
+    revisions = Page.objects.get(
+        source=google_source, type__name="email"
+    ).revisions.count()
+    http = sequence(
+        ok(
+            {
+                "history": [
+                    {"id": "5001", "messages": [{"id": "m2", "threadId": "t1"}]}
+                ],
+                "historyId": "5001",
+            }
+        ),
+        ok(thread("t1", ann_question(), my_answer())),
+    )
+    report = _gmail(google_source, http)
+    assert report.skipped["thread unchanged"] == 1
+    assert (
+        Page.objects.get(source=google_source, type__name="email").revisions.count()
+        == revisions
+    )
+
+
+def test_an_expired_history_id_relists_the_window_and_reanchors(
+    google_source: Source,
+) -> None:
+    _backfill(google_source)
+    http = sequence(
+        error(404, "notFound"),
+        ok({"emailAddress": ME, "historyId": "9000"}),
+        ok({"messages": [{"id": "m4", "threadId": "t1"}], "resultSizeEstimate": 1}),
+        ok(thread("t1", ann_question(), my_answer(), ann_reply())),
+    )
+    report = _gmail(google_source, http)
+    assert report.counts["history_expired"] == 1
+    assert any("expired" in w for w in report.warnings)
+    assert (
+        Page.objects.get(source=google_source, type__name="email").frontmatter[
+            "message_count"
+        ]
+        == 3
+    )
+    assert (
+        Source.objects.get(pk=google_source.pk).cursor["google"]["gmail"]["history_id"]
+        == "9000"
+    )
+
+
+def test_a_429_is_retried_after_retry_after_then_succeeds(
+    google_source: Source,
+) -> None:
+    sleeps = Sleeps()
+    http = sequence(
+        ok({"emailAddress": ME, "historyId": "5000"}),
+        error(429, "rateLimitExceeded", {"retry-after": "7"}),
+        ok({"messages": [{"id": "m1", "threadId": "t1"}], "resultSizeEstimate": 1}),
+        ok(thread("t1", ann_question())),
+    )
+    report = _gmail(google_source, http, sleeps)
+    assert sleeps == [7.0]
+    assert report.counts["threads"] == 1
+    assert SyncRun.objects.get(source=google_source).status == "succeeded"
+
+
+def test_five_hundreds_give_up_after_six_attempts_as_a_transient_error(
+    google_source: Source,
+) -> None:
+    sleeps = Sleeps()
+    http = sequence(
+        ok({"emailAddress": ME, "historyId": "5000"}),
+        *[error(503, "backendError") for _ in range(6)],
+    )
+    with pytest.raises(TransientError) as excinfo:
+        _gmail(google_source, http, sleeps)
+    assert excinfo.value.permanent is False
+    assert len(sleeps) == 5 and all(0 < s <= 60 for s in sleeps)
+    run = SyncRun.objects.get(source=google_source)
+    assert run.status == "failed" and "upstream_unavailable" in run.error
+    assert Source.objects.get(pk=google_source.pk).last_error
+
+
+def test_a_permanently_failing_message_is_held_while_the_rest_imports(
+    google_source: Source,
+) -> None:
+    broken = {
+        "id": "mbad",
+        "threadId": "t3",
+        "labelIds": ["INBOX"],
+        "payload": {"mimeType": "text/plain"},
+    }
+    http = sequence(
+        ok({"emailAddress": ME, "historyId": "5000"}),
+        ok(
+            {
+                "messages": [
+                    {"id": "mbad", "threadId": "t3"},
+                    {"id": "mreal", "threadId": "t3"},
+                    {"id": "m9", "threadId": "t9"},
+                    {"id": "m1", "threadId": "t1"},
+                ],
+                "resultSizeEstimate": 4,
+            }
+        ),
+        ok(
+            thread(
+                "t3",
+                real_message(
+                    "multipartAlternativeMessage.json", gmail_id="mreal", thread_id="t3"
+                ),
+                broken,
+            )
+        ),
+        error(400, "failedPrecondition"),
+        ok(thread("t1", ann_question())),
+    )
+    report = _gmail(google_source, http)
+    held = {
+        (h.kind, h.external_id): h
+        for h in HeldItem.objects.filter(source=google_source)
+    }
+    assert set(held) == {("gmail_message", "mbad"), ("gmail_thread", "t9")}
+    assert held[("gmail_message", "mbad")].error_code == "unparseable_message"
+    assert report.counts["held"] == 2
+    assert report.counts["threads"] == 2
+    pages = Page.objects.filter(source=google_source, type__name="email")
+    assert sorted(p.frontmatter["thread_id"] for p in pages) == ["t1", "t3"]
+    assert SyncRun.objects.get(source=google_source).status == "partial"
+    assert not ImportedItem.objects.filter(
+        source=google_source, external_id="mbad"
+    ).exists()
+
+
+def test_backfill_resumes_from_the_saved_page_token(google_source: Source) -> None:
+    """A sync killed after the first list page resumes at the second page."""
+    first = sequence(
+        ok({"emailAddress": ME, "historyId": "5000"}),
+        ok(
+            {
+                "messages": [{"id": "m1", "threadId": "t1"}],
+                "nextPageToken": "p2",
+                "resultSizeEstimate": 2,
+            }
+        ),
+        ok(thread("t1", ann_question())),
+        # The next list request fails for good: the sync stops with page 1 saved.
+        error(403, "forbidden"),
+    )
+    with pytest.raises(Exception, match="403"):
+        _gmail(google_source, first)
+    cursor = Source.objects.get(pk=google_source.pk).cursor["google"]["gmail"]
+    assert (
+        cursor["backfill_page_token"] == "p2" and cursor["anchor_history_id"] == "5000"
+    )
+    second = sequence(
+        ok({"messages": [{"id": "m3", "threadId": "t5"}], "resultSizeEstimate": 1}),
+        ok(
+            thread(
+                "t5",
+                real_message("plainTextMessage.json", gmail_id="m3", thread_id="t5"),
+            )
+        ),
+    )
+    report = _gmail(google_source, second)
+    assert report.counts["threads"] == 1
+    cursor = Source.objects.get(pk=google_source.pk).cursor["google"]["gmail"]
+    assert cursor["backfill_done"] is True and cursor["history_id"] == "5000"
+    assert Page.objects.filter(source=google_source, type__name="email").count() == 2
+
+
+class _Recording(HttpMockSequence):
+    """An HttpMockSequence that remembers the URIs it was asked for."""
+
+    def __init__(self, iterable):  # type: ignore[no-untyped-def]
+        super().__init__(iterable)
+        self.uris: list[str] = []
+
+    def request(self, uri, *args, **kwargs):  # type: ignore[no-untyped-def]
+        self.uris.append(uri)
+        return super().request(uri, *args, **kwargs)
+
+
+def test_backfill_lists_the_default_90_day_window_newest_first(
+    google_source: Source,
+) -> None:
+    http = _Recording(
+        [
+            ok({"emailAddress": ME, "historyId": "5000"}),
+            ok({"resultSizeEstimate": 0}),
+        ]
+    )
+    _gmail(google_source, http)
+    assert "q=newer_than%3A90d" in http.uris[1]
+    Source.objects.filter(pk=google_source.pk).update(
+        config={"gmail_window_days": 30}, cursor={}
+    )
+    http = _Recording(
+        [
+            ok({"emailAddress": ME, "historyId": "5000"}),
+            ok({"resultSizeEstimate": 0}),
+        ]
+    )
+    _gmail(Source.objects.get(pk=google_source.pk), http)
+    assert "q=newer_than%3A30d" in http.uris[1]

@@ -1,0 +1,214 @@
+"""MIME parsing (SPEC §6.1, §6.2, §11): real messages from CPython's email tests,
+talon's client replies and the Gmail API, plus hand-built RFC 2047 and broken
+charset cases."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from connectors.mail.parsing import (
+    MAX_BODY_CHARS,
+    MailParseError,
+    is_noise_sender,
+    parse_gmail_message,
+    parse_rfc822,
+    subject_key,
+)
+from tests.connectors.helpers import CPYTHON, GMAIL, TALON
+
+
+def _read(path) -> bytes:  # type: ignore[no-untyped-def]
+    return path.read_bytes()
+
+
+def test_every_cpython_torture_message_parses_without_crashing() -> None:
+    """Bad boundaries, missing separators, DSNs and digests parse; only a file
+    without any header (msg_19) is refused, as not mail at all."""
+    parsed = {}
+    for path in sorted(CPYTHON.glob("msg_*.txt")):
+        if path.name == "msg_19.txt":
+            with pytest.raises(MailParseError, match="No mail headers"):
+                parse_rfc822(_read(path))
+            continue
+        parsed[path.name] = parse_rfc822(_read(path))
+    assert parsed["msg_17.txt"].subject == "Here is your dingus fish"
+    assert "StartBoundaryNotFoundDefect" in parsed["msg_17.txt"].defects
+    assert parsed["msg_35.txt"].subject == "here's something interesting"
+    assert parsed["msg_02.txt"].subject == "Ppp digest, Vol 1 #2 - 5 msgs"
+
+
+def test_multipart_prefers_text_plain_and_skips_empty_parts() -> None:
+    digest = parse_rfc822(_read(CPYTHON / "msg_02.txt"))
+    assert digest.body.startswith("Send Ppp mailing list submissions to")
+    empty_parts = parse_rfc822(_read(CPYTHON / "msg_08.txt"))
+    assert empty_parts.subject == "Lyrics"
+    assert empty_parts.body == ""
+
+
+def test_attachments_are_metadata_only() -> None:
+    raw = (
+        b"From: a@example.org\r\nTo: b@example.org\r\nSubject: report\r\n"
+        b"Message-ID: <att@example.org>\r\nMIME-Version: 1.0\r\n"
+        b'Content-Type: multipart/mixed; boundary="b"\r\n\r\n'
+        b"--b\r\nContent-Type: text/plain\r\n\r\nAttached is the report.\r\n"
+        b"--b\r\nContent-Type: application/pdf\r\n"
+        b'Content-Disposition: attachment; filename="q3.pdf"\r\n'
+        b"Content-Transfer-Encoding: base64\r\n\r\nJVBERi0xLjQK\r\n--b--\r\n"
+    )
+    msg = parse_rfc822(raw)
+    assert msg.body == "Attached is the report."
+    assert [(a["filename"], a["mime_type"]) for a in msg.attachments] == [
+        ("q3.pdf", "application/pdf")
+    ]
+
+
+def test_html_only_message_is_converted_to_text() -> None:
+    raw = (
+        b"From: Ann <ann@example.org>\r\nTo: bob@example.org\r\nSubject: html\r\n"
+        b"Message-ID: <h1@example.org>\r\nDate: Mon, 2 Apr 2012 20:21:52 +0400\r\n"
+        b"Content-Type: text/html; charset=utf-8\r\n\r\n"
+        b"<html><head><style>p{color:red}</style></head><body><p>Hello <b>Bob</b></p>"
+        b"<p>See <a href='https://example.org/x'>the plan</a></p></body></html>"
+    )
+    msg = parse_rfc822(raw)
+    assert "Hello Bob" in msg.body
+    assert "the plan" in msg.body
+    assert "color:red" not in msg.body and "<p>" not in msg.body
+
+
+def test_rfc2047_headers_are_decoded() -> None:
+    raw = (
+        "From: =?utf-8?b?UmFmYcWCIE1pxYJlY2tp?= <Rafal@Example.org>\r\n"
+        "To: =?iso-8859-1?q?Andr=E9?= <andre@example.org>, bob@example.org\r\n"
+        "Subject: =?iso-8859-1?Q?Essai_accentu=E9?= =?utf-8?q?_=E2=9C=93?=\r\n"
+        "Message-ID: <rfc2047@example.org>\r\n"
+        "Date: Wed,  1 Jun 2016 22:00:54 +0200\r\n\r\nbody\r\n"
+    ).encode("ascii")
+    msg = parse_rfc822(raw)
+    assert msg.subject == "Essai accentué ✓"
+    assert msg.from_ is not None
+    assert (msg.from_.name, msg.from_.addr) == ("Rafał Miłecki", "rafal@example.org")
+    assert [(a.name, a.addr) for a in msg.to] == [
+        ("André", "andre@example.org"),
+        ("", "bob@example.org"),
+    ]
+    assert msg.date is not None and msg.date.isoformat() == "2016-06-01T20:00:54+00:00"
+
+
+def test_broken_charsets_survive_with_replacement_and_a_defect() -> None:
+    """A body declared utf-8 holding Latin-1 bytes, an unknown charset label and an
+    encoded word with invalid bytes: all decode, nothing raises."""
+    raw = (
+        b"From: x@example.org\r\nTo: y@example.org\r\n"
+        b"Subject: =?UTF-8?q?Rafa=FF=FF=20Mi=FF=FFecki?=\r\n"
+        b"Message-ID: <broken@example.org>\r\nDate: not a date\r\n"
+        b"Content-Type: text/plain; charset=x-no-such-charset\r\n\r\n"
+        b"Caf\xe9 cr\xe8me at 10\r\n"
+    )
+    msg = parse_rfc822(raw)
+    assert msg.subject.startswith("Rafa") and msg.subject.endswith("ecki")
+    assert msg.body == "Café crème at 10"
+    assert msg.date is None
+    assert "date: unparseable" in msg.defects
+    assert any(d.startswith("charset:") for d in msg.defects)
+
+
+def test_raw_8bit_headers_are_decoded() -> None:
+    raw = (
+        "From: Jürgen <j@example.org>\r\nTo: y@example.org\r\nSubject: Grüße\r\n"
+        "Message-ID: <8bit@example.org>\r\n\r\nHallo\r\n"
+    ).encode()
+    msg = parse_rfc822(raw)
+    assert msg.subject == "Grüße"
+    assert msg.from_ is not None and msg.from_.name == "Jürgen"
+
+
+@pytest.mark.parametrize(
+    ("name", "reply"),
+    [
+        ("gmail.eml", "Hello"),
+        ("outlook.eml", "Hello"),
+        ("apple_mail.eml", "Hello"),
+        ("thunderbird.eml", "Hello"),
+        ("android.eml", "Hello"),
+        ("yahoo.eml", "Hello"),
+    ],
+)
+def test_quoted_reply_tail_is_trimmed_for_each_mail_client(
+    name: str, reply: str
+) -> None:
+    msg = parse_rfc822(_read(TALON / name))
+    assert msg.body.strip() == reply
+    # The untrimmed text keeps the quote for threading by quoted text.
+    assert len(msg.full_text.strip()) > len(msg.body)
+
+
+def test_message_body_is_capped_at_8000_characters() -> None:
+    raw = (
+        b"From: a@example.org\r\nSubject: long\r\nMessage-ID: <long@example.org>\r\n\r\n"
+        + b"word " * 5000
+    )
+    msg = parse_rfc822(raw)
+    assert len(msg.body) == MAX_BODY_CHARS
+    assert msg.body.endswith("[truncated]")
+
+
+def test_message_without_message_id_gets_a_content_hash_key() -> None:
+    raw = b"From: a@example.org\r\nSubject: no id\r\n\r\nhello\r\n"
+    msg = parse_rfc822(raw)
+    assert msg.key.startswith("sha256:") and len(msg.key) == 7 + 64
+    assert parse_rfc822(raw).key == msg.key
+
+
+def test_calendar_method_list_unsubscribe_and_auto_submitted_are_read() -> None:
+    raw = (
+        b"From: cal@example.org\r\nTo: me@example.org\r\nSubject: Invitation: Sync\r\n"
+        b"Message-ID: <cal@example.org>\r\nList-Unsubscribe: <mailto:u@example.org>\r\n"
+        b"Auto-Submitted: auto-generated\r\nMIME-Version: 1.0\r\n"
+        b'Content-Type: multipart/alternative; boundary="b"\r\n\r\n'
+        b"--b\r\nContent-Type: text/plain\r\n\r\nJoin us\r\n"
+        b"--b\r\nContent-Type: text/calendar; method=REQUEST; charset=utf-8\r\n\r\n"
+        b"BEGIN:VCALENDAR\r\nEND:VCALENDAR\r\n--b--\r\n"
+    )
+    msg = parse_rfc822(raw)
+    assert msg.calendar_method == "REQUEST"
+    assert msg.list_unsubscribe is True
+    assert msg.auto_submitted == "auto-generated"
+    assert msg.body == "Join us"
+
+
+def test_noise_senders_match_spec_list() -> None:
+    assert is_noise_sender("no-reply@accounts.example.com")
+    assert is_noise_sender("notifications@github.com")
+    assert is_noise_sender("MAILER-DAEMON@example.org")
+    assert not is_noise_sender("jane@example.org")
+
+
+def test_subject_key_strips_reply_prefixes_and_list_tags() -> None:
+    assert subject_key("RE: Re: FW: West Position") == "west position"
+    assert subject_key("Re: [ILUG] Sun Solaris..") == "sun solaris.."
+    assert subject_key("[zzzzteana] Re: That wacky imam") == "that wacky imam"
+    assert subject_key("Fwd:   Hello   world") == "hello world"
+
+
+def test_gmail_full_format_message_is_parsed_like_rfc822() -> None:
+    payload = json.loads(
+        (GMAIL / "multipartAlternativeWithAttachmentsMessage.json").read_text()
+    )
+    msg = parse_gmail_message(payload)
+    assert msg.key == payload["id"]
+    assert msg.gmail_thread_id == payload["threadId"]
+    assert "SENT" in msg.labels
+    assert msg.subject == "This is my jam"
+    assert msg.body.startswith("cool")
+    names = sorted(a["filename"] for a in msg.attachments)
+    assert names == ["a3Ln90e_460s.jpg", "feelthebern.jpg"]
+    assert all("attachment_id" in a for a in msg.attachments)
+
+
+def test_gmail_message_without_headers_is_a_permanent_error() -> None:
+    with pytest.raises(MailParseError) as excinfo:
+        parse_gmail_message({"id": "x", "payload": {"mimeType": "text/plain"}})
+    assert excinfo.value.permanent is True

@@ -1,0 +1,154 @@
+"""Mailbox import end to end on real mail (SPEC §6.2, §6, §11): raw records, thread
+pages, person pages, the ledger, idempotency and resumption after a crash."""
+
+from __future__ import annotations
+
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+
+from brain.models import Alias, Page, RawRecord, Source
+from connectors.mailbox.sync import mailbox_import
+from connectors.models import ImportedItem, SyncRun
+from loops.message import MailMessage
+from tests.connectors.helpers import ENRON, SPAMASSASSIN
+
+pytestmark = pytest.mark.django_db
+
+
+def _emails(source_id: str) -> dict[str, Page]:
+    pages = Page.objects.filter(source_id=source_id, type__name="email")
+    return {p.frontmatter["thread_id"]: p for p in pages}
+
+
+def test_enron_import_builds_threads_pages_and_marks_mine() -> None:
+    report = mailbox_import(source_id="enron", path=ENRON, owners=["pallen@enron.com"])
+    assert report.counts["messages"] == 28
+    assert report.counts["threads"] == 9
+    assert report.skipped["duplicate copy"] == 5
+    assert RawRecord.objects.filter(source_id="enron", kind="rfc822").count() == 28
+    pages = _emails("enron")
+    assert len(pages) == 9
+    distribution = next(p for p in pages.values() if p.title == "Distribution Form")
+    fm = distribution.frontmatter
+    assert fm["message_count"] == 5
+    assert fm["first_message_date"].startswith("2001-10-25T19:04")
+    assert distribution.slug.startswith("emails/2001/10/2001-10-25-distribution-form-")
+    # The forward went to Scott Neal; the rest is between Renee and me.
+    assert fm["participants"] == [
+        "k..allen@enron.com",
+        "renee.ratcliff@enron.com",
+        "scott.neal@enron.com",
+    ]
+    assert fm["senders"] == ["k..allen@enron.com", "renee.ratcliff@enron.com"]
+    # Three of the five messages are mine (sent_items), marked with an arrow.
+    assert distribution.body.count("## → ") == 3
+    raws = RawRecord.objects.filter(source_id="enron", page=distribution)
+    mine = sorted(
+        (m.date, m.is_mine)
+        for m in (MailMessage.from_metadata(r.metadata) for r in raws)
+    )
+    assert [flag for _, flag in mine] == [False, True, True, False, True]
+    # The sent-folder sender address is learned as an owner address.
+    source = Source.objects.get(id="enron")
+    assert {"pallen@enron.com", "k..allen@enron.com"} <= set(source.owner_addresses)
+
+
+def test_person_pages_only_for_real_correspondents_with_address_aliases() -> None:
+    """SPEC §6.2: people I wrote to or got a reply from; addresses and display
+    names are aliases; no company pages."""
+    mailbox_import(source_id="enron", path=ENRON, owners=["pallen@enron.com"])
+    people = Page.objects.filter(source_id="enron", type__name="person")
+    emails = {e for p in people for e in p.frontmatter["emails"]}
+    assert "renee.ratcliff@enron.com" in emails  # replied to me
+    assert "heather.dunton@enron.com" in emails  # I wrote to her
+    assert "jsmith@austintx.com" not in emails  # wrote to me, I only forwarded it on
+    assert not any(e in emails for e in ("pallen@enron.com", "k..allen@enron.com"))
+    renee = Alias.objects.get(source_id="enron", alias="renee.ratcliff@enron.com").page
+    assert renee.slug.startswith("people/")
+    assert not Page.objects.filter(source_id="enron", type__name="company").exists()
+
+
+def test_importing_the_same_mailbox_twice_creates_nothing_new() -> None:
+    mailbox_import(source_id="sa", path=SPAMASSASSIN, owners=[])
+    counts = (
+        RawRecord.objects.count(),
+        Page.objects.count(),
+        ImportedItem.objects.count(),
+        sum(p.revisions.count() for p in Page.objects.all()),
+    )
+    second = mailbox_import(source_id="sa", path=SPAMASSASSIN, owners=[])
+    assert second.counts["messages"] == 0
+    assert second.skipped["already imported"] == 26
+    assert (
+        RawRecord.objects.count(),
+        Page.objects.count(),
+        ImportedItem.objects.count(),
+        sum(p.revisions.count() for p in Page.objects.all()),
+    ) == counts
+    assert SyncRun.objects.filter(source_id="sa").count() == 2
+
+
+class _Killed(Exception):
+    pass
+
+
+def test_an_import_killed_halfway_completes_on_rerun_without_duplicates() -> None:
+    """Batches of four threads: a crash in the second batch keeps the first batch
+    whole and rolls the second back; the re-run writes the other eight threads."""
+
+    def die_in_second_batch(step: str, done: int, total: int | None) -> None:
+        if step == "threads" and done == 6:
+            raise _Killed
+
+    with pytest.raises(_Killed):
+        mailbox_import(
+            source_id="sa",
+            path=SPAMASSASSIN,
+            owners=[],
+            progress=die_in_second_batch,
+            batch_threads=4,
+        )
+    assert len(_emails("sa")) == 4
+    assert ImportedItem.objects.filter(source_id="sa").count() == sum(
+        p.frontmatter["message_count"] for p in _emails("sa").values()
+    )
+    assert SyncRun.objects.get(source_id="sa").status == "failed"
+    report = mailbox_import(
+        source_id="sa", path=SPAMASSASSIN, owners=[], batch_threads=4
+    )
+    assert report.counts["threads"] == 8
+    pages = _emails("sa")
+    assert len(pages) == 12
+    assert sum(p.frontmatter["message_count"] for p in pages.values()) == 26
+    assert RawRecord.objects.filter(source_id="sa").count() == 26
+    assert ImportedItem.objects.filter(source_id="sa", kind="message").count() == 26
+
+
+def test_import_mail_command_prints_a_summary() -> None:
+    out = StringIO()
+    call_command(
+        "import_mail",
+        str(ENRON),
+        "--source",
+        "enron",
+        "--owner",
+        "pallen@enron.com",
+        stdout=out,
+        stderr=StringIO(),
+    )
+    text = out.getvalue()
+    assert "28 messages, 9 threads, 9 pages" in text
+    assert "duplicate copy" in text
+    assert "k..allen@enron.com" in text
+
+
+def test_person_pages_take_display_names_from_the_whole_mailbox() -> None:
+    """Renee first appears as a bare address (my forward's To); her own messages,
+    later, carry "Ratcliff, Renee" (Exchange X-From), shown as "Renee Ratcliff"."""
+    mailbox_import(source_id="enron", path=ENRON, owners=["pallen@enron.com"])
+    renee = Alias.objects.get(source_id="enron", alias="renee.ratcliff@enron.com").page
+    assert renee.title == "Renee Ratcliff"
+    assert renee.slug == "people/renee-ratcliff"
+    assert Alias.objects.filter(page=renee, alias="renee ratcliff").exists()
