@@ -36,6 +36,7 @@ from brain.services.pages import (
     page_write,
 )
 from brain.services.sources import source_set_federated
+from loops.admin_actions import PAGE_ACTIONS
 
 
 def staff_caller(request: HttpRequest) -> Caller:
@@ -231,7 +232,7 @@ class PageAdmin(admin.ModelAdmin):
         RevisionInline,
     )
 
-    actions = ("soft_delete_pages", "restore_pages", "reembed_pages")
+    actions = ("soft_delete_pages", "restore_pages", "reembed_pages", *PAGE_ACTIONS)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Page]:
         return super().get_queryset(request).defer("body", "frontmatter")

@@ -1,3 +1,279 @@
-"""Admin of the loops app."""
+"""Admin of the loops app: the curator's console for open loops (SPEC §0, §5).
+
+Actions call ``loops.services``; events, holds, extraction runs and usage are
+read-only. The waiting dashboard is an admin view at
+``admin/loops/openloop/waiting/``.
+"""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from django.contrib import admin, messages
+from django.template.response import TemplateResponse
+from django.urls import path
+
+from brain.access import local_caller
+from loops.admin_actions import _actor
+from loops.models import (
+    ExtractionRun,
+    GraceHold,
+    LlmUsage,
+    LoopEvent,
+    LoopStatus,
+    LoopSuppression,
+    OpenLoop,
+)
+from loops.services import (
+    loop_close,
+    loop_confirm_fulfilment,
+    loop_mute,
+    loop_reopen,
+)
+from loops.waiting import waiting_report
+
+if TYPE_CHECKING:
+    from django.db.models import QuerySet
+    from django.http import HttpRequest, HttpResponse
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Pipeline-written, append-only rows: visible, never edited."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class LoopEventInline(admin.TabularInline):
+    model = LoopEvent
+    extra = 0
+    can_delete = False
+    fields = ("event_time", "event_type", "actor", "extra_data")
+    readonly_fields = fields
+    ordering = ("-event_time",)
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(OpenLoop)
+class OpenLoopAdmin(admin.ModelAdmin):
+    list_display = (
+        "id",
+        "loop_type",
+        "status",
+        "summary_short",
+        "counterparty_email",
+        "due_at",
+        "opened_at",
+        "last_activity_at",
+        "detector",
+        "fulfilment",
+    )
+    list_filter = (
+        "status",
+        "loop_type",
+        "detector",
+        "source",
+        ("fulfilment_suspected_at", admin.EmptyFieldListFilter),
+    )
+    search_fields = ("summary", "counterparty_email", "thread_id", "dedup_key")
+    list_select_related = ("source", "counterparty", "page")
+    raw_id_fields = ("counterparty", "page", "fact")
+    readonly_fields = (
+        "source",
+        "dedup_key",
+        "loop_type",
+        "detector",
+        "evidence",
+        "thread_id",
+        "status",
+        "opened_at",
+        "last_activity_at",
+        "closed_at",
+        "closed_by",
+        "confidence",
+        "fulfilment_suspected_at",
+        "fulfilment_evidence",
+        "due_at",
+        "created_at",
+        "updated_at",
+    )
+    date_hierarchy = "last_activity_at"
+    inlines = (LoopEventInline,)
+    actions = (
+        "mark_done",
+        "drop",
+        "reopen",
+        "confirm_fulfilment",
+        "mute_sender",
+        "mute_thread",
+    )
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    @admin.display(description="summary")
+    def summary_short(self, obj: OpenLoop) -> str:
+        return obj.summary[:90]
+
+    @admin.display(description="delivered?", boolean=True)
+    def fulfilment(self, obj: OpenLoop) -> bool:
+        return obj.fulfilment_suspected_at is not None
+
+    @admin.action(description="Mark done")
+    def mark_done(self, request: HttpRequest, queryset: QuerySet[OpenLoop]) -> None:
+        n = sum(
+            loop_close(loop=lp, status=LoopStatus.DONE, actor=_actor(request))["closed"]
+            for lp in queryset
+        )
+        self.message_user(request, f"{n} loop(s) marked done.", messages.SUCCESS)
+
+    @admin.action(description="Drop")
+    def drop(self, request: HttpRequest, queryset: QuerySet[OpenLoop]) -> None:
+        n = sum(
+            loop_close(loop=lp, status=LoopStatus.DROPPED, actor=_actor(request))[
+                "closed"
+            ]
+            for lp in queryset
+        )
+        self.message_user(request, f"{n} loop(s) dropped.", messages.SUCCESS)
+
+    @admin.action(description="Reopen")
+    def reopen(self, request: HttpRequest, queryset: QuerySet[OpenLoop]) -> None:
+        for lp in queryset:
+            loop_reopen(loop=lp, actor=_actor(request))
+        self.message_user(
+            request, f"{queryset.count()} loop(s) open.", messages.SUCCESS
+        )
+
+    @admin.action(description="Confirm delivered (done, fulfilled)")
+    def confirm_fulfilment(
+        self, request: HttpRequest, queryset: QuerySet[OpenLoop]
+    ) -> None:
+        n = sum(
+            loop_confirm_fulfilment(loop=lp, actor=_actor(request))["closed"]
+            for lp in queryset
+        )
+        self.message_user(
+            request, f"{n} loop(s) closed as fulfilled.", messages.SUCCESS
+        )
+
+    @admin.action(description="Mute the counterparty (sender)")
+    def mute_sender(self, request: HttpRequest, queryset: QuerySet[OpenLoop]) -> None:
+        n = 0
+        for lp in queryset.exclude(counterparty_email=""):
+            n += int(
+                loop_mute(
+                    source=lp.source,
+                    kind=LoopSuppression.Kind.SENDER,
+                    value=lp.counterparty_email,
+                    actor=_actor(request),
+                )[1]
+            )
+        self.message_user(request, f"{n} sender(s) muted.", messages.SUCCESS)
+
+    @admin.action(description="Mute the thread")
+    def mute_thread(self, request: HttpRequest, queryset: QuerySet[OpenLoop]) -> None:
+        n = 0
+        for lp in queryset.exclude(thread_id=""):
+            n += int(
+                loop_mute(
+                    source=lp.source,
+                    kind=LoopSuppression.Kind.THREAD,
+                    value=lp.thread_id,
+                    actor=_actor(request),
+                )[1]
+            )
+        self.message_user(request, f"{n} thread(s) muted.", messages.SUCCESS)
+
+    def get_urls(self) -> list[Any]:
+        extra = [
+            path(
+                "waiting/",
+                self.admin_site.admin_view(self.waiting_view),
+                name="loops_waiting",
+            )
+        ]
+        return extra + super().get_urls()
+
+    def waiting_view(self, request: HttpRequest) -> HttpResponse:
+        """The waiting dashboard (SPEC §5.5): the trusted view for staff."""
+        source = request.GET.get("source") or None
+        report = waiting_report(
+            caller=local_caller(actor=_actor(request)),
+            sources=[source] if source else None,
+            top=25,
+        )
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Waiting",
+            "report": report,
+            "opts": self.model._meta,
+        }
+        return TemplateResponse(request, "loops/waiting.html", context)
+
+
+@admin.register(LoopSuppression)
+class LoopSuppressionAdmin(admin.ModelAdmin):
+    list_display = ("source", "kind", "value", "created_by", "created_at")
+    list_filter = ("kind", "source")
+    search_fields = ("value",)
+    list_select_related = ("source",)
+    readonly_fields = ("source", "kind", "value", "created_by", "created_at")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # mutes are added through loop/page actions or the API
+
+
+@admin.register(LoopEvent)
+class LoopEventAdmin(ReadOnlyAdmin):
+    list_display = ("event_time", "event_type", "loop", "source", "actor")
+    list_filter = ("event_type", "source")
+    search_fields = ("actor", "loop__summary")
+    list_select_related = ("loop", "source")
+    raw_id_fields = ("loop",)
+
+
+@admin.register(GraceHold)
+class GraceHoldAdmin(ReadOnlyAdmin):
+    list_display = ("source", "thread_id", "recheck_at")
+    list_filter = ("source",)
+    search_fields = ("thread_id",)
+    list_select_related = ("source",)
+
+
+@admin.register(ExtractionRun)
+class ExtractionRunAdmin(ReadOnlyAdmin):
+    list_display = (
+        "idempotency_key",
+        "extractor",
+        "status",
+        "reason",
+        "attempts",
+        "updated_at",
+    )
+    list_filter = ("extractor", "status", "reason", "source")
+    search_fields = ("idempotency_key", "thread_id")
+    list_select_related = ("source",)
+
+
+@admin.register(LlmUsage)
+class LlmUsageAdmin(ReadOnlyAdmin):
+    list_display = (
+        "created_at",
+        "model",
+        "input_tokens",
+        "output_tokens",
+        "usd_estimate",
+        "outcome",
+    )
+    list_filter = ("model", "outcome", "source")
+    search_fields = ("thread_id",)
+    list_select_related = ("source",)

@@ -60,7 +60,9 @@ class MailMessage:
         return data
 
     @classmethod
-    def from_metadata(cls, data: dict[str, Any], *, raw_record_id: int | None = None) -> MailMessage:
+    def from_metadata(
+        cls, data: dict[str, Any], *, raw_record_id: int | None = None
+    ) -> MailMessage:
         """Rebuild a message from ``RawRecord.metadata``; unknown keys are ignored."""
         known = {f for f in cls.__dataclass_fields__}
         values = {k: v for k, v in data.items() if k in known}

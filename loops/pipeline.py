@@ -1,19 +1,530 @@
-"""Entry point the connectors call after importing mail (SPEC §5.2, §5.3).
+"""Entry points of loop detection (SPEC §5.2-§5.4).
 
-``process_threads`` runs the deterministic detector on every touched thread and
-queues commitment extraction. It never raises into the caller: a detector failure is
-logged and must not fail a sync.
+``process_threads`` is what connectors call after every import or sync: for each
+touched thread it runs the deterministic detector, commitment extraction (the LLM
+extractor queued as a job when a key is configured and extraction is enabled, else
+the offline rule extractor inline), fulfilment detection and deadline corrections;
+then the staleness pass. It never raises into the caller: a failure on one thread is
+logged and the next thread goes on. ``loops_sweep`` is the hourly job: grace
+re-checks and staleness, even with no new mail.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta, tzinfo
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+from django.db import transaction
+
+from brain.llm import anthropic_client
+from brain.models import Page, RawRecord, Source
+from loops.definitions import collapse, is_mine, is_substantive, reply_text
+from loops.detectors import Mutes, detect_thread
+from loops.eligibility import extraction_eligibility
+from loops.extractors.rules import (
+    DEADLINE_RE,
+    resolve_due,
+    rule_extract,
+    sender_timezone,
+    split_sentences,
+)
+from loops.models import (
+    Detector,
+    ExtractionRun,
+    GraceHold,
+    LoopEvent,
+    LoopStatus,
+    LoopType,
+    OpenLoop,
+)
+from loops.selectors import (
+    MAILBOX_WINDOW_DAYS,
+    mutes_for,
+    newest_message_at,
+    reference_time,
+    thread_messages,
+    thread_page,
+    threads_messages,
+    threads_pages,
+)
+from loops.services import (
+    CLOSED_BY_STALENESS,
+    CommitmentInput,
+    due_end_of_day,
+    loop_apply_verdict,
+    loop_close,
+    loop_correct_due,
+    loop_mark_fulfilment_suspected,
+    loop_project_commitment,
+    loops_stale_sweep,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+    from loops.message import MailMessage
 
 logger = logging.getLogger(__name__)
 
+EXTRACTION_WINDOW = timedelta(days=30)
+BATCH = 200
+MAILBOX_WINDOW = timedelta(days=MAILBOX_WINDOW_DAYS)
+COMMITMENT_TYPES = (LoopType.COMMITMENT_OWED_BY_ME, LoopType.COMMITMENT_OWED_TO_ME)
+DELIVERY_RE = re.compile(
+    r"\b(?:attached|attaching|enclosed|here is|here's|here are|please find|i(?:'ve| have)"
+    r" (?:sent|attached|forwarded|put together|finished|completed|done)|sending you|"
+    r"as promised|done\b)",
+    re.I,
+)
+CORRECTION_RE = re.compile(
+    r"\b(?:make it|move (?:it|this|that|the (?:deadline|date|call|meeting|due date))|"
+    r"push (?:it|this|that|the (?:deadline|date))(?: back| out)?|postpone(?: it| this)?|"
+    r"change (?:it|the (?:deadline|date|due date))|reschedule(?: it| this)?|"
+    r"(?:new|revised) (?:deadline|due date) is)\b",
+    re.I,
+)
+STOPWORDS = frozenset(
+    """i ll will you your the a an to of for and or on by in at it this that me my we
+    our be is are was with from send get give have can by monday tuesday wednesday
+    thursday friday saturday sunday today tomorrow week next end day call back""".split()
+)
 
-def process_threads(*, source_id: str, thread_ids: Iterable[str]) -> None:
-    """Run loop detection for ``thread_ids`` of ``source_id`` (wired by the loops app)."""
-    # The loops app replaces this body with the detector and extractor pipeline.
-    list(thread_ids)
+
+def _content_words(text: str) -> set[str]:
+    return {w for w in re.findall(r"[a-z]{3,}", text.lower()) if w not in STOPWORDS}
+
+
+def _extraction_mode() -> str:
+    """``llm`` when the kill switch is on and a key is configured, else ``rules``."""
+    if (
+        settings.LOOPS_EXTRACTION_ENABLED
+        and anthropic_client(max_retries=0) is not None
+    ):
+        return "llm"
+    return "rules"
+
+
+def _timezones(messages: Sequence[MailMessage]) -> dict[str, tzinfo]:
+    ids = [m.raw_record_id for m in messages if m.raw_record_id is not None]
+    contents = dict(RawRecord.objects.filter(pk__in=ids).values_list("pk", "content"))
+    return {
+        m.message_id: sender_timezone(m, contents.get(m.raw_record_id))  # type: ignore[arg-type]
+        for m in messages
+    }
+
+
+def thread_rule_extract(
+    *,
+    source: Source,
+    thread_id: str,
+    messages: Sequence[MailMessage],
+    page: Page | None,
+    mutes: Mutes,
+    source_newest: datetime,
+    known_keys: set[str] | None = None,
+) -> dict[str, Any]:
+    """Run the offline rule extractor on one thread revision (idempotent per
+    revision) and project what it finds. Returns ``{status, reason, loops}``."""
+    owners = {a.lower() for a in source.owner_addresses}
+    newest = max((m.date for m in messages if m.date), default=None)
+    key = f"{Detector.RULE_EXTRACT}:{source.id}:{thread_id}:" + (
+        str(int(newest.timestamp() * 1000)) if newest else "0"
+    )
+    if (
+        (key in known_keys)
+        if known_keys is not None
+        else (ExtractionRun.objects.filter(idempotency_key=key).exists())
+    ):
+        return {"status": "noop", "reason": "same_revision", "loops": 0}
+    eligible, reason = extraction_eligibility(
+        messages, owner_addresses=owners, mutes=mutes, thread_id=thread_id
+    )
+    if eligible and (newest is None or newest < source_newest - EXTRACTION_WINDOW):
+        eligible, reason = False, "outside_30_day_window"
+    loop_ids: list[int] = []
+    with transaction.atomic():
+        if eligible:
+            candidates = rule_extract(
+                messages, owner_addresses=owners, timezones=_timezones(messages)
+            )
+            for c in candidates:
+                loop, _ = loop_project_commitment(
+                    source=source,
+                    thread_id=thread_id,
+                    page=page,
+                    item=CommitmentInput(
+                        direction=c.direction,
+                        text=c.text,
+                        quote=c.quote,
+                        due=c.due,
+                        counterparty_email=c.counterparty_email,
+                        counterparty_name=c.counterparty_name,
+                        message_id=c.message.message_id,
+                        raw_record_id=c.message.raw_record_id,
+                        message_date=c.message.date,
+                        confidence=c.confidence,  # type: ignore[arg-type]
+                        link=c.message.link or "",
+                    ),
+                    detector=Detector.RULE_EXTRACT,
+                    actor="rule_extract",
+                )
+                loop_ids.append(loop.pk)
+        ExtractionRun.objects.create(
+            source=source,
+            thread_id=thread_id,
+            extractor=Detector.RULE_EXTRACT,
+            idempotency_key=key,
+            status=ExtractionRun.Status.EXTRACTED
+            if eligible
+            else ExtractionRun.Status.SKIPPED,
+            reason="" if eligible else reason,
+            result={"loop_ids": loop_ids},
+        )
+    return {
+        "status": "extracted" if eligible else "skipped",
+        "reason": reason,
+        "loops": len(loop_ids),
+    }
+
+
+def thread_follow_up(
+    *,
+    source: Source,
+    thread_id: str,
+    messages: Sequence[MailMessage],
+    open_loops: list[OpenLoop] | None = None,
+) -> dict[str, int]:
+    """Fulfilment detection and deadline corrections for the thread's open
+    commitment loops (SPEC §5.4). Returns ``{fulfilment_suspected, corrected}``."""
+    owners = {a.lower() for a in source.owner_addresses}
+    counts = {"fulfilment_suspected": 0, "corrected": 0}
+    if open_loops is None:
+        open_loops = list(
+            OpenLoop.objects.filter(
+                source=source, thread_id=thread_id, status=LoopStatus.OPEN
+            )
+        )
+    loops = [lp for lp in open_loops if lp.loop_type in COMMITMENT_TYPES]
+    if not loops:
+        return counts
+    ordered = sorted((m for m in messages if is_substantive(m)), key=lambda m: m.date)  # type: ignore[arg-type,return-value]
+    for loop in loops:
+        later = [
+            m
+            for m in ordered
+            if m.date > loop.opened_at  # type: ignore[operator]
+            and m.message_id not in {e.get("message_id") for e in loop.evidence}
+        ]
+        if (
+            loop.loop_type == LoopType.COMMITMENT_OWED_BY_ME
+            and loop.fulfilment_suspected_at is None
+        ):
+            promise_words = _content_words(loop.summary.split(":", 1)[-1])
+            for m in later:
+                if not is_mine(m, owners):
+                    continue
+                text = reply_text(m.body)
+                reason = ""
+                if m.attachments:
+                    reason = "attachment"
+                elif DELIVERY_RE.search(text) and promise_words & _content_words(text):
+                    reason = "wording"
+                if reason:
+                    evidence = {
+                        "message_id": m.message_id,
+                        "raw_record_id": m.raw_record_id,
+                        "quote": collapse(text)[:200],
+                        "reason": reason,
+                        "attachments": [a.get("filename", "") for a in m.attachments][
+                            :5
+                        ],
+                    }
+                    if loop_mark_fulfilment_suspected(loop=loop, evidence=evidence):
+                        counts["fulfilment_suspected"] += 1
+                    break
+        if loop.due_at is None:
+            continue
+        last = (
+            LoopEvent.objects.filter(
+                loop=loop, event_type=LoopEvent.EventType.DUE_CORRECTED
+            )
+            .order_by("-event_time")
+            .first()
+        )
+        stamp = (
+            (last.extra_data.get("evidence") or {}).get("message_date")
+            if last
+            else None
+        )
+        floor = datetime.fromisoformat(stamp) if stamp else loop.opened_at
+        for m in later:
+            if m.date <= floor:  # type: ignore[operator]
+                continue
+            for sentence in split_sentences(reply_text(m.body)):
+                trigger = CORRECTION_RE.search(sentence)
+                when = DEADLINE_RE.search(sentence, trigger.end()) if trigger else None
+                if not when:
+                    continue
+                day = resolve_due(when.group(0), m.date)  # type: ignore[arg-type]
+                if day is None:
+                    continue
+                new_due = due_end_of_day(day)
+                if new_due != loop.due_at:
+                    loop = loop_correct_due(
+                        loop=loop,
+                        due_at=new_due,
+                        actor="detector",
+                        evidence={
+                            "message_id": m.message_id,
+                            "raw_record_id": m.raw_record_id,
+                            "quote": sentence[:200],
+                            "message_date": m.date.isoformat(),
+                        },  # type: ignore[union-attr]
+                    )
+                    counts["corrected"] += 1
+                floor = m.date  # type: ignore[assignment]
+    return counts
+
+
+def loops_window_sweep(*, source: Source, now: datetime) -> int:
+    """Mailbox sources only consider threads active in the 90 days before the
+    reference time (SPEC §5.2): deterministic loops older than that go stale."""
+    if source.kind != Source.Kind.MAILBOX:
+        return 0
+    count = 0
+    for loop in OpenLoop.objects.filter(
+        source=source,
+        status=LoopStatus.OPEN,
+        detector=Detector.DETERMINISTIC_THREAD,
+        last_activity_at__lt=now - MAILBOX_WINDOW,
+    ):
+        count += int(
+            loop_close(
+                loop=loop,
+                status=LoopStatus.STALE,
+                closed_by=CLOSED_BY_STALENESS,
+                actor="window",
+                at=now,
+            )["closed"]
+        )
+    return count
+
+
+@dataclass
+class ChunkState:
+    """What a batch of threads already has, loaded in three queries: open loops by
+    thread, threads with a grace hold, and rule-extraction idempotency keys."""
+
+    open_loops: dict[str, list[OpenLoop]]
+    held: set[str]
+    rule_keys: set[str]
+
+
+def chunk_state(*, source: Source, thread_ids: Sequence[str]) -> ChunkState:
+    """Preload the per-thread state of ``thread_ids`` (see ``ChunkState``)."""
+    open_loops: dict[str, list[OpenLoop]] = {}
+    for loop in OpenLoop.objects.filter(
+        source=source, thread_id__in=thread_ids, status=LoopStatus.OPEN
+    ):
+        open_loops.setdefault(loop.thread_id, []).append(loop)
+    held = set(
+        GraceHold.objects.filter(source=source, thread_id__in=thread_ids).values_list(
+            "thread_id", flat=True
+        )
+    )
+    keys = set(
+        ExtractionRun.objects.filter(
+            source=source, thread_id__in=thread_ids, extractor=Detector.RULE_EXTRACT
+        ).values_list("idempotency_key", flat=True)
+    )
+    return ChunkState(open_loops=open_loops, held=held, rule_keys=keys)
+
+
+def thread_process(
+    *,
+    source: Source,
+    thread_id: str,
+    now: datetime,
+    mutes: Mutes,
+    source_newest: datetime,
+    mode: str,
+    messages: list[MailMessage] | None = None,
+    page: Page | None | bool = False,
+    preload: ChunkState | None = None,
+) -> dict[str, Any]:
+    """Detector, extraction and follow-up for one thread (one transaction for the
+    detector's writes). ``messages``/``page`` may be preloaded (``page=False``: look
+    it up). Returns a per-thread report."""
+    if messages is None:
+        messages = thread_messages(source_id=source.id, thread_id=thread_id)
+    subs = [m for m in messages if is_substantive(m) and m.date <= now]  # type: ignore[operator]
+    report: dict[str, Any] = {"thread_id": thread_id}
+    if not subs:
+        report["detector"] = "no_substantive_messages"
+        return report
+    newest = max(m.date for m in subs)  # type: ignore[type-var]
+    if source.kind == Source.Kind.MAILBOX and newest < now - MAILBOX_WINDOW:  # type: ignore[operator]
+        report["detector"] = "outside_90_day_window"
+        return report
+    if page is False:
+        page = thread_page(source_id=source.id, thread_id=thread_id)
+    assert page is None or isinstance(page, Page)
+    verdict = detect_thread(
+        messages, owner_addresses=source.owner_addresses, mutes=mutes, now=now
+    )
+    open_loops = preload.open_loops.get(thread_id, []) if preload else None
+    report["detector"] = loop_apply_verdict(
+        source=source,
+        thread_id=thread_id,
+        verdict=verdict,
+        page=page,
+        open_loops=open_loops,
+        has_hold=(thread_id in preload.held) if preload else None,
+    )
+    if report["detector"]["closed"] or report["detector"]["opened"]:
+        open_loops = None  # changed: let follow-up re-read the thread's loops
+    report["reason"] = verdict.reason
+    visible = [m for m in messages if m.date is None or m.date <= now]
+    if mode == "llm":
+        from loops.tasks import enqueue_extract_loops
+
+        enqueue_extract_loops(source_id=source.id, thread_id=thread_id)
+        report["extraction"] = "queued"
+    else:
+        report["extraction"] = thread_rule_extract(
+            source=source,
+            thread_id=thread_id,
+            messages=visible,
+            page=page,
+            mutes=mutes,
+            source_newest=source_newest,
+            known_keys=preload.rule_keys if preload else None,
+        )
+        if report["extraction"]["loops"]:
+            open_loops = None
+    report["follow_up"] = thread_follow_up(
+        source=source, thread_id=thread_id, messages=visible, open_loops=open_loops
+    )
+    return report
+
+
+def process_threads(
+    *, source_id: str, thread_ids: Iterable[str], now: datetime | None = None
+) -> dict[str, Any]:
+    """Run loop detection for ``thread_ids`` of ``source_id`` (SPEC §5.2-§5.4).
+
+    ``now`` overrides the reference time (default: wall clock for live sources,
+    newest message for mailbox sources). Returns ``{threads, failed, opened, closed,
+    stale}``. Never raises: failures are logged and counted.
+    """
+    report: dict[str, Any] = {
+        "threads": 0,
+        "failed": 0,
+        "opened": 0,
+        "closed": 0,
+        "stale": 0,
+    }
+    try:
+        source = Source.objects.get(id=source_id)
+        ref = reference_time(source=source, as_of=now)
+        source_newest = newest_message_at(source_id=source.id) or ref
+        mutes = mutes_for(source_id=source.id)
+        mode = _extraction_mode()
+    except Exception:
+        logger.exception("loops: cannot start processing for source %s", source_id)
+        report["failed"] += 1
+        return report
+    wanted = list(dict.fromkeys(t for t in thread_ids if t))
+    if source.kind == Source.Kind.MAILBOX:
+        # An import moves the reference time forward: threads held in grace by an
+        # earlier batch are re-checked now rather than at the next sweep.
+        held = GraceHold.objects.filter(source=source, recheck_at__lte=ref)
+        wanted += [
+            t for t in held.values_list("thread_id", flat=True) if t not in wanted
+        ]
+    for start in range(0, len(wanted), BATCH):
+        chunk = wanted[start : start + BATCH]
+        preloaded = True
+        try:
+            messages = threads_messages(source_id=source.id, thread_ids=chunk)
+            pages = threads_pages(source_id=source.id, thread_ids=chunk)
+            state: ChunkState | None = chunk_state(source=source, thread_ids=chunk)
+        except Exception:
+            # One malformed record must not sink the batch: load thread by thread.
+            logger.warning("loops: batch load failed for %s; per thread", source_id)
+            preloaded, messages, pages, state = False, {}, {}, None
+        for thread_id in chunk:
+            report["threads"] += 1
+            try:
+                result = thread_process(
+                    source=source,
+                    thread_id=thread_id,
+                    now=ref,
+                    mutes=mutes,
+                    source_newest=source_newest,
+                    mode=mode,
+                    messages=messages.get(thread_id, []) if preloaded else None,
+                    page=pages.get(thread_id) if preloaded else False,
+                    preload=state,
+                )
+            except Exception:
+                logger.exception("loops: thread %s/%s failed", source_id, thread_id)
+                report["failed"] += 1
+                continue
+            counts = result.get("detector")
+            if isinstance(counts, dict):
+                report["opened"] += counts["opened"] + counts["reopened"]
+                report["closed"] += counts["closed"]
+    try:
+        report["stale"] = loops_stale_sweep(
+            source=source, now=ref
+        ) + loops_window_sweep(source=source, now=ref)
+    except Exception:
+        logger.exception("loops: staleness pass failed for %s", source_id)
+        report["failed"] += 1
+    return report
+
+
+def loops_sweep(
+    *, source_ids: Sequence[str] | None = None, now: datetime | None = None
+) -> dict[str, Any]:
+    """The hourly sweep (SPEC §5.2 rule 8, §5.4): re-check threads whose grace
+    window ended (even with no new mail) and mark stale commitments. Returns
+    ``{sources, rechecked, opened, stale}``. Never raises."""
+    out: dict[str, Any] = {
+        "sources": 0,
+        "rechecked": 0,
+        "opened": 0,
+        "stale": 0,
+        "failed": 0,
+    }
+    sources = Source.objects.all()
+    if source_ids:
+        sources = sources.filter(id__in=source_ids)
+    for source in sources:
+        ref = reference_time(source=source, as_of=now)
+        due = list(
+            GraceHold.objects.filter(source=source, recheck_at__lte=ref).values_list(
+                "thread_id", flat=True
+            )
+        )
+        out["sources"] += 1
+        if due:
+            report = process_threads(source_id=source.id, thread_ids=due, now=ref)
+            out["rechecked"] += report["threads"]
+            out["opened"] += report["opened"]
+            out["stale"] += report["stale"]
+            out["failed"] += report["failed"]
+        else:
+            try:
+                out["stale"] += loops_stale_sweep(
+                    source=source, now=ref
+                ) + loops_window_sweep(source=source, now=ref)
+            except Exception:
+                logger.exception("loops: staleness pass failed for %s", source.id)
+                out["failed"] += 1
+    return out

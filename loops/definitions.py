@@ -1,0 +1,197 @@
+"""The shared mail definitions of SPEC §5.1, as small pure functions over
+``MailMessage``: mine, noise sender, calendar system mail, auto-submitted,
+substantive, "asks a question", "only acknowledges", the latest-reply text.
+
+Everything here is pure (no database), so the detector and the extractors can be
+tested on message lists and replayed for any reference time.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+from loops.message import BULK_CATEGORIES, SENT, MailMessage
+
+if TYPE_CHECKING:
+    from collections.abc import Collection
+
+NOISE_SENDER_MARKERS = (
+    "noreply",
+    "no-reply",
+    "donotreply",
+    "do-not-reply",
+    "notifications@",
+    "notification@",
+    "mailer-daemon",
+    "postmaster",
+    "calendar-notification",
+)
+CALENDAR_METHODS = frozenset(
+    {
+        "REQUEST",
+        "REPLY",
+        "CANCEL",
+        "PUBLISH",
+        "COUNTER",
+        "DECLINECOUNTER",
+        "REFRESH",
+        "ADD",
+    }
+)
+CALENDAR_SUBJECT_PREFIXES = (
+    "invitation:",
+    "updated invitation:",
+    "invitation with note:",
+    "updated invitation with note:",
+    "accepted:",
+    "declined:",
+    "tentative:",
+    "canceled event:",
+    "cancelled event:",
+)
+REPLY_PREFIX_RE = re.compile(
+    r"^\s*(?:(?:re|fw|fwd|aw|sv|vs)\s*(?:\[\d+\])?\s*:\s*)+", re.I
+)
+URL_RE = re.compile(r"(?:https?://|ftp://|www\.|mailto:)\S+", re.I)
+WS_RE = re.compile(r"\s+")
+# The newest reply sits at the top; the parser never needs more than this.
+REPLY_SCAN_CHARS = 4000
+
+# Words a reply may consist of and still "only acknowledge" (SPEC §5.2 rule 2).
+# "Will do", "sounds good" or any content word make it an answer.
+ACK_WORDS = frozenset(
+    """thanks thank you thx ty tks got it ok okay k great cool noted received many much
+    so very appreciate appreciated cheers perfect awesome nice a lot for the this that
+    update info information again all hi hello hey dear""".split()
+)
+GREETING_RE = re.compile(r"^(?:hi|hello|hey|dear)\b[\w .'-]{0,40}[,!:]?$", re.I)
+SIGNATURE_RE = re.compile(r"^[-–—~ ]*(?:[A-Z][\w.'-]*)(?: [A-Z][\w.'-]*)?[.,]?$")
+
+
+def is_mine(message: MailMessage, owner_addresses: Collection[str]) -> bool:
+    """True when the message is the owner's: SENT label, sent folder (the connector
+    sets ``is_mine``), or a From among ``owner_addresses`` (SPEC §5.1)."""
+    return (
+        message.is_mine
+        or SENT in message.labels
+        or (message.from_addr or "").lower() in owner_addresses
+    )
+
+
+def is_noise_sender(address: str) -> bool:
+    """True when the From address is a machine sender (SPEC §5.1)."""
+    addr = (address or "").lower()
+    return any(marker in addr for marker in NOISE_SENDER_MARKERS)
+
+
+def is_calendar_mail(message: MailMessage) -> bool:
+    """Calendar system mail: a text/calendar method, or (fallback, no method known) a
+    Calendar subject prefix without a reply prefix (SPEC §5.1)."""
+    if message.calendar_method:
+        return message.calendar_method.upper() in CALENDAR_METHODS
+    subject = (message.subject or "").strip()
+    if REPLY_PREFIX_RE.match(subject):
+        return False
+    return subject.lower().startswith(CALENDAR_SUBJECT_PREFIXES)
+
+
+def is_auto_submitted(message: MailMessage) -> bool:
+    """An RFC 3834 ``Auto-Submitted`` header other than ``no`` (SPEC §5.1)."""
+    value = (message.auto_submitted or "").strip().lower()
+    return bool(value) and value != "no"
+
+
+def is_substantive(message: MailMessage) -> bool:
+    """Has a date, not a noise sender, not calendar mail, not auto-submitted."""
+    return (
+        message.date is not None
+        and not is_noise_sender(message.from_addr)
+        and not is_calendar_mail(message)
+        and not is_auto_submitted(message)
+    )
+
+
+def in_bulk_category(messages: Collection[MailMessage]) -> bool:
+    """True when any message carries a Gmail bulk category label (SPEC §5.2 rule 4)."""
+    return any(label in BULK_CATEGORIES for m in messages for label in m.labels)
+
+
+def normalise_subject(subject: str) -> str:
+    """Subject without repeated Re:/Fwd:/Aw: prefixes, whitespace collapsed,
+    lower-cased; ``(no subject)`` when empty."""
+    stripped = REPLY_PREFIX_RE.sub("", subject or "").strip()
+    return WS_RE.sub(" ", stripped).lower() or "(no subject)"
+
+
+def display_subject(subject: str) -> str:
+    """Subject without reply prefixes, for summaries; ``(no subject)`` when empty."""
+    stripped = REPLY_PREFIX_RE.sub("", subject or "").strip()
+    return WS_RE.sub(" ", stripped) or "(no subject)"
+
+
+def collapse(text: str) -> str:
+    """Collapse all whitespace runs to one space and strip."""
+    return WS_RE.sub(" ", text or "").strip()
+
+
+@lru_cache(maxsize=1)
+def _reply_parser():  # type: ignore[no-untyped-def]
+    from mailparser_reply import EmailReplyParser
+
+    return EmailReplyParser(languages=["en", "de", "fr", "es"])
+
+
+_QUOTE_MARKERS = re.compile(
+    r"^\s*(?:-{2,}\s*Original Message\s*-{2,}|_{5,}|-{5,}\s*Forwarded by|"
+    r"On .{0,200} wrote:|From:\s.*@)",
+    re.I | re.M,
+)
+
+
+def reply_text(body: str) -> str:
+    """The newest part of a message body: quoted tails and forwarded originals cut
+    (mail-parser-reply, then a guard for Outlook/Notes separators it misses).
+    Cached: the detector and the extractors ask for the same bodies repeatedly."""
+    return _reply_text(body or "")
+
+
+@lru_cache(maxsize=8192)
+def _reply_text(body: str) -> str:
+    # Cutting at our own markers first keeps the (slow, regex-heavy) parser's input
+    # to the newest part; connectors already trimmed most quoted tails.
+    match = _QUOTE_MARKERS.search(body)
+    text = (body[: match.start()] if match else body)[:REPLY_SCAN_CHARS]
+    try:
+        text = _reply_parser().parse_reply(text=text) or text
+    except Exception:  # the parser is heuristic; our own cut stands
+        text = body[: match.start()] if match else body
+    lines = [line for line in text.splitlines() if not line.lstrip().startswith(">")]
+    return "\n".join(lines).strip()
+
+
+def asks_question(body: str) -> bool:
+    """True when the newest part of the body has a ``?`` outside any URL
+    (SPEC §5.2 rule 5: an FYI sharing a link with a query string asks nothing)."""
+    return "?" in URL_RE.sub(" ", reply_text(body))
+
+
+def is_acknowledgement_only(body: str) -> bool:
+    """True when a reply only acknowledges ("Thanks!", "Got it, thanks"), which does
+    not answer a question; "Will do" or any content word does (SPEC §5.2 rule 2).
+
+    A greeting line and a one- or two-word capitalised signature line are ignored.
+    """
+    lines = [line.strip() for line in reply_text(body).splitlines() if line.strip()]
+    if lines and GREETING_RE.match(lines[0]) and len(lines) > 1:
+        lines = lines[1:]
+    if len(lines) > 1 and SIGNATURE_RE.match(lines[-1]):
+        lines = lines[:-1]
+    words = re.findall(r"[a-z']+", " ".join(lines).lower())
+    return bool(words) and all(word in ACK_WORDS for word in words)
+
+
+def quote_of(body: str, limit: int = 200) -> str:
+    """Evidence quote: the first ``limit`` chars of the collapsed newest reply."""
+    return collapse(reply_text(body))[:limit]

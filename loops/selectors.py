@@ -1,0 +1,175 @@
+"""Reads of the loops app (SPEC §5): thread messages, mutes, loops in a scope,
+reference times and counterparty resolution. Writes live in ``loops.services``."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from django.db.models import Count, Q, QuerySet
+from django.db.models.fields.json import KeyTextTransform
+from django.utils import timezone
+
+from brain.models import Page, RawRecord, Source
+from loops.detectors import Mutes
+from loops.message import MailMessage
+from loops.models import LoopStatus, LoopSuppression, OpenLoop
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+    from brain.access import ReadScope
+
+MAILBOX_WINDOW_DAYS = 90
+
+
+def thread_records(*, source_id: str, thread_id: str) -> QuerySet[RawRecord]:
+    """Raw records of one thread (``metadata.thread_id``), oldest capture first."""
+    return RawRecord.objects.filter(
+        source_id=source_id, metadata__thread_id=thread_id
+    ).order_by("captured_at", "id")
+
+
+def thread_messages(*, source_id: str, thread_id: str) -> list[MailMessage]:
+    """The thread's messages rebuilt from ``RawRecord.metadata`` (SPEC §5)."""
+    return [
+        MailMessage.from_metadata(r.metadata, raw_record_id=r.pk)
+        for r in thread_records(source_id=source_id, thread_id=thread_id).only(
+            "id", "metadata"
+        )
+    ]
+
+
+def threads_messages(
+    *, source_id: str, thread_ids: Sequence[str]
+) -> dict[str, list[MailMessage]]:
+    """Messages of many threads in one query: ``{thread_id: [MailMessage, ...]}``."""
+    out: dict[str, list[MailMessage]] = {t: [] for t in thread_ids}
+    records = (
+        RawRecord.objects.filter(
+            source_id=source_id, metadata__thread_id__in=list(thread_ids)
+        )
+        .order_by("captured_at", "id")
+        .only("id", "metadata")
+    )
+    for r in records:
+        tid = r.metadata.get("thread_id")
+        if tid in out:
+            out[tid].append(MailMessage.from_metadata(r.metadata, raw_record_id=r.pk))
+    return out
+
+
+def threads_pages(*, source_id: str, thread_ids: Sequence[str]) -> dict[str, Page]:
+    """The live ``email`` page of each thread (first by id), in one query."""
+    pages: dict[str, Page] = {}
+    for page in Page.objects.filter(
+        source_id=source_id,
+        type__name="email",
+        frontmatter__thread_id__in=list(thread_ids),
+        deleted_at__isnull=True,
+    ).order_by("id"):
+        pages.setdefault(str(page.frontmatter.get("thread_id")), page)
+    return pages
+
+
+def thread_page(*, source_id: str, thread_id: str) -> Page | None:
+    """The thread's live ``email`` page (frontmatter ``thread_id``), or None."""
+    return (
+        Page.objects.filter(
+            source_id=source_id,
+            type__name="email",
+            frontmatter__thread_id=thread_id,
+            deleted_at__isnull=True,
+        )
+        .order_by("id")
+        .first()
+    )
+
+
+def mutes_for(*, source_id: str) -> Mutes:
+    """The source's sender and thread mutes, lower-cased."""
+    senders: set[str] = set()
+    threads: set[str] = set()
+    for kind, value in LoopSuppression.objects.filter(source_id=source_id).values_list(
+        "kind", "value"
+    ):
+        (senders if kind == LoopSuppression.Kind.SENDER else threads).add(value)
+    return Mutes(senders=frozenset(senders), threads=frozenset(threads))
+
+
+def newest_message_at(
+    *, source_id: str, until: datetime | None = None
+) -> datetime | None:
+    """Date of the newest message in the source (metadata ``date``, UTC), or None."""
+    qs = RawRecord.objects.filter(source_id=source_id).exclude(metadata__date=None)
+    qs = qs.annotate(msg_date=KeyTextTransform("date", "metadata")).filter(
+        msg_date__regex=r"^\d{4}-\d{2}-\d{2}T"
+    )
+    if until is not None:
+        qs = qs.filter(msg_date__lte=until.astimezone(UTC).isoformat())
+    newest = qs.order_by("-msg_date").values_list("msg_date", flat=True).first()
+    return datetime.fromisoformat(newest) if newest else None
+
+
+def reference_time(*, source: Source, as_of: datetime | None = None) -> datetime:
+    """ "Now" for loop detection (SPEC §5.2): ``as_of`` when replaying; the wall clock
+    for live sources; the newest message in the source for mailbox sources."""
+    if as_of is not None:
+        return as_of
+    if source.kind == Source.Kind.MAILBOX:
+        return newest_message_at(source_id=source.id) or timezone.now()
+    return timezone.now()
+
+
+def counterparty_page(*, source_id: str, email: str) -> Page | None:
+    """The person page whose email alias is ``email`` in the same source, only when
+    exactly one live person page has it (ambiguous means no pick; never a guess)."""
+    if not email:
+        return None
+    pages = list(
+        Page.objects.filter(
+            source_id=source_id,
+            type__name="person",
+            deleted_at__isnull=True,
+            aliases__source_id=source_id,
+            aliases__alias=email.lower(),
+        ).distinct()[:2]
+    )
+    return pages[0] if len(pages) == 1 else None
+
+
+def loop_list(
+    *,
+    scope: ReadScope,
+    status: str | None = LoopStatus.OPEN,
+    loop_type: str | None = None,
+    counterparty: str | None = None,
+) -> QuerySet[OpenLoop]:
+    """Loops in the scope's sources (loops have no visibility tier; redaction is the
+    caller's job), newest activity first, with counterparty and page joined."""
+    qs = OpenLoop.objects.filter(source_id__in=scope.source_ids)
+    if status:
+        qs = qs.filter(status=status)
+    if loop_type:
+        qs = qs.filter(loop_type=loop_type)
+    if counterparty:
+        value = counterparty.lower()
+        qs = qs.filter(Q(counterparty_email=value) | Q(counterparty__slug=counterparty))
+    return qs.select_related("counterparty", "page", "source").order_by(
+        "-last_activity_at", "-id"
+    )
+
+
+def backlink_counts(page_ids: Iterable[int]) -> dict[int, int]:
+    """Backlinks per page (incoming relations, excluding ``mentions``; SPEC §2.3)."""
+    rows = (
+        Page.objects.filter(pk__in=list(page_ids))
+        .annotate(
+            n=Count(
+                "incoming_relations",
+                filter=~Q(incoming_relations__relation_type__name="mentions"),
+            )
+        )
+        .values_list("pk", "n")
+    )
+    return dict(rows)

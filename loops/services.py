@@ -1,0 +1,857 @@
+"""Writes of the loops app (SPEC §5). Every state change of a loop goes through one
+of these functions, inside a transaction, and writes a ``LoopEvent`` (append-only).
+
+Public functions (keyword-only): ``loop_upsert``, ``loop_open``, ``loop_close``,
+``loop_reopen``, ``loop_mark_stale``, ``loop_correct_due``,
+``loop_mark_fulfilment_suspected``, ``loop_confirm_fulfilment``, ``loop_mute``,
+``loop_unmute``, ``loop_apply_verdict``, ``loop_project_commitment``,
+``loops_stale_sweep``, ``grace_hold_set``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta
+from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from brain.exceptions import InvalidParams, NotFound
+from brain.models import (
+    AuditEvent,
+    Fact,
+    Page,
+    Relation,
+    RelationType,
+    Source,
+    Visibility,
+)
+from loops.models import (
+    CLOSED_BY_FULFILLED,
+    CLOSED_BY_MANUAL,
+    CLOSED_BY_REPLY,
+    CLOSED_BY_STALENESS,
+    Detector,
+    GraceHold,
+    LoopEvent,
+    LoopStatus,
+    LoopSuppression,
+    LoopType,
+    OpenLoop,
+)
+from loops.selectors import counterparty_page
+
+if TYPE_CHECKING:
+    from loops.detectors import Verdict
+
+MUTE_VALUE_RE = re.compile(r"^[^\s\x00-\x1f\x7f]{1,320}$")
+STALE_OVERDUE = timedelta(days=14)
+STALE_INACTIVE = timedelta(days=90)
+LLM_COMMITMENT_CONFIDENCE = 0.85
+LLM_DECISION_CONFIDENCE = 0.8
+MAX_EVIDENCE = 8
+
+
+def _event(
+    *, loop: OpenLoop | None, source_id: str, event_type: str, actor: str, **extra: Any
+) -> LoopEvent:
+    return LoopEvent.objects.create(
+        loop=loop,
+        source_id=source_id,
+        event_type=event_type,
+        actor=actor,
+        extra_data=json.loads(json.dumps(extra, default=_json_default)),
+    )
+
+
+def _json_default(value: Any) -> str:
+    """ISO 8601 for dates and datetimes in audit rows; str() for anything else."""
+    return value.isoformat() if isinstance(value, date | datetime) else str(value)
+
+
+def due_end_of_day(day: date) -> datetime:
+    """A due date stored at 23:59:59 in the owner's timezone
+    (``settings.BRAIN_TIME_ZONE``), as an aware datetime (SPEC §5.3)."""
+    return datetime.combine(
+        day, time(23, 59, 59), tzinfo=ZoneInfo(settings.BRAIN_TIME_ZONE)
+    )
+
+
+def commitment_dedup_key(*, thread_id: str, direction: str, text: str) -> str:
+    """``commit:`` + 8 hex of SHA-256 over thread, direction and lower-cased text."""
+    canonical = json.dumps(
+        {"t": thread_id, "d": direction, "x": text.strip().lower()},
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    return "commit:" + hashlib.sha256(canonical.encode()).hexdigest()[:8]
+
+
+# --- upsert, open, close, reopen ------------------------------------------------------
+
+
+@transaction.atomic
+def loop_upsert(
+    *,
+    source: Source,
+    dedup_key: str,
+    loop_type: str,
+    summary: str,
+    detector: str,
+    opened_at: datetime,
+    last_activity_at: datetime,
+    evidence: list[dict[str, Any]],
+    thread_id: str = "",
+    page: Page | None = None,
+    counterparty_email: str = "",
+    counterparty_name: str = "",
+    counterparty: Page | None = None,
+    due_at: datetime | None = None,
+    confidence: float = 1.0,
+    actor: str = "detector",
+) -> tuple[OpenLoop, str]:
+    """Insert or refresh a loop by ``(source, dedup_key)`` (SPEC §5, §5.4).
+
+    Returns ``(loop, action)`` with action ``opened`` | ``refreshed`` | ``reopened`` |
+    ``unchanged``. Closed means closed: a closed loop reopens only when
+    ``last_activity_at`` is strictly newer than its own; otherwise nothing changes.
+    """
+    counterparty_email = (counterparty_email or "").lower()
+    if counterparty is None and counterparty_email:
+        counterparty = counterparty_page(source_id=source.id, email=counterparty_email)
+    loop = (
+        OpenLoop.objects.select_for_update()
+        .filter(source=source, dedup_key=dedup_key)
+        .first()
+    )
+    if loop is None:
+        try:
+            with transaction.atomic():
+                loop = OpenLoop.objects.create(
+                    source=source,
+                    dedup_key=dedup_key,
+                    loop_type=loop_type,
+                    summary=summary,
+                    detector=detector,
+                    opened_at=opened_at,
+                    last_activity_at=last_activity_at,
+                    evidence=evidence[-MAX_EVIDENCE:],
+                    thread_id=thread_id,
+                    page=page,
+                    counterparty_email=counterparty_email,
+                    counterparty_name=counterparty_name[:200],
+                    counterparty=counterparty,
+                    due_at=due_at,
+                    confidence=confidence,
+                )
+        except IntegrityError:
+            # A concurrent writer inserted the same key: refresh that row instead.
+            loop = OpenLoop.objects.select_for_update().get(
+                source=source, dedup_key=dedup_key
+            )
+        else:
+            _event(
+                loop=loop,
+                source_id=source.id,
+                event_type=LoopEvent.EventType.OPENED,
+                actor=actor,
+                detector=detector,
+                summary=summary,
+                due_at=due_at,
+                evidence=evidence[-1:] if evidence else [],
+            )
+            return loop, "opened"
+    was_open = loop.is_open
+    if not was_open and last_activity_at <= loop.last_activity_at:
+        return loop, "unchanged"
+    changed = {
+        "summary": summary,
+        "evidence": evidence[-MAX_EVIDENCE:],
+        "confidence": confidence,
+        "last_activity_at": max(last_activity_at, loop.last_activity_at),
+        "counterparty_email": counterparty_email or loop.counterparty_email,
+        "counterparty_name": (counterparty_name or loop.counterparty_name)[:200],
+        "counterparty_id": counterparty.pk if counterparty else loop.counterparty_id,
+        "page_id": page.pk if page else loop.page_id,
+        "due_at": due_at or loop.due_at,
+        "thread_id": thread_id or loop.thread_id,
+    }
+    if not was_open:
+        changed.update(
+            status=LoopStatus.OPEN, closed_at=None, closed_by="", opened_at=opened_at
+        )
+    dirty = [k for k, v in changed.items() if getattr(loop, k) != v]
+    if not dirty:
+        return loop, "unchanged"
+    for key in dirty:
+        setattr(loop, key, changed[key])
+    loop.save(update_fields=[*dirty, "updated_at"])
+    action = "refreshed" if was_open else "reopened"
+    _event(
+        loop=loop,
+        source_id=source.id,
+        event_type=LoopEvent.EventType.REFRESHED
+        if was_open
+        else LoopEvent.EventType.REOPENED,
+        actor=actor,
+        fields=sorted(dirty),
+        last_activity_at=loop.last_activity_at,
+    )
+    return loop, action
+
+
+def loop_open(
+    *,
+    source: Source,
+    loop_type: str,
+    summary: str,
+    actor: str,
+    counterparty_email: str = "",
+    due_at: datetime | None = None,
+    thread_id: str = "",
+    evidence: list[dict[str, Any]] | None = None,
+) -> OpenLoop:
+    """Open a manual loop (curator or harness). Raises ``InvalidParams`` for an
+    unknown ``loop_type`` or an empty summary."""
+    if loop_type not in LoopType.values:
+        raise InvalidParams(
+            f"Unknown loop_type '{loop_type}'.",
+            suggestion=f"Use one of {', '.join(LoopType.values)}.",
+            detail={"allowed": LoopType.values},
+        )
+    if not summary.strip():
+        raise InvalidParams("summary is empty.", suggestion="Describe what is owed.")
+    now = timezone.now()
+    key = (
+        "manual:"
+        + hashlib.sha256(
+            f"{loop_type}:{summary}:{now.isoformat()}".encode()
+        ).hexdigest()[:12]
+    )
+    loop, _ = loop_upsert(
+        source=source,
+        dedup_key=key,
+        loop_type=loop_type,
+        summary=summary.strip(),
+        detector=Detector.MANUAL,
+        opened_at=now,
+        last_activity_at=now,
+        evidence=evidence or [],
+        thread_id=thread_id,
+        counterparty_email=counterparty_email,
+        due_at=due_at,
+        actor=actor,
+    )
+    return loop
+
+
+def _expire_projected_fact(
+    *, loop: OpenLoop, actor: str, reason: str
+) -> tuple[bool, str]:
+    """Expire the loop's commitment fact unless another open loop shares it."""
+    if loop.fact_id is None:
+        return False, "no_fact"
+    if (
+        OpenLoop.objects.filter(fact_id=loop.fact_id, status=LoopStatus.OPEN)
+        .exclude(pk=loop.pk)
+        .exists()
+    ):
+        return False, "shared_with_open_loop"
+    now = timezone.now()
+    updated = Fact.objects.filter(pk=loop.fact_id, expired_at__isnull=True).update(
+        expired_at=now, expired_reason=reason[:500], updated_at=now
+    )
+    if updated:
+        AuditEvent.objects.create(
+            actor=actor,
+            action=AuditEvent.Action.FACT_EXPIRED,
+            source_id=loop.source_id,
+            target_type="fact",
+            target_id=str(loop.fact_id),
+            extra_data={"loop_id": loop.pk, "reason": reason},
+        )
+        _event(
+            loop=loop,
+            source_id=loop.source_id,
+            event_type=LoopEvent.EventType.FACT_EXPIRED,
+            actor=actor,
+            fact_id=loop.fact_id,
+            reason=reason,
+        )
+    return bool(updated), "expired" if updated else "already_expired"
+
+
+@transaction.atomic
+def loop_close(
+    *,
+    loop: OpenLoop,
+    status: str = LoopStatus.DONE,
+    closed_by: str = CLOSED_BY_MANUAL,
+    actor: str,
+    note: str = "",
+    at: datetime | None = None,
+) -> dict[str, Any]:
+    """Close a loop (done | dropped | stale) and expire its projected fact unless
+    another open loop shares it (SPEC §5.4). Idempotent: closing a closed loop
+    changes nothing. Returns ``{closed, id, status, fact_expired, reason}``.
+    Raises ``InvalidParams`` for status ``open`` or an unknown status."""
+    if status not in (LoopStatus.DONE, LoopStatus.DROPPED, LoopStatus.STALE):
+        raise InvalidParams(
+            f"Cannot close a loop with status '{status}'.",
+            suggestion="Use status 'done' or 'dropped'.",
+            detail={"allowed": ["done", "dropped"]},
+        )
+    locked = OpenLoop.objects.select_for_update().get(pk=loop.pk)
+    if not locked.is_open:
+        return {
+            "closed": False,
+            "id": str(locked.pk),
+            "status": locked.status,
+            "fact_expired": False,
+            "reason": "already_closed",
+        }
+    locked.status = status
+    locked.closed_at = at or timezone.now()
+    locked.closed_by = (note or closed_by)[:200]
+    locked.save(update_fields=["status", "closed_at", "closed_by", "updated_at"])
+    _event(
+        loop=locked,
+        source_id=locked.source_id,
+        event_type=(
+            LoopEvent.EventType.STALE
+            if status == LoopStatus.STALE
+            else LoopEvent.EventType.CLOSED
+        ),
+        actor=actor,
+        status=status,
+        closed_by=locked.closed_by,
+    )
+    fact_expired, reason = False, ""
+    if locked.loop_type in (
+        LoopType.COMMITMENT_OWED_BY_ME,
+        LoopType.COMMITMENT_OWED_TO_ME,
+    ):
+        fact_expired, reason = _expire_projected_fact(
+            loop=locked, actor=actor, reason=f"loop {locked.pk} closed: {status}"
+        )
+    loop.refresh_from_db()
+    return {
+        "closed": True,
+        "id": str(locked.pk),
+        "status": status,
+        "fact_expired": fact_expired,
+        "reason": reason,
+    }
+
+
+@transaction.atomic
+def loop_reopen(*, loop: OpenLoop, actor: str, note: str = "") -> OpenLoop:
+    """Reopen a closed loop by hand (curator). No-op on an open loop."""
+    locked = OpenLoop.objects.select_for_update().get(pk=loop.pk)
+    if locked.is_open:
+        return locked
+    previous = {"status": locked.status, "closed_by": locked.closed_by}
+    locked.status, locked.closed_at, locked.closed_by = LoopStatus.OPEN, None, ""
+    locked.save(update_fields=["status", "closed_at", "closed_by", "updated_at"])
+    _event(
+        loop=locked,
+        source_id=locked.source_id,
+        event_type=LoopEvent.EventType.REOPENED,
+        actor=actor,
+        previous=previous,
+        note=note,
+    )
+    return locked
+
+
+def loop_mark_stale(*, loop: OpenLoop, actor: str = "sweep") -> dict[str, Any]:
+    """Close a loop as ``stale`` with ``closed_by = staleness`` (SPEC §5.4)."""
+    return loop_close(
+        loop=loop, status=LoopStatus.STALE, closed_by=CLOSED_BY_STALENESS, actor=actor
+    )
+
+
+def loops_stale_sweep(*, source: Source, now: datetime, actor: str = "sweep") -> int:
+    """Mark open extracted commitment loops stale when (overdue > 14 days and no
+    activity for 14 days) or no activity for 90 days (SPEC §5.4). Returns the count."""
+    candidates = OpenLoop.objects.filter(
+        source=source,
+        status=LoopStatus.OPEN,
+        detector__in=[Detector.LLM_EXTRACT, Detector.RULE_EXTRACT],
+    ).filter(
+        (
+            models_q(due_at__lt=now - STALE_OVERDUE)
+            & models_q(last_activity_at__lt=now - STALE_OVERDUE)
+        )
+        | models_q(last_activity_at__lt=now - STALE_INACTIVE)
+    )
+    count = 0
+    for loop in candidates:
+        if loop_mark_stale(loop=loop, actor=actor)["closed"]:
+            count += 1
+    return count
+
+
+def models_q(**kwargs: Any) -> Any:
+    """A ``Q`` object (kept local so the staleness rule reads as SPEC writes it)."""
+    from django.db.models import Q
+
+    return Q(**kwargs)
+
+
+# --- corrections and fulfilment ------------------------------------------------
+
+
+@transaction.atomic
+def loop_correct_due(
+    *,
+    loop: OpenLoop,
+    due_at: datetime | None,
+    actor: str,
+    evidence: dict[str, Any] | None = None,
+) -> OpenLoop:
+    """Move a loop's deadline (SPEC §5.4): update ``due_at``, supersede the projected
+    commitment fact with one carrying the new ``valid_until``, and record the old
+    value and the evidence in a ``LoopEvent`` ("why is it Monday now?")."""
+    evidence = {"message_date": timezone.now().isoformat(), **(evidence or {})}
+    locked = OpenLoop.objects.select_for_update().get(pk=loop.pk)
+    old = locked.due_at
+    if old == due_at:
+        return locked
+    locked.due_at = due_at
+    fields = ["due_at", "updated_at"]
+    new_fact_id = None
+    if locked.fact_id:
+        old_fact = Fact.objects.select_for_update().get(pk=locked.fact_id)
+        if old_fact.expired_at is None:
+            now = timezone.now()
+            new_fact = Fact.objects.create(
+                source_id=old_fact.source_id,
+                entity=old_fact.entity,
+                text=old_fact.text,
+                kind=old_fact.kind,
+                visibility=old_fact.visibility,
+                provenance=old_fact.provenance,
+                raw_record=old_fact.raw_record,
+                evidence={**old_fact.evidence, "correction": evidence},
+                confidence=old_fact.confidence,
+                valid_until=due_at,
+                created_by=actor,
+            )
+            Fact.objects.filter(pk=old_fact.pk).update(
+                expired_at=now,
+                superseded_by=new_fact,
+                updated_at=now,
+                expired_reason="deadline corrected",
+            )
+            AuditEvent.objects.create(
+                actor=actor,
+                action=AuditEvent.Action.FACT_SUPERSEDED,
+                source_id=old_fact.source_id,
+                target_type="fact",
+                target_id=str(old_fact.pk),
+                extra_data={"superseded_by": new_fact.pk, "loop_id": locked.pk},
+            )
+            locked.fact = new_fact
+            fields.append("fact")
+            new_fact_id = new_fact.pk
+    locked.save(update_fields=fields)
+    _event(
+        loop=locked,
+        source_id=locked.source_id,
+        event_type=LoopEvent.EventType.DUE_CORRECTED,
+        actor=actor,
+        old_due_at=old,
+        new_due_at=due_at,
+        evidence=evidence,
+        new_fact_id=new_fact_id,
+    )
+    return locked
+
+
+@transaction.atomic
+def loop_mark_fulfilment_suspected(
+    *, loop: OpenLoop, evidence: dict[str, Any], actor: str = "detector"
+) -> bool:
+    """Flag an open commitment as probably delivered by a later message of mine
+    (SPEC §5.4); a curator confirms with ``loop_confirm_fulfilment``. Returns True
+    when the flag was newly set."""
+    updated = OpenLoop.objects.filter(
+        pk=loop.pk, status=LoopStatus.OPEN, fulfilment_suspected_at__isnull=True
+    ).update(
+        fulfilment_suspected_at=timezone.now(),
+        fulfilment_evidence=evidence,
+        updated_at=timezone.now(),
+    )
+    if updated:
+        _event(
+            loop=loop,
+            source_id=loop.source_id,
+            event_type=LoopEvent.EventType.FULFILMENT_SUSPECTED,
+            actor=actor,
+            evidence=evidence,
+        )
+    return bool(updated)
+
+
+def loop_confirm_fulfilment(*, loop: OpenLoop, actor: str) -> dict[str, Any]:
+    """Confirm a suspected fulfilment: ``done`` with ``closed_by = fulfilled``."""
+    return loop_close(
+        loop=loop, status=LoopStatus.DONE, closed_by=CLOSED_BY_FULFILLED, actor=actor
+    )
+
+
+# --- mutes ----------------------------------------------------------------------------
+
+
+def _mute_value(kind: str, value: str) -> str:
+    if kind not in LoopSuppression.Kind.values:
+        raise InvalidParams(
+            f"Unknown mute kind '{kind}'.",
+            suggestion="Use 'sender' or 'thread'.",
+            detail={"allowed": LoopSuppression.Kind.values},
+        )
+    cleaned = (value or "").strip().lower()
+    if not MUTE_VALUE_RE.match(cleaned):
+        raise InvalidParams(
+            f"'{value}' is not a valid {kind} to mute.",
+            suggestion="Give a bare email address (sender) or a thread id (thread).",
+        )
+    return cleaned
+
+
+def loop_mute(
+    *, source: Source, kind: str, value: str, actor: str
+) -> tuple[LoopSuppression, bool]:
+    """Mute a sender or thread in ``source``; gates new detection only, existing
+    loops keep their state (SPEC §5). Returns ``(row, created)``; idempotent."""
+    cleaned = _mute_value(kind, value)
+    with transaction.atomic():
+        row, created = LoopSuppression.objects.get_or_create(
+            source=source, kind=kind, value=cleaned, defaults={"created_by": actor}
+        )
+        if created:
+            _event(
+                loop=None,
+                source_id=source.id,
+                event_type=LoopEvent.EventType.MUTED,
+                actor=actor,
+                kind=kind,
+                value=cleaned,
+            )
+    return row, created
+
+
+def loop_unmute(*, source: Source, kind: str, value: str, actor: str) -> bool:
+    """Remove the exact mute; returns ``removed`` (False when absent, not an error)."""
+    cleaned = _mute_value(kind, value)
+    with transaction.atomic():
+        removed, _ = LoopSuppression.objects.filter(
+            source=source, kind=kind, value=cleaned
+        ).delete()
+        if removed:
+            _event(
+                loop=None,
+                source_id=source.id,
+                event_type=LoopEvent.EventType.UNMUTED,
+                actor=actor,
+                kind=kind,
+                value=cleaned,
+            )
+    return bool(removed)
+
+
+# --- detector verdicts and grace holds ------------------------------------------
+
+
+def grace_hold_set(
+    *, source: Source, thread_id: str, recheck_at: datetime | None
+) -> None:
+    """Record (or clear, with None) the sweep re-check time of a thread in grace."""
+    if recheck_at is None:
+        GraceHold.objects.filter(source=source, thread_id=thread_id).delete()
+    else:
+        GraceHold.objects.update_or_create(
+            source=source, thread_id=thread_id, defaults={"recheck_at": recheck_at}
+        )
+
+
+def loop_apply_verdict(
+    *,
+    source: Source,
+    thread_id: str,
+    verdict: Verdict,
+    page: Page | None,
+    actor: str = "detector",
+    open_loops: list[OpenLoop] | None = None,
+    has_hold: bool | None = None,
+) -> dict[str, int]:
+    """Apply a detector verdict to one thread (SPEC §5.2 rule 9): close deterministic
+    loops of the closed types (``done``, ``reply_detected``), upsert the opens, and
+    set or clear the grace hold. ``open_loops`` (the thread's open loops) and
+    ``has_hold`` may be preloaded by a batch caller to save queries. Returns counts
+    ``{opened, closed, reopened, refreshed}``."""
+    counts = {"opened": 0, "closed": 0, "reopened": 0, "refreshed": 0}
+    with transaction.atomic():
+        _apply_verdict(
+            source=source,
+            thread_id=thread_id,
+            verdict=verdict,
+            page=page,
+            actor=actor,
+            open_loops=open_loops,
+            has_hold=has_hold,
+            counts=counts,
+        )
+    return counts
+
+
+def _apply_verdict(
+    *,
+    source: Source,
+    thread_id: str,
+    verdict: Verdict,
+    page: Page | None,
+    actor: str,
+    open_loops: list[OpenLoop] | None,
+    has_hold: bool | None,
+    counts: dict[str, int],
+) -> None:
+    if verdict.close:
+        if open_loops is None:
+            open_loops = list(
+                OpenLoop.objects.filter(
+                    source=source, thread_id=thread_id, status=LoopStatus.OPEN
+                )
+            )
+        to_close = [
+            loop
+            for loop in open_loops
+            if loop.detector == Detector.DETERMINISTIC_THREAD
+            and loop.loop_type in verdict.close
+        ]
+        for loop in to_close:
+            if loop_close(
+                loop=loop,
+                status=LoopStatus.DONE,
+                closed_by=CLOSED_BY_REPLY,
+                actor=actor,
+            )["closed"]:
+                counts["closed"] += 1
+    for spec in verdict.open:
+        evidence = [
+            {**item, "page_slug": page.slug} if page else item for item in spec.evidence
+        ]
+        _, action = loop_upsert(
+            source=source,
+            dedup_key=spec.dedup_key,
+            loop_type=spec.loop_type,
+            summary=spec.summary,
+            detector=Detector.DETERMINISTIC_THREAD,
+            opened_at=spec.opened_at,
+            last_activity_at=spec.last_activity_at,
+            evidence=evidence,
+            thread_id=spec.thread_id,
+            page=page,
+            counterparty_email=spec.counterparty_email,
+            counterparty_name=spec.counterparty_name,
+            actor=actor,
+        )
+        if action in counts:
+            counts[action] += 1
+    if verdict.recheck_at is not None or has_hold is not False:
+        grace_hold_set(
+            source=source, thread_id=thread_id, recheck_at=verdict.recheck_at
+        )
+
+
+# --- commitment projections -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CommitmentInput:
+    """One extracted item, from either extractor (SPEC §5.3).
+
+    ``direction``: owed_by_me | owed_to_me | decision. ``due``: a calendar date in the
+    owner's timezone or None. ``message_id``/``raw_record_id`` point at the evidence.
+    """
+
+    direction: str
+    text: str
+    quote: str
+    due: date | None
+    counterparty_email: str
+    counterparty_name: str
+    message_id: str
+    raw_record_id: int | None
+    message_date: datetime
+    confidence: float
+    same_as_loop_id: int | None = None
+    link: str = ""
+
+
+def _relation(
+    *, page: Page, person: Page, type_name: str, context: str, detector: str
+) -> None:
+    relation_type = RelationType.objects.get(name=type_name)
+    Relation.objects.get_or_create(
+        from_page=page,
+        to_page=person,
+        relation_type=relation_type,
+        defaults={
+            "source_id": page.source_id,
+            "context": context[:200],
+            "provenance": {"extractor": detector},
+            "created_by": f"loops:{detector}",
+        },
+    )
+
+
+@transaction.atomic
+def loop_project_commitment(
+    *,
+    source: Source,
+    thread_id: str,
+    page: Page | None,
+    item: CommitmentInput,
+    detector: str,
+    model: str = "",
+    actor: str = "extractor",
+) -> tuple[OpenLoop, str]:
+    """Write the three projections of one commitment (SPEC §5.3): the loop row, a
+    private ``commitment`` fact (entity = counterparty page, ``valid_until`` = due
+    end of day) and a thread page → person relation (``owes_to`` when owed by me,
+    ``awaiting_reply_from`` when owed to me) only when the counterparty resolved.
+    Decisions get the loop row only. ``same_as_loop_id`` merges into that loop
+    (evidence appended, no new fact or relation). Returns ``(loop, action)``."""
+    evidence = {
+        "message_id": item.message_id,
+        "raw_record_id": item.raw_record_id,
+        "page_slug": page.slug if page else "",
+        "quote": item.quote[:200],
+        "link": item.link,
+    }
+    evidence = {k: v for k, v in evidence.items() if v not in (None, "")}
+    if item.same_as_loop_id:
+        target = (
+            OpenLoop.objects.select_for_update()
+            .filter(pk=item.same_as_loop_id, source=source)
+            .first()
+        )
+        if target is not None:
+            merged = [e for e in target.evidence if e != evidence] + [evidence]
+            target.evidence = merged[-MAX_EVIDENCE:]
+            target.last_activity_at = max(target.last_activity_at, item.message_date)
+            target.save(update_fields=["evidence", "last_activity_at", "updated_at"])
+            _event(
+                loop=target,
+                source_id=source.id,
+                event_type=LoopEvent.EventType.MERGED,
+                actor=actor,
+                thread_id=thread_id,
+                evidence=evidence,
+            )
+            return target, "merged"
+    is_decision = item.direction == "decision"
+    loop_type = {
+        "owed_by_me": LoopType.COMMITMENT_OWED_BY_ME,
+        "owed_to_me": LoopType.COMMITMENT_OWED_TO_ME,
+        "decision": LoopType.DECISION_PENDING,
+    }[item.direction]
+    email = (item.counterparty_email or "").lower()
+    person = counterparty_page(source_id=source.id, email=email)
+    due_at = due_end_of_day(item.due) if item.due else None
+    who = item.counterparty_name or email or "someone"
+    if is_decision:
+        summary = f"Decision pending: {item.text}"
+    elif item.direction == "owed_by_me":
+        summary = f"I promised {who}: {item.text}"
+    else:
+        summary = f"{who} promised me: {item.text}"
+    key = commitment_dedup_key(
+        thread_id=thread_id, direction=item.direction, text=item.text
+    )
+    loop, action = loop_upsert(
+        source=source,
+        dedup_key=key,
+        loop_type=loop_type,
+        summary=summary[:1000],
+        detector=detector,
+        opened_at=item.message_date,
+        last_activity_at=item.message_date,
+        evidence=[evidence],
+        thread_id=thread_id,
+        page=page,
+        counterparty_email=email,
+        counterparty_name=item.counterparty_name,
+        counterparty=person,
+        due_at=due_at,
+        confidence=item.confidence,
+        actor=actor,
+    )
+    if is_decision or action == "unchanged" or loop.fact_id:
+        return loop, action
+    title = page.title if page else thread_id
+    fact = Fact.objects.create(
+        source=source,
+        entity=person,
+        text=summary[:1000],
+        kind=Fact.Kind.COMMITMENT,
+        visibility=Visibility.PRIVATE,
+        provenance=f'email thread "{title[:80]}" ({page.slug if page else thread_id})'[
+            :500
+        ],
+        raw_record_id=item.raw_record_id,
+        evidence={**evidence, "extractor": detector, "model": model},
+        confidence=item.confidence,
+        valid_from=item.message_date,
+        valid_until=due_at,
+        created_by=f"loops:{detector}",
+    )
+    AuditEvent.objects.create(
+        actor=actor,
+        action=AuditEvent.Action.FACT_REMEMBERED,
+        source=source,
+        target_type="fact",
+        target_id=str(fact.pk),
+        extra_data={"loop_id": loop.pk},
+    )
+    OpenLoop.objects.filter(pk=loop.pk).update(fact=fact)
+    loop.fact = fact
+    if person is not None and page is not None:
+        _relation(
+            page=page,
+            person=person,
+            type_name="owes_to"
+            if item.direction == "owed_by_me"
+            else "awaiting_reply_from",
+            context=item.quote or item.text,
+            detector=detector,
+        )
+    return loop, action
+
+
+def loop_get(
+    *, loop_id: int | str, source_ids: tuple[str, ...] | None = None
+) -> OpenLoop:
+    """Fetch one loop by id inside ``source_ids`` (None: any). Raises ``NotFound``."""
+    try:
+        pk = int(loop_id)
+    except (TypeError, ValueError):
+        pk = -1
+    qs = OpenLoop.objects.filter(pk=pk)
+    if source_ids is not None:
+        qs = qs.filter(source_id__in=source_ids)
+    loop = qs.first()
+    if loop is None:
+        raise NotFound(
+            f"No loop {loop_id} in your sources.",
+            suggestion="List loops with open_loops and use one of their ids.",
+        )
+    return loop

@@ -1,0 +1,430 @@
+"""Waiting, the daily surface (SPEC §5.5): "who is waiting on me, what did I promise,
+and the context to respond". One read function, ``waiting_report``, serves the CLI,
+the API and the admin dashboard; it only reads.
+
+Ranking per counterparty group, deterministic for a given ``as_of``:
+10 × loop count + due bonus of the nearest due date (overdue 50, ≤ 3 days 30, ≤ 7
+days 15, later 5, none 0) + min(20, age in days of the oldest loop) + min(20,
+backlinks of the counterparty page); ties by counterparty. ≤ 5 loops per group.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo
+
+from django.conf import settings
+from django.db.models import Q
+from django.db.models.fields.json import KeyTextTransform
+from django.utils import timezone
+
+from brain.access import Caller, ReadScope
+from brain.models import RawRecord, Source
+from loops.detectors import detect_thread
+from loops.message import MailMessage
+from loops.models import Detector, LoopStatus, OpenLoop
+from loops.selectors import (
+    MAILBOX_WINDOW_DAYS,
+    backlink_counts,
+    counterparty_page,
+    loop_list,
+    mutes_for,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+STALE_AFTER = timedelta(hours=24)
+LOOPS_PER_GROUP = 5
+MAIL_KINDS = (Source.Kind.GOOGLE, Source.Kind.MAILBOX)
+NO_COUNTERPARTY = "no_counterparty"
+
+
+@dataclass
+class LoopView:
+    """A loop as waiting shows it (stored row or an ``--as-of`` replay)."""
+
+    id: str
+    source_id: str
+    loop_type: str
+    status: str
+    summary: str
+    detector: str
+    confidence: float
+    due_at: datetime | None
+    opened_at: datetime
+    last_activity_at: datetime
+    counterparty_slug: str
+    counterparty_page_id: int | None
+    counterparty_email: str
+    counterparty_name: str
+    counterparty_title: str
+    page_slug: str
+    quote: str
+    link: str
+    fulfilment_suspected: bool
+
+    def as_dict(self, *, trusted: bool) -> dict[str, Any]:
+        """Trusted: everything; remote: counts, counterparty, summary, due only."""
+        base = {
+            "id": self.id,
+            "loop_type": self.loop_type,
+            "summary": self.summary,
+            "due_at": _iso(self.due_at),
+        }
+        if not trusted:
+            return base
+        return {
+            **base,
+            "source_id": self.source_id,
+            "status": self.status,
+            "detector": self.detector,
+            "confidence": self.confidence,
+            "opened_at": _iso(self.opened_at),
+            "last_activity_at": _iso(self.last_activity_at),
+            "counterparty_slug": self.counterparty_slug or None,
+            "counterparty_email": self.counterparty_email or None,
+            "page_slug": self.page_slug or None,
+            "quote": self.quote or None,
+            "link": self.link or None,
+            "fulfilment_suspected": self.fulfilment_suspected,
+        }
+
+
+def _iso(value: datetime | None) -> str | None:
+    """ISO 8601 in the owner's timezone (SPEC §5.3: due dates shown in local time)."""
+    if value is None:
+        return None
+    return value.astimezone(ZoneInfo(settings.BRAIN_TIME_ZONE)).isoformat()
+
+
+def loop_view(loop: OpenLoop) -> LoopView:
+    last = loop.evidence[-1] if loop.evidence else {}
+    return LoopView(
+        id=str(loop.pk),
+        source_id=loop.source_id,
+        loop_type=loop.loop_type,
+        status=loop.status,
+        summary=loop.summary,
+        detector=loop.detector,
+        confidence=loop.confidence,
+        due_at=loop.due_at,
+        opened_at=loop.opened_at,
+        last_activity_at=loop.last_activity_at,
+        counterparty_slug=loop.counterparty.slug if loop.counterparty else "",
+        counterparty_page_id=loop.counterparty_id,
+        counterparty_email=loop.counterparty_email,
+        counterparty_name=loop.counterparty_name,
+        counterparty_title=loop.counterparty.title if loop.counterparty else "",
+        page_slug=loop.page.slug if loop.page else "",
+        quote=last.get("quote", ""),
+        link=last.get("link", ""),
+        fulfilment_suspected=loop.fulfilment_suspected_at is not None,
+    )
+
+
+def due_bonus(due_at: datetime | None, as_of: datetime) -> int:
+    """50 overdue (≤ 0 days left), 30 within 3 days, 15 within 7, 5 later, 0 none."""
+    if due_at is None:
+        return 0
+    days = (due_at - as_of).total_seconds() / 86400
+    if days <= 0:
+        return 50
+    if days <= 3:
+        return 30
+    if days <= 7:
+        return 15
+    return 5
+
+
+def _replay_source(source: Source, as_of: datetime) -> list[LoopView]:
+    """``--as-of`` for a mailbox source: re-run the deterministic detector on the
+    threads active in the 90 days before ``as_of`` with only the mail up to then,
+    plus stored extracted loops that were open at ``as_of``. Writes nothing."""
+    floor = as_of - timedelta(days=MAILBOX_WINDOW_DAYS)
+    records = (
+        RawRecord.objects.filter(source=source)
+        .annotate(
+            msg_date=KeyTextTransform("date", "metadata"),
+            tid=KeyTextTransform("thread_id", "metadata"),
+        )
+        .filter(msg_date__gte=floor.isoformat(), msg_date__lte=as_of.isoformat())
+    )
+    thread_ids = set(records.values_list("tid", flat=True))
+    by_thread: dict[str, list[MailMessage]] = {}
+    for rec in RawRecord.objects.filter(
+        source=source, metadata__thread_id__in=list(thread_ids)
+    ).only("id", "metadata"):
+        msg = MailMessage.from_metadata(rec.metadata, raw_record_id=rec.pk)
+        by_thread.setdefault(msg.thread_id, []).append(msg)
+    mutes = mutes_for(source_id=source.id)
+    views: list[LoopView] = []
+    for _thread_id, messages in sorted(by_thread.items()):
+        verdict = detect_thread(
+            messages, owner_addresses=source.owner_addresses, mutes=mutes, now=as_of
+        )
+        for spec in verdict.open:
+            person = counterparty_page(
+                source_id=source.id, email=spec.counterparty_email
+            )
+            quote = spec.evidence[0].get("quote", "") if spec.evidence else ""
+            views.append(
+                LoopView(
+                    id=f"replay:{spec.dedup_key}",
+                    source_id=source.id,
+                    loop_type=spec.loop_type,
+                    status=LoopStatus.OPEN,
+                    summary=spec.summary,
+                    detector=Detector.DETERMINISTIC_THREAD,
+                    confidence=1.0,
+                    due_at=None,
+                    opened_at=spec.opened_at,
+                    last_activity_at=spec.last_activity_at,
+                    counterparty_slug=person.slug if person else "",
+                    counterparty_page_id=person.pk if person else None,
+                    counterparty_email=spec.counterparty_email,
+                    counterparty_name=spec.counterparty_name,
+                    counterparty_title=person.title if person else "",
+                    page_slug="",
+                    quote=quote,
+                    link="",
+                    fulfilment_suspected=False,
+                )
+            )
+    stored = (
+        OpenLoop.objects.filter(source=source, opened_at__lte=as_of)
+        .exclude(detector=Detector.DETERMINISTIC_THREAD)
+        .filter(Q(status=LoopStatus.OPEN) | Q(closed_at__gt=as_of))
+        .select_related("counterparty", "page")
+    )
+    views.extend(loop_view(loop) for loop in stored)
+    return views
+
+
+def _freshness(sources: Sequence[Source], now: datetime) -> dict[str, Any]:
+    mail = [s for s in sources if s.kind in MAIL_KINDS]
+    stale = [
+        s
+        for s in mail
+        if s.kind == Source.Kind.GOOGLE
+        and (s.last_success_at is None or s.last_success_at < now - STALE_AFTER)
+    ]
+    ages = {
+        s.id: (
+            round((now - s.last_success_at).total_seconds() / 3600, 1)
+            if s.last_success_at
+            else None
+        )
+        for s in mail
+    }
+    return {
+        "mail_sources": [s.id for s in mail],
+        "stale_sources": [s.id for s in stale],
+        "stale": bool(mail) and len(stale) == len(mail),
+        "sync_age_hours": ages,
+    }
+
+
+def waiting_report(
+    *,
+    caller: Caller,
+    sources: Sequence[str] | None = None,
+    as_of: datetime | None = None,
+    top: int | None = None,
+) -> dict[str, Any]:
+    """Build the waiting view for ``caller`` (SPEC §5.5).
+
+    Reads every source the caller may read (or the named ``sources``, which must be
+    readable: ``ScopeDenied`` otherwise). ``as_of`` replays ranking (and, for mailbox
+    sources, detection) for that time; default now (mailbox sources: their newest
+    message). Returns ``{groups, no_counterparty, count, stale, stale_sources,
+    completeness, clean, redacted, as_of, sources, warnings, text?}``; remote
+    callers get counts, counterparty, summary and due date only (no quotes, links
+    or digest).
+    """
+    scope: ReadScope = (
+        caller.read_scope(sources) if sources else caller.all_readable_scope()
+    )
+    trusted = caller.trusted
+    src_rows = list(Source.objects.filter(id__in=scope.source_ids).order_by("id"))
+    wall = timezone.now()
+    fresh = _freshness(src_rows, wall)
+    reference = as_of
+    if reference is None:
+        from loops.selectors import newest_message_at
+
+        mailbox_refs = [
+            newest_message_at(source_id=s.id)
+            for s in src_rows
+            if s.kind == Source.Kind.MAILBOX
+        ]
+        only_mailboxes = (
+            bool(src_rows)
+            and all(
+                s.kind == Source.Kind.MAILBOX for s in src_rows if s.kind in MAIL_KINDS
+            )
+            and any(mailbox_refs)
+        )
+        reference = max(r for r in mailbox_refs if r) if only_mailboxes else wall
+    views: list[LoopView] = []
+    for source in src_rows:
+        if as_of is not None and source.kind == Source.Kind.MAILBOX:
+            views.extend(_replay_source(source, as_of))
+            continue
+        qs = loop_list(
+            scope=ReadScope(source_ids=(source.id,), include_private=trusted)
+        )
+        if as_of is not None:
+            qs = qs.filter(opened_at__lte=as_of)
+        views.extend(loop_view(loop) for loop in qs[:2000])
+    groups: dict[str, dict[str, Any]] = {}
+    orphans: list[LoopView] = []
+    for view in views:
+        if view.counterparty_page_id:
+            key = f"{view.source_id}:{view.counterparty_slug}"
+        elif view.counterparty_email:
+            key = view.counterparty_email
+        else:
+            orphans.append(view)
+            continue
+        group = groups.setdefault(key, {"counterparty": key, "loops": []})
+        group["loops"].append(view)
+    backlinks = backlink_counts(
+        {v.counterparty_page_id for v in views if v.counterparty_page_id}  # type: ignore[misc]
+    )
+    ranked = []
+    for key, group in groups.items():
+        loops: list[LoopView] = group["loops"]
+        nearest = min((v.due_at for v in loops if v.due_at), default=None)
+        oldest = min(v.opened_at for v in loops)
+        page_id = next(
+            (v.counterparty_page_id for v in loops if v.counterparty_page_id), None
+        )
+        age_days = max(0, (reference - oldest).days)
+        links = backlinks.get(page_id, 0) if page_id else 0
+        score = (
+            10 * len(loops)
+            + due_bonus(nearest, reference)
+            + min(20, age_days)
+            + min(20, links)
+        )
+        loops.sort(
+            key=lambda v: (
+                v.due_at is None,
+                v.due_at or reference,
+                -v.last_activity_at.timestamp(),
+            )
+        )
+        first = loops[0]
+        ranked.append(
+            {
+                "counterparty": key,
+                "counterparty_slug": next(
+                    (v.counterparty_slug for v in loops if v.counterparty_slug), None
+                ),
+                "counterparty_email": next(
+                    (v.counterparty_email for v in loops if v.counterparty_email), None
+                ),
+                "counterparty_name": next(
+                    (v.counterparty_title for v in loops if v.counterparty_title),
+                    next(
+                        (v.counterparty_name for v in loops if v.counterparty_name),
+                        None,
+                    ),
+                ),
+                "source_id": first.source_id,
+                "score": score,
+                "loop_count": len(loops),
+                "oldest_opened_at": _iso(oldest),
+                "nearest_due_at": _iso(nearest),
+                "backlinks": links,
+                "loops": [v.as_dict(trusted=trusted) for v in loops[:LOOPS_PER_GROUP]],
+                "loops_omitted": max(0, len(loops) - LOOPS_PER_GROUP),
+            }
+        )
+    ranked.sort(key=lambda g: (-g["score"], g["counterparty"]))
+    if top is not None:
+        ranked = ranked[:top]
+    by_type: dict[str, int] = {}
+    for v in orphans:
+        by_type[v.loop_type] = by_type.get(v.loop_type, 0) + 1
+    completeness = "partial" if fresh["stale_sources"] else "complete"
+    count = len(views)
+    warnings = []
+    if fresh["stale_sources"] and not fresh["stale"]:
+        warnings.append(
+            f"Stale Google sources (no successful sync for 24 h): "
+            f"{', '.join(fresh['stale_sources'])}."
+        )
+    if not fresh["mail_sources"]:
+        warnings.append("No mail sources in scope: connect Google or import a mailbox.")
+    report: dict[str, Any] = {
+        "as_of": reference.isoformat(),
+        "groups": ranked,
+        "no_counterparty": {
+            "loop_count": len(orphans),
+            "by_type": by_type,
+            "loops": [v.as_dict(trusted=trusted) for v in orphans[:LOOPS_PER_GROUP]],
+            "loops_omitted": max(0, len(orphans) - LOOPS_PER_GROUP),
+        },
+        "count": count,
+        "sources": [s.id for s in src_rows],
+        "stale": fresh["stale"],
+        "stale_sources": fresh["stale_sources"],
+        "sync_age_hours": fresh["sync_age_hours"],
+        "completeness": completeness,
+        "clean": count == 0
+        and bool(fresh["mail_sources"])
+        and completeness == "complete",
+        "redacted": not trusted,
+        "warnings": warnings,
+    }
+    if trusted:
+        report["text"] = render_digest(report)
+    return report
+
+
+def render_digest(report: dict[str, Any]) -> str:
+    """A paste-ready plain-text digest (trusted callers only). Ages are rendered
+    from ``as_of`` at read time; "You are clean" only when the report says so."""
+    as_of = datetime.fromisoformat(report["as_of"])
+    lines = [
+        f"Waiting as of {as_of:%Y-%m-%d %H:%M %Z}: {report['count']} open loop(s)."
+    ]
+    if report["stale"]:
+        lines.append(
+            "WARNING: every mail source is stale; these results may be out of date."
+        )
+    for warning in report["warnings"]:
+        lines.append(f"Note: {warning}")
+    for n, group in enumerate(report["groups"], 1):
+        who = (
+            group["counterparty_name"]
+            or group["counterparty_slug"]
+            or group["counterparty_email"]
+        )
+        lines.append(
+            f"{n}. {who} — {group['loop_count']} loop(s), score {group['score']}"
+        )
+        for loop in group["loops"]:
+            age = (as_of - datetime.fromisoformat(loop["last_activity_at"])).days
+            due = f", due {loop['due_at'][:10]}" if loop["due_at"] else ""
+            lines.append(
+                f"   - [{loop['loop_type']}] {loop['summary']} ({age} d ago{due})"
+            )
+            if loop.get("quote"):
+                lines.append(f"     > {loop['quote']}")
+        if group["loops_omitted"]:
+            lines.append(f"   … and {group['loops_omitted']} more")
+    orphans = report["no_counterparty"]
+    if orphans["loop_count"]:
+        lines.append(f"No counterparty: {orphans['loop_count']} loop(s).")
+    if report["clean"]:
+        lines.append("You are clean: nothing is waiting on you.")
+    elif report["count"] == 0:
+        lines.append(
+            "No open loops found, but coverage is not complete: this is not a clean bill."
+        )
+    return "\n".join(lines)

@@ -1,0 +1,228 @@
+"""SPEC §5.5 waiting: ranking, grouping, freshness refusal, completeness, trusted vs
+redacted views, ``--as-of`` replay; the CLI, the API endpoint and the dashboard."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.urls import reverse
+
+from brain.access import local_caller
+from loops.models import Detector, LoopType, OpenLoop
+from loops.pipeline import process_threads
+from loops.waiting import due_bonus, waiting_report
+from tests.factories import PageFactory, RelationFactory, relation_type
+from tests.loops.shapes import JEFF, OWNER, T0, msg
+
+pytestmark = pytest.mark.django_db
+
+AS_OF = datetime(2001, 10, 1, 12, tzinfo=UTC)
+
+
+def make_loop(
+    source,
+    key,
+    *,
+    email="",
+    page=None,
+    due=None,
+    opened_days=1,
+    type_=LoopType.UNANSWERED_INBOUND,
+):  # type: ignore[no-untyped-def]
+    return OpenLoop.objects.create(
+        source=source,
+        dedup_key=key,
+        loop_type=type_,
+        summary=f"loop {key}",
+        detector=Detector.MANUAL,
+        counterparty_email=email,
+        counterparty=page,
+        due_at=due,
+        opened_at=AS_OF - timedelta(days=opened_days),
+        last_activity_at=AS_OF - timedelta(days=opened_days),
+        evidence=[
+            {
+                "message_id": f"<{key}@x>",
+                "quote": f"quote {key}",
+                "link": f"https://mail/{key}",
+            }
+        ],
+    )
+
+
+def test_due_bonus_steps():
+    assert [
+        due_bonus(AS_OF + timedelta(days=d), AS_OF) for d in (-1, 0, 2, 3, 6, 30)
+    ] == [50, 50, 30, 30, 15, 5]
+    assert due_bonus(None, AS_OF) == 0
+
+
+def test_ranking_is_exactly_the_spec_formula(mailbox, jeff):
+    # Jeff (person page, 3 backlinks): 2 loops, nearest due in 2 days, oldest 25 days.
+    for _n in range(3):
+        RelationFactory(
+            from_page=PageFactory(source=mailbox),
+            to_page=jeff,
+            relation_type=relation_type("related_to"),
+            source=mailbox,
+        )
+    RelationFactory(
+        from_page=PageFactory(source=mailbox),
+        to_page=jeff,
+        relation_type=relation_type("mentions"),
+        source=mailbox,
+    )  # not a backlink
+    make_loop(
+        mailbox,
+        "a",
+        email=JEFF,
+        page=jeff,
+        due=AS_OF + timedelta(days=2),
+        opened_days=25,
+    )
+    make_loop(mailbox, "b", email=JEFF, page=jeff, opened_days=3)
+    # An email-only counterparty: 1 loop, overdue, 4 days old.
+    make_loop(
+        mailbox,
+        "c",
+        email="jsmith@example.org",
+        due=AS_OF - timedelta(days=1),
+        opened_days=4,
+    )
+    make_loop(mailbox, "d")  # no counterparty
+    report = waiting_report(caller=local_caller(), as_of=AS_OF)
+    scores = {g["counterparty"]: g["score"] for g in report["groups"]}
+    assert scores == {
+        "allen:people/jeff-smith": 10 * 2 + 30 + 20 + 3,
+        "jsmith@example.org": 10 * 1 + 50 + 4 + 0,
+    }
+    assert [g["counterparty"] for g in report["groups"]][0] == "allen:people/jeff-smith"
+    assert report["no_counterparty"]["loop_count"] == 1
+    assert all(g["counterparty"] != "" for g in report["groups"])
+    jeff_group = report["groups"][0]
+    assert [lp["summary"] for lp in jeff_group["loops"]] == [
+        "loop a",
+        "loop b",
+    ]  # due first
+
+
+def test_group_shows_at_most_five_loops(mailbox):
+    for n in range(7):
+        make_loop(mailbox, f"k{n}", email=JEFF, opened_days=n + 1)
+    group = waiting_report(caller=local_caller(), as_of=AS_OF)["groups"][0]
+    assert (
+        group["loop_count"] == 7
+        and len(group["loops"]) == 5
+        and group["loops_omitted"] == 2
+    )
+
+
+def test_trusted_view_has_quotes_links_and_digest_remote_is_redacted(
+    mailbox, make_key, api_client
+):
+    make_loop(mailbox, "a", email=JEFF)
+    trusted = waiting_report(caller=local_caller(), as_of=AS_OF)
+    loop = trusted["groups"][0]["loops"][0]
+    assert loop["quote"] == "quote a" and loop["link"] == "https://mail/a"
+    assert "quote a" in trusted["text"]
+    key = make_key(mailbox, readable=(mailbox,))
+    body = (
+        api_client(key.plaintext)
+        .get(reverse("api:waiting"), {"as_of": AS_OF.isoformat()})
+        .json()
+    )
+    assert body["redacted"] is True and body.get("text") is None
+    remote_loop = body["groups"][0]["loops"][0]
+    assert set(remote_loop) == {"id", "loop_type", "summary", "due_at"}
+    assert "quote a" not in json.dumps(body)
+
+
+def test_remote_caller_sees_only_readable_sources(
+    mailbox, source_b, make_key, api_client
+):
+    make_loop(mailbox, "a", email=JEFF)
+    make_loop(source_b, "secret", email="boss@example.org")
+    key = make_key(source_b, readable=(source_b,))
+    body = api_client(key.plaintext).get(reverse("api:waiting")).json()
+    assert body["sources"] == ["team-b"] and body["count"] == 1
+    listed = api_client(key.plaintext).get(reverse("api:open_loops")).json()
+    assert [lp["summary"] for lp in listed["loops"]] == ["loop secret"]
+    denied = api_client(key.plaintext).get(
+        reverse("api:open_loops"), {"source": "allen"}
+    )
+    assert denied.status_code == 403 and denied.json()["error"] == "scope_denied"
+
+
+def test_never_says_clean_without_mail_sources_or_complete_coverage(db, google):
+    no_mail = waiting_report(caller=local_caller(sources=["default"]))
+    assert no_mail["count"] == 0 and no_mail["clean"] is False
+    fresh = waiting_report(caller=local_caller(sources=[google.id]))
+    assert fresh["clean"] is True and "You are clean" in fresh["text"]
+    google.last_success_at = datetime(2001, 1, 1, tzinfo=UTC)
+    google.save(update_fields=["last_success_at"])
+    stale = waiting_report(caller=local_caller(sources=[google.id]))
+    assert (
+        stale["clean"] is False
+        and stale["stale"] is True
+        and stale["completeness"] == "partial"
+    )
+    assert "You are clean" not in stale["text"]
+
+
+def test_cli_refuses_when_every_mail_source_is_stale_unless_stale_ok(
+    db, google, capsys
+):
+    google.last_success_at = None
+    google.save(update_fields=["last_success_at"])
+    with pytest.raises(CommandError, match="manage.py sync_source allen-g"):
+        call_command("waiting", "--source", google.id)
+    call_command("waiting", "--source", google.id, "--stale-ok")
+    assert "0 open loop(s)" in capsys.readouterr().out
+
+
+def test_cli_waiting_json_top(mailbox, capsys):
+    make_loop(mailbox, "a", email=JEFF)
+    make_loop(mailbox, "b", email="x@example.org")
+    call_command("waiting", "--json", "--top", "1", "--as-of", AS_OF.isoformat())
+    report = json.loads(capsys.readouterr().out)
+    assert len(report["groups"]) == 1 and report["count"] == 2
+
+
+def test_as_of_replay_for_a_mailbox_source(mailbox, store):
+    store(mailbox, [msg(1), msg(2, frm=OWNER, to=(JEFF,), hours=48, body="Will do.")])
+    process_threads(source_id=mailbox.id, thread_ids=["t-kuo"])
+    assert (
+        waiting_report(caller=local_caller())["count"] == 0
+    )  # answered by the last day
+    day_after = waiting_report(caller=local_caller(), as_of=T0 + timedelta(hours=30))
+    assert day_after["count"] == 1
+    group = day_after["groups"][0]
+    assert (
+        group["counterparty"] == JEFF
+        and group["loops"][0]["loop_type"] == "unanswered_inbound"
+    )
+    assert (
+        waiting_report(caller=local_caller(), as_of=T0 + timedelta(hours=10))["count"]
+        == 0
+    )
+
+
+def test_admin_waiting_dashboard_renders(admin_client, mailbox, jeff):
+    make_loop(mailbox, "a", email=JEFF, page=jeff)
+    response = admin_client.get(reverse("admin:loops_waiting"))
+    assert response.status_code == 200
+    assert b"loop a" in response.content and b"Paste-ready digest" in response.content
+
+
+def test_due_dates_are_shown_in_the_owners_timezone(mailbox, settings):
+    from datetime import date
+
+    from loops.services import due_end_of_day
+
+    settings.BRAIN_TIME_ZONE = "America/Chicago"
+    make_loop(mailbox, "a", email=JEFF, due=due_end_of_day(date(2001, 10, 5)))
+    loop = waiting_report(caller=local_caller(), as_of=AS_OF)["groups"][0]["loops"][0]
+    assert loop["due_at"] == "2001-10-05T23:59:59-05:00"
