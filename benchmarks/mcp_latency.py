@@ -10,7 +10,7 @@ prints p50/p95/p99 in milliseconds.
   throwaway API key for the ``default`` source (revoked at the end).
 
 Usage:
-    .venv/bin/python benchmarks/mcp.py [--calls 200] [--query "budget"]
+    .venv/bin/python benchmarks/mcp_latency.py [--calls 200] [--query "budget"]
 """
 
 from __future__ import annotations
