@@ -1,0 +1,47 @@
+"""``gbrain_site.asgi:application`` serves the whole site under uvicorn: MCP at /mcp,
+Django (admin, API) everywhere else, and the admin's static files."""
+
+from __future__ import annotations
+
+import anyio
+import httpx2
+import pytest
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_asgi_app_serves_django_the_admin_static_files_and_mcp(live_asgi) -> None:  # type: ignore[no-untyped-def]
+    async def go() -> dict[str, httpx2.Response]:
+        async with httpx2.AsyncClient(base_url=live_asgi) as http:
+            return {
+                path: await http.get(path)
+                for path in (
+                    "/api/health",
+                    "/admin/login/",
+                    "/static/admin/css/base.css",
+                    "/mcp/nope",
+                    "/mcpx",
+                )
+            }
+
+    seen = anyio.run(go)
+    assert seen["/api/health"].json()["status"] == "ok"
+    assert seen["/admin/login/"].status_code == 200
+    assert seen["/static/admin/css/base.css"].status_code == 200
+    assert "text/css" in seen["/static/admin/css/base.css"].headers["content-type"]
+    # Unknown surfaces are refused with the envelope; /mcpx is Django's (a 404 page).
+    assert seen["/mcp/nope"].status_code == 404
+    assert seen["/mcp/nope"].json()["error"] == "not_found"
+    assert seen["/mcpx"].status_code == 404
+
+
+def test_a_host_outside_allowed_hosts_is_refused(live_asgi) -> None:  # type: ignore[no-untyped-def]
+    async def go() -> httpx2.Response:
+        async with httpx2.AsyncClient() as http:
+            return await http.post(
+                f"{live_asgi}/mcp", json={}, headers={"Host": "evil.example"}
+            )
+
+    response = anyio.run(go)
+    assert response.status_code == 400
+    assert response.json()["message"] == "Host not allowed."

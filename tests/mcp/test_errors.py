@@ -1,0 +1,96 @@
+"""SPEC §4 over MCP: every failure is an MCP tool error (``isError``) whose text is
+the envelope ``{error, message, suggestion, detail, protocol_version}``.
+
+These run the server in process with the SDK client (no transport, no database: each
+case fails before a service touches the ORM); the transport tests repeat the main
+cases over stdio and HTTP.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from mcp import Client
+
+from brain.access import Caller, local_caller
+from brain.exceptions import ScopeDenied
+from brain.mcp.server import build_server
+from tests.mcp.conftest import envelope, payload
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+
+def _call(
+    resolve: Callable[[Any], Caller], name: str, arguments: dict[str, Any]
+) -> Any:
+    server = build_server(surface="full", resolve_caller=resolve)
+
+    async def go() -> Any:
+        async with Client(server) as client:
+            return await client.call_tool(name, arguments)
+
+    return anyio.run(go)
+
+
+def _local(ctx: Any) -> Caller:
+    return local_caller(actor="test")
+
+
+def test_a_tool_call_returns_the_service_result_as_structured_json() -> None:
+    who = payload(_call(_local, "whoami", {}))
+    assert who["actor"] == "test" and who["trusted"] is True
+
+
+def test_unknown_tool_is_an_mcp_error_with_the_envelope() -> None:
+    body = envelope(_call(_local, "drop_database", {}))
+    assert body["error"] == "invalid_params"
+    assert body["message"] == "Unknown tool 'drop_database' on the 'full' surface."
+    assert body["detail"]["reason"] == "unknown_tool"
+    assert "brain_search" in body["detail"]["available"]
+
+
+def test_bad_argument_type_is_invalid_params_naming_the_field() -> None:
+    body = envelope(_call(_local, "brain_search", {"query": "x", "limit": "many"}))
+    assert body["error"] == "invalid_params"
+    assert body["message"] == "Invalid or missing argument(s): limit."
+    assert body["detail"]["fields"][0]["field"] == "limit"
+
+
+def test_missing_required_argument_is_invalid_params() -> None:
+    """Writes need provenance: brain_add without it is ``invalid_params``."""
+    body = envelope(_call(_local, "brain_add", {"title": "Sky", "body": "blue"}))
+    assert body["error"] == "invalid_params"
+    assert [f["field"] for f in body["detail"]["fields"]] == ["provenance"]
+
+
+def test_unknown_argument_is_invalid_params_listing_the_allowed_ones() -> None:
+    body = envelope(_call(_local, "brain_get_page", {"slg": "people/ada"}))
+    assert body["error"] == "invalid_params"
+    assert body["detail"]["allowed"] == ["slug", "source"]
+    assert body["suggestion"] == "Use only: slug, source."
+
+
+def test_a_brain_error_keeps_its_code_message_and_suggestion() -> None:
+    def deny(ctx: Any) -> Caller:
+        raise ScopeDenied("No key.", suggestion="Send a key.", detail={"why": "test"})
+
+    body = envelope(_call(deny, "whoami", {}))
+    assert body == {
+        "error": "scope_denied",
+        "message": "No key.",
+        "suggestion": "Send a key.",
+        "detail": {"why": "test"},
+        "protocol_version": 1,
+    }
+
+
+def test_an_unexpected_crash_is_internal_and_leaks_nothing() -> None:
+    def crash(ctx: Any) -> Caller:
+        raise RuntimeError("password=hunter2")
+
+    result = _call(crash, "whoami", {})
+    body = envelope(result)
+    assert body["error"] == "internal"
+    assert "hunter2" not in result.content[0].text

@@ -1,0 +1,151 @@
+"""SPEC §8 over MCP-over-HTTP: a missing or wrong key is refused; the key's sources
+and visibility apply to every tool; a remote key never sees private data."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+from mcp.shared.exceptions import MCPError
+
+from accounts.services import apikey_revoke
+from brain.access import local_caller
+from brain.services.pages import page_add
+from tests.mcp.conftest import committed_db, envelope, http_client, payload
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "probe", "version": "0"},
+    },
+}
+ACCEPT = {"Accept": "application/json, text/event-stream"}
+
+
+@committed_db
+def test_http_refuses_a_missing_wrong_or_revoked_key_with_the_envelope(  # type: ignore[no-untyped-def]
+    live_asgi, make_key, default_source
+) -> None:
+    revoked = make_key(default_source)
+    apikey_revoke(api_key=revoked.api_key, actor="test")
+    attempts = {
+        "missing": {},
+        "not bearer": {"Authorization": "Basic dXNlcjpwYXNz"},
+        "wrong": {"Authorization": "Bearer gbr_deadbeef_wrong"},
+        "revoked": {"Authorization": f"Bearer {revoked.plaintext}"},
+    }
+
+    async def go() -> dict[str, httpx2.Response]:
+        async with httpx2.AsyncClient() as http:
+            return {
+                name: await http.post(
+                    f"{live_asgi}/mcp", json=INITIALIZE, headers={**ACCEPT, **headers}
+                )
+                for name, headers in attempts.items()
+            }
+
+    for name, response in anyio.run(go).items():
+        assert response.status_code == 401, name
+        assert response.headers["www-authenticate"] == 'Bearer realm="brain"'
+        body = response.json()
+        assert body["error"] == "scope_denied" and body["protocol_version"] == 1
+        assert body["message"] == "Missing or invalid API key."
+        assert "admin → API keys" in body["suggestion"]
+
+
+@committed_db
+def test_sdk_client_with_a_wrong_key_cannot_connect(live_asgi) -> None:  # type: ignore[no-untyped-def]
+    async def go() -> None:
+        async with http_client(f"{live_asgi}/mcp", "gbr_deadbeef_wrong") as client:
+            await client.list_tools()
+
+    with pytest.raises(ExceptionGroup) as caught:
+        anyio.run(go)
+    # The 401 surfaces as the SDK's MCPError: no tool list without a valid key.
+    assert caught.group_contains(MCPError)
+
+
+@pytest.fixture
+def two_sources_with_private_data(no_embeddings, source_a, source_b) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    """World and private pages in team-a, a world page in team-b."""
+    local = local_caller()
+    page_add(
+        source=source_a,
+        actor=local,
+        title="Alpha Rollout Plan",
+        type_name="project",
+        body="Rollout plan for alpha: staged launch in three regions.",
+    )
+    secret = page_add(
+        source=source_a,
+        actor=local,
+        title="Alpha Salary Review",
+        type_name="note",
+        visibility="private",
+        body="Confidential rollout salary review: figures inside.",
+    )
+    page_add(
+        source=source_b,
+        actor=local,
+        title="Beta Rollout Plan",
+        type_name="project",
+        body="Rollout plan for beta: one region only.",
+    )
+    return {"secret_slug": secret.page.slug}
+
+
+@committed_db
+def test_http_applies_the_keys_sources_and_a_remote_key_never_sees_private_data(  # type: ignore[no-untyped-def]
+    live_asgi, make_key, source_a, two_sources_with_private_data, no_embeddings
+) -> None:
+    remote = make_key(source_a).plaintext
+    trusted = make_key(source_a, trusted=True).plaintext
+    secret_slug = two_sources_with_private_data["secret_slug"]
+
+    async def session(key: str) -> dict[str, Any]:
+        r: dict[str, Any] = {}
+        async with http_client(f"{live_asgi}/mcp", key) as c:
+            r["sources"] = await c.call_tool("brain_list_sources", {})
+            r["search"] = await c.call_tool("brain_search", {"query": "rollout"})
+            r["search_b"] = await c.call_tool(
+                "brain_search", {"query": "rollout", "source": "team-b"}
+            )
+            r["get_secret"] = await c.call_tool("brain_get_page", {"slug": secret_slug})
+            r["list"] = await c.call_tool("brain_list_pages", {})
+            r["write_b"] = await c.call_tool(
+                "brain_add",
+                {
+                    "title": "Sneaky",
+                    "body": "x",
+                    "source": "team-b",
+                    "provenance": "test",
+                },
+            )
+        return r
+
+    seen_remote = anyio.run(session, remote)
+    seen_trusted = anyio.run(session, trusted)
+
+    for r in (seen_remote, seen_trusted):
+        assert [s["id"] for s in payload(r["sources"])["sources"]] == ["team-a"]
+        assert {x["source_id"] for x in payload(r["search"])["results"]} == {"team-a"}
+        assert envelope(r["search_b"])["error"] == "scope_denied"
+        assert envelope(r["write_b"])["error"] == "scope_denied"
+        assert "Beta" not in json.dumps([x.structured_content for x in r.values()])
+
+    # The remote key sees no private page, fact or text anywhere.
+    assert envelope(seen_remote["get_secret"])["error"] == "not_found"
+    remote_text = json.dumps([x.structured_content for x in seen_remote.values()])
+    for leak in ("Salary", "Confidential", secret_slug):
+        assert leak not in remote_text
+    # The trusted key of the same source does see them: the filter is visibility.
+    assert payload(seen_trusted["get_secret"])["visibility"] == "private"
+    trusted_text = json.dumps([x.structured_content for x in seen_trusted.values()])
+    assert "Salary" in trusted_text

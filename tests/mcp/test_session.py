@@ -1,0 +1,111 @@
+"""Issue 7 "Done when": each transport, driven by the SDK's own client, serves every
+tool in one session; a page added is found by search in the same session; update by
+append keeps the frontmatter; errors carry the SPEC §4 envelope."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+from mcp import Client
+
+from accounts.models import ApiKey
+from brain.models import Page, PageRevision
+from loops.models import LoopSuppression
+from tests.mcp.conftest import committed_db, envelope, http_client, manage_mcp, payload
+from tests.mcp.scenario import APPENDED, BODY, TITLE, run_session
+from tests.mcp.test_surfaces import EXPECTED
+
+MUTE = "newsletter@example.com"
+
+
+def _assert_session(r: dict[str, Any], *, remote: bool, loop_id: str) -> None:
+    slug = r["slug"]
+    assert r["tools"] == EXPECTED["full"]
+    assert payload(r["whoami"])["remote"] is remote
+
+    # Search before adding finds nothing; the added page is found in the same session.
+    assert all(x["slug"] != slug for x in payload(r["search_before"])["results"])
+    added = payload(r["add"])
+    assert added["created"] is True and added["source_id"] == "default"
+    assert slug.startswith("projects/")
+    hits = [x for x in payload(r["search_after"])["results"] if x["slug"] == slug]
+    assert len(hits) == 1
+    assert hits[0]["source_id"] == "default" and hits[0]["title"] == TITLE
+    assert "similarity" in hits[0] and "quokka" in hits[0]["chunk"].lower()
+
+    again = envelope(r["add_again"])
+    assert again["error"] == "invalid_params" and "update" in again["suggestion"]
+
+    # Update by append keeps the frontmatter (title, summary, tags).
+    assert payload(r["update"])["operation"] == "append"
+    page = payload(r["get"])
+    assert page["body"].startswith(BODY) and page["body"].rstrip().endswith(APPENDED)
+    assert page["title"] == TITLE
+    assert page["frontmatter"]["title"] == TITLE
+    assert page["frontmatter"]["summary"] == BODY.splitlines()[0]
+    assert {"zoo", "perth"} <= set(page["frontmatter"]["tags"])
+    assert ("agent-input" in page["tags"]) is remote
+
+    assert envelope(r["get_missing"])["error"] == "not_found"
+    assert slug in [p["slug"] for p in payload(r["list"])["items"]]
+    assert loop_id in [str(x["id"]) for x in payload(r["open_loops"])["loops"]]
+    assert payload(r["close"])["closed"] is True
+    assert loop_id not in [
+        str(x["id"]) for x in payload(r["open_loops_after"])["loops"]
+    ]
+    assert payload(r["mute"])["created"] is True
+    assert payload(r["unmute"])["removed"] is True
+
+    unknown = envelope(r["unknown_tool"])
+    assert unknown["error"] == "invalid_params"
+    assert unknown["detail"]["reason"] == "unknown_tool"
+    bad = envelope(r["bad_type"])
+    assert (
+        bad["error"] == "invalid_params"
+        and bad["detail"]["fields"][0]["field"] == "limit"
+    )
+    missing = envelope(r["missing"])
+    assert missing["error"] == "invalid_params"
+    assert missing["detail"]["fields"][0]["field"] == "provenance"
+    unknown_arg = envelope(r["unknown_arg"])
+    assert (
+        unknown_arg["error"] == "invalid_params"
+        and "query" in unknown_arg["detail"]["allowed"]
+    )
+
+
+@committed_db
+def test_stdio_session_calls_every_tool_as_a_trusted_local_caller(open_loop) -> None:  # type: ignore[no-untyped-def]
+    async def go() -> dict[str, Any]:
+        async with Client(manage_mcp("--surface", "full")) as client:
+            return await run_session(client, loop_id=str(open_loop.pk), mute_value=MUTE)
+
+    r = anyio.run(go)
+    _assert_session(r, remote=False, loop_id=str(open_loop.pk))
+    page = Page.objects.get(source_id="default", slug=r["slug"])
+    assert PageRevision.objects.filter(page=page).count() == 2
+    assert not LoopSuppression.objects.filter(value=MUTE).exists()
+
+
+@committed_db
+def test_http_session_calls_every_tool_as_the_keys_remote_caller(  # type: ignore[no-untyped-def]
+    live_asgi, make_key, default_source, open_loop
+) -> None:
+    """Runs with the local embedding model: the search hit carries a real cosine."""
+    issued = make_key(default_source)
+
+    async def go() -> dict[str, Any]:
+        async with http_client(f"{live_asgi}/mcp", issued.plaintext) as client:
+            return await run_session(client, loop_id=str(open_loop.pk), mute_value=MUTE)
+
+    r = anyio.run(go)
+    _assert_session(r, remote=True, loop_id=str(open_loop.pk))
+    hit = next(
+        x for x in payload(r["search_after"])["results"] if x["slug"] == r["slug"]
+    )
+    assert 0 < hit["similarity"] <= 1
+    page = Page.objects.get(source_id="default", slug=r["slug"])
+    # Remote writes carry the server-stamped provenance of the key.
+    assert page.frontmatter["provenance"]["key"] == f"key:{issued.api_key.prefix}"
+    assert ApiKey.objects.get(pk=issued.api_key.pk).last_used_at is not None

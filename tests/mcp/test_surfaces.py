@@ -1,0 +1,133 @@
+"""SPEC §4 / digest §11.2: the MCP surfaces, over both transports.
+
+``verbs`` is exactly the seven memory verbs; ``starter`` adds the page, loop and push
+tools; ``full`` adds the admin extras. A tool outside the served surface is unknown,
+even when called by name.
+"""
+
+from __future__ import annotations
+
+import anyio
+from mcp import Client
+
+from brain.access import local_caller
+from brain.mcp.tools import TOOLS, tools_for_surface
+from brain.models import Page
+from brain.services.pages import page_add
+from tests.mcp.conftest import (
+    committed_db,
+    envelope,
+    http_client,
+    manage_mcp,
+    payload,
+)
+
+# The seven memory verbs (recall, remember, entity, synthesize, forget, context_pack,
+# delta), brain_query and push_context join these sets when their services
+# (brain.services.verbs, brain.services.push) are merged.
+VERBS: set[str] = set()
+BRAIN_TOOLS = {
+    "brain_search",
+    "brain_get_page",
+    "brain_add",
+    "brain_update",
+    "brain_list_pages",
+}
+LOOP_TOOLS = {"open_loops", "loops_close", "loops_mute", "loops_unmute"}
+PUSH_TOOLS: set[str] = set()
+ADMIN_TOOLS = {"whoami", "brain_list_sources"}
+EXPECTED = {
+    "verbs": VERBS,
+    "starter": VERBS | BRAIN_TOOLS | LOOP_TOOLS | PUSH_TOOLS,
+    "full": VERBS | BRAIN_TOOLS | LOOP_TOOLS | PUSH_TOOLS | ADMIN_TOOLS,
+}
+
+
+def test_registry_surfaces_nest_verbs_in_starter_in_full() -> None:
+    names = {s: {t.name for t in tools_for_surface(s)} for s in EXPECTED}
+    assert names == EXPECTED
+    assert len({t.name for t in TOOLS}) == len(TOOLS)
+
+
+def test_tool_descriptions_tell_agents_to_search_first_update_and_give_provenance() -> (
+    None
+):
+    by_name = {t.name: t.description.lower() for t in TOOLS}
+    assert "search" in by_name["brain_add"] and "brain_update" in by_name["brain_add"]
+    assert "provenance" in by_name["brain_add"]
+    assert "instead of" in by_name["brain_update"]
+
+
+@committed_db
+def test_http_lists_each_surface_and_refuses_tools_outside_it(  # type: ignore[no-untyped-def]
+    live_asgi, make_key, default_source, no_embeddings
+) -> None:
+    key = make_key(default_source).plaintext
+
+    async def go() -> dict[str, object]:
+        seen: dict[str, object] = {}
+        for surface in EXPECTED:
+            async with http_client(f"{live_asgi}/mcp/{surface}", key) as client:
+                seen[surface] = {t.name for t in (await client.list_tools()).tools}
+                seen[surface + ":search"] = await client.call_tool(
+                    "brain_search", {"query": "anything"}
+                )
+        async with http_client(f"{live_asgi}/mcp", key) as client:
+            seen["default"] = {t.name for t in (await client.list_tools()).tools}
+        return seen
+
+    seen = anyio.run(go)
+    for surface, names in EXPECTED.items():
+        assert seen[surface] == names
+    assert seen["default"] == EXPECTED["full"]
+    refused = envelope(seen["verbs:search"])  # type: ignore[arg-type]
+    assert refused["error"] == "invalid_params"
+    assert refused["detail"]["reason"] == "unknown_tool"
+    assert refused["detail"]["available"] == sorted(VERBS)
+    assert not seen["starter:search"].is_error  # type: ignore[attr-defined]
+
+
+@committed_db
+def test_stdio_starter_surface_is_scoped_to_its_source_and_hides_full_tools(  # type: ignore[no-untyped-def]
+    no_embeddings, source_a, source_b
+) -> None:
+    """``manage.py mcp --surface starter --source team-a``: the starter tools only,
+    reads and writes limited to team-a (SPEC §8: one scoping function)."""
+    page_add(
+        source=source_b,
+        actor=local_caller(),
+        title="Beta Rollout Plan",
+        type_name="project",
+        body="Rollout plan for beta.",
+    )
+
+    async def go():  # type: ignore[no-untyped-def]
+        async with Client(
+            manage_mcp("--surface", "starter", "--source", "team-a")
+        ) as c:
+            return (
+                {t.name for t in (await c.list_tools()).tools},
+                await c.call_tool("whoami", {}),
+                await c.call_tool("brain_search", {"query": "rollout"}),
+                await c.call_tool(
+                    "brain_search", {"query": "rollout", "source": "team-b"}
+                ),
+                await c.call_tool(
+                    "brain_add",
+                    {
+                        "title": "Team A Rhythm",
+                        "body": "Ships Fridays.",
+                        "provenance": "t",
+                    },
+                ),
+            )
+
+    names, hidden, found, denied, added = anyio.run(go)
+    assert names == EXPECTED["starter"]
+    body = envelope(hidden)
+    assert body["error"] == "invalid_params"
+    assert body["message"] == "Unknown tool 'whoami' on the 'starter' surface."
+    assert payload(found)["results"] == []
+    assert envelope(denied)["error"] == "scope_denied"
+    assert payload(added)["source_id"] == "team-a"
+    assert Page.objects.get(slug=payload(added)["slug"]).source_id == "team-a"
