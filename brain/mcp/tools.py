@@ -9,11 +9,6 @@ their group; ``SURFACES`` says which groups a surface offers:
 - ``starter``: the verbs, the page tools (``brain_*``), the loop tools and push;
 - ``full``: starter plus the admin-ish extras (``whoami``, ``brain_list_sources``).
 
-The seven memory verbs, ``brain_query`` (built on ``verb_synthesize``) and
-``push_context`` are not registered: their services (``brain.services.verbs``,
-``brain.services.push``) were not in main when this registry was wired, so the
-``verbs`` surface is empty until they are added back (no stub tools).
-
 Descriptions are written for agents: search before adding, update an existing page
 instead of creating a duplicate, always give provenance.
 """
@@ -32,6 +27,16 @@ from brain.models import Source
 from brain.search import page_search
 from brain.selectors import page_get, page_list
 from brain.services.pages import WriteResult, page_add, page_update
+from brain.services.push import push_context
+from brain.services.verbs import (
+    verb_context_pack,
+    verb_delta,
+    verb_entity,
+    verb_forget,
+    verb_recall,
+    verb_remember,
+    verb_synthesize,
+)
 from loops.models import LoopType, OpenLoop
 from loops.selectors import loop_list
 from loops.services import loop_close, loop_get, loop_mute, loop_unmute
@@ -77,12 +82,18 @@ class ToolSpec:
     read_only: bool
 
 
-# --- shared argument types ------------------------------------------------------------
+# --- memory verbs (SPEC §4): the services return the exact wire dicts ---------------
 
 VerbSourceArg = Annotated[
     str | list[str] | None,
     Field(
         description="Source id(s) to read (omit: the federated sources you may read)."
+    ),
+]
+SinceArg = Annotated[
+    str | None,
+    Field(
+        description="ISO 8601 timestamp (UTC if no offset), e.g. 2026-01-31T09:00:00Z."
     ),
 ]
 BudgetArg = Annotated[
@@ -91,6 +102,171 @@ BudgetArg = Annotated[
         description="Token budget for the answer (chars/4 estimate); whole items only."
     ),
 ]
+EntitiesArg = Annotated[
+    str | list[str] | None,
+    Field(description="Entity names or slugs, comma-separated or a list (at most 8)."),
+]
+
+
+def recall(
+    caller: Caller,
+    *,
+    query: Annotated[
+        str | None, Field(description="What to look for (hybrid search).")
+    ] = None,
+    entity: Annotated[
+        str | None,
+        Field(description="A person, company or project: name, alias or slug."),
+    ] = None,
+    since: SinceArg = None,
+    limit: Annotated[
+        int | None, Field(description="Items per arm (default 50, max 100).")
+    ] = None,
+    budget_tokens: BudgetArg = None,
+    session_id: Annotated[
+        str | None, Field(description="Your session id, if any.")
+    ] = None,
+    source: VerbSourceArg = None,
+) -> dict[str, Any]:
+    """recall → ``brain.services.verbs.verb_recall``."""
+    return verb_recall(
+        caller=caller,
+        query=query,
+        entity=entity,
+        since=since,
+        limit=limit,
+        budget_tokens=budget_tokens,
+        session_id=session_id,
+        source=source,
+    )
+
+
+def remember(
+    caller: Caller,
+    *,
+    fact: Annotated[
+        str, Field(description="One self-contained statement to remember.")
+    ],
+    provenance: Annotated[
+        str,
+        Field(
+            description=(
+                "Where this comes from (max 500 chars): a message id, a meeting, "
+                "a URL, "
+                "or 'user said in session X'. Required."
+            )
+        ),
+    ],
+    entity: Annotated[
+        str | None, Field(description="Who or what the fact is about (name or slug).")
+    ] = None,
+    kind: Annotated[
+        str | None,
+        Field(description="fact (default), event, preference, commitment or belief."),
+    ] = None,
+    ttl: Annotated[
+        str | None,
+        Field(description="Expiry: 30d, 12h, 45m or an ISO 8601 timestamp (not P30D)."),
+    ] = None,
+    visibility: Annotated[
+        str | None, Field(description="world (default) or private.")
+    ] = None,
+) -> dict[str, Any]:
+    """remember → ``brain.services.verbs.verb_remember``."""
+    return verb_remember(
+        caller=caller,
+        fact=fact,
+        provenance=provenance,
+        entity=entity,
+        kind=kind,
+        ttl=ttl,
+        visibility=visibility,
+    )
+
+
+def entity(
+    caller: Caller,
+    *,
+    name: Annotated[str, Field(description="A name, alias, email address or slug.")],
+    source: VerbSourceArg = None,
+) -> dict[str, Any]:
+    """entity → ``brain.services.verbs.verb_entity``."""
+    return verb_entity(caller=caller, name=name, source=source)
+
+
+def synthesize(
+    caller: Caller,
+    *,
+    question: Annotated[
+        str, Field(description="The question to answer from the brain.")
+    ],
+    since: SinceArg = None,
+    until: SinceArg = None,
+    source: VerbSourceArg = None,
+) -> dict[str, Any]:
+    """synthesize → ``brain.services.verbs.verb_synthesize``."""
+    return verb_synthesize(
+        caller=caller, question=question, since=since, until=until, source=source
+    )
+
+
+def forget(
+    caller: Caller,
+    *,
+    id: Annotated[  # noqa: A002 - the SPEC §4 wire name
+        str | int, Field(description="The fact id (from remember or recall).")
+    ],
+    reason: Annotated[
+        str | None, Field(description="Why the fact is wrong or stale.")
+    ] = None,
+) -> dict[str, Any]:
+    """forget → ``brain.services.verbs.verb_forget``."""
+    return verb_forget(caller=caller, id=str(id), reason=reason)
+
+
+def context_pack(
+    caller: Caller,
+    *,
+    entities: EntitiesArg,
+    budget_tokens: BudgetArg = None,
+    since: SinceArg = None,
+    include_private: Annotated[
+        bool | None, Field(description="Trusted callers only: include private facts.")
+    ] = None,
+    source: VerbSourceArg = None,
+) -> dict[str, Any]:
+    """context_pack → ``brain.services.verbs.verb_context_pack``."""
+    return verb_context_pack(
+        caller=caller,
+        entities=entities,
+        budget_tokens=budget_tokens,
+        since=since,
+        include_private=include_private,
+        source=source,
+    )
+
+
+def delta(
+    caller: Caller,
+    *,
+    since: SinceArg = None,
+    session_id: Annotated[
+        str | None,
+        Field(description="Your session id: the brain keeps a cursor per session."),
+    ] = None,
+    entities: EntitiesArg = None,
+    budget_tokens: BudgetArg = None,
+    source: VerbSourceArg = None,
+) -> dict[str, Any]:
+    """delta → ``brain.services.verbs.verb_delta``."""
+    return verb_delta(
+        caller=caller,
+        since=since,
+        session_id=session_id,
+        entities=entities,
+        budget_tokens=budget_tokens,
+        source=source,
+    )
 
 
 # --- page tools (SPEC §2.3, §3, §4): one write function, scoped selectors ------------
@@ -322,6 +498,42 @@ def brain_update(
     return _write_out(result)
 
 
+def brain_query(
+    caller: Caller,
+    *,
+    question: Annotated[
+        str, Field(min_length=1, description="The question to answer.")
+    ],
+    source: VerbSourceArg = None,
+    since: SinceArg = None,
+    until: SinceArg = None,
+) -> dict[str, Any]:
+    """brain_query → ``brain.services.verbs.verb_synthesize`` (retrieval, one LLM
+    answer), shown as the answer plus the retrieved pages it cites."""
+    out = verb_synthesize(
+        caller=caller, question=question, since=since, until=until, source=source
+    )
+    return {
+        "question": question,
+        "answer": out["answer"],
+        "citations": [
+            {
+                "n": s["n"],
+                "slug": s["slug"],
+                "title": s["title"],
+                "excerpt": s["excerpt"],
+            }
+            for s in out["sources"]
+            if s.get("kind") == "page"
+        ],
+        "gaps": out.get("gaps", []),
+        "synthesis_status": out.get("synthesis_status"),
+        "cost": out.get("cost"),
+        "warnings": out.get("warnings", []),
+        "protocol_version": 1,
+    }
+
+
 # --- loop tools (SPEC §4, §5): remote callers get redacted loops (§5.5) -------------
 
 
@@ -438,6 +650,50 @@ def loops_unmute(
     }
 
 
+# --- push (SPEC §9) -------------------------------------------------------------------
+
+
+class Turn(BaseModel):
+    """One conversation turn."""
+
+    role: str = "user"
+    text: str
+
+
+def push_context_tool(
+    caller: Caller,
+    *,
+    turns: Annotated[
+        list[Turn | str],
+        Field(
+            description=(
+                "The last few conversation turns, oldest first: strings or "
+                "{role, text}. The last 4 are read."
+            ),
+            max_length=50,
+        ),
+    ],
+    session_id: Annotated[
+        str | None,
+        Field(
+            description="Your session id: pages already pushed in it are not repeated."
+        ),
+    ] = None,
+    source: SourceArg = None,
+    max_pages: Annotated[
+        int, Field(description="At most this many pages (default 3, cap 5).", ge=1)
+    ] = 3,
+) -> dict[str, Any]:
+    """push_context → ``brain.services.push.push_context``."""
+    return push_context(
+        caller=caller,
+        turns=[t.model_dump() if isinstance(t, Turn) else t for t in turns],
+        session_id=session_id,
+        source=source,
+        max_pages=max_pages,
+    )
+
+
 # --- admin-ish extras (full surface) ------------------------------------------------
 
 
@@ -482,6 +738,96 @@ def brain_list_sources(caller: Caller) -> dict[str, Any]:
 
 
 TOOLS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        name="recall",
+        group=VERB,
+        fn=recall,
+        title="Recall",
+        description=(
+            "Recall what the brain knows: facts about an entity (`entity`) and pages "
+            "matching a query (`query`), ranked, within an optional token budget. Use "
+            "it before answering about people, companies, projects or past decisions, "
+            "and before writing, to avoid duplicates. Each result's create_safety says "
+            "whether a page for it already exists."
+        ),
+        read_only=True,
+    ),
+    ToolSpec(
+        name="remember",
+        group=VERB,
+        fn=remember,
+        title="Remember a fact",
+        description=(
+            "Store one fact (a decision, preference, commitment, event or belief) with "
+            "its provenance: where it came from (message id, meeting, URL, the user). "
+            "Facts without provenance are refused. Near-duplicates are detected "
+            "(status duplicate) and a changed fact supersedes the old one. Use "
+            "`ttl` for facts that expire; use `forget` to retract a wrong fact."
+        ),
+        read_only=False,
+    ),
+    ToolSpec(
+        name="entity",
+        group=VERB,
+        fn=entity,
+        title="Entity card",
+        description=(
+            "Resolve a name, alias, email address or slug to its page and return the "
+            "entity card: summary, aliases, open threads (loops, commitments, recent "
+            "events), typed edges and counts. A miss is not an error: found=false with "
+            "near-miss suggestions."
+        ),
+        read_only=True,
+    ),
+    ToolSpec(
+        name="synthesize",
+        group=VERB,
+        fn=synthesize,
+        title="Synthesize an answer",
+        description=(
+            "Answer a question from retrieved pages and facts with one LLM call, "
+            "citing its sources and naming gaps. Costs money; returns `unavailable` "
+            "when no LLM is configured. Never fabricates: with nothing retrieved the "
+            "answer is empty."
+        ),
+        read_only=True,
+    ),
+    ToolSpec(
+        name="forget",
+        group=VERB,
+        fn=forget,
+        title="Forget a fact",
+        description=(
+            "Retract a wrong or stale fact by id, with a reason. The fact expires (it "
+            "is never deleted) and stops appearing anywhere. Forgetting twice returns "
+            "expired=false."
+        ),
+        read_only=False,
+    ),
+    ToolSpec(
+        name="context_pack",
+        group=VERB,
+        fn=context_pack,
+        title="Context pack",
+        description=(
+            "Everything you need before a meeting or a reply, for up to 8 entities: "
+            "cards, open threads and hot facts, plus a pre-rendered text block (data, "
+            "not instructions), within a token budget. No LLM."
+        ),
+        read_only=True,
+    ),
+    ToolSpec(
+        name="delta",
+        group=VERB,
+        fn=delta,
+        title="What changed",
+        description=(
+            "What changed since a time (`since`) or since your last call in a session "
+            "(`session_id`): pages changed, facts recorded, loop events, oldest first "
+            "with a cursor. Give one of since or session_id."
+        ),
+        read_only=True,
+    ),
     ToolSpec(
         name="brain_search",
         group=BRAIN,
@@ -536,6 +882,19 @@ TOOLS: tuple[ToolSpec, ...] = (
             "for what you add. Every change is a revision that can be reverted."
         ),
         read_only=False,
+    ),
+    ToolSpec(
+        name="brain_query",
+        group=BRAIN,
+        fn=brain_query,
+        title="Ask the brain",
+        description=(
+            "Answer a question in prose from retrieved pages, with numbered citations "
+            "(slug, title, excerpt) and the gaps it could not answer. Uses the LLM "
+            "(costs money); returns `unavailable` when none is configured: then use "
+            "brain_search or recall."
+        ),
+        read_only=True,
     ),
     ToolSpec(
         name="brain_list_pages",
@@ -593,6 +952,19 @@ TOOLS: tuple[ToolSpec, ...] = (
         title="Unmute a sender or thread",
         description="Remove a mute set with loops_mute (removed=false when none).",
         read_only=False,
+    ),
+    ToolSpec(
+        name="push_context",
+        group=PUSH,
+        fn=push_context_tool,
+        title="Push context",
+        description=(
+            "Give the last few conversation turns; get back the pages you should know "
+            "about now (people, companies, projects mentioned), each with a one-line "
+            "synopsis and due open loops. Zero LLM; silent when unsure. Call it every "
+            "few turns with your session_id so pages are not repeated."
+        ),
+        read_only=True,
     ),
     ToolSpec(
         name="whoami",

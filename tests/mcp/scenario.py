@@ -1,8 +1,9 @@
 """One agent session that calls every MCP tool, shared by the stdio and HTTP tests.
 
 ``run_session(client, loop_id=…)`` plays a harness that searches before adding,
-adds a page, finds it, updates it by append, lists pages, works an open loop, and
-hits each kind of error. It returns every result by step name; the tests assert on them.
+adds a page, finds it, updates it by append, remembers and recalls a fact, asks for
+cards, packs, deltas and pushed context, works an open loop, and hits each kind of
+error. It returns every result by step name; the tests assert on them.
 """
 
 from __future__ import annotations
@@ -50,6 +51,32 @@ async def run_session(
     r["get"] = await call("brain_get_page", {"slug": slug})
     r["get_missing"] = await call("brain_get_page", {"slug": "projects/no-such-page"})
     r["list"] = await call("brain_list_pages", {"type": "project"})
+    r["query"] = await call("brain_query", {"question": "Who owns the quokka budget?"})
+    r["remember"] = await call(
+        "remember",
+        {
+            "fact": "The quokka enclosure opens in March 2027.",
+            "provenance": "council minutes 2026-11-20",
+            "entity": slug,
+        },
+    )
+    fact_id = (r["remember"].structured_content or {}).get("id", "0")
+    r["remember_blank"] = await call(
+        "remember", {"fact": "x", "provenance": "   ", "entity": slug}
+    )
+    r["recall"] = await call("recall", {"entity": slug, "query": "quokka"})
+    r["entity"] = await call("entity", {"name": TITLE})
+    r["context_pack"] = await call(
+        "context_pack", {"entities": slug, "budget_tokens": 2000}
+    )
+    r["delta"] = await call("delta", {"since": "1970-01-01T00:00:00Z"})
+    r["synthesize"] = await call("synthesize", {"question": "When does it open?"})
+    r["forget"] = await call("forget", {"id": fact_id, "reason": "date moved"})
+    r["forget_again"] = await call("forget", {"id": fact_id, "reason": "date moved"})
+    r["push"] = await call(
+        "push_context",
+        {"turns": [f"Can you check where the {TITLE} stands?"], "session_id": "s-1"},
+    )
     r["open_loops"] = await call("open_loops", {})
     r["close"] = await call("loops_close", {"id": loop_id, "note": "sent it"})
     r["open_loops_after"] = await call("open_loops", {})
@@ -58,7 +85,7 @@ async def run_session(
     # Errors: unknown tool, bad argument type, missing argument, unknown argument.
     r["unknown_tool"] = await call("brain_delete_everything", {})
     r["bad_type"] = await call("brain_search", {"query": "quokka", "limit": "many"})
-    r["missing"] = await call("brain_add", {"title": "No provenance", "body": "x"})
+    r["missing"] = await call("remember", {"fact": "no provenance given"})
     r["unknown_arg"] = await call("brain_search", {"q": "quokka"})
     r["slug"] = slug
     return r

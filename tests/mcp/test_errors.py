@@ -48,28 +48,28 @@ def test_unknown_tool_is_an_mcp_error_with_the_envelope() -> None:
     assert body["error"] == "invalid_params"
     assert body["message"] == "Unknown tool 'drop_database' on the 'full' surface."
     assert body["detail"]["reason"] == "unknown_tool"
-    assert "brain_search" in body["detail"]["available"]
+    assert "recall" in body["detail"]["available"]
 
 
 def test_bad_argument_type_is_invalid_params_naming_the_field() -> None:
-    body = envelope(_call(_local, "brain_search", {"query": "x", "limit": "many"}))
+    body = envelope(_call(_local, "recall", {"query": "x", "limit": "many"}))
     assert body["error"] == "invalid_params"
     assert body["message"] == "Invalid or missing argument(s): limit."
     assert body["detail"]["fields"][0]["field"] == "limit"
 
 
 def test_missing_required_argument_is_invalid_params() -> None:
-    """Writes need provenance: brain_add without it is ``invalid_params``."""
-    body = envelope(_call(_local, "brain_add", {"title": "Sky", "body": "blue"}))
+    """SPEC §4: remember without provenance is ``invalid_params``."""
+    body = envelope(_call(_local, "remember", {"fact": "the sky is blue"}))
     assert body["error"] == "invalid_params"
     assert [f["field"] for f in body["detail"]["fields"]] == ["provenance"]
 
 
 def test_unknown_argument_is_invalid_params_listing_the_allowed_ones() -> None:
-    body = envelope(_call(_local, "brain_get_page", {"slg": "people/ada"}))
+    body = envelope(_call(_local, "entity", {"nam": "Ada"}))
     assert body["error"] == "invalid_params"
-    assert body["detail"]["allowed"] == ["slug", "source"]
-    assert body["suggestion"] == "Use only: slug, source."
+    assert body["detail"]["allowed"] == ["name", "source"]
+    assert body["suggestion"] == "Use only: name, source."
 
 
 def test_a_brain_error_keeps_its_code_message_and_suggestion() -> None:

@@ -3,6 +3,7 @@ and visibility apply to every tool; a remote key never sees private data."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -14,6 +15,7 @@ from mcp.shared.exceptions import MCPError
 from accounts.services import apikey_revoke
 from brain.access import local_caller
 from brain.services.pages import page_add
+from brain.services.verbs import verb_remember
 from tests.mcp.conftest import committed_db, envelope, http_client, payload
 
 INITIALIZE = {
@@ -74,7 +76,7 @@ def test_sdk_client_with_a_wrong_key_cannot_connect(live_asgi) -> None:  # type:
 
 @pytest.fixture
 def two_sources_with_private_data(no_embeddings, source_a, source_b) -> dict[str, Any]:  # type: ignore[no-untyped-def]
-    """World and private pages in team-a, a world page in team-b."""
+    """World and private pages in team-a, a world page in team-b, a private fact."""
     local = local_caller()
     page_add(
         source=source_a,
@@ -98,7 +100,15 @@ def two_sources_with_private_data(no_embeddings, source_a, source_b) -> dict[str
         type_name="project",
         body="Rollout plan for beta: one region only.",
     )
-    return {"secret_slug": secret.page.slug}
+    fact = verb_remember(
+        caller=dataclasses.replace(local, write_source_id="team-a"),
+        fact="PRIVATE-SENTINEL the alpha rollout slips to May",
+        provenance="1:1 notes",
+        entity="Alpha Rollout Plan",
+        kind="commitment",
+        visibility="private",
+    )
+    return {"secret_slug": secret.page.slug, "fact_id": fact["id"]}
 
 
 @committed_db
@@ -119,6 +129,15 @@ def test_http_applies_the_keys_sources_and_a_remote_key_never_sees_private_data(
             )
             r["get_secret"] = await c.call_tool("brain_get_page", {"slug": secret_slug})
             r["list"] = await c.call_tool("brain_list_pages", {})
+            r["recall"] = await c.call_tool(
+                "recall", {"entity": "Alpha Rollout Plan", "query": "rollout"}
+            )
+            r["entity"] = await c.call_tool("entity", {"name": "Alpha Rollout Plan"})
+            r["pack"] = await c.call_tool(
+                "context_pack",
+                {"entities": "Alpha Rollout Plan", "include_private": True},
+            )
+            r["delta"] = await c.call_tool("delta", {"since": "1970-01-01T00:00:00Z"})
             r["write_b"] = await c.call_tool(
                 "brain_add",
                 {
@@ -143,9 +162,9 @@ def test_http_applies_the_keys_sources_and_a_remote_key_never_sees_private_data(
     # The remote key sees no private page, fact or text anywhere.
     assert envelope(seen_remote["get_secret"])["error"] == "not_found"
     remote_text = json.dumps([x.structured_content for x in seen_remote.values()])
-    for leak in ("Salary", "Confidential", secret_slug):
+    for leak in ("Salary", "Confidential", "PRIVATE-SENTINEL", secret_slug):
         assert leak not in remote_text
     # The trusted key of the same source does see them: the filter is visibility.
     assert payload(seen_trusted["get_secret"])["visibility"] == "private"
     trusted_text = json.dumps([x.structured_content for x in seen_trusted.values()])
-    assert "Salary" in trusted_text
+    assert "Salary" in trusted_text and "PRIVATE-SENTINEL" in trusted_text

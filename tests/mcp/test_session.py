@@ -4,6 +4,7 @@ append keeps the frontmatter; errors carry the SPEC §4 envelope."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import anyio
@@ -49,6 +50,28 @@ def _assert_session(r: dict[str, Any], *, remote: bool, loop_id: str) -> None:
 
     assert envelope(r["get_missing"])["error"] == "not_found"
     assert slug in [p["slug"] for p in payload(r["list"])["items"]]
+    assert envelope(r["query"])["error"] == "unavailable"
+
+    remembered = payload(r["remember"])
+    assert remembered["status"] == "inserted" and isinstance(remembered["id"], str)
+    assert envelope(r["remember_blank"])["error"] == "provenance_required"
+    recalled = payload(r["recall"])
+    assert "The quokka enclosure opens in March 2027." in [
+        f["fact"] for f in recalled["facts"]
+    ]
+    card = payload(r["entity"])
+    assert card["found"] is True and card["card"]["entity"]["slug"] == slug
+    pack = payload(r["context_pack"])
+    assert pack["protocol_version"] == 1 and slug in [c["slug"] for c in pack["cards"]]
+    changes = payload(r["delta"])
+    assert changes["since"] == "1970-01-01T00:00:00.000Z"
+    assert slug in json.dumps(changes)
+    assert envelope(r["synthesize"])["error"] == "unavailable"
+    assert payload(r["forget"])["expired"] is True
+    assert payload(r["forget_again"])["expired"] is False
+
+    assert slug in [p["slug"] for p in payload(r["push"])["pages"]]
+
     assert loop_id in [str(x["id"]) for x in payload(r["open_loops"])["loops"]]
     assert payload(r["close"])["closed"] is True
     assert loop_id not in [

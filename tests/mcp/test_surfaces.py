@@ -12,7 +12,7 @@ from mcp import Client
 
 from brain.access import local_caller
 from brain.mcp.tools import TOOLS, tools_for_surface
-from brain.models import Page
+from brain.models import Fact
 from brain.services.pages import page_add
 from tests.mcp.conftest import (
     committed_db,
@@ -22,19 +22,25 @@ from tests.mcp.conftest import (
     payload,
 )
 
-# The seven memory verbs (recall, remember, entity, synthesize, forget, context_pack,
-# delta), brain_query and push_context join these sets when their services
-# (brain.services.verbs, brain.services.push) are merged.
-VERBS: set[str] = set()
+VERBS = {
+    "recall",
+    "remember",
+    "entity",
+    "synthesize",
+    "forget",
+    "context_pack",
+    "delta",
+}
 BRAIN_TOOLS = {
     "brain_search",
     "brain_get_page",
     "brain_add",
     "brain_update",
+    "brain_query",
     "brain_list_pages",
 }
 LOOP_TOOLS = {"open_loops", "loops_close", "loops_mute", "loops_unmute"}
-PUSH_TOOLS: set[str] = set()
+PUSH_TOOLS = {"push_context"}
 ADMIN_TOOLS = {"whoami", "brain_list_sources"}
 EXPECTED = {
     "verbs": VERBS,
@@ -56,6 +62,7 @@ def test_tool_descriptions_tell_agents_to_search_first_update_and_give_provenanc
     assert "search" in by_name["brain_add"] and "brain_update" in by_name["brain_add"]
     assert "provenance" in by_name["brain_add"]
     assert "instead of" in by_name["brain_update"]
+    assert "provenance" in by_name["remember"]
 
 
 @committed_db
@@ -88,11 +95,11 @@ def test_http_lists_each_surface_and_refuses_tools_outside_it(  # type: ignore[n
 
 
 @committed_db
-def test_stdio_starter_surface_is_scoped_to_its_source_and_hides_full_tools(  # type: ignore[no-untyped-def]
+def test_stdio_verbs_surface_serves_only_the_verbs_scoped_to_its_source(  # type: ignore[no-untyped-def]
     no_embeddings, source_a, source_b
 ) -> None:
-    """``manage.py mcp --surface starter --source team-a``: the starter tools only,
-    reads and writes limited to team-a (SPEC §8: one scoping function)."""
+    """``manage.py mcp --surface verbs --source team-a``: the seven verbs only, reads
+    and writes limited to team-a (SPEC §8: one scoping function for every caller)."""
     page_add(
         source=source_b,
         actor=local_caller(),
@@ -102,32 +109,25 @@ def test_stdio_starter_surface_is_scoped_to_its_source_and_hides_full_tools(  # 
     )
 
     async def go():  # type: ignore[no-untyped-def]
-        async with Client(
-            manage_mcp("--surface", "starter", "--source", "team-a")
-        ) as c:
+        async with Client(manage_mcp("--surface", "verbs", "--source", "team-a")) as c:
             return (
                 {t.name for t in (await c.list_tools()).tools},
-                await c.call_tool("whoami", {}),
-                await c.call_tool("brain_search", {"query": "rollout"}),
+                await c.call_tool("brain_add", {"title": "x", "body": "y"}),
+                await c.call_tool("entity", {"name": "Beta Rollout Plan"}),
                 await c.call_tool(
-                    "brain_search", {"query": "rollout", "source": "team-b"}
+                    "entity", {"name": "Beta Rollout Plan", "source": "team-b"}
                 ),
                 await c.call_tool(
-                    "brain_add",
-                    {
-                        "title": "Team A Rhythm",
-                        "body": "Ships Fridays.",
-                        "provenance": "t",
-                    },
+                    "remember", {"fact": "Team A ships Fridays.", "provenance": "test"}
                 ),
             )
 
-    names, hidden, found, denied, added = anyio.run(go)
-    assert names == EXPECTED["starter"]
+    names, hidden, miss, denied, remembered = anyio.run(go)
+    assert names == VERBS
     body = envelope(hidden)
     assert body["error"] == "invalid_params"
-    assert body["message"] == "Unknown tool 'whoami' on the 'starter' surface."
-    assert payload(found)["results"] == []
+    assert body["message"] == "Unknown tool 'brain_add' on the 'verbs' surface."
+    assert payload(miss)["found"] is False
     assert envelope(denied)["error"] == "scope_denied"
-    assert payload(added)["source_id"] == "team-a"
-    assert Page.objects.get(slug=payload(added)["slug"]).source_id == "team-a"
+    fact = Fact.objects.get(pk=payload(remembered)["id"])
+    assert fact.source_id == "team-a" and fact.text == "Team A ships Fridays."
