@@ -9,8 +9,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from django.db import connection
-from django.http import HttpRequest, HttpResponse
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.db import DataError, connection
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
 from ninja import NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
@@ -94,6 +97,35 @@ def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
     )
 
 
+@api.exception_handler(DataError)
+def on_data_error(request: HttpRequest, exc: DataError) -> HttpResponse:
+    # PostgreSQL refuses some text outright (a NUL byte, an out-of-range number);
+    # the transaction is rolled back, so nothing was written.
+    return api.create_response(
+        request,
+        envelope(
+            "invalid_params",
+            f"The database refused a value: {str(exc).splitlines()[0]}",
+            "Remove NUL (\\u0000) characters and out-of-range numbers from the input.",
+        ),
+        status=400,
+    )
+
+
+@api.exception_handler(RequestDataTooBig)
+def on_too_big(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
+    return api.create_response(
+        request,
+        envelope(
+            "invalid_params",
+            "The request body is too large.",
+            f"Send at most {settings.DATA_UPLOAD_MAX_MEMORY_SIZE:,} bytes; split large "
+            "pages into several updates (mode 'append').",
+        ),
+        status=413,
+    )
+
+
 @api.exception_handler(Exception)
 def on_unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
     logger.exception("Unhandled API error", exc_info=exc)
@@ -120,6 +152,19 @@ def health(request: HttpRequest) -> dict[str, Any]:
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
     return {"status": "ok", "database": connection.vendor, "protocol_version": 1}
+
+
+@csrf_exempt
+def unknown_endpoint(request: HttpRequest, rest: str = "") -> HttpResponse:
+    """Any /api/ path no operation matches: a JSON envelope, never an HTML page."""
+    return JsonResponse(
+        envelope(
+            "not_found",
+            f"No API endpoint at /api/{rest}.",
+            "See /api/openapi.json (or /api/docs) for the endpoints and their methods.",
+        ),
+        status=404,
+    )
 
 
 api.add_router("/", "accounts.api.router")

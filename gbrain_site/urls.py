@@ -2,12 +2,14 @@
 /api/docs), Google sign-in and the mailbox grant under /oauth/."""
 
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, re_path
 
-from gbrain_site.api import api
+from gbrain_site.api import api, unknown_endpoint
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", api.urls),
+    # After the API routes: unknown /api/ paths answer with the error envelope.
+    re_path(r"^api/(?P<rest>.*)$", unknown_endpoint),
     path("oauth/", include("social_django.urls", namespace="social")),
 ]

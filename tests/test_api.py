@@ -42,3 +42,35 @@ def test_whoami_describes_the_key(api_client, make_key, source_a) -> None:  # ty
     assert body["write_source"] == "team-a"
     assert body["readable_sources"] == ["team-a"]
     assert body["scopes"] == ["read", "write"]
+
+
+def test_nul_bytes_in_a_read_get_the_envelope_not_a_500(api_client, make_key, default_source) -> None:  # type: ignore[no-untyped-def]
+    """Regression (fresh-clone check): a NUL byte reached PostgreSQL and gave HTTP 500."""
+    client = api_client(make_key(default_source).plaintext)
+    for response in (
+        client.get("/api/search", {"query": "\x00"}),
+        client.post("/api/recall", {"query": "a\x00b"}, content_type="application/json"),
+    ):
+        assert response.status_code == 400, response.content
+        body = response.json()
+        assert body["error"] == "invalid_params" and "NUL" in body["suggestion"]
+
+
+def test_an_oversized_body_gets_the_envelope(api_client, make_key, default_source, settings) -> None:  # type: ignore[no-untyped-def]
+    """Regression: a body over DATA_UPLOAD_MAX_MEMORY_SIZE gave HTTP 500."""
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    client = api_client(make_key(default_source).plaintext)
+    response = client.post(
+        "/api/remember",
+        {"fact": "x" * 5000, "provenance": "test"},
+        content_type="application/json",
+    )
+    assert response.status_code == 413
+    assert response.json()["error"] == "invalid_params"
+
+
+def test_unknown_api_paths_get_the_envelope_not_html() -> None:
+    response = Client(enforce_csrf_checks=True).post("/api/frobnicate")
+    assert response.status_code == 404
+    assert response.json()["error"] == "not_found"
+    assert "/api/openapi.json" in response.json()["suggestion"]

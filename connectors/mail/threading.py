@@ -291,7 +291,7 @@ _PRECEDENCE_BULK = re.compile(r"^precedence:\s*(bulk|junk|list)\b", re.I | re.M)
 _LIST_ID = re.compile(r"^list-id:", re.I | re.M)
 _BULK_WORDING = re.compile(
     r"(click here to (be )?(unsubscribe|removed)"
-    r"|to unsubscribe\b|unsubscribe (instructions|here|link)"
+    r"|\bunsubscribe\b"
     r"|(do not|no longer) wish to receive (future|further|these|our)"
     r"|to be removed from (our|this|the) (mailing |e-?mail |distribution )?list"
     r"|this (e-?mail|message) is (an )?automated (notification|message))",

@@ -108,7 +108,7 @@ class Command(BaseCommand):
         worker = subprocess.Popen([sys.executable, manage, "worker"], stdout=subprocess.DEVNULL)
         self.stdout.write(self.style.SUCCESS("\nServing (Ctrl-C stops):"))
         self.stdout.write(f"   admin:   http://{addr}/admin/   user {ADMIN_USERNAME!r}  password {password!r}")
-        self.stdout.write(f"   waiting: http://{addr}/admin/loops/waiting/")
+        self.stdout.write(f"   waiting: http://{addr}/admin/loops/openloop/waiting/")
         self.stdout.write(f"   API:     http://{addr}/api/docs   (OpenAPI /api/openapi.json)")
         self.stdout.write(f"   MCP:     http://{addr}/mcp        (bearer key from admin → API keys)")
         self.stdout.write(f"   worker:  pid {worker.pid} (django-q2; jobs in admin → Jobs)")
