@@ -31,6 +31,7 @@ import html2text
 from mailparser_reply import EmailReplyParser
 
 from connectors.base import PermanentError
+from loops.definitions import CALENDAR_METHODS, NOISE_SENDER_MARKERS
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -38,30 +39,8 @@ if TYPE_CHECKING:
 # SPEC §6.1: at most 8,000 characters of body per message on a thread page.
 MAX_BODY_CHARS = 8000
 TRUNCATED_MARK = "\n[truncated]"
-# SPEC §5.1 noise senders (substring match on the lower-cased From address).
-NOISE_MARKERS = (
-    "noreply",
-    "no-reply",
-    "donotreply",
-    "do-not-reply",
-    "notifications@",
-    "notification@",
-    "mailer-daemon",
-    "postmaster",
-    "calendar-notification",
-)
-CALENDAR_METHODS = frozenset(
-    {
-        "REQUEST",
-        "REPLY",
-        "CANCEL",
-        "PUBLISH",
-        "COUNTER",
-        "DECLINECOUNTER",
-        "REFRESH",
-        "ADD",
-    }
-)
+# SPEC §5.1 definitions live with the loops rules; parsing only applies them.
+NOISE_MARKERS = NOISE_SENDER_MARKERS
 _REPLY_PREFIX = re.compile(
     r"^\s*(?:(?:re|fw|fwd|aw|wg|sv|vs|antw|tr|rif|r)\s*(?:\[\d+\])?\s*:\s*)+",
     re.IGNORECASE,
