@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 # SPEC §6.1: at most 8,000 characters of body per message on a thread page.
 MAX_BODY_CHARS = 8000
 TRUNCATED_MARK = "\n[truncated]"
+_CORE_HEADERS = ("from", "to", "date", "subject", "message-id")
 # SPEC §5.1 definitions live with the loops rules; parsing only applies them.
 NOISE_MARKERS = NOISE_SENDER_MARKERS
 _REPLY_PREFIX = re.compile(
@@ -563,6 +564,13 @@ def parse_rfc822(data: bytes, *, folder: str = "") -> ParsedMail:
     msg = email.message_from_bytes(data, policy=email.policy.compat32)
     if not msg.keys():
         raise MailParseError("No mail headers found.", detail={"folder": folder})
+    if not any(msg.get(name) for name in _CORE_HEADERS):
+        # "key: value" lines parse as headers (a passwd file, a YAML note); a message
+        # has at least one of these.
+        raise MailParseError(
+            "Not a mail message: it has none of From, To, Date, Subject, Message-ID.",
+            detail={"folder": folder},
+        )
     defects = [type(d).__name__ for d in msg.defects]
     raw = data.decode("utf-8", errors="replace")
     return _finish(
