@@ -12,8 +12,11 @@ Every step is idempotent: running the demo again imports nothing twice.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import secrets
+import signal
 import subprocess
 import sys
 import time
@@ -105,21 +108,25 @@ class Command(BaseCommand):
         """Start a django-q2 worker and serve the ASGI site (admin, API, MCP) until Ctrl-C."""
         host, _, port = addr.rpartition(":")
         manage = str(settings.BASE_DIR / "manage.py")
-        worker = subprocess.Popen([sys.executable, manage, "worker"], stdout=subprocess.DEVNULL)
+        # Its own process group, so stopping the demo stops the cluster's children too.
+        worker = subprocess.Popen(
+            [sys.executable, manage, "worker"],
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         self.stdout.write(self.style.SUCCESS("\nServing (Ctrl-C stops):"))
         self.stdout.write(f"   admin:   http://{addr}/admin/   user {ADMIN_USERNAME!r}  password {password!r}")
         self.stdout.write(f"   waiting: http://{addr}/admin/loops/openloop/waiting/")
         self.stdout.write(f"   API:     http://{addr}/api/docs   (OpenAPI /api/openapi.json)")
         self.stdout.write(f"   MCP:     http://{addr}/mcp        (bearer key from admin → API keys)")
         self.stdout.write(f"   worker:  pid {worker.pid} (django-q2; jobs in admin → Jobs)")
+        # uvicorn re-raises the SIGTERM it caught once it has shut down; turning it
+        # into SystemExit lets the worker group be stopped below, as on Ctrl-C.
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
         try:
             self._run_server(host or "127.0.0.1", int(port or 8000))
         finally:
-            worker.terminate()
-            try:
-                worker.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                worker.kill()
+            _stop_group(worker)
 
     def _run_server(self, host: str, port: int) -> None:
         call_command("collectstatic", interactive=False, verbosity=0)
@@ -149,6 +156,19 @@ class Command(BaseCommand):
 
     def _heading(self, text: str) -> None:
         self.stdout.write(self.style.MIGRATE_HEADING(f"\n{text}"))
+
+
+def _stop_group(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the worker's process group (django-q2 shuts down gracefully and its
+    exit releases the embedded database), then SIGKILL whatever is left after 20 s."""
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=20)
+    except ProcessLookupError:
+        return
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
 
 
 class _Summary:
