@@ -16,7 +16,7 @@ from accounts.services import apikey_create, apikey_revoke
 
 @admin.register(User)
 class UserAdmin(BaseUserAdmin):
-    pass
+    """Django's user admin, registered for the custom ``accounts.User``."""
 
 
 @admin.register(ApiKey)

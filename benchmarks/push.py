@@ -28,6 +28,7 @@ micro-averaged over labelled turns):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -189,7 +190,7 @@ def _allowed_sources(fixture: dict[str, Any], all_sources: set[str]) -> set[str]
 
 
 class _Rollback(Exception):
-    pass
+    """Raised to roll back one fixture's seed pages after its turns are measured."""
 
 
 def run_fixture(fixture: dict[str, Any]) -> list[TurnResult]:
@@ -201,7 +202,8 @@ def run_fixture(fixture: dict[str, Any]) -> list[TurnResult]:
     from brain.services.push import push_context
 
     results: list[TurnResult] = []
-    try:
+    # The fixture's seed rows are rolled back on purpose after its turns are measured.
+    with contextlib.suppress(_Rollback):
         with transaction.atomic():
             seed_fixture(fixture)
             all_sources = set(Source.objects.values_list("id", flat=True))
@@ -248,8 +250,6 @@ def run_fixture(fixture: dict[str, Any]) -> list[TurnResult]:
                     )
                 )
             raise _Rollback
-    except _Rollback:
-        pass
     return results
 
 

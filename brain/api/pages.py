@@ -53,7 +53,9 @@ def page_out(page: Page) -> dict[str, Any]:
     }
 
 
-def _write_out(result: WriteResult) -> dict[str, Any]:
+def write_out(result: WriteResult) -> dict[str, Any]:
+    """The ``WriteOut`` wire shape shared by HTTP and MCP: where the write landed,
+    whether content and index changed, and the page."""
     page = result.page
     return {
         "slug": page.slug,
@@ -153,7 +155,7 @@ def add_page(request: HttpRequest, payload: PageIn) -> tuple[int, dict[str, Any]
         provenance=payload.provenance,
         relations=[RelationInput(r.type, r.to, r.context) for r in payload.relations],
     )
-    return 201, _write_out(result)
+    return 201, write_out(result)
 
 
 @router.post("/pages/{path:slug}", response=WriteOut)
@@ -178,5 +180,5 @@ def update_page(request: HttpRequest, slug: str, payload: PageUpdateIn) -> dict[
         provenance=payload.provenance,
         relations=[RelationInput(r.type, r.to, r.context) for r in payload.relations],
     )
-    return _write_out(result)
+    return write_out(result)
 

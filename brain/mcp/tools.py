@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BaseModel, Field
 
 from brain.access import Caller  # noqa: TC001 - resolved at runtime for the schemas
-from brain.api.pages import page_out
+from brain.api.pages import page_out, write_out
 from brain.exceptions import InvalidParams
 from brain.models import Source
 from brain.search import page_search
 from brain.selectors import page_get, page_list
-from brain.services.pages import WriteResult, page_add, page_update
+from brain.services.pages import page_add, page_update
 from brain.services.push import push_context
 from brain.services.verbs import (
     verb_context_pack,
@@ -297,21 +297,6 @@ class RelationArg(BaseModel):
     context: str = Field("", max_length=200, description="Why (≤ 200 chars).")
 
 
-def _write_out(result: WriteResult) -> dict[str, Any]:
-    """The HTTP API's ``WriteOut`` shape: where the write landed and the page."""
-    page = result.page
-    return {
-        "slug": page.slug,
-        "source_id": page.source_id,
-        "created": result.created,
-        "changed": result.changed,
-        "index_current": result.index_current,
-        "operation": result.operation,
-        "page": page_out(page),
-        "protocol_version": 1,
-    }
-
-
 def _as_list(value: str | list[str] | None) -> list[str] | None:
     if value is None:
         return None
@@ -452,7 +437,7 @@ def brain_add(
         visibility=visibility,
         provenance={"from": provenance, "ingested_via": "mcp:brain_add"},
     )
-    return _write_out(result)
+    return write_out(result)
 
 
 def brain_update(
@@ -495,7 +480,7 @@ def brain_update(
         allow_empty=allow_empty,
         provenance={"from": provenance, "ingested_via": "mcp:brain_update"},
     )
-    return _write_out(result)
+    return write_out(result)
 
 
 def brain_query(
