@@ -24,13 +24,13 @@ from django.conf import settings
 from django.contrib.postgres.search import SearchVector
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import IntegrityError, connection, transaction
-from django.db.models import F, Q, Value
+from django.db.models import Exists, F, OuterRef, Q, Subquery
 from django.utils import timezone
 
+from brain import embeddings
 from brain.access import Caller
 from brain.chunking import chunk_body, chunk_tokens
-from brain import embeddings
-from brain.exceptions import AlreadyExists, InvalidParams, NotFound
+from brain.exceptions import AlreadyExists, BrainError, InvalidParams, NotFound
 from brain.models import (
     Alias,
     AuditEvent,
@@ -40,6 +40,7 @@ from brain.models import (
     PageType,
     RawRecord,
     Relation,
+    RelationType,
     Source,
     TimelineEntry,
     Visibility,
@@ -51,7 +52,6 @@ from brain.services.schema import (
     schema_required_fields,
 )
 from brain.text import normalize_alias, sha256_hex, slugify_title, validate_slug
-
 
 MODES = ("create", "append", "replace", "upsert")
 AGENT_INPUT_TAG = "agent-input"
@@ -207,27 +207,36 @@ def _resolve_slug(
 # --- the write path ------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class PageInput:
+    """One page to write with ``pages_write``: the per-page arguments of
+    ``page_write`` (see there for what each field means)."""
+
+    mode: str
+    slug: str | None = None
+    title: str | None = None
+    body: str | None = None
+    type_name: str | None = None
+    summary: str | None = None
+    tags: Sequence[str] | None = None
+    frontmatter: dict[str, Any] | None = None
+    visibility: str | None = None
+    effective_date: date | None = None
+    raws: Sequence[RawInput] = ()
+    provenance: dict[str, Any] | None = None
+    allow_empty: bool = False
+    relations: Sequence[RelationInput | dict[str, str]] = ()
+    replace_frontmatter: bool = False
+    timeline: Sequence[TimelineInput] = ()
+
+
 def page_write(
     *,
     source: Source | str,
     mode: str,
     actor: Caller,
-    slug: str | None = None,
-    title: str | None = None,
-    body: str | None = None,
-    type_name: str | None = None,
-    summary: str | None = None,
-    tags: Sequence[str] | None = None,
-    frontmatter: dict[str, Any] | None = None,
-    visibility: str | None = None,
-    effective_date: date | None = None,
-    raws: Sequence[RawInput] = (),
-    provenance: dict[str, Any] | None = None,
-    allow_empty: bool = False,
-    relations: Sequence[RelationInput | dict[str, str]] = (),
     embed: bool = True,
-    replace_frontmatter: bool = False,
-    timeline: Sequence[TimelineInput] = (),
+    **fields: Any,
 ) -> WriteResult:
     """Write one page through the single write path (SPEC §2.3).
 
@@ -257,326 +266,167 @@ def page_write(
     ``embed=False`` (bulk importers; ``pages_embed_pending`` fills them later).
     ``frontmatter`` is merged over the stored one unless ``replace_frontmatter``
     (admin edits and markdown re-imports, where the given set is complete).
-    Returns a ``WriteResult``.
+    The other keyword arguments are the fields of ``PageInput``. Returns a
+    ``WriteResult``; this is ``pages_write`` with one page.
     """
-    if mode not in MODES:
-        raise InvalidParams(
-            f"Unknown write mode {mode!r}.",
-            suggestion=f"Use one of: {', '.join(MODES)}.",
-            detail={"field": "mode", "allowed": list(MODES)},
-        )
-    src = _resolve_source(source)
-    if visibility is not None and visibility not in Visibility.values:
-        raise InvalidParams(
-            f"Unknown visibility {visibility!r}.",
-            suggestion="Use 'world' or 'private'.",
-            detail={"field": "visibility", "allowed": list(Visibility.values)},
-        )
-    requested_type = schema_page_type(name=type_name) if type_name else None
-    # A title-derived slug lives under its type's prefix; no type means a note.
-    prefix_type = requested_type or (None if slug else schema_page_type(name="note"))
-    resolved_slug = _resolve_slug(slug=slug, title=title, page_type=prefix_type)
-    wanted_relations = [
-        r if isinstance(r, RelationInput) else RelationInput(**r) for r in relations
-    ]
-
-    for attempt in range(2):
-        try:
-            result = _write_locked(
-                src=src,
-                mode=mode,
-                actor=actor,
-                slug=resolved_slug,
-                title=title,
-                body=body,
-                requested_type=requested_type,
-                summary=summary,
-                tags=tags,
-                frontmatter=frontmatter,
-                visibility=visibility,
-                effective_date=effective_date,
-                raws=raws,
-                provenance=provenance,
-                allow_empty=allow_empty,
-                relations=wanted_relations,
-                replace_frontmatter=replace_frontmatter,
-                timeline=timeline,
-            )
-            break
-        except IntegrityError:
-            # A concurrent writer created the same slug between our read and insert.
-            if mode == "upsert" and attempt == 0:
-                continue
-            raise AlreadyExists(
-                f"A page with slug {resolved_slug!r} already exists in source {src.id!r}.",
-                suggestion="Use update_page (mode 'append' or 'replace') to change it.",
-                detail={"slug": resolved_slug, "source": src.id},
-            ) from None
-
-    if result.changed and embed and not result.index_current:
-        page_id, content_hash = result.page.pk, result.page.content_hash
-        if connection.in_atomic_block:
-            # The caller holds an outer transaction: embed once it commits.
-            transaction.on_commit(lambda: _embed_page(page_id, content_hash))
-        else:
-            result.index_current = _embed_page(page_id, content_hash)
-            result.page.indexed_hash = content_hash if result.index_current else ""
-    elif not result.changed:
-        result.index_current = result.page.indexed_hash == result.page.content_hash
+    (result,) = pages_write(
+        source=source,
+        actor=actor,
+        items=[PageInput(mode=mode, **fields)],
+        embed=embed,
+    )
+    assert isinstance(result, WriteResult)  # errors="raise" never returns one
     return result
 
 
-def _write_locked(
+def pages_write(
     *,
-    src: Source,
-    mode: str,
+    source: Source | str,
     actor: Caller,
-    slug: str,
-    title: str | None,
-    body: str | None,
-    requested_type: PageType | None,
-    summary: str | None,
-    tags: Sequence[str] | None,
-    frontmatter: dict[str, Any] | None,
-    visibility: str | None,
-    effective_date: date | None,
-    raws: Sequence[RawInput],
-    provenance: dict[str, Any] | None,
-    allow_empty: bool,
-    relations: list[RelationInput],
-    replace_frontmatter: bool,
-    timeline: Sequence[TimelineInput],
-) -> WriteResult:
-    """The transactional part of ``page_write``; see there."""
-    now = timezone.now()
-    with transaction.atomic():
-        page = (
-            Page.objects.select_for_update()
-            .select_related("type")
-            .filter(source=src, slug=slug)
-            .first()
-        )
-        if page is not None and page.deleted_at is not None and mode != "upsert":
-            if mode == "create":
-                raise AlreadyExists(
-                    f"Page {slug!r} exists but is deleted.",
-                    suggestion="Restore it in admin (action 'restore') or pick another slug.",
-                    detail={"slug": slug, "source": src.id, "deleted": True},
-                )
-            page = None  # append/replace on a deleted page: treated as missing
-        if mode == "create" and page is not None:
+    items: Sequence[PageInput],
+    embed: bool = True,
+    errors: str = "raise",
+) -> list[WriteResult | BrainError]:
+    """Write many pages of one source in one transaction with a constant number of
+    queries (SPEC §2.3, §11 ingest rate): the batched form of ``page_write``, which
+    bulk importers (mail, calendar, contacts) call once per batch of threads.
+
+    Every item is first checked and planned against the locked current pages (the
+    Schema, slugs, modes, relation targets, raw records) before anything is written.
+    With ``errors="raise"`` the first refused item raises its ``BrainError`` and
+    nothing is written; with ``errors="collect"`` its place in the returned list
+    holds the error and the other items are written. A slug may appear once per
+    call (a repeat is refused with ``InvalidParams``). Relation targets may be
+    existing pages or pages of the same call. A concurrent writer that creates one
+    of the slugs first makes the batch re-plan once (creates then meet
+    ``AlreadyExists``). Returns one ``WriteResult`` (or error) per item, in order;
+    embeddings run after commit for the changed pages, in batches, unless
+    ``embed=False``.
+    """
+    if errors not in ("raise", "collect"):
+        raise ValueError(f"errors must be 'raise' or 'collect', not {errors!r}")
+    src = _resolve_source(source)
+    schema = _SchemaCache()
+    for attempt in range(2):
+        try:
+            results = _write_batch(
+                src=src, actor=actor, items=items, schema=schema, errors=errors
+            )
+            break
+        except IntegrityError:
+            # A concurrent writer created one of the slugs between our read and
+            # insert: re-plan once against the pages as they are now.
+            if attempt == 0:
+                continue
+            slugs = sorted({i.slug or "" for i in items} - {""})
             raise AlreadyExists(
-                f"A page with slug {slug!r} already exists in source {src.id!r}.",
+                f"A page with slug {', '.join(map(repr, slugs)) or 'of this write'} "
+                f"already exists in source {src.id!r}.",
                 suggestion="Use update_page (mode 'append' or 'replace') to change it.",
-                detail={"slug": slug, "source": src.id},
-            )
-        if mode in ("append", "replace") and page is None:
-            raise NotFound(
-                f"No page {slug!r} in source {src.id!r}.",
-                suggestion="Use add_page to create it.",
-                detail={"slug": slug, "source": src.id},
-            )
-        operation = "create" if page is None else ("replace" if mode == "upsert" else mode)
-        created = page is None
+                detail={"slugs": slugs, "source": src.id},
+            ) from None
 
-        old_body = page.body if page else ""
-        old_fm: dict[str, Any] = dict(page.frontmatter) if page else {}
-        new_body = old_body
-        if operation == "create":
-            new_body = (body or "").strip("\n")
-        elif operation == "append":
-            addition = (body or "").strip("\n")
-            if addition.strip():
-                new_body = f"{old_body.rstrip()}\n\n{addition}" if old_body.strip() else addition
-        elif body is not None:  # replace
-            if not body.strip() and old_body.strip() and not allow_empty:
-                raise InvalidParams(
-                    f"Refusing to replace the non-empty body of {slug!r} with an empty one.",
-                    suggestion="Pass allow_empty=true if you really want to empty the page.",
-                    detail={"slug": slug, "field": "body"},
-                )
-            new_body = body.strip("\n")
-
-        base_fm = {} if replace_frontmatter and frontmatter is not None else old_fm
-        fm: dict[str, Any] = {**base_fm, **_json_safe(frontmatter or {})}
-        new_title = (title or "").strip() or str(fm.get("title") or "") or (
-            page.title if page else ""
-        )
-        if not new_title:
-            new_title = slug.rsplit("/", 1)[-1].replace("-", " ").strip() or slug
-        new_title = new_title[:500]
-        if summary is not None:
-            # A blank summary asks for the default (the body's first line).
-            new_summary = summary.strip() or _first_line(new_body)
-        elif frontmatter and str(frontmatter.get("summary") or "").strip():
-            new_summary = str(frontmatter["summary"]).strip()
-        elif page is not None and page.summary:
-            new_summary = page.summary
+    pending = [
+        (r.page.pk, r.page.content_hash)
+        for r in results
+        if isinstance(r, WriteResult) and r.changed and not r.index_current
+    ]
+    if embed and pending:
+        if connection.in_atomic_block:
+            # The caller holds an outer transaction: embed once it commits.
+            transaction.on_commit(lambda: _embed_pages(pending))
         else:
-            new_summary = _first_line(new_body)
-        if tags is not None:
-            new_tags = [str(t).strip() for t in tags if str(t).strip()]
-        elif frontmatter and isinstance(frontmatter.get("tags"), list):
-            new_tags = [str(t).strip() for t in frontmatter["tags"] if str(t).strip()]
-        else:
-            new_tags = list(page.tags) if page else []
-        if actor.remote and AGENT_INPUT_TAG not in new_tags:
-            new_tags.append(AGENT_INPUT_TAG)
-        new_tags = list(dict.fromkeys(t[:100] for t in new_tags))
+            current = _embed_pages(pending)
+            for r in results:
+                if isinstance(r, WriteResult) and r.page.pk in current:
+                    r.index_current = True
+                    r.page.indexed_hash = r.page.content_hash
+    for r in results:
+        if isinstance(r, WriteResult) and not r.changed:
+            r.index_current = r.page.indexed_hash == r.page.content_hash
+    return results
 
-        stamped = _json_safe(dict(provenance or {}))
-        if actor.remote:
-            stamped.update(
-                {"key": actor.actor, "client": actor.client, "at": now.isoformat()}
+
+class _SchemaCache:
+    """Schema rows read once per ``pages_write`` call (admin edits apply to the next
+    call); the errors are those of ``brain.services.schema``."""
+
+    def __init__(self) -> None:
+        self._types: dict[str, PageType] = {}
+        self._for_slug: dict[str, PageType] = {}
+        self._relations: dict[tuple[str, int, int], RelationType] = {}
+
+    def page_type(self, name: str) -> PageType:
+        if name not in self._types:
+            self._types[name] = schema_page_type(name=name)
+        return self._types[name]
+
+    def page_type_for_slug(self, slug: str) -> PageType:
+        prefix = slug.split("/", 1)[0] if "/" in slug else ""
+        if prefix not in self._for_slug:
+            self._for_slug[prefix] = schema_page_type_for_slug(slug=slug)
+        return self._for_slug[prefix]
+
+    def relation_type(
+        self, name: str, from_type: PageType, to_type: PageType
+    ) -> RelationType:
+        key = (name, from_type.pk, to_type.pk)
+        if key not in self._relations:
+            self._relations[key] = schema_relation_type(
+                name=name, from_type=from_type, to_type=to_type
             )
-            fm["provenance"] = stamped
-        else:
-            stamped.setdefault("actor", actor.actor)
-            stamped.setdefault("at", now.isoformat())
+        return self._relations[key]
 
-        fm["title"] = new_title
-        fm["summary"] = new_summary
-        fm["tags"] = new_tags
 
-        if requested_type is not None:
-            page_type = requested_type
-        elif page is not None:
-            page_type = page.type
-        elif fm.get("type"):
-            page_type = schema_page_type(name=str(fm["type"]))
-        else:
-            page_type = schema_page_type_for_slug(slug=slug)
-        fm["type"] = page_type.name
-        schema_required_fields(page_type=page_type, frontmatter=fm)
+@dataclass
+class _Plan:
+    """What one item of ``pages_write`` will write (computed before any write)."""
 
-        new_visibility = visibility or (page.visibility if page else Visibility.WORLD)
-        if effective_date is not None:
-            new_effective = effective_date
-        else:
-            new_effective = page.effective_date if page else None
-        content_hash = _page_content_hash(
-            title=new_title, body=new_body, frontmatter=fm, type_name=page_type.name
+    index: int
+    slug: str
+    page: Page | None
+    operation: str
+    title: str
+    body: str
+    summary: str
+    tags: list[str]
+    frontmatter: dict[str, Any]
+    page_type: PageType
+    visibility: str
+    effective_date: date | None
+    content_hash: str
+    content_changed: bool
+    changed: bool
+    raws: list[RawInput]
+    relations: list[RelationInput]
+    timeline: Sequence[TimelineInput]
+    provenance: dict[str, Any]
+    previous: dict[str, Any]
+    relation_types: list[RelationType] = field(default_factory=list)
+
+
+def _plan_slug(item: PageInput, schema: _SchemaCache) -> tuple[str, PageType | None]:
+    """Check the item's mode and visibility; return its slug and requested type."""
+    if item.mode not in MODES:
+        raise InvalidParams(
+            f"Unknown write mode {item.mode!r}.",
+            suggestion=f"Use one of: {', '.join(MODES)}.",
+            detail={"field": "mode", "allowed": list(MODES)},
         )
-        content_changed = page is None or content_hash != page.content_hash
-        meta_changed = page is not None and (
-            new_visibility != page.visibility
-            or new_effective != page.effective_date
-            or page.deleted_at is not None
+    if item.visibility is not None and item.visibility not in Visibility.values:
+        raise InvalidParams(
+            f"Unknown visibility {item.visibility!r}.",
+            suggestion="Use 'world' or 'private'.",
+            detail={"field": "visibility", "allowed": list(Visibility.values)},
         )
-
-        stored_raws = _store_raws(src=src, raws=raws)
-        if not content_changed and not meta_changed:
-            if stored_raws:
-                RawRecord.objects.filter(pk__in=[r.pk for r in stored_raws]).update(page=page)
-            _add_timeline(page=page, entries=timeline)
-            return WriteResult(
-                page=page,
-                created=False,
-                changed=False,
-                index_current=False,
-                raw_records=stored_raws,
-                operation="noop",
-            )
-        if not stored_raws:
-            stored_raws = _store_raws(
-                src=src,
-                raws=[
-                    RawInput(
-                        external_id=f"input:{uuid.uuid4()}",
-                        kind=RawRecord.Kind.AGENT_INPUT,
-                        content=body or "",
-                        payload=_json_safe(
-                            {
-                                "mode": mode,
-                                "slug": slug,
-                                "title": title,
-                                "summary": summary,
-                                "tags": list(tags) if tags is not None else None,
-                                "frontmatter": frontmatter,
-                            }
-                        ),
-                        metadata={"actor": actor.actor, "client": actor.client},
-                    )
-                ],
-            )
-
-        previous = (
-            {"title": page.title, "body": page.body, "frontmatter": page.frontmatter}
-            if page
-            else {"title": "", "body": "", "frontmatter": {}}
-        )
-        if page is None:
-            page = Page.objects.create(
-                source=src,
-                slug=slug,
-                type=page_type,
-                title=new_title,
-                frontmatter=fm,
-                body=new_body,
-                summary=new_summary,
-                tags=new_tags,
-                visibility=new_visibility,
-                effective_date=new_effective,
-                content_hash=content_hash,
-            )
-        else:
-            visibility_changed = new_visibility != page.visibility
-            page.type = page_type
-            page.title = new_title
-            page.frontmatter = fm
-            page.body = new_body
-            page.summary = new_summary
-            page.tags = new_tags
-            page.visibility = new_visibility
-            page.effective_date = new_effective
-            page.content_hash = content_hash
-            page.deleted_at = None
-            page.save()
-            if visibility_changed:
-                # Chunks carry the page's visibility; never let them lag behind it.
-                Chunk.objects.filter(page=page).update(visibility=new_visibility)
-
-        RawRecord.objects.filter(pk__in=[r.pk for r in stored_raws]).update(page=page)
-        PageRevision.objects.create(
-            page=page,
-            actor=actor.actor[:200],
-            provenance=stamped,
-            operation=operation,
-            previous_title=previous["title"],
-            previous_body=previous["body"],
-            previous_frontmatter=previous["frontmatter"],
-            content_hash=content_hash,
-            raw_record=stored_raws[0] if stored_raws else None,
-        )
-        Alias.objects.bulk_create(
-            [
-                Alias(source=src, page=page, alias=a, kind=_alias_kind(a))
-                for a in _aliases_from(new_title, fm)
-            ],
-            ignore_conflicts=True,
-        )
-        _add_relations(page=page, relations=relations, actor=actor, provenance=stamped)
-        _add_timeline(page=page, entries=timeline)
-        index_current = page.indexed_hash == content_hash
-        if content_changed or not index_current:
-            index_current = _rebuild_chunks(page) == 0
-            if index_current:
-                # Nothing to embed (provider none, or every vector was reused).
-                Page.objects.filter(pk=page.pk).update(indexed_hash=content_hash)
-                page.indexed_hash = content_hash
-    return WriteResult(
-        page=page,
-        created=created,
-        changed=True,
-        index_current=index_current,
-        raw_records=stored_raws,
-        operation=operation,
-    )
+    requested = schema.page_type(item.type_name) if item.type_name else None
+    # A title-derived slug lives under its type's prefix; no type means a note.
+    prefix_type = requested or (None if item.slug else schema.page_type("note"))
+    slug = _resolve_slug(slug=item.slug, title=item.title, page_type=prefix_type)
+    return slug, requested
 
 
-def _store_raws(*, src: Source, raws: Iterable[RawInput]) -> list[RawRecord]:
-    """Insert raw records; an existing (source, external_id) row is reused untouched."""
-    stored: list[RawRecord] = []
+def _check_raws(raws: Sequence[RawInput]) -> None:
     for raw in raws:
         if not raw.external_id:
             raise InvalidParams(
@@ -590,71 +440,488 @@ def _store_raws(*, src: Source, raws: Iterable[RawInput]) -> list[RawRecord]:
                 suggestion=f"Use one of: {', '.join(RawRecord.Kind.values)}.",
                 detail={"field": "raws.kind", "allowed": list(RawRecord.Kind.values)},
             )
+
+
+def _plan_item(
+    *,
+    index: int,
+    item: PageInput,
+    slug: str,
+    requested_type: PageType | None,
+    page: Page | None,
+    actor: Caller,
+    now: Any,
+    schema: _SchemaCache,
+) -> _Plan:
+    """Decide what ``item`` writes over ``page`` (the locked current row or None).
+    Raises the ``BrainError`` that refuses the item; writes nothing."""
+    mode = item.mode
+    if page is not None and page.deleted_at is not None and mode != "upsert":
+        if mode == "create":
+            raise AlreadyExists(
+                f"Page {slug!r} exists but is deleted.",
+                suggestion="Restore it in admin (action 'restore') or pick another slug.",
+                detail={"slug": slug, "source": page.source_id, "deleted": True},
+            )
+        page = None  # append/replace on a deleted page: treated as missing
+    if mode == "create" and page is not None:
+        raise AlreadyExists(
+            f"A page with slug {slug!r} already exists in source {page.source_id!r}.",
+            suggestion="Use update_page (mode 'append' or 'replace') to change it.",
+            detail={"slug": slug, "source": page.source_id},
+        )
+    if mode in ("append", "replace") and page is None:
+        raise NotFound(
+            f"No page {slug!r} in this source.",
+            suggestion="Use add_page to create it.",
+            detail={"slug": slug},
+        )
+    _check_raws(item.raws)
+    operation = "create" if page is None else ("replace" if mode == "upsert" else mode)
+    body, frontmatter, summary, tags = (
+        item.body,
+        item.frontmatter,
+        item.summary,
+        item.tags,
+    )
+
+    old_body = page.body if page else ""
+    old_fm: dict[str, Any] = dict(page.frontmatter) if page else {}
+    new_body = old_body
+    if operation == "create":
+        new_body = (body or "").strip("\n")
+    elif operation == "append":
+        addition = (body or "").strip("\n")
+        if addition.strip():
+            new_body = f"{old_body.rstrip()}\n\n{addition}" if old_body.strip() else addition
+    elif body is not None:  # replace
+        if not body.strip() and old_body.strip() and not item.allow_empty:
+            raise InvalidParams(
+                f"Refusing to replace the non-empty body of {slug!r} with an empty one.",
+                suggestion="Pass allow_empty=true if you really want to empty the page.",
+                detail={"slug": slug, "field": "body"},
+            )
+        new_body = body.strip("\n")
+
+    base_fm = {} if item.replace_frontmatter and frontmatter is not None else old_fm
+    fm: dict[str, Any] = {**base_fm, **_json_safe(frontmatter or {})}
+    new_title = (item.title or "").strip() or str(fm.get("title") or "") or (
+        page.title if page else ""
+    )
+    if not new_title:
+        new_title = slug.rsplit("/", 1)[-1].replace("-", " ").strip() or slug
+    new_title = new_title[:500]
+    if summary is not None:
+        # A blank summary asks for the default (the body's first line).
+        new_summary = summary.strip() or _first_line(new_body)
+    elif frontmatter and str(frontmatter.get("summary") or "").strip():
+        new_summary = str(frontmatter["summary"]).strip()
+    elif page is not None and page.summary:
+        new_summary = page.summary
+    else:
+        new_summary = _first_line(new_body)
+    if tags is not None:
+        new_tags = [str(t).strip() for t in tags if str(t).strip()]
+    elif frontmatter and isinstance(frontmatter.get("tags"), list):
+        new_tags = [str(t).strip() for t in frontmatter["tags"] if str(t).strip()]
+    else:
+        new_tags = list(page.tags) if page else []
+    if actor.remote and AGENT_INPUT_TAG not in new_tags:
+        new_tags.append(AGENT_INPUT_TAG)
+    new_tags = list(dict.fromkeys(t[:100] for t in new_tags))
+
+    stamped = _json_safe(dict(item.provenance or {}))
+    if actor.remote:
+        stamped.update({"key": actor.actor, "client": actor.client, "at": now.isoformat()})
+        fm["provenance"] = stamped
+    else:
+        stamped.setdefault("actor", actor.actor)
+        stamped.setdefault("at", now.isoformat())
+
+    fm["title"] = new_title
+    fm["summary"] = new_summary
+    fm["tags"] = new_tags
+
+    if requested_type is not None:
+        page_type = requested_type
+    elif page is not None:
+        page_type = page.type
+    elif fm.get("type"):
+        page_type = schema.page_type(str(fm["type"]))
+    else:
+        page_type = schema.page_type_for_slug(slug)
+    fm["type"] = page_type.name
+    schema_required_fields(page_type=page_type, frontmatter=fm)
+
+    new_visibility = item.visibility or (page.visibility if page else Visibility.WORLD)
+    if item.effective_date is not None:
+        new_effective = item.effective_date
+    else:
+        new_effective = page.effective_date if page else None
+    content_hash = _page_content_hash(
+        title=new_title, body=new_body, frontmatter=fm, type_name=page_type.name
+    )
+    content_changed = page is None or content_hash != page.content_hash
+    meta_changed = page is not None and (
+        new_visibility != page.visibility
+        or new_effective != page.effective_date
+        or page.deleted_at is not None
+    )
+    changed = content_changed or meta_changed
+    raws = list(item.raws)
+    if changed and not raws:
+        raws = [
+            RawInput(
+                external_id=f"input:{uuid.uuid4()}",
+                kind=RawRecord.Kind.AGENT_INPUT,
+                content=body or "",
+                payload=_json_safe(
+                    {
+                        "mode": mode,
+                        "slug": slug,
+                        "title": item.title,
+                        "summary": summary,
+                        "tags": list(tags) if tags is not None else None,
+                        "frontmatter": frontmatter,
+                    }
+                ),
+                metadata={"actor": actor.actor, "client": actor.client},
+            )
+        ]
+    return _Plan(
+        index=index,
+        slug=slug,
+        page=page,
+        operation=operation if changed else "noop",
+        title=new_title,
+        body=new_body,
+        summary=new_summary,
+        tags=new_tags,
+        frontmatter=fm,
+        page_type=page_type,
+        visibility=new_visibility,
+        effective_date=new_effective,
+        content_hash=content_hash,
+        content_changed=content_changed,
+        changed=changed,
+        raws=raws,
+        relations=[
+            r if isinstance(r, RelationInput) else RelationInput(**r)
+            for r in item.relations
+        ],
+        timeline=item.timeline,
+        provenance=stamped,
+        previous=(
+            {"title": page.title, "body": page.body, "frontmatter": page.frontmatter}
+            if page
+            else {"title": "", "body": "", "frontmatter": {}}
+        ),
+    )
+
+
+def _plan_relations(
+    *, src: Source, plans: list[_Plan], schema: _SchemaCache
+) -> dict[int, BrainError]:
+    """Check every plan's relations (target exists in the source or is planned in
+    this call; Schema endpoint types). Returns errors by item index."""
+    wanted = {r.to_slug for p in plans if p.changed for r in p.relations}
+    if not wanted:
+        return {}
+    targets: dict[str, PageType] = {
+        slug: page_type
+        for slug, page_type in (
+            (p.slug, p.type)
+            for p in Page.objects.select_related("type").filter(
+                source=src, slug__in=wanted, deleted_at__isnull=True
+            )
+        )
+    }
+    targets.update({p.slug: p.page_type for p in plans if p.slug in wanted})
+    refused: dict[int, BrainError] = {}
+    for plan in plans:
+        if not plan.changed:
+            continue
+        try:
+            for rel in plan.relations:
+                target_type = targets.get(rel.to_slug)
+                if target_type is None:
+                    raise NotFound(
+                        f"Relation target {rel.to_slug!r} does not exist in source "
+                        f"{src.id!r}.",
+                        suggestion="Add the target page first, or drop the relation.",
+                        detail={"slug": rel.to_slug, "relation_type": rel.type},
+                    )
+                plan.relation_types.append(
+                    schema.relation_type(rel.type, plan.page_type, target_type)
+                )
+        except BrainError as exc:
+            refused[plan.index] = exc
+    return refused
+
+
+def _write_batch(
+    *,
+    src: Source,
+    actor: Caller,
+    items: Sequence[PageInput],
+    schema: _SchemaCache,
+    errors: str,
+) -> list[WriteResult | BrainError]:
+    """The transactional part of ``pages_write``: plan every item, then write the
+    raw records, pages, revisions, aliases, relations, timeline and chunks with
+    one bulk statement each."""
+    now = timezone.now()
+    refused: dict[int, BrainError] = {}
+
+    def refuse(index: int, exc: BrainError) -> None:
+        if errors == "raise":
+            raise exc
+        refused[index] = exc
+
+    with transaction.atomic():
+        wanted: dict[int, tuple[str, PageType | None]] = {}
+        seen: set[str] = set()
+        for index, item in enumerate(items):
+            try:
+                slug, requested = _plan_slug(item, schema)
+                if slug in seen:
+                    raise InvalidParams(
+                        f"Slug {slug!r} appears twice in one write.",
+                        suggestion="Write each page once per call.",
+                        detail={"slug": slug},
+                    )
+            except BrainError as exc:
+                refuse(index, exc)
+                continue
+            seen.add(slug)
+            wanted[index] = (slug, requested)
+        current = {
+            p.slug: p
+            for p in Page.objects.select_for_update(of=("self",))
+            .select_related("type")
+            .filter(source=src, slug__in=list(seen))
+            .order_by("pk")
+        }
+        plans: list[_Plan] = []
+        for index, (slug, requested) in wanted.items():
+            try:
+                plans.append(
+                    _plan_item(
+                        index=index,
+                        item=items[index],
+                        slug=slug,
+                        requested_type=requested,
+                        page=current.get(slug),
+                        actor=actor,
+                        now=now,
+                        schema=schema,
+                    )
+                )
+            except BrainError as exc:
+                refuse(index, exc)
+        for index, exc in _plan_relations(src=src, plans=plans, schema=schema).items():
+            refuse(index, exc)
+        plans = [p for p in plans if p.index not in refused]
+
+        raw_records = _store_raws(src=src, raws=[r for p in plans for r in p.raws])
+        changed = [p for p in plans if p.changed]
+        created = _save_pages(src=src, plans=changed, now=now)
+        linked = []
+        for plan in plans:
+            for raw in plan.raws:
+                record = raw_records[raw.external_id[:512]]
+                if record.page_id != plan.page.pk:
+                    record.page = plan.page
+                    linked.append(record)
+        if linked:
+            RawRecord.objects.bulk_update(linked, ["page"])
+        PageRevision.objects.bulk_create(
+            PageRevision(
+                page=p.page,
+                actor=actor.actor[:200],
+                provenance=p.provenance,
+                operation=p.operation,
+                previous_title=p.previous["title"],
+                previous_body=p.previous["body"],
+                previous_frontmatter=p.previous["frontmatter"],
+                content_hash=p.content_hash,
+                raw_record=raw_records[p.raws[0].external_id[:512]] if p.raws else None,
+                created_at=now,
+            )
+            for p in changed
+        )
+        Alias.objects.bulk_create(
+            [
+                Alias(source=src, page=p.page, alias=a, kind=_alias_kind(a))
+                for p in changed
+                for a in _aliases_from(p.title, p.frontmatter)
+            ],
+            ignore_conflicts=True,
+        )
+        _add_relations(src=src, plans=changed, actor=actor)
+        _add_timeline(plans=plans)
+        waiting = _rebuild_chunks_many(
+            [
+                p.page
+                for p in changed
+                if p.content_changed or p.page.indexed_hash != p.content_hash
+            ]
+        )
+        current_ids = [p.page.pk for p in changed if waiting.get(p.page.pk, 0) == 0]
+        if current_ids:
+            # Nothing to embed (provider none, or every vector was reused).
+            Page.objects.filter(pk__in=current_ids).update(indexed_hash=F("content_hash"))
+        for p in changed:
+            if p.page.pk in current_ids:
+                p.page.indexed_hash = p.content_hash
+
+    results: list[Any] = [refused.get(i) for i in range(len(items))]
+    for p in plans:
+        results[p.index] = WriteResult(
+            page=p.page,
+            created=p.page.pk in created,
+            changed=p.changed,
+            index_current=p.changed and p.page.indexed_hash == p.content_hash,
+            raw_records=[raw_records[r.external_id[:512]] for r in p.raws],
+            operation=p.operation,
+        )
+    return results
+
+
+def _save_pages(*, src: Source, plans: list[_Plan], now: Any) -> set[int]:
+    """Insert the new pages and update the changed ones (two statements); sets
+    ``plan.page``. Returns the ids of the pages created."""
+    new_pages: list[Page] = []
+    updated: list[Page] = []
+    visibility_moves: dict[str, list[Page]] = {}
+    for p in plans:
+        if p.page is None:
+            p.page = Page(
+                source=src,
+                slug=p.slug,
+                type=p.page_type,
+                title=p.title,
+                frontmatter=p.frontmatter,
+                body=p.body,
+                summary=p.summary,
+                tags=p.tags,
+                visibility=p.visibility,
+                effective_date=p.effective_date,
+                content_hash=p.content_hash,
+                created_at=now,
+                updated_at=now,
+            )
+            new_pages.append(p.page)
+            continue
+        page = p.page
+        if p.visibility != page.visibility:
+            visibility_moves.setdefault(p.visibility, []).append(page)
+        page.type = p.page_type
+        page.title = p.title
+        page.frontmatter = p.frontmatter
+        page.body = p.body
+        page.summary = p.summary
+        page.tags = p.tags
+        page.visibility = p.visibility
+        page.effective_date = p.effective_date
+        page.content_hash = p.content_hash
+        page.deleted_at = None
+        page.updated_at = now
+        updated.append(page)
+    Page.objects.bulk_create(new_pages)
+    if updated:
+        Page.objects.bulk_update(
+            updated,
+            [
+                "type",
+                "title",
+                "frontmatter",
+                "body",
+                "summary",
+                "tags",
+                "visibility",
+                "effective_date",
+                "content_hash",
+                "deleted_at",
+                "updated_at",
+            ],
+        )
+    for visibility, pages in visibility_moves.items():
+        # Chunks carry the page's visibility; never let them lag behind it.
+        Chunk.objects.filter(page__in=pages).update(visibility=visibility)
+    return {page.pk for page in new_pages}
+
+
+def _store_raws(*, src: Source, raws: Sequence[RawInput]) -> dict[str, RawRecord]:
+    """Insert raw records (checked by ``_check_raws``); an existing (source,
+    external_id) row is reused untouched. Returns the records by external id
+    (truncated to 512 characters, the column's width)."""
+    if not raws:
+        return {}
+    rows = []
+    for raw in raws:
         payload = _json_safe(raw.payload) if raw.payload is not None else None
         digest_source = raw.content or json.dumps(payload, sort_keys=True)
-        record, _ = RawRecord.objects.get_or_create(
-            source=src,
-            external_id=raw.external_id[:512],
-            defaults={
-                "kind": raw.kind,
-                "content": raw.content,
-                "payload": payload,
-                "metadata": _json_safe(raw.metadata),
-                "content_hash": sha256_hex(digest_source or ""),
-            },
-        )
-        stored.append(record)
-    return stored
-
-
-def _add_relations(
-    *,
-    page: Page,
-    relations: list[RelationInput],
-    actor: Caller,
-    provenance: dict[str, Any],
-) -> None:
-    """Create explicit relations (Schema-checked) to existing pages of the source."""
-    for rel in relations:
-        target = (
-            Page.objects.select_related("type")
-            .filter(source=page.source, slug=rel.to_slug, deleted_at__isnull=True)
-            .first()
-        )
-        if target is None:
-            raise NotFound(
-                f"Relation target {rel.to_slug!r} does not exist in source "
-                f"{page.source_id!r}.",
-                suggestion="Add the target page first, or drop the relation.",
-                detail={"slug": rel.to_slug, "relation_type": rel.type},
+        rows.append(
+            RawRecord(
+                source=src,
+                external_id=raw.external_id[:512],
+                kind=raw.kind,
+                content=raw.content,
+                payload=payload,
+                metadata=_json_safe(raw.metadata),
+                content_hash=sha256_hex(digest_source or ""),
             )
-        relation_type = schema_relation_type(
-            name=rel.type, from_type=page.type, to_type=target.type
         )
-        Relation.objects.get_or_create(
-            from_page=page,
-            to_page=target,
-            relation_type=relation_type,
-            defaults={
-                "source": page.source,
-                "context": rel.context[:200],
-                "provenance": provenance,
-                "created_by": actor.actor[:200],
-            },
-        )
+    RawRecord.objects.bulk_create(rows, ignore_conflicts=True)
+    return {
+        r.external_id: r
+        for r in RawRecord.objects.filter(
+            source=src, external_id__in=[row.external_id for row in rows]
+        ).only("id", "external_id", "page_id", "kind", "source_id", "content_hash")
+    }
 
 
-def _add_timeline(*, page: Page, entries: Sequence[TimelineInput]) -> None:
-    """Insert timeline entries; the dedup constraint drops repeats."""
+def _add_relations(*, src: Source, plans: list[_Plan], actor: Caller) -> None:
+    """Create the plans' explicit relations (checked by ``_plan_relations``)."""
+    wanted = {r.to_slug for p in plans for r in p.relations}
+    if not wanted:
+        return
+    targets = dict(
+        Page.objects.filter(
+            source=src, slug__in=wanted, deleted_at__isnull=True
+        ).values_list("slug", "pk")
+    )
+    Relation.objects.bulk_create(
+        [
+            Relation(
+                source=src,
+                from_page=p.page,
+                to_page_id=targets[rel.to_slug],
+                relation_type=relation_type,
+                context=rel.context[:200],
+                provenance=p.provenance,
+                created_by=actor.actor[:200],
+            )
+            for p in plans
+            for rel, relation_type in zip(p.relations, p.relation_types, strict=True)
+        ],
+        ignore_conflicts=True,
+    )
+
+
+def _add_timeline(*, plans: list[_Plan]) -> None:
+    """Insert the plans' timeline entries; the dedup constraint drops repeats."""
     rows = [
         TimelineEntry(
-            page=page,
+            page=p.page,
             date=e.date,
             summary=e.summary.strip(),
             summary_hash=sha256_hex(e.summary.strip()),
             source_ref=e.source_ref[:500],
         )
-        for e in entries
+        for p in plans
+        for e in p.timeline
         if e.summary.strip()
     ]
     if rows:
@@ -756,50 +1023,67 @@ def _chunk_hash(title: str, text: str) -> str:
 
 
 def _rebuild_chunks(page: Page) -> int:
-    """Replace the page's chunks (text + tsvector) inside the caller's transaction.
+    """``_rebuild_chunks_many`` for one page; returns its chunks still waiting for
+    an embedding."""
+    return _rebuild_chunks_many([page]).get(page.pk, 0)
+
+
+def _rebuild_chunks_many(pages: Sequence[Page]) -> dict[int, int]:
+    """Replace the chunks (text + tsvector) of ``pages`` inside the caller's
+    transaction, with four statements whatever the number of pages.
 
     Embeddings of chunks whose text (and title) did not change are carried over when
     they came from the current provider, so an edit re-embeds only what changed.
-    Returns the number of chunks still waiting for an embedding (0 with provider
-    ``none``: there is nothing to embed).
+    Returns, per page id, the number of chunks still waiting for an embedding (0 with
+    provider ``none``: there is nothing to embed).
     """
+    if not pages:
+        return {}
     provider = embeddings.get_provider()
     model = provider.name if provider else ""
-    old = {
-        c.content_hash: c
-        for c in Chunk.objects.filter(page=page, embedding__isnull=False).only(
-            "content_hash", "embedding", "embedding_model"
-        )
-    }
-    Chunk.objects.filter(page=page).delete()
-    texts = chunk_body(page.body) or ([page.title] if page.title else [])
+    ids = [page.pk for page in pages]
+    old: dict[tuple[int, str], Chunk] = {}
+    if model:
+        old = {
+            (c.page_id, c.content_hash): c
+            for c in Chunk.objects.filter(
+                page_id__in=ids, embedding__isnull=False, embedding_model=model
+            ).only("page_id", "content_hash", "embedding", "embedding_model")
+        }
+    Chunk.objects.filter(page_id__in=ids).delete()
     rows = []
-    for ordinal, text in enumerate(texts):
-        digest = _chunk_hash(page.title, text)
-        reuse = old.get(digest)
-        keep = reuse is not None and model and reuse.embedding_model == model
-        rows.append(
-            Chunk(
-                page=page,
-                source_id=page.source_id,
-                visibility=page.visibility,
-                ordinal=ordinal,
-                text=text,
-                token_count=chunk_tokens(text),
-                content_hash=digest,
-                embedding=reuse.embedding if keep else None,
-                embedding_model=reuse.embedding_model if keep else "",
+    waiting: dict[int, int] = {}
+    for page in pages:
+        texts = chunk_body(page.body) or ([page.title] if page.title else [])
+        waiting[page.pk] = 0
+        for ordinal, text in enumerate(texts):
+            digest = _chunk_hash(page.title, text)
+            reuse = old.get((page.pk, digest))
+            if reuse is None:
+                waiting[page.pk] += 1
+            rows.append(
+                Chunk(
+                    page=page,
+                    source_id=page.source_id,
+                    visibility=page.visibility,
+                    ordinal=ordinal,
+                    text=text,
+                    token_count=chunk_tokens(text),
+                    content_hash=digest,
+                    embedding=reuse.embedding if reuse is not None else None,
+                    embedding_model=reuse.embedding_model if reuse is not None else "",
+                )
             )
-        )
     Chunk.objects.bulk_create(rows)
     language = settings.BRAIN_FTS_LANGUAGE
-    Chunk.objects.filter(page=page).update(
-        tsv=SearchVector(Value(page.title), weight="A", config=language)
+    title = Subquery(Page.objects.filter(pk=OuterRef("page_id")).values("title")[:1])
+    Chunk.objects.filter(page_id__in=ids).update(
+        tsv=SearchVector(title, weight="A", config=language)
         + SearchVector("text", weight="D", config=language)
     )
     if provider is None:
-        return 0
-    return sum(1 for row in rows if row.embedding is None)
+        return dict.fromkeys(ids, 0)
+    return waiting
 
 
 def _embed_chunks(chunks: list[Chunk], titles: dict[int, str]) -> str | None:
@@ -818,59 +1102,68 @@ def _embed_chunks(chunks: list[Chunk], titles: dict[int, str]) -> str | None:
     return model
 
 
-def _mark_indexed(page_ids: Iterable[int], model: str) -> None:
+def _mark_indexed(page_ids: Iterable[int], model: str) -> set[int]:
     """Set ``indexed_hash = content_hash`` for pages whose chunks all carry an
-    embedding from ``model`` (compare-and-set: a page rewritten meanwhile stays
-    behind)."""
+    embedding from ``model``, in one compare-and-set statement (a page rewritten
+    meanwhile has new chunks without vectors and stays behind). Returns the ids
+    of ``page_ids`` whose index is current afterwards."""
     ids = list(page_ids)
     if not ids:
-        return
-    pending = set(
-        Chunk.objects.filter(page_id__in=ids)
-        .filter(Q(embedding__isnull=True) | ~Q(embedding_model=model))
-        .values_list("page_id", flat=True)
+        return set()
+    stale = Chunk.objects.filter(page_id=OuterRef("pk")).filter(
+        Q(embedding__isnull=True) | ~Q(embedding_model=model)
     )
-    done = [i for i in ids if i not in pending]
-    Page.objects.filter(pk__in=done, deleted_at__isnull=True).exclude(
+    Page.objects.filter(pk__in=ids, deleted_at__isnull=True).exclude(
         indexed_hash=F("content_hash")
-    ).update(indexed_hash=F("content_hash"))
+    ).exclude(Exists(stale)).update(indexed_hash=F("content_hash"))
+    return set(
+        Page.objects.filter(pk__in=ids, indexed_hash=F("content_hash")).values_list(
+            "pk", flat=True
+        )
+    )
+
+
+def _embed_pages(pages: Sequence[tuple[int, str]]) -> set[int]:
+    """Embed the pending chunks of ``pages`` ((page id, content hash when written)
+    pairs) outside any transaction (STYLE rule 15), ``EMBED_BATCH`` chunks per
+    model call whatever page they belong to.
+
+    A page rewritten since (another content hash) is left to its own writer.
+    Returns the ids whose index is current afterwards. A provider of ``none``
+    counts as current once the chunks exist (nothing to embed); a failing provider
+    leaves the pages behind for ``pages_embed_pending``.
+    """
+    wanted = dict(pages)
+    titles = {
+        pk: title
+        for pk, title, content_hash in Page.objects.filter(pk__in=list(wanted)).values_list(
+            "pk", "title", "content_hash"
+        )
+        if content_hash == wanted[pk]
+    }
+    if not titles:
+        return set()
+    provider = embeddings.get_provider()
+    if provider is None:
+        Page.objects.filter(pk__in=list(titles)).update(indexed_hash=F("content_hash"))
+        return set(titles)
+    chunks = list(
+        Chunk.objects.filter(page_id__in=list(titles))
+        .filter(Q(embedding__isnull=True) | ~Q(embedding_model=provider.name))
+        .only("id", "page_id", "text")
+        .order_by("page_id", "ordinal")
+    )
+    model = provider.name
+    for offset in range(0, len(chunks), EMBED_BATCH):
+        model = _embed_chunks(chunks[offset : offset + EMBED_BATCH], titles)
+        if model is None:
+            return set()
+    return _mark_indexed(titles, model)
 
 
 def _embed_page(page_id: int, content_hash: str) -> bool:
-    """Embed the page's pending chunks outside any transaction (STYLE rule 15).
-
-    Returns True when the index is current afterwards. A provider of ``none`` counts
-    as current once the chunks exist (nothing to embed); a failing provider leaves the
-    page behind for ``pages_embed_pending``.
-    """
-    provider = embeddings.get_provider()
-    page = Page.objects.filter(pk=page_id).only("title", "content_hash").first()
-    if page is None or page.content_hash != content_hash:
-        return False
-    if provider is None:
-        return bool(
-            Page.objects.filter(pk=page_id, content_hash=content_hash).update(
-                indexed_hash=content_hash
-            )
-        )
-    chunks = list(
-        Chunk.objects.filter(page_id=page_id)
-        .filter(Q(embedding__isnull=True) | ~Q(embedding_model=provider.name))
-        .only("id", "page_id", "text")
-        .order_by("ordinal")
-    )
-    model = _embed_chunks(chunks, {page_id: page.title})
-    if model is None:
-        return False
-    if Chunk.objects.filter(page_id=page_id).filter(
-        Q(embedding__isnull=True) | ~Q(embedding_model=model)
-    ).exists():
-        return False
-    return bool(
-        Page.objects.filter(pk=page_id, content_hash=content_hash).update(
-            indexed_hash=content_hash
-        )
-    )
+    """``_embed_pages`` for one page: True when its index is current afterwards."""
+    return page_id in _embed_pages([(page_id, content_hash)])
 
 
 def page_reindex(*, page: Page) -> bool:

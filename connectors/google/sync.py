@@ -15,7 +15,8 @@ every applied batch, so a killed sync resumes where it stopped.
 - Gmail: the first sync backfills ``newer_than:90d`` newest first, resumable by
   page token, anchored on the profile ``historyId`` taken before listing; later
   syncs read ``history.list`` from the stored ``historyId``; an expired one (404)
-  re-anchors and re-lists the window (bounded). Each thread is one ``page_write``.
+  re-anchors and re-lists the window (bounded). A batch of threads is one
+  ``pages_write`` (``connectors.mail.store.threads_store``).
   A message that cannot be parsed is held (``HeldItem``) and the rest imports.
 """
 
@@ -62,7 +63,7 @@ from connectors.mail.store import (
     ThreadWork,
     bulk_transaction,
     people_store,
-    thread_store,
+    threads_store,
     to_mail_message,
 )
 from connectors.models import GoogleAccount, ImportedItem
@@ -572,34 +573,35 @@ class GmailConnector(_GoogleService):
         stored: dict[str, list[MailMessage]] = {}
         parsed: list[ParsedMail] = []
         with bulk_transaction():
+            works: list[ThreadWork] = []
             for thread in batch.items:
                 work = self._work(thread, report)
-                if work is None:
-                    continue
-                parsed.extend(work.parsed.values())
-                try:
-                    page = thread_store(
-                        source=self.source,
-                        work=work,
-                        account=self.account,
-                        kind=RawRecord.Kind.GMAIL_MESSAGE,
-                        actor=ACTOR,
-                        embed=self.embed,
-                        report=report,
-                    )
-                except BrainError as exc:
-                    # The thread's savepoint is rolled back; the batch goes on.
+                if work is not None:
+                    parsed.extend(work.parsed.values())
+                    works.append(work)
+            outcome = threads_store(
+                source=self.source,
+                works=works,
+                account=self.account,
+                kind=RawRecord.Kind.GMAIL_MESSAGE,
+                actor=ACTOR,
+                embed=self.embed,
+                report=report,
+            )
+            for work in works:
+                result = outcome.get(work.thread_id)
+                if isinstance(result, BrainError):
+                    # Nothing of this thread was stored; the batch goes on.
                     self._hold(
                         kind="gmail_thread",
                         external_id=work.thread_id,
-                        error=PermanentError(exc.message, code=exc.code),
+                        error=PermanentError(result.message, code=result.code),
                     )
-                    continue
-                if page is not None:
+                elif result is not None:
                     stored[work.thread_id] = work.messages
                     self._release(work)
-                if self.progress:
-                    self.progress("gmail", report.counts["threads"], None)
+            if self.progress:
+                self.progress("gmail", report.counts["threads"], None)
             people_store(
                 source=self.source,
                 threads=stored,

@@ -1,9 +1,9 @@
 """Storing threads and people through the one write function (SPEC §2.3, §6).
 
-Each thread is written in ONE ``page_write`` call (mode ``upsert``): the thread page,
-one raw record per new message and the page revision commit together, and the
-ledger rows of those messages join the same transaction, so a crash never leaves
-half a thread and a re-run never stores a message twice.
+A batch of threads is written with ONE ``pages_write`` call (mode ``upsert``): the
+thread pages, one raw record per new message and the page revisions commit
+together, and the ledger rows of those messages join the same transaction, so a
+crash never leaves half a thread and a re-run never stores a message twice.
 """
 
 from __future__ import annotations
@@ -11,13 +11,14 @@ from __future__ import annotations
 import logging
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from django.db import connection, transaction
 
 from brain.access import local_caller
+from brain.exceptions import BrainError
 from brain.models import Alias, Page, RawRecord, Source
-from brain.services.pages import RawInput, page_write
+from brain.services.pages import PageInput, RawInput, WriteResult, pages_write
 from connectors.mail.render import (
     correspondents,
     is_noise_thread,
@@ -31,7 +32,7 @@ from loops.message import MailMessage
 
 if TYPE_CHECKING:
     from collections import Counter
-    from collections.abc import Callable, Iterable, Iterator
+    from collections.abc import Iterator, Sequence
 
     from connectors.base import SyncReport
     from connectors.mail.parsing import ParsedMail
@@ -123,77 +124,100 @@ def _raw_input(parsed: ParsedMail, message: MailMessage, *, kind: str) -> RawInp
     )
 
 
-def thread_store(
+def threads_store(
     *,
     source: Source,
-    work: ThreadWork,
+    works: Sequence[ThreadWork],
     account: str,
     kind: str,
     actor: str,
     embed: bool,
     report: SyncReport,
-) -> Page | None:
-    """Write one thread: page + raw records of its new messages + ledger rows, in
-    one transaction. Threads whose every message is from a noise sender are not
-    rendered; their messages are ledgered as skipped. Returns the page or None.
+) -> dict[str, Page | BrainError | None]:
+    """Write a batch of threads in one transaction: their pages (one
+    ``pages_write`` call), the raw records of their new messages and the ledger
+    rows, with a constant number of statements per batch (SPEC §11 ingest rate).
+
+    Threads whose every message is from a noise sender are not rendered; their
+    messages are ledgered as skipped. Returns, per thread id, the page, ``None``
+    (noise) or the ``BrainError`` that refused the thread's page; nothing of a
+    refused thread is stored (no raw record, no ledger row), so a re-run retries it.
     """
-    new_entries = [(k, m) for k, m in work.entries if k in work.new_keys]
+    outcome: dict[str, Page | BrainError | None] = {}
+    rows: list[ImportedItem] = []
+    writing: list[ThreadWork] = []
+    items: list[PageInput] = []
     with transaction.atomic():
-        if is_noise_thread(work.messages):
-            _ledger(
+        for work in works:
+            new_count = len(work.new_keys & set(work.parsed))
+            if is_noise_thread(work.messages):
+                rows += _ledger_rows(
+                    source=source,
+                    work=work,
+                    page=None,
+                    outcome=ImportedItem.Outcome.SKIPPED,
+                )
+                report.skipped[NOISE_REASON] += new_count
+                outcome[work.thread_id] = None
+                continue
+            rendered = render_thread(
+                thread_id=work.thread_id, messages=work.messages, account=account
+            )
+            items.append(
+                PageInput(
+                    mode="upsert",
+                    slug=rendered.slug,
+                    title=rendered.title,
+                    body=rendered.body,
+                    type_name="email",
+                    summary=rendered.summary,
+                    frontmatter=rendered.frontmatter,
+                    effective_date=rendered.effective_date,
+                    raws=[
+                        _raw_input(work.parsed[k], m, kind=kind)
+                        for k, m in work.entries
+                        if k in work.new_keys and k in work.parsed
+                    ],
+                    provenance={"connector": kind, "thread_id": work.thread_id},
+                )
+            )
+            writing.append(work)
+        results = pages_write(
+            source=source,
+            actor=local_caller(actor=actor),
+            items=items,
+            embed=embed,
+            errors="collect",
+        )
+        for work, result in zip(writing, results, strict=True):
+            if isinstance(result, BrainError):
+                outcome[work.thread_id] = result
+                continue
+            rows += _ledger_rows(
                 source=source,
                 work=work,
-                page=None,
-                outcome=ImportedItem.Outcome.SKIPPED,
+                page=result.page,
+                outcome=ImportedItem.Outcome.STORED,
+                raw_ids={r.external_id: r.pk for r in result.raw_records},
             )
-            report.skipped[NOISE_REASON] += len(new_entries)
-            return None
-        rendered = render_thread(
-            thread_id=work.thread_id, messages=work.messages, account=account
-        )
-        raws = [
-            _raw_input(work.parsed[k], m, kind=kind)
-            for k, m in new_entries
-            if k in work.parsed
-        ]
-        result = page_write(
-            source=source,
-            mode="upsert",
-            actor=local_caller(actor=actor),
-            slug=rendered.slug,
-            title=rendered.title,
-            body=rendered.body,
-            type_name="email",
-            summary=rendered.summary,
-            frontmatter=rendered.frontmatter,
-            effective_date=rendered.effective_date,
-            raws=raws,
-            provenance={"connector": kind, "thread_id": work.thread_id},
-            embed=embed,
-        )
-        page = result.page
-        _ledger(
-            source=source,
-            work=work,
-            page=page,
-            outcome=ImportedItem.Outcome.STORED,
-            raw_ids={r.external_id: r.pk for r in result.raw_records},
-        )
-    report.counts["messages"] += len(new_entries)
-    report.counts["threads"] += 1
-    report.counts["pages"] += 1
-    report.thread_ids.append(work.thread_id)
-    return page
+            outcome[work.thread_id] = result.page
+            report.counts["messages"] += len(work.new_keys & set(work.parsed))
+            report.counts["threads"] += 1
+            report.counts["pages"] += 1
+            report.thread_ids.append(work.thread_id)
+        _ledger_save(rows)
+    return outcome
 
 
-def _ledger(
+def _ledger_rows(
     *,
     source: Source,
     work: ThreadWork,
     page: Page | None,
     outcome: str,
     raw_ids: dict[str, int] | None = None,
-) -> None:
+) -> list[ImportedItem]:
+    """The ledger rows of ``work``'s new messages."""
     rows = []
     raw_ids = raw_ids or {}
     for key in work.new_keys:
@@ -215,7 +239,14 @@ def _ledger(
                 page=page,
             )
         )
-    # A re-written message (Gmail label change) updates its ledger row in place.
+    return rows
+
+
+def _ledger_save(rows: list[ImportedItem]) -> None:
+    """Insert ledger rows; a re-written message (Gmail label change) updates its
+    row in place."""
+    if not rows:
+        return
     ImportedItem.objects.bulk_create(
         rows,
         update_conflicts=True,
@@ -255,59 +286,49 @@ def people_store(
             "alias", flat=True
         )
     )
-    created = 0
-    for addr in sorted(found):
-        if addr in known:
-            continue
+    fresh = [addr for addr in sorted(found) if addr not in known]
+    bases = {addr: person_slug(name=found[addr].name, addr=addr) for addr in fresh}
+    candidates = [
+        slug
+        for addr in fresh
+        for slug in (bases[addr], f"{bases[addr]}-{short_hash(addr)}")
+    ]
+    taken = set(
+        Page.objects.filter(source=source, slug__in=candidates).values_list(
+            "slug", flat=True
+        )
+    )
+    items: list[PageInput] = []
+    for addr in fresh:
+        slug = bases[addr]
+        if slug in taken:
+            # Another page (or another address of this batch) has the name's slug.
+            slug = f"{slug}-{short_hash(addr)}"
+            if slug in taken:
+                continue
+        taken.add(slug)
         person = found[addr]
-        if person_create(
-            source=source,
-            addr=addr,
-            name=person.name,
-            aliases=[addr, *person.names],
-            origin="mail",
-            actor=actor,
-            embed=embed,
-        ):
-            created += 1
+        title, body, frontmatter = render_person(
+            addr=addr, name=person.name, aliases=[addr, *person.names], origin="mail"
+        )
+        items.append(
+            PageInput(
+                mode="create",
+                slug=slug,
+                title=title,
+                body=body,
+                type_name="person",
+                frontmatter=frontmatter,
+                provenance={"connector": "mail", "email": addr},
+            )
+        )
+    results = pages_write(
+        source=source,
+        actor=local_caller(actor=actor),
+        items=items,
+        embed=embed,
+        errors="collect",
+    )
+    created = sum(1 for r in results if isinstance(r, WriteResult))
     report.counts["people"] += created
     return created
-
-
-def person_create(
-    *,
-    source: Source,
-    addr: str,
-    name: str,
-    aliases: Iterable[str],
-    origin: str,
-    actor: str,
-    embed: bool,
-    extra: dict[str, Any] | None = None,
-    slug_for: Callable[[str], str] | None = None,
-) -> Page | None:
-    """Create one person page (never overwrites: an existing slug gets a hashed
-    suffix). Returns the page, or None when a page with that address exists."""
-    if Alias.objects.filter(source=source, alias=addr.lower()).exists():
-        return None
-    slug = slug_for(addr) if slug_for else person_slug(name=name, addr=addr)
-    if Page.objects.filter(source=source, slug=slug).exists():
-        slug = f"{slug}-{short_hash(addr)}"
-        if Page.objects.filter(source=source, slug=slug).exists():
-            return None
-    title, body, frontmatter = render_person(
-        addr=addr, name=name, aliases=aliases, origin=origin, extra=extra
-    )
-    result = page_write(
-        source=source,
-        mode="create",
-        actor=local_caller(actor=actor),
-        slug=slug,
-        title=title,
-        body=body,
-        type_name="person",
-        frontmatter=frontmatter,
-        provenance={"connector": origin, "email": addr},
-        embed=embed,
-    )
-    return result.page

@@ -3,8 +3,9 @@ person pages and loop detection (SPEC §6.2).
 
 ``mailbox_import`` is idempotent and resumable: the whole mailbox is parsed and
 threaded in memory (deterministically), threads whose messages are all in the
-ledger are skipped, the rest are written thread by thread (one transaction each)
-in batches, and ``loops.pipeline.process_threads`` runs after every batch. A run
+ledger are skipped, the rest are written in batches (one transaction and one
+``pages_write`` per batch), and ``loops.pipeline.process_threads`` runs after
+every batch. A run
 killed halfway leaves complete threads only; the next run writes the others.
 """
 
@@ -31,7 +32,7 @@ from connectors.mail.store import (
     ThreadWork,
     bulk_transaction,
     people_store,
-    thread_store,
+    threads_store,
     to_mail_message,
 )
 from connectors.mail.threading import (
@@ -261,7 +262,8 @@ class MailboxConnector(Connector):
     # --- apply -------------------------------------------------------------------
 
     def apply(self, batch: ChangeBatch, report: SyncReport) -> None:
-        """Write each thread (one transaction each), then person pages and loops."""
+        """Write the batch's threads and their person pages in one transaction,
+        then run loop detection on the stored threads."""
         stored: dict[str, list[MailMessage]] = {}
         with bulk_transaction():
             self._apply_threads(batch, report, stored)
@@ -283,26 +285,25 @@ class MailboxConnector(Connector):
         report: SyncReport,
         stored: dict[str, list[MailMessage]],
     ) -> None:
+        outcome = threads_store(
+            source=self.source,
+            works=batch.items,
+            account=self.account,
+            kind=RawRecord.Kind.RFC822,
+            actor="connector:mailbox",
+            embed=self.embed,
+            report=report,
+        )
         for work in batch.items:
-            try:
-                page = thread_store(
-                    source=self.source,
-                    work=work,
-                    account=self.account,
-                    kind=RawRecord.Kind.RFC822,
-                    actor="connector:mailbox",
-                    embed=self.embed,
-                    report=report,
-                )
-            except BrainError as exc:
-                # Only this thread's savepoint is rolled back; a re-run retries it.
-                report.skipped[f"thread refused: {exc.code}"] += len(work.new_keys)
-                page = None
-            if page is not None:
+            result = outcome.get(work.thread_id)
+            if isinstance(result, BrainError):
+                # Nothing of this thread was stored; a re-run retries it.
+                report.skipped[f"thread refused: {result.code}"] += len(work.new_keys)
+            elif result is not None:
                 stored[work.thread_id] = work.messages
-            self._done += 1
-            if self.progress:
-                self.progress("threads", self._done, self._total)
+        self._done += len(batch.items)
+        if self.progress:
+            self.progress("threads", self._done, self._total)
 
     def finish(self) -> None:
         """Ledger the duplicate copies (after every thread is stored)."""
@@ -341,7 +342,7 @@ def mailbox_import(
     ``MailboxPathError`` (permanent) for a missing path and ``InvalidParams`` for a
     bad source id. Threads are committed in batches of ``batch_threads`` (one
     transaction each). ``progress(step, done, total)`` is called while parsing and
-    after each thread; an exception it raises stops the import: the batch in
+    after each batch; an exception it raises stops the import: the batch in
     flight rolls back whole, earlier batches stay, a re-run writes the rest.
     """
     from connectors.services import sync_run_finish, sync_run_start

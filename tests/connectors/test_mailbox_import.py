@@ -96,10 +96,12 @@ class _Killed(Exception):
 
 def test_an_import_killed_halfway_completes_on_rerun_without_duplicates() -> None:
     """Batches of four threads: a crash in the second batch keeps the first batch
-    whole and rolls the second back; the re-run writes the other eight threads."""
+    whole and rolls the second back; the re-run writes the other eight threads.
+    (Progress is reported once per batch, after its threads are written and before
+    the batch commits.)"""
 
     def die_in_second_batch(step: str, done: int, total: int | None) -> None:
-        if step == "threads" and done == 6:
+        if step == "threads" and done == 8:
             raise _Killed
 
     with pytest.raises(_Killed):

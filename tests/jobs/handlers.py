@@ -61,8 +61,8 @@ def broken(job: Any, ctx: Any) -> None:
 
 def import_mail_holding(job: Any, ctx: Any) -> Any:
     """The real mailbox import (as the ``import_mail`` kind runs it, in batches of
-    ``params.batch_threads`` threads) with a pause: after thread
-    ``params.hold_after`` it writes ``params.reached_file`` and waits, heartbeating,
+    ``params.batch_threads`` threads) with a pause: once the batch that brings the
+    written threads to ``params.hold_after`` is written (not yet committed) it writes ``params.reached_file`` and waits, heartbeating,
     while ``params.hold_file`` exists. The pause is inside the connector's batch
     transaction, so a worker killed there loses that uncommitted batch."""
     from connectors.mailbox.sync import mailbox_import

@@ -221,7 +221,7 @@ def test_killed_worker_mid_sync_finishes_with_every_thread_imported_exactly_once
             "source_id": "sa",
             "path": str(SPAMASSASSIN),
             "batch_threads": 4,
-            "hold_after": 6,
+            "hold_after": 8,
             "hold_file": str(hold),
             "reached_file": str(reached),
         },
