@@ -153,7 +153,7 @@ def main() -> None:
             sources.append(source_id)
             import_time, _, counts = _import(source_id, path)
             start = time.perf_counter()
-            embedded = pages_embed_pending()
+            embedded = pages_embed_pending(source_ids=[source_id])
             embed_time = time.perf_counter() - start
             total = import_time + embed_time
             messages = counts.get("messages", 0)

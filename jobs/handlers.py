@@ -180,9 +180,11 @@ def loops_sweep(job: Job, ctx: JobContext) -> Any:
 
 
 def embed_pending(job: Job, ctx: JobContext) -> Any:
-    """Embed chunks that are missing or stale (``params.limit`` optional)."""
+    """Embed chunks that are missing or stale (``params.limit`` and
+    ``params.source_ids`` optional)."""
     run = service("brain.services.pages.pages_embed_pending")
     limit = (job.params or {}).get("limit")
+    source_ids = (job.params or {}).get("source_ids") or None
     done = 0
 
     def batch_done(count: int) -> None:
@@ -190,7 +192,7 @@ def embed_pending(job: Job, ctx: JobContext) -> Any:
         done += int(count)
         ctx.progress(done, limit, "chunks embedded")
 
-    embedded = run(limit=limit, progress=batch_done)
+    embedded = run(limit=limit, progress=batch_done, source_ids=source_ids)
     return {"embedded": embedded}
 
 

@@ -8,7 +8,7 @@ talks to Google.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -54,7 +54,13 @@ class MailMessage:
 
     def to_metadata(self) -> dict[str, Any]:
         """JSON-safe dict for ``RawRecord.metadata`` (date as ISO 8601 UTC)."""
-        data = asdict(self)
+        # A shallow copy per field (not ``asdict``'s deep copy: SPEC §11 ingest rate).
+        data: dict[str, Any] = {}
+        for name in self.__dataclass_fields__:
+            value = getattr(self, name)
+            if isinstance(value, list):
+                value = [dict(v) if isinstance(v, dict) else v for v in value]
+            data[name] = value
         data["date"] = self.date.isoformat() if self.date else None
         data.pop("raw_record_id", None)
         return data

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models.functions import Substr
 
 from brain.llm import anthropic_client
 from brain.models import Page, RawRecord, Source
@@ -64,7 +66,7 @@ from loops.services import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Iterable, Iterator, Sequence
 
     from loops.message import MailMessage
 
@@ -108,13 +110,38 @@ def _extraction_mode() -> str:
     return "rules"
 
 
-def _timezones(messages: Sequence[MailMessage]) -> dict[str, tzinfo]:
-    ids = [m.raw_record_id for m in messages if m.raw_record_id is not None]
-    contents = dict(RawRecord.objects.filter(pk__in=ids).values_list("pk", "content"))
-    return {
-        m.message_id: sender_timezone(m, contents.get(m.raw_record_id))  # type: ignore[arg-type]
-        for m in messages
-    }
+class SenderTimezones(Mapping[str, tzinfo]):
+    """Message id → the sender's timezone (``sender_timezone``) for one thread's
+    messages, read from their raw records only when first looked up: the rule
+    extractor needs it only for a sentence with a deadline, which most threads lack
+    (SPEC §11 ingest rate)."""
+
+    def __init__(self, messages: Sequence[MailMessage]) -> None:
+        self._messages = messages
+        self._zones: dict[str, tzinfo] | None = None
+
+    def _load(self) -> dict[str, tzinfo]:
+        if self._zones is None:
+            ids = [m.raw_record_id for m in self._messages if m.raw_record_id]
+            heads = dict(
+                RawRecord.objects.filter(pk__in=ids).values_list(
+                    "pk", Substr("content", 1, 8000)
+                )
+            )
+            self._zones = {
+                m.message_id: sender_timezone(m, heads.get(m.raw_record_id))  # type: ignore[arg-type]
+                for m in self._messages
+            }
+        return self._zones
+
+    def __getitem__(self, message_id: str) -> tzinfo:
+        return self._load()[message_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._load())
+
+    def __len__(self) -> int:
+        return len(self._load())
 
 
 def thread_rule_extract(
@@ -126,9 +153,13 @@ def thread_rule_extract(
     mutes: Mutes,
     source_newest: datetime,
     known_keys: set[str] | None = None,
+    runs: list[ExtractionRun] | None = None,
 ) -> dict[str, Any]:
     """Run the offline rule extractor on one thread revision (idempotent per
-    revision) and project what it finds. Returns ``{status, reason, loops}``."""
+    revision) and project what it finds. Returns ``{status, reason, loops}``.
+
+    The ``ExtractionRun`` row that makes it idempotent is saved at once, or, when
+    a batch caller passes ``runs``, appended unsaved for it to insert in bulk."""
     owners = {a.lower() for a in source.owner_addresses}
     newest = max((m.date for m in messages if m.date), default=None)
     key = f"{Detector.RULE_EXTRACT}:{source.id}:{thread_id}:" + (
@@ -146,10 +177,11 @@ def thread_rule_extract(
     if eligible and (newest is None or newest < source_newest - EXTRACTION_WINDOW):
         eligible, reason = False, "outside_30_day_window"
     loop_ids: list[int] = []
-    with transaction.atomic():
+    # No savepoint of its own: ``process_threads`` runs each thread in one.
+    with transaction.atomic(savepoint=False):
         if eligible:
             candidates = rule_extract(
-                messages, owner_addresses=owners, timezones=_timezones(messages)
+                messages, owner_addresses=owners, timezones=SenderTimezones(messages)
             )
             for c in candidates:
                 loop, _ = loop_project_commitment(
@@ -173,7 +205,7 @@ def thread_rule_extract(
                     actor="rule_extract",
                 )
                 loop_ids.append(loop.pk)
-        ExtractionRun.objects.create(
+        run = ExtractionRun(
             source=source,
             thread_id=thread_id,
             extractor=Detector.RULE_EXTRACT,
@@ -184,6 +216,10 @@ def thread_rule_extract(
             reason="" if eligible else reason,
             result={"loop_ids": loop_ids},
         )
+        if runs is None:
+            run.save()
+        else:
+            runs.append(run)
     return {
         "status": "extracted" if eligible else "skipped",
         "reason": reason,
@@ -355,10 +391,12 @@ def thread_process(
     messages: list[MailMessage] | None = None,
     page: Page | None | bool = False,
     preload: ChunkState | None = None,
+    runs: list[ExtractionRun] | None = None,
 ) -> dict[str, Any]:
     """Detector, extraction and follow-up for one thread (one transaction for the
     detector's writes). ``messages``/``page`` may be preloaded (``page=False``: look
-    it up). Returns a per-thread report."""
+    it up); ``runs`` collects the unsaved extraction runs for a batch caller.
+    Returns a per-thread report."""
     if messages is None:
         messages = thread_messages(source_id=source.id, thread_id=thread_id)
     subs = [m for m in messages if is_substantive(m) and m.date <= now]  # type: ignore[operator]
@@ -403,6 +441,7 @@ def thread_process(
             mutes=mutes,
             source_newest=source_newest,
             known_keys=preload.rule_keys if preload else None,
+            runs=runs,
         )
         if report["extraction"]["loops"]:
             open_loops = None
@@ -457,28 +496,42 @@ def process_threads(
             # One malformed record must not sink the batch: load thread by thread.
             logger.warning("loops: batch load failed for %s; per thread", source_id)
             preloaded, messages, pages, state = False, {}, {}, None
-        for thread_id in chunk:
-            report["threads"] += 1
-            try:
-                result = thread_process(
-                    source=source,
-                    thread_id=thread_id,
-                    now=ref,
-                    mutes=mutes,
-                    source_newest=source_newest,
-                    mode=mode,
-                    messages=messages.get(thread_id, []) if preloaded else None,
-                    page=pages.get(thread_id) if preloaded else False,
-                    preload=state,
-                )
-            except Exception:
-                logger.exception("loops: thread %s/%s failed", source_id, thread_id)
-                report["failed"] += 1
-                continue
-            counts = result.get("detector")
-            if isinstance(counts, dict):
-                report["opened"] += counts["opened"] + counts["reopened"]
-                report["closed"] += counts["closed"]
+        # One transaction per chunk (a savepoint per thread, so a failing thread
+        # rolls back alone): an import's detection commits once per chunk, not
+        # once per thread (SPEC §11 ingest rate).
+        runs: list[ExtractionRun] = []
+        with transaction.atomic():
+            for thread_id in chunk:
+                report["threads"] += 1
+                thread_runs: list[ExtractionRun] = []
+                try:
+                    with transaction.atomic():  # one thread's savepoint
+                        result = thread_process(
+                            source=source,
+                            thread_id=thread_id,
+                            now=ref,
+                            mutes=mutes,
+                            source_newest=source_newest,
+                            mode=mode,
+                            messages=(
+                                messages.get(thread_id, []) if preloaded else None
+                            ),
+                            page=pages.get(thread_id) if preloaded else False,
+                            preload=state,
+                            runs=thread_runs,
+                        )
+                except Exception:
+                    logger.exception(
+                        "loops: thread %s/%s failed", source_id, thread_id
+                    )
+                    report["failed"] += 1
+                    continue
+                runs += thread_runs
+                counts = result.get("detector")
+                if isinstance(counts, dict):
+                    report["opened"] += counts["opened"] + counts["reopened"]
+                    report["closed"] += counts["closed"]
+            ExtractionRun.objects.bulk_create(runs, ignore_conflicts=True)
     try:
         report["stale"] = loops_stale_sweep(
             source=source, now=ref

@@ -598,7 +598,9 @@ def loop_apply_verdict(
     ``has_hold`` may be preloaded by a batch caller to save queries. Returns counts
     ``{opened, closed, reopened, refreshed}``."""
     counts = {"opened": 0, "closed": 0, "reopened": 0, "refreshed": 0}
-    with transaction.atomic():
+    # No savepoint of its own: its caller (``thread_process``) runs each thread in
+    # one, and a savepoint per step is a round trip per thread (SPEC §11).
+    with transaction.atomic(savepoint=False):
         _apply_verdict(
             source=source,
             thread_id=thread_id,

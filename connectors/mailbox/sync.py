@@ -11,6 +11,9 @@ killed halfway leaves complete threads only; the next run writes the others.
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -44,7 +47,7 @@ from connectors.mail.threading import (
     sent_folder_senders,
     thread_messages,
 )
-from connectors.mailbox.client import iter_mailbox
+from connectors.mailbox.client import MailboxEntry, iter_mailbox
 from connectors.models import ImportedItem
 from loops.message import MailMessage
 from loops.pipeline import process_threads
@@ -52,8 +55,48 @@ from loops.pipeline import process_threads
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-BATCH_THREADS = 50
+BATCH_THREADS = 200
+PARALLEL_PARSE_MIN = 400  # messages; below this a process pool costs more than it saves
+PARALLEL_PARSE_MAX_WORKERS = 4
+PARALLEL_PARSE_CHUNK = 50
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def parse_entry(entry: MailboxEntry) -> ParsedMail | str:
+    """Parse one mailbox entry and label it (folder labels, inferred bulk label);
+    returns the ``ParsedMail`` or, for a file that is not mail, the skip reason."""
+    try:
+        msg = parse_rfc822(entry.data, folder=entry.folder)
+    except ConnectorError as exc:
+        return f"unparseable: {exc.message}"
+    msg.labels = sorted(
+        set(folder_labels(entry.folder))
+        | set(bulk_labels(raw=msg.raw, text=msg.full_text))
+    )
+    return msg
+
+
+def parse_entries(entries: list[MailboxEntry]) -> Iterator[ParsedMail | str]:
+    """``parse_entry`` over ``entries``, in order, on every core (SPEC §11 ingest
+    rate: parsing is pure CPU work and needs no database).
+
+    Mailboxes smaller than ``PARALLEL_PARSE_MIN`` messages, one-core machines and
+    daemonic processes (a django-q worker may not have children) parse in this
+    process. The pool forks: children never touch the inherited database
+    connection and leave through ``os._exit``, so it stays the parent's.
+    """
+    workers = min(os.cpu_count() or 1, PARALLEL_PARSE_MAX_WORKERS)
+    if (
+        len(entries) < PARALLEL_PARSE_MIN
+        or workers < 2
+        or multiprocessing.current_process().daemon
+    ):
+        yield from map(parse_entry, entries)
+        return
+    with ProcessPoolExecutor(
+        max_workers=workers, mp_context=multiprocessing.get_context("fork")
+    ) as pool:
+        yield from pool.map(parse_entry, entries, chunksize=PARALLEL_PARSE_CHUNK)
 
 
 def message_link(parsed: ParsedMail) -> str | None:
@@ -100,20 +143,14 @@ class MailboxConnector(Connector):
     # --- fetch -------------------------------------------------------------------
 
     def _parse_all(self) -> list[ParsedMail]:
-        parsed: list[ParsedMail] = []
         entries = list(iter_mailbox(self.path))
         total = len(entries)
-        for index, entry in enumerate(entries, 1):
-            try:
-                msg = parse_rfc822(entry.data, folder=entry.folder)
-            except ConnectorError as exc:
-                self.report.skipped[f"unparseable: {exc.message}"] += 1
+        parsed: list[ParsedMail] = []
+        for index, result in enumerate(parse_entries(entries), 1):
+            if isinstance(result, str):
+                self.report.skipped[result] += 1
             else:
-                msg.labels = sorted(
-                    set(folder_labels(entry.folder))
-                    | set(bulk_labels(raw=msg.raw, text=msg.full_text))
-                )
-                parsed.append(msg)
+                parsed.append(result)
             if self.progress and (index % 200 == 0 or index == total):
                 self.progress("parse", index, total)
         self.report.counts["files"] = total

@@ -230,7 +230,7 @@ def markdown_import(
         locked.save(update_fields=["cursor", "last_sync_at", "last_success_at",
                                    "last_error", "counts", "updated_at"])
     if embed:
-        report.embedded = pages_embed_pending()
+        report.embedded = pages_embed_pending(source_ids=[source.id])
     return report
 
 

@@ -20,7 +20,7 @@ from zoneinfo import ZoneInfo
 from loops.definitions import collapse, is_mine, is_substantive, reply_text
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Sequence
+    from collections.abc import Collection, Mapping, Sequence
 
     from loops.message import MailMessage
 
@@ -249,7 +249,7 @@ def rule_extract(
     messages: Sequence[MailMessage],
     *,
     owner_addresses: Collection[str],
-    timezones: dict[str, tzinfo] | None = None,
+    timezones: Mapping[str, tzinfo] | None = None,
 ) -> list[RuleCandidate]:
     """Find commitments in a thread without any model (SPEC §5.3 rule extractor).
 

@@ -126,3 +126,40 @@ def test_failing_provider_leaves_the_page_written_and_the_index_behind(
     assert page.body == "Still saved." and page.indexed_hash == ""
     assert Chunk.objects.get(page=page).tsv  # keyword search still finds it
     assert pages_embed_pending() == 0
+
+
+def test_embed_pending_can_be_limited_to_sources(
+    default_source: Source, counter: CountingProvider, django_capture_on_commit_callbacks
+) -> None:
+    """An importer fills its own source's embeddings, not everybody's backlog."""
+    from tests.factories import SourceFactory
+
+    other = SourceFactory(id="other-mail", kind=Source.Kind.MAILBOX)
+    with django_capture_on_commit_callbacks(execute=True):
+        _write(default_source, "notes/a", "Alpha.", embed=False)
+        _write(other, "notes/b", "Beta.", embed=False)
+    assert pages_embed_pending(source_ids=[other.id]) == 1
+    assert Page.objects.get(source=other).indexed_hash != ""
+    assert Page.objects.get(source=default_source).indexed_hash == ""
+    assert pages_embed_pending() == 1
+
+
+def test_embeddings_of_a_batch_are_computed_together_after_commit(
+    default_source: Source, counter: CountingProvider, django_capture_on_commit_callbacks
+) -> None:
+    """``pages_write`` embeds every changed page of a batch in shared model calls
+    once the transaction commits, and marks each page current."""
+    from brain.services.pages import PageInput, pages_write
+
+    with django_capture_on_commit_callbacks(execute=True):
+        results = pages_write(
+            source=default_source,
+            actor=local_caller(),
+            items=[
+                PageInput(mode="create", slug=f"notes/n{i}", body=f"Note {i}.")
+                for i in range(5)
+            ],
+        )
+    assert len(counter.calls) == 1 and len(counter.calls[0]) == 5
+    assert Page.objects.filter(indexed_hash="").count() == 0
+    assert all(r.changed for r in results)

@@ -180,3 +180,44 @@ def test_loops_sweep_command_prints_what_it_did(google, store, capsys):
     )
     out = capsys.readouterr().out
     assert "1 thread(s) re-checked, 1 loop(s) opened" in out
+
+
+def test_a_failing_thread_rolls_back_alone_and_is_retried_next_run(
+    mailbox, jeff, store, monkeypatch
+):
+    """Detection commits once per chunk with a savepoint per thread (SPEC §11):
+    a thread that fails after its detector wrote a loop loses that loop and its
+    extraction run, the other thread of the chunk keeps its own, and the next run
+    processes the failed thread again."""
+    import loops.pipeline as pipeline
+    from loops.models import ExtractionRun
+
+    store(
+        mailbox,
+        [
+            msg(1),
+            msg(2, thread="t-two", hours=1),
+            msg(3, thread="t-other", hours=60, body="Unrelated, see you."),
+        ],
+    )
+    follow_up = pipeline.thread_follow_up
+
+    def fail_on_t_two(**kwargs):  # type: ignore[no-untyped-def]
+        if kwargs["thread_id"] == "t-two":
+            raise RuntimeError("injected")
+        return follow_up(**kwargs)
+
+    monkeypatch.setattr(pipeline, "thread_follow_up", fail_on_t_two)
+    report = process_threads(source_id=mailbox.id, thread_ids=["t-kuo", "t-two"])
+    assert report["failed"] == 1 and report["threads"] == 2
+    assert set(inbound(mailbox).values_list("thread_id", flat=True)) == {"t-kuo"}
+    assert set(ExtractionRun.objects.values_list("thread_id", flat=True)) == {"t-kuo"}
+
+    monkeypatch.setattr(pipeline, "thread_follow_up", follow_up)
+    report = process_threads(source_id=mailbox.id, thread_ids=["t-kuo", "t-two"])
+    assert report["failed"] == 0
+    assert set(inbound(mailbox).values_list("thread_id", flat=True)) == {
+        "t-kuo",
+        "t-two",
+    }
+    assert ExtractionRun.objects.filter(thread_id="t-two").count() == 1
