@@ -12,6 +12,8 @@ from django.contrib import admin, messages
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest
 
+from brain.access import Caller, local_caller
+from brain.exceptions import BrainError
 from brain.models import (
     Alias,
     AuditEvent,
@@ -29,8 +31,7 @@ from brain.models import (
     Source,
     TimelineEntry,
 )
-from brain.access import Caller, local_caller
-from brain.exceptions import BrainError
+from brain.services.facts import fact_forget
 from brain.services.merges import merge_proposal_accept, merge_proposal_reject
 from brain.services.pages import (
     page_reindex,
@@ -38,7 +39,6 @@ from brain.services.pages import (
     page_soft_delete,
     page_write,
 )
-from brain.services.facts import fact_forget
 from brain.services.sources import source_set_federated
 from loops.admin_actions import PAGE_ACTIONS
 

@@ -153,6 +153,11 @@ else:
 
     DATABASES = {"default": database_settings(BASE_DIR)}
 
+# Parameters travel apart from the SQL text (server-side binding): a batch insert of
+# mail sends megabytes of text that would otherwise be quoted into the statement
+# client-side and parsed back by the server (SPEC §11 ingest rate).
+DATABASES["default"].setdefault("OPTIONS", {})["server_side_binding"] = True
+
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_USER_MODEL = "accounts.User"
 

@@ -14,8 +14,10 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
@@ -451,6 +453,65 @@ def thread_process(
     return report
 
 
+def _chunk_process(
+    *,
+    source: Source,
+    thread_ids: list[str],
+    now: datetime,
+    mutes: Mutes,
+    source_newest: datetime,
+    mode: str,
+    isolate: bool,
+) -> list[dict[str, Any] | None]:
+    """``thread_process`` for a chunk of threads inside the caller's transaction,
+    with their messages, pages and state loaded in a few queries, and their
+    extraction runs inserted in one statement. Returns one report per thread.
+
+    ``isolate=False``: the first failing thread raises (the caller rolls the chunk
+    back). ``isolate=True``: each thread runs in its own savepoint; a failing one is
+    logged, rolled back alone and reported as ``None``.
+    """
+    preloaded = True
+    try:
+        messages = threads_messages(source_id=source.id, thread_ids=thread_ids)
+        pages = threads_pages(source_id=source.id, thread_ids=thread_ids)
+        state: ChunkState | None = chunk_state(source=source, thread_ids=thread_ids)
+    except Exception:
+        if not isolate:
+            raise
+        # One malformed record must not sink the batch: load thread by thread.
+        logger.warning("loops: batch load failed for %s; per thread", source.id)
+        preloaded, messages, pages, state = False, {}, {}, None
+    runs: list[ExtractionRun] = []
+    outcomes: list[dict[str, Any] | None] = []
+    for thread_id in thread_ids:
+        thread_runs: list[ExtractionRun] = []
+        try:
+            with transaction.atomic() if isolate else nullcontext():
+                result = thread_process(
+                    source=source,
+                    thread_id=thread_id,
+                    now=now,
+                    mutes=mutes,
+                    source_newest=source_newest,
+                    mode=mode,
+                    messages=messages.get(thread_id, []) if preloaded else None,
+                    page=pages.get(thread_id) if preloaded else False,
+                    preload=state,
+                    runs=thread_runs,
+                )
+        except Exception:
+            if not isolate:
+                raise
+            logger.exception("loops: thread %s/%s failed", source.id, thread_id)
+            outcomes.append(None)
+            continue
+        runs += thread_runs
+        outcomes.append(result)
+    ExtractionRun.objects.bulk_create(runs, ignore_conflicts=True)
+    return outcomes
+
+
 def process_threads(
     *, source_id: str, thread_ids: Iterable[str], now: datetime | None = None
 ) -> dict[str, Any]:
@@ -487,51 +548,34 @@ def process_threads(
         ]
     for start in range(0, len(wanted), BATCH):
         chunk = wanted[start : start + BATCH]
-        preloaded = True
+        run = partial(
+            _chunk_process,
+            source=source,
+            thread_ids=chunk,
+            now=ref,
+            mutes=mutes,
+            source_newest=source_newest,
+            mode=mode,
+        )
         try:
-            messages = threads_messages(source_id=source.id, thread_ids=chunk)
-            pages = threads_pages(source_id=source.id, thread_ids=chunk)
-            state: ChunkState | None = chunk_state(source=source, thread_ids=chunk)
+            # One transaction per chunk with no savepoint per thread: an import's
+            # detection costs one commit per chunk (SPEC §11 ingest rate).
+            with transaction.atomic():
+                outcomes = run(isolate=False)
         except Exception:
-            # One malformed record must not sink the batch: load thread by thread.
-            logger.warning("loops: batch load failed for %s; per thread", source_id)
-            preloaded, messages, pages, state = False, {}, {}, None
-        # One transaction per chunk (a savepoint per thread, so a failing thread
-        # rolls back alone): an import's detection commits once per chunk, not
-        # once per thread (SPEC §11 ingest rate).
-        runs: list[ExtractionRun] = []
-        with transaction.atomic():
-            for thread_id in chunk:
-                report["threads"] += 1
-                thread_runs: list[ExtractionRun] = []
-                try:
-                    with transaction.atomic():  # one thread's savepoint
-                        result = thread_process(
-                            source=source,
-                            thread_id=thread_id,
-                            now=ref,
-                            mutes=mutes,
-                            source_newest=source_newest,
-                            mode=mode,
-                            messages=(
-                                messages.get(thread_id, []) if preloaded else None
-                            ),
-                            page=pages.get(thread_id) if preloaded else False,
-                            preload=state,
-                            runs=thread_runs,
-                        )
-                except Exception:
-                    logger.exception(
-                        "loops: thread %s/%s failed", source_id, thread_id
-                    )
-                    report["failed"] += 1
-                    continue
-                runs += thread_runs
-                counts = result.get("detector")
-                if isinstance(counts, dict):
-                    report["opened"] += counts["opened"] + counts["reopened"]
-                    report["closed"] += counts["closed"]
-            ExtractionRun.objects.bulk_create(runs, ignore_conflicts=True)
+            # A thread failed: the chunk rolled back whole. Run it again with a
+            # savepoint per thread, so the failure stays with that thread.
+            with transaction.atomic():
+                outcomes = run(isolate=True)
+        for result in outcomes:
+            report["threads"] += 1
+            if result is None:
+                report["failed"] += 1
+                continue
+            counts = result.get("detector")
+            if isinstance(counts, dict):
+                report["opened"] += counts["opened"] + counts["reopened"]
+                report["closed"] += counts["closed"]
     try:
         report["stale"] = loops_stale_sweep(
             source=source, now=ref

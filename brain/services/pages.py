@@ -28,6 +28,7 @@ from django.utils import timezone
 
 from brain import embeddings
 from brain.access import Caller
+from brain.bulk import bulk_insert, bulk_insert_objects
 from brain.chunking import chunk_body, chunk_tokens
 from brain.exceptions import AlreadyExists, BrainError, InvalidParams, NotFound
 from brain.models import (
@@ -736,20 +737,24 @@ def _write_batch(
                     linked.append(record)
         if linked:
             RawRecord.objects.bulk_update(linked, ["page"])
-        PageRevision.objects.bulk_create(
-            PageRevision(
-                page=p.page,
-                actor=actor.actor[:200],
-                provenance=p.provenance,
-                operation=p.operation,
-                previous_title=p.previous["title"],
-                previous_body=p.previous["body"],
-                previous_frontmatter=p.previous["frontmatter"],
-                content_hash=p.content_hash,
-                raw_record=raw_records[p.raws[0].external_id[:512]] if p.raws else None,
-                created_at=now,
-            )
-            for p in changed
+        bulk_insert_objects(
+            [
+                PageRevision(
+                    page=p.page,
+                    actor=actor.actor[:200],
+                    provenance=p.provenance,
+                    operation=p.operation,
+                    previous_title=p.previous["title"],
+                    previous_body=p.previous["body"],
+                    previous_frontmatter=p.previous["frontmatter"],
+                    content_hash=p.content_hash,
+                    raw_record=(
+                        raw_records[p.raws[0].external_id[:512]] if p.raws else None
+                    ),
+                    created_at=now,
+                )
+                for p in changed
+            ]
         )
         Alias.objects.bulk_create(
             [
@@ -791,7 +796,8 @@ def _write_batch(
 
 def _save_pages(*, src: Source, plans: list[_Plan], now: Any) -> set[int]:
     """Insert the new pages and update the changed ones (two statements); sets
-    ``plan.page``. Returns the ids of the pages created."""
+    ``plan.page``. Returns the ids of the pages created. A slug created meanwhile
+    by another writer raises ``IntegrityError`` (``pages_write`` re-plans)."""
     new_pages: list[Page] = []
     updated: list[Page] = []
     visibility_moves: dict[str, list[Page]] = {}
@@ -829,7 +835,7 @@ def _save_pages(*, src: Source, plans: list[_Plan], now: Any) -> set[int]:
         page.deleted_at = None
         page.updated_at = now
         updated.append(page)
-    Page.objects.bulk_create(new_pages)
+    bulk_insert_objects(new_pages)
     if updated:
         Page.objects.bulk_update(
             updated,
@@ -862,29 +868,44 @@ def _store_raws(
     characters, the column's width)."""
     if not raws:
         return {}
-    rows = []
+    rows: dict[str, dict[str, Any]] = {}
     for raw, page in raws:
         payload = _json_safe(raw.payload) if raw.payload is not None else None
         digest_source = raw.content or json.dumps(payload, sort_keys=True)
-        rows.append(
-            RawRecord(
-                source=src,
-                external_id=raw.external_id[:512],
-                kind=raw.kind,
-                content=raw.content,
-                payload=payload,
-                metadata=_json_safe(raw.metadata),
-                content_hash=sha256_hex(digest_source or ""),
-                page=page,
+        external_id = raw.external_id[:512]
+        rows.setdefault(
+            external_id,
+            {
+                "source_id": src.id,
+                "external_id": external_id,
+                "kind": raw.kind,
+                "content": raw.content,
+                "payload": payload,
+                "metadata": _json_safe(raw.metadata),
+                "content_hash": sha256_hex(digest_source or ""),
+                "page_id": page.pk if page is not None else None,
+            },
+        )
+    written = bulk_insert(
+        RawRecord,
+        list(rows.values()),
+        conflict=["source", "external_id"],
+        returning=["id", "external_id", "captured_at"],
+    )
+    records: dict[str, RawRecord] = {}
+    for pk, external_id, captured_at in written:
+        record = RawRecord(pk=pk, captured_at=captured_at, **rows[external_id])
+        record._state.adding = False
+        records[external_id] = record
+    missing = [key for key in rows if key not in records]
+    if missing:
+        records.update(
+            (r.external_id, r)
+            for r in RawRecord.objects.filter(source=src, external_id__in=missing).only(
+                "id", "external_id", "page_id", "kind", "source_id", "content_hash"
             )
         )
-    RawRecord.objects.bulk_create(rows, ignore_conflicts=True)
-    return {
-        r.external_id: r
-        for r in RawRecord.objects.filter(
-            source=src, external_id__in=[row.external_id for row in rows]
-        ).only("id", "external_id", "page_id", "kind", "source_id", "content_hash")
-    }
+    return records
 
 
 def _add_relations(*, src: Source, plans: list[_Plan], actor: Caller) -> None:
@@ -1056,7 +1077,7 @@ def _rebuild_chunks_many(pages: Sequence[Page]) -> dict[int, int]:
             ).only("page_id", "content_hash", "embedding", "embedding_model")
         }
     Chunk.objects.filter(page_id__in=ids).delete()
-    columns: dict[str, list[Any]] = {name: [] for name, _ in _CHUNK_COLUMNS}
+    rows: list[dict[str, Any]] = []
     waiting: dict[int, int] = {}
     for page in pages:
         texts = chunk_body(page.body) or ([page.title] if page.title else [])
@@ -1066,68 +1087,37 @@ def _rebuild_chunks_many(pages: Sequence[Page]) -> dict[int, int]:
             reuse = old.get((page.pk, digest))
             if reuse is None:
                 waiting[page.pk] += 1
-            for name, value in (
-                ("page_id", page.pk),
-                ("source_id", page.source_id),
-                ("visibility", page.visibility),
-                ("ordinal", ordinal),
-                ("text", text),
-                ("token_count", chunk_tokens(text)),
-                ("content_hash", digest),
-                ("embedding", _vector_text(reuse.embedding) if reuse else None),
-                ("embedding_model", reuse.embedding_model if reuse else ""),
-            ):
-                columns[name].append(value)
-    _insert_chunks(columns)
+            rows.append(
+                {
+                    "page_id": page.pk,
+                    "source_id": page.source_id,
+                    "visibility": page.visibility,
+                    "ordinal": ordinal,
+                    "text": text,
+                    "token_count": chunk_tokens(text),
+                    "content_hash": digest,
+                    "embedding": reuse.embedding if reuse else None,
+                    "embedding_model": reuse.embedding_model if reuse else "",
+                    "title": page.title,
+                }
+            )
+    language = settings.BRAIN_FTS_LANGUAGE
+    # The tsvector (title weight A, text weight D) is computed by the INSERT itself.
+    bulk_insert(
+        Chunk,
+        rows,
+        extra={"title": "text"},
+        computed={
+            "tsv": (
+                "setweight(to_tsvector(%s::regconfig, COALESCE(r.title, '')), 'A') || "
+                "setweight(to_tsvector(%s::regconfig, COALESCE(r.text, '')), 'D')",
+                [language, language],
+            )
+        },
+    )
     if provider is None:
         return dict.fromkeys(ids, 0)
     return waiting
-
-
-# (column, PostgreSQL array type) of the chunk rows ``_insert_chunks`` writes.
-_CHUNK_COLUMNS = (
-    ("page_id", "bigint[]"),
-    ("source_id", "text[]"),
-    ("visibility", "text[]"),
-    ("ordinal", "integer[]"),
-    ("text", "text[]"),
-    ("token_count", "integer[]"),
-    ("content_hash", "text[]"),
-    ("embedding", "text[]"),
-    ("embedding_model", "text[]"),
-)
-
-
-def _vector_text(vector: Any) -> str:
-    """pgvector's text form (``[0.1,0.2,…]``) of a stored embedding."""
-    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
-
-
-def _insert_chunks(columns: dict[str, list[Any]]) -> None:
-    """Insert chunk rows given column-wise, computing each row's tsvector (title
-    weight A, text weight D, ``BRAIN_FTS_LANGUAGE``) in the same statement: one
-    ``INSERT … SELECT FROM unnest(…)`` whatever the number of rows, so an import
-    writes each chunk once (SPEC §3 keyword arm, §11 ingest rate)."""
-    if not columns["page_id"]:
-        return
-    names = ", ".join(name for name, _ in _CHUNK_COLUMNS)
-    arrays = ", ".join(f"%s::{kind}" for _, kind in _CHUNK_COLUMNS)
-    chunk_table = connection.ops.quote_name(Chunk._meta.db_table)
-    page_table = connection.ops.quote_name(Page._meta.db_table)
-    sql = (
-        f"INSERT INTO {chunk_table} ({names}, tsv) "
-        "SELECT r.page_id, r.source_id, r.visibility, r.ordinal, r.text, "
-        "r.token_count, r.content_hash, r.embedding::vector, r.embedding_model, "
-        "setweight(to_tsvector(%s::regconfig, COALESCE(p.title, '')), 'A') || "
-        "setweight(to_tsvector(%s::regconfig, COALESCE(r.text, '')), 'D') "
-        f"FROM unnest({arrays}) AS r({names}) "
-        f"JOIN {page_table} p ON p.id = r.page_id"
-    )
-    language = settings.BRAIN_FTS_LANGUAGE
-    with connection.cursor() as cursor:
-        cursor.execute(
-            sql, [language, language, *(columns[name] for name, _ in _CHUNK_COLUMNS)]
-        )
 
 
 def _embed_chunks(chunks: list[Chunk], titles: dict[int, str]) -> str | None:

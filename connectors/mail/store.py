@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from django.db import connection, transaction
 
 from brain.access import local_caller
+from brain.bulk import bulk_insert_objects
 from brain.exceptions import BrainError
 from brain.models import Alias, Page, RawRecord, Source
 from brain.services.pages import PageInput, RawInput, WriteResult, pages_write
@@ -243,22 +244,13 @@ def _ledger_rows(
 
 
 def _ledger_save(rows: list[ImportedItem]) -> None:
-    """Insert ledger rows; a re-written message (Gmail label change) updates its
-    row in place."""
-    if not rows:
-        return
-    ImportedItem.objects.bulk_create(
-        rows,
-        update_conflicts=True,
-        unique_fields=["source", "external_id"],
-        update_fields=[
-            "content_hash",
-            "thread_id",
-            "page",
-            "raw_record",
-            "outcome",
-            "reason",
-        ],
+    """Insert ledger rows in one statement; a re-written message (Gmail label
+    change) updates its row in place."""
+    unique = {row.external_id: row for row in rows}  # one row per key and statement
+    bulk_insert_objects(
+        list(unique.values()),
+        conflict=["source", "external_id"],
+        update=["content_hash", "thread_id", "page", "raw_record", "outcome", "reason"],
     )
 
 
