@@ -50,24 +50,29 @@ def threads_messages(
             source_id=source_id, metadata__thread_id__in=list(thread_ids)
         )
         .order_by("captured_at", "id")
-        .only("id", "metadata")
+        .values_list("id", "metadata")
     )
-    for r in records:
-        tid = r.metadata.get("thread_id")
+    for pk, metadata in records:
+        tid = metadata.get("thread_id")
         if tid in out:
-            out[tid].append(MailMessage.from_metadata(r.metadata, raw_record_id=r.pk))
+            out[tid].append(MailMessage.from_metadata(metadata, raw_record_id=pk))
     return out
 
 
 def threads_pages(*, source_id: str, thread_ids: Sequence[str]) -> dict[str, Page]:
-    """The live ``email`` page of each thread (first by id), in one query."""
+    """The live ``email`` page of each thread (first by id), in one query. The
+    body (the whole thread's text) is deferred: loops only point at the page."""
     pages: dict[str, Page] = {}
-    for page in Page.objects.filter(
-        source_id=source_id,
-        type__name="email",
-        frontmatter__thread_id__in=list(thread_ids),
-        deleted_at__isnull=True,
-    ).order_by("id"):
+    for page in (
+        Page.objects.filter(
+            source_id=source_id,
+            type__name="email",
+            frontmatter__thread_id__in=list(thread_ids),
+            deleted_at__isnull=True,
+        )
+        .only("id", "source_id", "slug", "title", "type_id", "frontmatter")
+        .order_by("id")
+    ):
         pages.setdefault(str(page.frontmatter.get("thread_id")), page)
     return pages
 

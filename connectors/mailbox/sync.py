@@ -80,9 +80,9 @@ def parse_entries(entries: list[MailboxEntry]) -> Iterator[ParsedMail | str]:
     """``parse_entry`` over ``entries``, in order, on every core (SPEC §11 ingest
     rate: parsing is pure CPU work and needs no database).
 
-    Mailboxes smaller than ``PARALLEL_PARSE_MIN`` messages, one-core machines and
-    daemonic processes (a django-q worker may not have children) parse in this
-    process. The pool forks: children never touch the inherited database
+    Mailboxes smaller than ``PARALLEL_PARSE_MIN`` messages, one-core machines,
+    platforms without ``fork`` and daemonic processes (a django-q worker may not
+    have children) parse in this process. The pool forks: children never touch the inherited database
     connection and leave through ``os._exit``, so it stays the parent's.
     """
     workers = min(os.cpu_count() or 1, PARALLEL_PARSE_MAX_WORKERS)
@@ -90,6 +90,7 @@ def parse_entries(entries: list[MailboxEntry]) -> Iterator[ParsedMail | str]:
         len(entries) < PARALLEL_PARSE_MIN
         or workers < 2
         or multiprocessing.current_process().daemon
+        or "fork" not in multiprocessing.get_all_start_methods()
     ):
         yield from map(parse_entry, entries)
         return
