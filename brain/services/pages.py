@@ -355,7 +355,6 @@ class _SchemaCache:
 
     def __init__(self) -> None:
         self._types: dict[str, PageType] = {}
-        self._for_slug: dict[str, PageType] = {}
         self._relations: dict[tuple[str, int, int], RelationType] = {}
 
     def page_type(self, name: str) -> PageType:
@@ -364,10 +363,8 @@ class _SchemaCache:
         return self._types[name]
 
     def page_type_for_slug(self, slug: str) -> PageType:
-        prefix = slug.split("/", 1)[0] if "/" in slug else ""
-        if prefix not in self._for_slug:
-            self._for_slug[prefix] = schema_page_type_for_slug(slug=slug)
-        return self._for_slug[prefix]
+        # Not cached: the longest matching prefix decides, and importers name types.
+        return schema_page_type_for_slug(slug=slug)
 
     def relation_type(
         self, name: str, from_type: PageType, to_type: PageType
@@ -721,9 +718,17 @@ def _write_batch(
                 )
             except BrainError as exc:
                 refuse(index, exc)
-        for index, exc in _plan_relations(src=src, plans=plans, schema=schema).items():
-            refuse(index, exc)
-        plans = [p for p in plans if p.index not in refused]
+        # A refused page cannot be a relation target of the same call: repeat until
+        # no plan points at a refused one.
+        while True:
+            for plan in plans:
+                plan.relation_types = []
+            newly = _plan_relations(src=src, plans=plans, schema=schema)
+            for index, exc in newly.items():
+                refuse(index, exc)
+            plans = [p for p in plans if p.index not in refused]
+            if not newly:
+                break
 
         changed = [p for p in plans if p.changed]
         created = _save_pages(src=src, plans=changed, now=now)

@@ -154,3 +154,40 @@ def test_pages_write_rejects_an_unknown_errors_mode(default_source: Source) -> N
     with pytest.raises(ValueError, match="errors"):
         _write(default_source, [_thread(1)], errors="ignore")
     assert isinstance(SchemaViolation("x", suggestion="y"), BrainError)
+
+
+def test_pages_write_refuses_a_relation_to_a_page_refused_in_the_same_call(
+    default_source: Source,
+) -> None:
+    """A target refused for its own relation (to a page that does not exist) is
+    not written, so a page relating to it is refused too (NotFound) instead of
+    failing the whole batch."""
+    from brain.exceptions import NotFound
+
+    results = _write(
+        default_source,
+        [
+            PageInput(
+                mode="create",
+                slug="people/ann",
+                title="Ann",
+                body="Engineer.",
+                type_name="person",
+                relations=[RelationInput(type="works_at", to_slug="companies/acme")],
+            ),
+            PageInput(
+                mode="create",
+                slug="companies/acme",
+                title="Acme",
+                body="Co.",
+                type_name="company",
+                relations=[RelationInput(type="related_to", to_slug="notes/ghost")],
+            ),
+            _thread(1),
+        ],
+        errors="collect",
+    )
+    assert isinstance(results[0], NotFound) and "companies/acme" in results[0].message
+    assert isinstance(results[1], NotFound) and "notes/ghost" in results[1].message
+    assert isinstance(results[2], WriteResult)
+    assert not Page.objects.filter(slug__in=["people/ann", "companies/acme"]).exists()
