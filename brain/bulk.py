@@ -38,20 +38,27 @@ def _column(field: Field, alias: str) -> tuple[str, str]:
     """(array parameter type, SELECT expression) for one column of the unnest row.
 
     JSON and array columns travel as JSON text (an array of arrays would be
-    flattened by ``unnest``); other columns as arrays of their own type.
+    flattened by ``unnest``), character columns as text (a value too long for the
+    column is refused, never cut); other columns as arrays of their own type.
     """
     db_type = field.db_type(connection)
     if isinstance(field, JSONField):
         return "text[]", f"{alias}::jsonb"
     if isinstance(field, ArrayField):
         base = field.base_field.db_type(connection)
-        return "text[]", (
-            f"ARRAY(SELECT jsonb_array_elements_text({alias}::jsonb))::{base}[]"
-        )
+        elements = f"ARRAY(SELECT jsonb_array_elements_text({alias}::jsonb))"
+        # Character elements stay text so the column refuses an over-long one.
+        if base.startswith("varchar"):
+            return "text[]", elements
+        return "text[]", f"{elements}::{base}[]"
     if db_type in ("bigserial", "serial"):
         db_type = "bigint" if db_type == "bigserial" else "integer"
     if db_type.startswith("vector"):
         return "text[]", f"{alias}::{db_type}"
+    if db_type.startswith("varchar"):
+        # Not ``varchar(n)[]``: an explicit cast would cut a long value silently.
+        # As text, the column's own assignment cast refuses it (DataError).
+        return "text[]", alias
     return f"{db_type}[]", alias
 
 

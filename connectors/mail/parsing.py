@@ -81,8 +81,9 @@ class Address:
 class ParsedMail:
     """One parsed message, before threading.
 
-    ``key`` is the ledger key: ``<message-id>`` or ``sha256:<hex>`` of the raw bytes
-    when the message has no Message-ID. ``fingerprint`` hashes From, Date, normalised
+    ``key`` is the ledger key: ``<message-id>`` (``sha256-id:<hex>`` when longer
+    than 512 characters) or ``sha256:<hex>`` of the raw bytes when the message has
+    no Message-ID. ``fingerprint`` hashes From, Date, normalised
     subject and collapsed body text: copies of one message in several folders share
     it even when their Message-IDs differ (as in Enron exports). ``date`` is aware UTC
     or None. ``body`` is trimmed of its quoted tail and capped at 8,000 chars;
@@ -195,7 +196,8 @@ def decode_bytes(data: bytes, charset: str | None) -> tuple[str, bool]:
     for codec in tried:
         try:
             return data.decode(codec), codec == tried[0]
-        except (LookupError, UnicodeDecodeError):
+        except (LookupError, UnicodeDecodeError, ValueError):
+            # ValueError: a charset name no codec lookup accepts (a NUL inside it).
             continue
     return data.decode("cp1252", errors="replace"), False
 
@@ -528,8 +530,13 @@ def _finish(
     text = text.replace("\r\n", "\n").replace("\x00", "")
     reply, has_quote = split_reply(text)
     auto = one("auto-submitted")
+    key = f"<{message_id}>" if message_id else f"sha256:{raw_hash}"
+    if len(key) > MAX_KEY_CHARS:
+        # The ledger and raw-record ids hold 512 characters; a longer Message-ID
+        # is kept whole in ``message_id`` and keyed by its hash.
+        key = "sha256-id:" + hashlib.sha256(message_id.encode()).hexdigest()
     return ParsedMail(
-        key=f"<{message_id}>" if message_id else f"sha256:{raw_hash}",
+        key=key,
         message_id=message_id,
         subject=subject,
         from_=from_,
@@ -553,6 +560,9 @@ def _finish(
     )
 
 
+MAX_KEY_CHARS = 512  # ImportedItem.external_id and RawRecord.external_id
+
+
 def parse_rfc822(data: bytes, *, folder: str = "") -> ParsedMail:
     """Parse one RFC 822 message (bytes, any line endings, an mbox ``From `` line
     allowed). Raises ``MailParseError`` for empty input or input without headers."""
@@ -561,6 +571,10 @@ def parse_rfc822(data: bytes, *, folder: str = "") -> ParsedMail:
     if data.startswith(b"From "):
         # An mbox envelope line is not a header.
         data = data.split(b"\n", 1)[1] if b"\n" in data else b""
+    nul_removed = b"\x00" in data
+    if nul_removed:
+        # PostgreSQL text cannot hold NUL; an 8-bit UTF-16 part is the usual cause.
+        data = data.replace(b"\x00", b"")
     msg = email.message_from_bytes(data, policy=email.policy.compat32)
     if not msg.keys():
         raise MailParseError("No mail headers found.", detail={"folder": folder})
@@ -572,6 +586,8 @@ def parse_rfc822(data: bytes, *, folder: str = "") -> ParsedMail:
             detail={"folder": folder},
         )
     defects = [type(d).__name__ for d in msg.defects]
+    if nul_removed:
+        defects.append("NUL bytes removed")
     raw = data.decode("utf-8", errors="replace")
     return _finish(
         headers=lambda name: msg.get_all(name) or [],

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
+import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -76,6 +78,19 @@ def parse_entry(entry: MailboxEntry) -> ParsedMail | str:
     return msg
 
 
+def _exit_with_parent(parent: int) -> None:
+    """Pool worker initializer: leave (``os._exit``) as soon as the importing
+    process is gone, so a killed import (SIGTERM, SIGKILL) leaves no parser behind
+    holding a copy of its database socket."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
 def parse_entries(entries: list[MailboxEntry]) -> Iterator[ParsedMail | str]:
     """``parse_entry`` over ``entries``, in order, on every core (SPEC §11 ingest
     rate: parsing is pure CPU work and needs no database).
@@ -95,7 +110,10 @@ def parse_entries(entries: list[MailboxEntry]) -> Iterator[ParsedMail | str]:
         yield from map(parse_entry, entries)
         return
     with ProcessPoolExecutor(
-        max_workers=workers, mp_context=multiprocessing.get_context("fork")
+        max_workers=workers,
+        mp_context=multiprocessing.get_context("fork"),
+        initializer=_exit_with_parent,
+        initargs=(os.getpid(),),
     ) as pool:
         yield from pool.map(parse_entry, entries, chunksize=PARALLEL_PARSE_CHUNK)
 

@@ -98,3 +98,20 @@ def test_bulk_insert_computes_columns_and_writes_vectors(default_source: Source)
     assert list(chunk.embedding) == [0.5] * 384
     assert Chunk.objects.filter(pk=chunk.pk, tsv="quarterly").exists()
     assert chunk.token_count == 0  # field default
+
+
+def test_bulk_insert_refuses_a_value_too_long_for_its_column_instead_of_cutting_it(
+    default_source: Source,
+) -> None:
+    """A regression: arrays cast to ``varchar(n)[]`` cut long values silently."""
+    from django.db import DataError, transaction
+
+    row = {"source_id": default_source.id, "external_id": "x" * 600,
+           "kind": "rfc822", "content": "c", "content_hash": "h"}
+    with pytest.raises(DataError), transaction.atomic():
+        bulk_insert(RawRecord, [row])
+    assert not RawRecord.objects.filter(source=default_source).exists()
+    page = Page(source=default_source, slug="notes/t", title="T",
+                type=PageType.objects.get(name="note"), tags=["t" * 101])
+    with pytest.raises(DataError), transaction.atomic():
+        bulk_insert_objects([page])

@@ -176,3 +176,42 @@ def test_parallel_parsing_gives_the_serial_result_and_keeps_the_connection(
     report = mailbox_import(source_id="sa", path=SPAMASSASSIN, owners=[])
     assert report.counts["messages"] == 26
     assert Source.objects.filter(id="sa").exists()
+
+
+HOSTILE = [
+    # NUL in a header and in an 8-bit body (a UTF-16 part sent unencoded).
+    b"From: Ann <ann@example.org>\nTo: bob@example.org\nSubject: nul\x00here\n"
+    b"Message-ID: <nul-1@x>\nDate: Mon, 7 Oct 2002 10:00:00 +0000\n\n"
+    b"h\x00e\x00l\x00l\x00o\x00 body\n",
+    # A charset name with a NUL inside it.
+    b"From: ann@example.org\nTo: bob@example.org\nSubject: cs\n"
+    b"Message-ID: <cs-1@x>\nDate: Mon, 7 Oct 2002 11:00:00 +0000\n"
+    b'Content-Type: text/plain; charset="iso-8\x00859-1"\n\nbody \xe9\n',
+    # Two Message-IDs longer than the 512-character ledger key, equal in 512.
+    b"From: ann@example.org\nTo: bob@example.org\nSubject: long a\n"
+    b"Message-ID: <" + b"a" * 600 + b"1@x>\nDate: Mon, 7 Oct 2002 12:00:00 +0000\n\nA\n",
+    b"From: ann@example.org\nTo: bob@example.org\nSubject: long b\n"
+    b"Message-ID: <" + b"a" * 600 + b"2@x>\nDate: Mon, 7 Oct 2002 13:00:00 +0000\n\nB\n",
+]
+
+
+def test_hostile_messages_import_and_a_rerun_adds_nothing(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Regressions from the fresh-clone check: NUL bytes (header or 8-bit body), a
+    NUL inside a charset name, and Message-IDs longer than the 512-character key
+    used to abort the whole import (DataError, ValueError) or collide."""
+    folder = tmp_path / "hostile"
+    folder.mkdir()
+    for index, data in enumerate(HOSTILE):
+        (folder / f"{index}.eml").write_bytes(data)
+    report = mailbox_import(source_id="hostile", path=folder, owners=[])
+    assert report.counts["messages"] == 4 and report.counts["threads"] == 4
+    raws = RawRecord.objects.filter(source_id="hostile")
+    assert raws.count() == 4
+    assert not any("\x00" in r.content for r in raws)
+    subjects = {
+        p.title for p in Page.objects.filter(source_id="hostile", type__name="email")
+    }
+    assert "nulhere" in subjects
+    assert all(len(r.external_id) <= 512 for r in raws)
+    again = mailbox_import(source_id="hostile", path=folder, owners=[])
+    assert again.counts["messages"] == 0 and raws.count() == 4
