@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 from django.db import transaction
 from django.db.models.functions import Substr
+from django.utils import timezone
 
 from brain.llm import anthropic_client
 from brain.models import Page, RawRecord, Source
@@ -513,13 +514,21 @@ def _chunk_process(
 
 
 def process_threads(
-    *, source_id: str, thread_ids: Iterable[str], now: datetime | None = None
+    *,
+    source_id: str,
+    thread_ids: Iterable[str],
+    now: datetime | None = None,
+    source_newest: datetime | None = None,
 ) -> dict[str, Any]:
     """Run loop detection for ``thread_ids`` of ``source_id`` (SPEC §5.2-§5.4).
 
     ``now`` overrides the reference time (default: wall clock for live sources,
-    newest message for mailbox sources). Returns ``{threads, failed, opened, closed,
-    stale}``. Never raises: failures are logged and counted.
+    newest message for mailbox sources, never later than the wall clock).
+    ``source_newest`` overrides the newest message date the 30-day extraction
+    window is measured from (an import passes the newest date of the whole
+    mailbox, so results do not depend on its batch size). Returns ``{threads,
+    failed, opened, closed, stale}``. Never raises: failures are logged and
+    counted.
     """
     report: dict[str, Any] = {
         "threads": 0,
@@ -531,7 +540,10 @@ def process_threads(
     try:
         source = Source.objects.get(id=source_id)
         ref = reference_time(source=source, as_of=now)
-        source_newest = newest_message_at(source_id=source.id) or ref
+        if source_newest is None:
+            # A message dated in the future is a wrong clock, not the present.
+            wall = max(ref, timezone.now())
+            source_newest = newest_message_at(source_id=source.id, until=wall) or ref
         mutes = mutes_for(source_id=source.id)
         mode = _extraction_mode()
     except Exception:

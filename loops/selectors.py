@@ -118,12 +118,15 @@ def newest_message_at(
 
 def reference_time(*, source: Source, as_of: datetime | None = None) -> datetime:
     """ "Now" for loop detection (SPEC §5.2): ``as_of`` when replaying; the wall clock
-    for live sources; the newest message in the source for mailbox sources."""
+    for live sources; the newest message in the source for mailbox sources, leaving
+    out messages dated after the wall clock (one message with a wrong future date
+    must not make every loop stale)."""
     if as_of is not None:
         return as_of
+    wall = timezone.now()
     if source.kind == Source.Kind.MAILBOX:
-        return newest_message_at(source_id=source.id) or timezone.now()
-    return timezone.now()
+        return newest_message_at(source_id=source.id, until=wall) or wall
+    return wall
 
 
 def counterparty_page(*, source_id: str, email: str) -> Page | None:

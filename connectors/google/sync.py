@@ -611,8 +611,9 @@ class GmailConnector(_GoogleService):
                 report=report,
                 names=display_names(parsed),
             )
-        if stored:
-            process_threads(source_id=self.source.id, thread_ids=list(stored))
+            # In the batch's transaction: no stored thread without its detection.
+            if stored:
+                process_threads(source_id=self.source.id, thread_ids=list(stored))
 
     def _work(self, thread: dict[str, Any], report: SyncReport) -> ThreadWork | None:
         thread_id = str(thread.get("id") or "")

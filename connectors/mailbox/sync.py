@@ -21,6 +21,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from django.utils import timezone
+
 from brain.exceptions import BrainError
 from brain.models import RawRecord, Source
 from brain.services.sources import source_ensure
@@ -53,6 +55,7 @@ from connectors.mailbox.client import MailboxEntry, iter_mailbox
 from connectors.models import ImportedItem
 from loops.message import MailMessage
 from loops.pipeline import process_threads
+from loops.selectors import newest_message_at
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -97,8 +100,9 @@ def parse_entries(entries: list[MailboxEntry]) -> Iterator[ParsedMail | str]:
 
     Mailboxes smaller than ``PARALLEL_PARSE_MIN`` messages, one-core machines,
     platforms without ``fork`` and daemonic processes (a django-q worker may not
-    have children) parse in this process. The pool forks: children never touch the inherited database
-    connection and leave through ``os._exit``, so it stays the parent's.
+    have children) parse in this process. The pool forks: children never touch
+    the inherited database connection, leave through ``os._exit`` (so it stays
+    the parent's) and exit when the parent dies.
     """
     workers = min(os.cpu_count() or 1, PARALLEL_PARSE_MAX_WORKERS)
     if (
@@ -304,6 +308,15 @@ class MailboxConnector(Connector):
     def fetch_changes(self, cursor: dict[str, Any]) -> Iterator[ChangeBatch]:
         """Yield batches of ``batch_threads`` threads with new messages."""
         prepared = self.prepare()
+        if self.owners - set(self.source.owner_addresses):
+            # Detection reads the source's owners: addresses learned from sent
+            # folders must count from the first batch on.
+            self.source = source_ensure(
+                source_id=self.source.id,
+                kind=Source.Kind.MAILBOX,
+                owner_addresses=self.owners,
+            )
+        self.reference = self._reference_time(prepared)
         self._duplicates = prepared.duplicates
         self._total = len(prepared.works)
         self._done = 0
@@ -315,11 +328,27 @@ class MailboxConnector(Connector):
                 cursor={"path": str(self.path), "threads_done": start + len(batch)},
             )
 
+    def _reference_time(self, prepared: _Prepared) -> datetime | None:
+        """The import's "now" for loop detection (SPEC §5.2 mailbox reference time):
+        the newest message of the source once this mailbox is in, leaving out dates
+        after the wall clock (a wrong clock). Every batch uses it, so the loops
+        found do not depend on the batch size or on where an import resumed."""
+        wall = timezone.now()
+        dates = [
+            m.date
+            for work in prepared.works
+            for m in work.messages
+            if m.date and m.date <= wall
+        ]
+        stored = newest_message_at(source_id=self.source.id, until=wall)
+        return max([*dates, *([stored] if stored else [])], default=None)
+
     # --- apply -------------------------------------------------------------------
 
     def apply(self, batch: ChangeBatch, report: SyncReport) -> None:
-        """Write the batch's threads and their person pages in one transaction,
-        then run loop detection on the stored threads."""
+        """Write the batch's threads and their person pages and run loop detection
+        on them, in one transaction: an import killed at any point leaves no
+        stored thread without its detection (a re-run writes and detects it)."""
         stored: dict[str, list[MailMessage]] = {}
         with bulk_transaction():
             self._apply_threads(batch, report, stored)
@@ -332,8 +361,14 @@ class MailboxConnector(Connector):
                 report=report,
                 names=getattr(self, "names", None),
             )
-        if stored:
-            process_threads(source_id=self.source.id, thread_ids=list(stored))
+            if stored:
+                reference = getattr(self, "reference", None)
+                process_threads(
+                    source_id=self.source.id,
+                    thread_ids=list(stored),
+                    now=reference,
+                    source_newest=reference,
+                )
 
     def _apply_threads(
         self,
@@ -437,12 +472,6 @@ def mailbox_import(
         report.status = "failed"
         sync_run_finish(run=run, report=report, error=f"{type(exc).__name__}: {exc}")
         raise
-    if connector.owners - set(source.owner_addresses):
-        source_ensure(
-            source_id=source.id,
-            kind=Source.Kind.MAILBOX,
-            owner_addresses=connector.owners,
-        )
     sync_run_finish(run=run, report=report)
     return report
 

@@ -215,3 +215,31 @@ def test_hostile_messages_import_and_a_rerun_adds_nothing(tmp_path) -> None:  # 
     assert all(len(r.external_id) <= 512 for r in raws)
     again = mailbox_import(source_id="hostile", path=folder, owners=[])
     assert again.counts["messages"] == 0 and raws.count() == 4
+
+
+def test_a_thread_keeps_its_page_when_an_older_message_arrives_later(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The thread slug is keyed on the first message's date when the page is
+    created and never moves: a later import that brings an older message of the
+    thread updates that page instead of creating a second one (a regression from
+    the fresh-clone check: sent_items then deleted_items gave two live pages)."""
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    second.mkdir()
+    # Header-less replies, as in the Enron export: threaded by subject and
+    # participants; the one imported second is dated earlier.
+    (first / "reply.eml").write_bytes(
+        b"From: bob@example.org\nTo: ann@example.org\nSubject: Re: Zero option\n"
+        b"Date: Mon, 26 Nov 2001 10:00:00 +0000\n\nAgreed.\n"
+    )
+    (second / "earlier.eml").write_bytes(
+        b"From: ann@example.org\nTo: bob@example.org\nSubject: RE: Zero option\n"
+        b"Date: Tue, 20 Nov 2001 10:00:00 +0000\n\nShall we take the zero option?\n"
+    )
+    mailbox_import(source_id="late", path=first, owners=[])
+    slug = Page.objects.get(source_id="late", type__name="email").slug
+    mailbox_import(source_id="late", path=second, owners=[])
+    pages = Page.objects.filter(source_id="late", type__name="email")
+    assert [p.slug for p in pages] == [slug]
+    assert pages.get().frontmatter["message_count"] == 2
+    linked = RawRecord.objects.filter(source_id="late").values_list("page__slug")
+    assert {row[0] for row in linked} == {slug}
