@@ -16,7 +16,7 @@ import os
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -166,7 +166,13 @@ class MailboxConnector(Connector):
     # --- fetch -------------------------------------------------------------------
 
     def _parse_all(self) -> list[ParsedMail]:
-        entries = list(iter_mailbox(self.path))
+        # Messages at the top of the path belong to the folder the path names, so
+        # importing ``…/sent_items`` alone still marks them as sent (SPEC §6.2).
+        root = self.path.stem
+        entries = [
+            entry if entry.folder else replace(entry, folder=root)
+            for entry in iter_mailbox(self.path)
+        ]
         total = len(entries)
         parsed: list[ParsedMail] = []
         for index, result in enumerate(parse_entries(entries), 1):
@@ -195,7 +201,8 @@ class MailboxConnector(Connector):
         self._learn_owners(parsed)
         self.names = display_names(parsed)
         unique, duplicates = dedupe(parsed)
-        self.report.skipped["duplicate copy"] += len(duplicates)
+        if duplicates:
+            self.report.skipped["duplicate copy"] += len(duplicates)
 
         ledger = ImportedItem.objects.filter(source=self.source)
         keys = [m.key for m in unique]

@@ -275,7 +275,6 @@ def rule_extract(
             if m.list_unsubscribe or not owners & {a.lower() for a in m.to}:
                 continue
             counterparty, name = (m.from_addr or "").lower(), m.from_name or ""
-        tz = (timezones or {}).get(m.message_id)
         for sentence in split_sentences(reply_text(m.body)):
             match = classify_sentence(sentence)
             if match is None or (match.kind == "request" and mine):
@@ -284,7 +283,11 @@ def rule_extract(
                 direction = OWED_BY_ME if mine else OWED_TO_ME
             else:
                 direction = OWED_BY_ME
-            due = resolve_due(match.deadline, m.date, tz) if match.deadline else None  # type: ignore[arg-type]
+            due = None
+            if match.deadline:
+                # Looked up only here: reading a sender's timezone costs a query.
+                tz = timezones.get(m.message_id) if timezones is not None else None
+                due = resolve_due(match.deadline, m.date, tz)  # type: ignore[arg-type]
             key = (direction, match.sentence.lower())
             if key in seen:
                 continue

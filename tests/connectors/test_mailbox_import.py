@@ -243,3 +243,19 @@ def test_a_thread_keeps_its_page_when_an_older_message_arrives_later(tmp_path) -
     assert pages.get().frontmatter["message_count"] == 2
     linked = RawRecord.objects.filter(source_id="late").values_list("page__slug")
     assert {row[0] for row in linked} == {slug}
+
+
+def test_importing_a_sent_folder_alone_still_marks_its_messages_as_sent(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A regression from the fresh-clone check: messages at the top of the imported
+    path had no folder, so ``…/sent_items`` imported alone lost the sent label, the
+    owner was not learned and no person pages were made."""
+    import shutil
+
+    sent = tmp_path / "sent_items"
+    shutil.copytree(ENRON / "sent_items", sent)
+    report = mailbox_import(source_id="sent-only", path=sent, owners=[])
+    source = Source.objects.get(id="sent-only")
+    assert "k..allen@enron.com" in source.owner_addresses
+    assert report.counts["people"] > 0
+    raws = RawRecord.objects.filter(source_id="sent-only", kind="rfc822")
+    assert raws and all("SENT" in r.metadata["labels"] for r in raws)

@@ -1,15 +1,23 @@
-"""``manage.py import_mail PATH --source ID --owner ADDRESS [--owner …]`` (SPEC §6.2)."""
+"""``manage.py import_mail PATH --source ID --owner ADDRESS [--owner …]``
+(SPEC §6.2)."""
 
 from __future__ import annotations
 
+import signal
+import sys
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from brain.exceptions import BrainError
+from brain.models import Source
 from connectors.base import ConnectorError
 from connectors.mailbox.sync import mailbox_import
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 class Command(BaseCommand):
@@ -47,6 +55,9 @@ class Command(BaseCommand):
                 )
             bar.update(done - bar.n)
 
+        # SIGTERM stops the import like Ctrl-C: the batch in flight rolls back,
+        # the sync run is recorded as failed, and a re-run finishes the rest.
+        previous = signal.signal(signal.SIGTERM, _interrupt)
         try:
             report = mailbox_import(
                 source_id=options["source"],
@@ -58,7 +69,16 @@ class Command(BaseCommand):
             )
         except (BrainError, ConnectorError) as exc:
             raise CommandError(f"{exc}") from exc
+        except KeyboardInterrupt:
+            for bar in bars.values():
+                bar.close()
+            self.stderr.write(
+                "Interrupted: the batches written so far are kept and the one in "
+                "flight was rolled back; run the same command again to finish."
+            )
+            sys.exit(130)
         finally:
+            signal.signal(signal.SIGTERM, previous)
             for bar in bars.values():
                 bar.close()
         counts = report.counts
@@ -78,4 +98,10 @@ class Command(BaseCommand):
             self.stdout.write(
                 "Embeddings are deferred to the embed_pending job "
                 "(brain.services.pages.pages_embed_pending); keyword search works now."
+            )
+        source = Source.objects.filter(id=report.source_id).first()
+        if source is not None and not source.federated:
+            self.stdout.write(
+                f"Source {source.id!r} is not federated (SPEC §2.1): name it to search "
+                f"it, e.g. GET /api/search?query=…&source={source.id}."
             )
