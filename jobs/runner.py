@@ -92,7 +92,7 @@ class JobContext:
         except JobInterrupted:
             self._interrupted.set()
             raise
-        self.resume = dict(data)
+        # ``resume`` stays the previous attempt's checkpoint (empty on a first run).
         if step is not None:
             self._notify(step, total, message)
 

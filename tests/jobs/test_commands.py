@@ -113,3 +113,18 @@ def test_run_job_reports_a_failure_and_refuses_unknown_kinds() -> None:
         run("run_job", "nope")
     with pytest.raises(CommandError, match="expected key=value"):
         run("run_job", "test_items", "--param", "items")
+
+
+def test_demo_summary_shows_the_counts_a_connector_result_nests() -> None:
+    """A regression from the fresh-clone check: the demo printed a blank line for
+    the import job because its numbers are under ``counts``."""
+    import json
+    from io import StringIO
+
+    from jobs.management.commands.demo import _Summary
+
+    out = StringIO()
+    _Summary(out).write(
+        json.dumps({"kind": "mailbox", "counts": {"messages": 756, "threads": 659}})
+    )
+    assert "messages: 756" in out.getvalue() and "threads: 659" in out.getvalue()

@@ -91,6 +91,9 @@ def test_import_mail_then_sync_source_on_real_mail_and_twice_is_a_noop() -> None
     assert done.result["counts"]["threads"] == 9
     assert done.progress["message"] == "threads" and done.progress["step"] == 9
     assert done.checkpoint == {"step": "threads", "done": 9}
+    # A first attempt resumed from nothing (a regression: it reported its own
+    # latest checkpoint as ``resumed_from``).
+    assert "resumed_from" not in done.result
     again, created = job_enqueue(
         kind="import_mail", params=params, idempotency_key="enron-1"
     )

@@ -186,7 +186,9 @@ class _Summary:
             except ValueError:
                 self._out.write(text)
                 return
-            counts = {k: v for k, v in result.items() if isinstance(v, int | float)}
+            # Connector results keep their numbers under "counts".
+            flat = {**result, **(result.get("counts") or {})}
+            counts = {k: v for k, v in flat.items() if isinstance(v, int | float)}
             self._out.write("   " + ", ".join(f"{k}: {v}" for k, v in counts.items()))
             return
         self._out.write("   " + text.strip())
