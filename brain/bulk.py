@@ -32,6 +32,7 @@ from django.db.models import (
     TextField,
 )
 from django.utils import timezone
+from pgvector import Vector
 
 
 def _column(field: Field, alias: str) -> tuple[str, str]:
@@ -71,9 +72,7 @@ def _converter(field: Field) -> Callable[[Any], Any]:
     if isinstance(field, ArrayField):
         return lambda v: None if v is None else json.dumps(list(v))
     if field.db_type(connection).startswith("vector"):
-        return lambda v: (
-            None if v is None else "[" + ",".join(repr(float(x)) for x in v) + "]"
-        )
+        return lambda v: None if v is None else Vector(v).to_text()
     if isinstance(field, (CharField, TextField, IntegerField, BooleanField)):
         return lambda v: v  # their get_db_prep_save is the identity
     return lambda v: field.get_db_prep_save(v, connection)

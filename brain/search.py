@@ -35,6 +35,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
+from pgvector import Vector
 
 from brain import embeddings
 from brain.access import ReadScope
@@ -144,10 +145,6 @@ class _Candidate:
     keyword_rank: int | None = None
     vector_rank: int | None = None
     similarity: float | None = None
-
-
-def _vector_literal(vector: Sequence[float]) -> str:
-    return "[" + ",".join(f"{x:.7g}" for x in vector) + "]"
 
 
 def _keyword_arm(
@@ -384,7 +381,7 @@ def page_search(
 
     vector = list(query_embedding) if query_embedding is not None else _query_vector(text)
     degraded = vector is None
-    literal = _vector_literal(vector) if vector is not None else ""
+    literal = Vector(vector).to_text() if vector is not None else ""
     visibilities = list(scope.visibilities)
     norm_query = normalize_alias(text)
 

@@ -30,6 +30,7 @@ from connectors.mail.render import (
 )
 from connectors.models import ImportedItem
 from loops.message import MailMessage
+from loops.selectors import threads_pages
 
 if TYPE_CHECKING:
     from collections import Counter
@@ -149,7 +150,9 @@ def threads_store(
     writing: list[ThreadWork] = []
     items: list[PageInput] = []
     with transaction.atomic():
-        slugs = _thread_slugs(source=source, thread_ids=[w.thread_id for w in works])
+        pages = threads_pages(
+            source_id=source.id, thread_ids=[w.thread_id for w in works]
+        )
         for work in works:
             new_count = len(work.new_keys & set(work.parsed))
             if is_noise_thread(work.messages):
@@ -170,7 +173,11 @@ def threads_store(
                     mode="upsert",
                     # The page a thread already has keeps its slug, even when an
                     # older message arrives later (SPEC §6.1: the slug never moves).
-                    slug=slugs.get(work.thread_id, rendered.slug),
+                    slug=(
+                        pages[work.thread_id].slug
+                        if work.thread_id in pages
+                        else rendered.slug
+                    ),
                     title=rendered.title,
                     body=rendered.body,
                     type_name="email",
@@ -211,21 +218,6 @@ def threads_store(
             report.thread_ids.append(work.thread_id)
         _ledger_save(rows)
     return outcome
-
-
-def _thread_slugs(*, source: Source, thread_ids: list[str]) -> dict[str, str]:
-    """The slug of each thread's existing email page (first by id), in one query."""
-    slugs: dict[str, str] = {}
-    rows = (
-        Page.objects.filter(
-            source=source, type__name="email", frontmatter__thread_id__in=thread_ids
-        )
-        .order_by("id")
-        .values_list("frontmatter__thread_id", "slug")
-    )
-    for thread_id, slug in rows:
-        slugs.setdefault(str(thread_id), slug)
-    return slugs
 
 
 def _ledger_rows(

@@ -68,8 +68,9 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def parse_entry(entry: MailboxEntry) -> ParsedMail | str:
-    """Parse one mailbox entry and label it (folder labels, inferred bulk label);
-    returns the ``ParsedMail`` or, for a file that is not mail, the skip reason."""
+    """Parse one mailbox entry and label it (folder labels, inferred bulk label;
+    SPEC §6.2). Returns the ``ParsedMail`` or, for a file that is not mail, the
+    skip reason."""
     try:
         msg = parse_rfc822(entry.data, folder=entry.folder)
     except ConnectorError as exc:

@@ -4,7 +4,6 @@ socket. A regression from the fresh-clone check (orphaned parsers after SIGKILL)
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -14,7 +13,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from tests.jobs.test_worker_kill import database_url
+from tests.jobs.test_worker_kill import child_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db]
 
@@ -48,16 +47,9 @@ def _alive(pid: int) -> bool:
         return False
 
 
-@pytest.mark.skipif(not Path("/proc").exists(), reason="needs /proc (Linux)")
 def test_parse_workers_exit_when_the_import_is_killed() -> None:
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "gbrain_site.settings",
-        "DATABASE_URL": database_url(),
-        "PYTHONPATH": str(ROOT),
-    }
     proc = subprocess.Popen(  # noqa: S603
-        [sys.executable, "-c", SCRIPT, str(MBOX)], cwd=ROOT, env=env
+        [sys.executable, "-c", SCRIPT, str(MBOX)], cwd=ROOT, env=child_env()
     )
     try:
         deadline = time.monotonic() + WAIT_SECONDS
@@ -71,7 +63,8 @@ def test_parse_workers_exit_when_the_import_is_killed() -> None:
         deadline = time.monotonic() + WAIT_SECONDS
         while any(_alive(w) for w in workers) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not [w for w in workers if _alive(w)], "parse workers outlived the import"
+        left = [w for w in workers if _alive(w)]
+        assert not left, "parse workers outlived the import"
     finally:
         if proc.poll() is None:
             proc.kill()

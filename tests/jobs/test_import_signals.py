@@ -5,7 +5,6 @@ the fresh-clone check."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -16,9 +15,9 @@ import pytest
 from django.conf import settings
 
 from brain.models import RawRecord
-from connectors.models import ImportedItem, SyncRun
 from connectors.mailbox.sync import mailbox_import
-from tests.jobs.test_worker_kill import database_url
+from connectors.models import ImportedItem, SyncRun
+from tests.jobs.test_worker_kill import child_env
 
 pytestmark = pytest.mark.slow
 
@@ -45,16 +44,14 @@ def test_sigterm_stops_an_import_cleanly_and_a_rerun_finishes_it(
     restore_migrated_rows: None, transactional_db: None, tmp_path: Path
 ) -> None:
     mbox = _mbox(tmp_path / "big.mbox", MESSAGES)
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "gbrain_site.settings",
-        "DATABASE_URL": database_url(),
-        "PYTHONPATH": str(ROOT),
-    }
     proc = subprocess.Popen(  # noqa: S603
         [sys.executable, "manage.py", "import_mail", str(mbox), "--source", "sig",
          "--owner", "me@example.org"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=ROOT,
+        env=child_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     deadline = time.monotonic() + WAIT_SECONDS
     while time.monotonic() < deadline and proc.poll() is None:
@@ -70,7 +67,8 @@ def test_sigterm_stops_an_import_cleanly_and_a_rerun_finishes_it(
     assert SyncRun.objects.get(source_id="sig").status == "failed"
     stored = RawRecord.objects.filter(source_id="sig").count()
     assert 0 < stored < MESSAGES
-    assert stored == ImportedItem.objects.filter(source_id="sig", kind="message").count()
+    ledger = ImportedItem.objects.filter(source_id="sig", kind="message")
+    assert stored == ledger.count()
 
     report = mailbox_import(source_id="sig", path=mbox, owners=["me@example.org"])
     assert report.counts["messages"] == MESSAGES - stored

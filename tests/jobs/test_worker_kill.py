@@ -45,19 +45,28 @@ def database_url() -> str:
     return f"postgres://{auth}@{netloc}/{db['NAME']}"
 
 
+def child_env(
+    settings_module: str = "gbrain_site.settings", **extra: str
+) -> dict[str, str]:
+    """The environment of a child ``manage.py``/Python process that uses this
+    test run's database (a separate process cannot see a test transaction, so
+    callers use ``transactional_db``)."""
+    return {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": settings_module,
+        "DATABASE_URL": database_url(),
+        "PYTHONPATH": str(ROOT),
+        **extra,
+    }
+
+
 class Worker:
     """``manage.py qcluster`` (or ``worker``) in its own process group, so SIGKILL
     takes the whole cluster (sentinel, pusher, workers) down at once, like a lost
     machine."""
 
     def __init__(self, log: Path, command: str = "qcluster") -> None:
-        env = {
-            **os.environ,
-            "DJANGO_SETTINGS_MODULE": "tests.jobs.worker_settings",
-            "DATABASE_URL": database_url(),
-            "PYTHONPATH": str(ROOT),
-            "BRAIN_LOG_LEVEL": "INFO",
-        }
+        env = child_env("tests.jobs.worker_settings", BRAIN_LOG_LEVEL="INFO")
         self.log = log
         self.proc = subprocess.Popen(  # noqa: S603
             [sys.executable, str(ROOT / "manage.py"), command],
