@@ -21,21 +21,45 @@ class UserAdmin(BaseUserAdmin):
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(admin.ModelAdmin):
-    list_display = ("name", "prefix", "scopes", "write_source", "trusted", "is_active",
-                    "last_used_at", "created_at")
-    list_filter = ("trusted", ("revoked_at", admin.EmptyFieldListFilter), "write_source")
+    list_display = (
+        "name",
+        "prefix",
+        "scopes",
+        "write_source",
+        "trusted",
+        "is_active",
+        "last_used_at",
+        "created_at",
+    )
+    list_filter = (
+        "trusted",
+        ("revoked_at", admin.EmptyFieldListFilter),
+        "write_source",
+    )
     search_fields = ("name", "prefix")
     list_select_related = ("write_source",)
     autocomplete_fields = ("write_source",)
     filter_horizontal = ("readable_sources",)
-    readonly_fields = ("prefix", "created_at", "last_used_at", "revoked_at", "created_by")
+    readonly_fields = (
+        "prefix",
+        "created_at",
+        "last_used_at",
+        "revoked_at",
+        "created_by",
+    )
     actions = ("revoke_keys",)
 
     @admin.display(description="active", boolean=True)
     def is_active(self, obj: ApiKey) -> bool:
         return obj.is_active
 
-    def save_model(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
+    def save_model(
+        self,
+        request: HttpRequest,
+        obj: ApiKey,
+        form: Any,
+        change: bool,  # noqa: FBT001 (Django's signature)
+    ) -> None:
         if change:
             super().save_model(request, obj, form, change)
             return
@@ -56,7 +80,13 @@ class ApiKeyAdmin(admin.ModelAdmin):
             messages.WARNING,
         )
 
-    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+    def save_related(
+        self,
+        request: HttpRequest,
+        form: Any,
+        formsets: Any,
+        change: bool,  # noqa: FBT001 (Django's signature)
+    ) -> None:
         if change:
             super().save_related(request, form, formsets, change)
         # On create, apikey_create already set readable_sources (plus the write source).
@@ -64,6 +94,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
     @admin.action(description="Revoke selected keys")
     def revoke_keys(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
         revoked = sum(
-            apikey_revoke(api_key=key, actor=request.user.get_username()) for key in queryset
+            apikey_revoke(api_key=key, actor=request.user.get_username())
+            for key in queryset
         )
         self.message_user(request, f"{revoked} key(s) revoked.", messages.SUCCESS)

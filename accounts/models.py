@@ -37,7 +37,10 @@ class ApiKey(models.Model):
 
     name = models.CharField(max_length=200)
     prefix = models.CharField(
-        max_length=16, unique=True, editable=False, help_text="Shown to identify the key."
+        max_length=16,
+        unique=True,
+        editable=False,
+        help_text="Shown to identify the key.",
     )
     key_hash = models.CharField(max_length=64, unique=True, editable=False)
     scopes = ArrayField(

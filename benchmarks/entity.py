@@ -54,13 +54,19 @@ if TYPE_CHECKING:
 
 SOURCE_ID = "bench-entity"
 FULL = {"pages": 200_000, "relations": 1_000_000, "aliases": 300_000, "facts": 400_000}
-FIRST = ("Ada Alan Grace Linus Barbara Ken Dennis Margaret Edsger Donald Frances "
-         "John Radia Tim Vint Bjarne Guido Anders James Yukihiro Sophie Hedy").split()
-LAST = ("Lovelace Turing Hopper Torvalds Liskov Thompson Ritchie Hamilton Dijkstra "
-        "Knuth Allen Backus Perlman Lee Cerf Stroustrup Rossum Hejlsberg Gosling "
-        "Matsumoto Wilson Lamarr").split()
-WORDS = ("acme beta delta orbit quartz ember lumen cobalt vertex nimbus atlas "
-         "harbor summit pioneer cedar falcon").split()
+FIRST = (
+    "Ada Alan Grace Linus Barbara Ken Dennis Margaret Edsger Donald Frances "
+    "John Radia Tim Vint Bjarne Guido Anders James Yukihiro Sophie Hedy"
+).split()
+LAST = (
+    "Lovelace Turing Hopper Torvalds Liskov Thompson Ritchie Hamilton Dijkstra "
+    "Knuth Allen Backus Perlman Lee Cerf Stroustrup Rossum Hejlsberg Gosling "
+    "Matsumoto Wilson Lamarr"
+).split()
+WORDS = (
+    "acme beta delta orbit quartz ember lumen cobalt vertex nimbus atlas "
+    "harbor summit pioneer cedar falcon"
+).split()
 
 
 def _copy(table: str, columns: list[str], rows: Iterable[tuple], total: int) -> None:
@@ -76,8 +82,9 @@ def seed(scale: float, rng: random.Random) -> dict[str, int]:
     timeline entries. Returns the row counts."""
     counts = {k: max(10, int(v * scale)) for k, v in FULL.items()}
     Source.objects.filter(id=SOURCE_ID).delete()
-    Source.objects.create(id=SOURCE_ID, name="Entity benchmark", federated=False,
-                                   config={"scale": scale})
+    Source.objects.create(
+        id=SOURCE_ID, name="Entity benchmark", federated=False, config={"scale": scale}
+    )
     types = {t.name: t.pk for t in PageType.objects.all()}
     rel_types = {t.name: t.pk for t in RelationType.objects.all()}
     now = timezone.now()
@@ -96,19 +103,48 @@ def seed(scale: float, rng: random.Random) -> dict[str, int]:
                 title = f"Note {i} on {rng.choice(WORDS)}"
             slug = f"{prefix[kind]}/{title.lower().replace(' ', '-')}"
             when = now - timedelta(minutes=rng.randint(0, 60 * 24 * 365))
-            yield (when, when, SOURCE_ID, slug, types[kind], title, "{}",
-                   f"{title} works on {rng.choice(WORDS)} projects.",
-                   f"{title}, synthetic", "{}", "private" if i % 50 == 0 else "world",
-                   "", "")
+            yield (
+                when,
+                when,
+                SOURCE_ID,
+                slug,
+                types[kind],
+                title,
+                "{}",
+                f"{title} works on {rng.choice(WORDS)} projects.",
+                f"{title}, synthetic",
+                "{}",
+                "private" if i % 50 == 0 else "world",
+                "",
+                "",
+            )
 
     with transaction.atomic():
-        _copy("brain_page",
-              ["created_at", "updated_at", "source_id", "slug", "type_id", "title",
-               "frontmatter", "body", "summary", "tags", "visibility", "content_hash",
-               "indexed_hash"],
-              page_rows(), n)
-        ids = list(Page.objects.filter(source_id=SOURCE_ID).order_by("pk")
-                   .values_list("pk", "title"))
+        _copy(
+            "brain_page",
+            [
+                "created_at",
+                "updated_at",
+                "source_id",
+                "slug",
+                "type_id",
+                "title",
+                "frontmatter",
+                "body",
+                "summary",
+                "tags",
+                "visibility",
+                "content_hash",
+                "indexed_hash",
+            ],
+            page_rows(),
+            n,
+        )
+        ids = list(
+            Page.objects.filter(source_id=SOURCE_ID)
+            .order_by("pk")
+            .values_list("pk", "title")
+        )
         page_ids = [pk for pk, _ in ids]
 
         def alias_rows():  # type: ignore[no-untyped-def]
@@ -117,18 +153,34 @@ def seed(scale: float, rng: random.Random) -> dict[str, int]:
                 if made >= counts["aliases"]:
                     return
                 words = title.lower().split()
-                yield (SOURCE_ID, pk, f"{words[0]}.{words[1]}{words[-1]}@example.org",
-                       "email", now)
+                yield (
+                    SOURCE_ID,
+                    pk,
+                    f"{words[0]}.{words[1]}{words[-1]}@example.org",
+                    "email",
+                    now,
+                )
                 made += 1
                 if made < counts["aliases"]:
                     yield (SOURCE_ID, pk, f"{words[0]} {words[-1]}", "name", now)
                     made += 1
 
-        _copy("brain_alias", ["source_id", "page_id", "alias", "kind", "created_at"],
-              alias_rows(), counts["aliases"])
+        _copy(
+            "brain_alias",
+            ["source_id", "page_id", "alias", "kind", "created_at"],
+            alias_rows(),
+            counts["aliases"],
+        )
 
-        rel_names = ["works_at", "related_to", "mentions", "advises", "member_of",
-                     "mentions", "related_to"]
+        rel_names = [
+            "works_at",
+            "related_to",
+            "mentions",
+            "advises",
+            "member_of",
+            "mentions",
+            "related_to",
+        ]
         seen: set[tuple[int, int, int]] = set()
 
         def relation_rows():  # type: ignore[no-untyped-def]
@@ -143,10 +195,22 @@ def seed(scale: float, rng: random.Random) -> dict[str, int]:
                 seen.add((a, b, t))
                 yield (now, now, SOURCE_ID, a, b, t, "", "{}", "bench")
 
-        _copy("brain_relation",
-              ["created_at", "updated_at", "source_id", "from_page_id", "to_page_id",
-               "relation_type_id", "context", "provenance", "created_by"],
-              relation_rows(), counts["relations"])
+        _copy(
+            "brain_relation",
+            [
+                "created_at",
+                "updated_at",
+                "source_id",
+                "from_page_id",
+                "to_page_id",
+                "relation_type_id",
+                "context",
+                "provenance",
+                "created_by",
+            ],
+            relation_rows(),
+            counts["relations"],
+        )
 
         fact_kinds = ["fact", "event", "preference", "commitment", "belief"]
 
@@ -155,28 +219,68 @@ def seed(scale: float, rng: random.Random) -> dict[str, int]:
                 pk = rng.choice(page_ids)
                 when = now - timedelta(minutes=rng.randint(0, 60 * 24 * 365))
                 expired = when + timedelta(days=1) if i % 10 == 0 else None
-                yield (when, when, SOURCE_ID, pk, f"Synthetic fact {i} about {rng.choice(WORDS)}",
-                       rng.choice(fact_kinds), "private" if i % 7 == 0 else "world",
-                       "benchmark seed", "{}", 1.0, when, None, expired, "", "bench", "")
+                yield (
+                    when,
+                    when,
+                    SOURCE_ID,
+                    pk,
+                    f"Synthetic fact {i} about {rng.choice(WORDS)}",
+                    rng.choice(fact_kinds),
+                    "private" if i % 7 == 0 else "world",
+                    "benchmark seed",
+                    "{}",
+                    1.0,
+                    when,
+                    None,
+                    expired,
+                    "",
+                    "bench",
+                    "",
+                )
 
-        _copy("brain_fact",
-              ["created_at", "updated_at", "source_id", "entity_id", "text", "kind",
-               "visibility", "provenance", "evidence", "confidence", "valid_from",
-               "valid_until", "expired_at", "expired_reason", "created_by",
-               "embedding_model"],
-              fact_rows(), counts["facts"])
+        _copy(
+            "brain_fact",
+            [
+                "created_at",
+                "updated_at",
+                "source_id",
+                "entity_id",
+                "text",
+                "kind",
+                "visibility",
+                "provenance",
+                "evidence",
+                "confidence",
+                "valid_from",
+                "valid_until",
+                "expired_at",
+                "expired_reason",
+                "created_by",
+                "embedding_model",
+            ],
+            fact_rows(),
+            counts["facts"],
+        )
 
         def timeline_rows():  # type: ignore[no-untyped-def]
             for i, pk in enumerate(page_ids[::4]):
                 day = (now - timedelta(days=rng.randint(0, 200))).date()
                 yield (pk, day, f"Timeline {i}", f"h{i}", "bench", now)
 
-        _copy("brain_timelineentry",
-              ["page_id", "date", "summary", "summary_hash", "source_ref", "created_at"],
-              timeline_rows(), len(page_ids[::4]))
+        _copy(
+            "brain_timelineentry",
+            ["page_id", "date", "summary", "summary_hash", "source_ref", "created_at"],
+            timeline_rows(),
+            len(page_ids[::4]),
+        )
     with connection.cursor() as cursor:
-        for table in ("brain_page", "brain_alias", "brain_relation", "brain_fact",
-                      "brain_timelineentry"):
+        for table in (
+            "brain_page",
+            "brain_alias",
+            "brain_relation",
+            "brain_fact",
+            "brain_timelineentry",
+        ):
             cursor.execute(f"ANALYZE {table}")
     return counts
 
@@ -196,9 +300,11 @@ def _pct(values: list[float], p: float) -> float:
 
 
 def report(name: str, values: list[float], target: str) -> None:
-    print(f"{name:<14} n={len(values):<5} p50={_pct(values, 50):7.2f} ms  "
-          f"p95={_pct(values, 95):7.2f} ms  p99={_pct(values, 99):7.2f} ms  "
-          f"mean={statistics.fmean(values):7.2f} ms   target {target}")
+    print(
+        f"{name:<14} n={len(values):<5} p50={_pct(values, 50):7.2f} ms  "
+        f"p95={_pct(values, 95):7.2f} ms  p99={_pct(values, 99):7.2f} ms  "
+        f"mean={statistics.fmean(values):7.2f} ms   target {target}"
+    )
 
 
 def main() -> None:
@@ -224,8 +330,11 @@ def main() -> None:
     print(f"pages in source: {counts['pages']}")
 
     caller = local_caller()
-    sample = list(Page.objects.filter(source_id=SOURCE_ID, visibility="world")
-                  .order_by("?").values_list("slug", "title")[:2000])
+    sample = list(
+        Page.objects.filter(source_id=SOURCE_ID, visibility="world")
+        .order_by("?")
+        .values_list("slug", "title")[:2000]
+    )
     names: list[str] = []
     for i in range(args.runs):
         slug, title = sample[i % len(sample)]
@@ -244,28 +353,41 @@ def main() -> None:
     for name in names[:50]:  # warm caches and the connection
         verb_entity(caller=caller, name=name, source=SOURCE_ID)
     it = iter(names)
-    ent = _timed(lambda: verb_entity(caller=caller, name=next(it), source=SOURCE_ID),
-                 len(names))
-    hits = sum(verb_entity(caller=caller, name=n, source=SOURCE_ID)["found"]
-               for n in names[:200])
+    ent = _timed(
+        lambda: verb_entity(caller=caller, name=next(it), source=SOURCE_ID), len(names)
+    )
+    hits = sum(
+        verb_entity(caller=caller, name=n, source=SOURCE_ID)["found"]
+        for n in names[:200]
+    )
     report("entity()", ent, "p99 ≤ 25 ms")
     print(f"               found {hits}/200 of the sampled names (10% are misses)")
 
     packs = [",".join(t for _, t in rng.sample(sample, 3)) for _ in range(200)]
     itp = iter(packs)
-    pack = _timed(lambda: verb_context_pack(caller=caller, entities=next(itp),
-                                            source=SOURCE_ID), len(packs))
+    pack = _timed(
+        lambda: verb_context_pack(caller=caller, entities=next(itp), source=SOURCE_ID),
+        len(packs),
+    )
     report("context_pack", pack, "p95 ≤ 100 ms")
 
     now = timezone.now()
-    sinces = [(now - timedelta(days=rng.randint(0, 365))).isoformat() for _ in range(200)]
+    sinces = [
+        (now - timedelta(days=rng.randint(0, 365))).isoformat() for _ in range(200)
+    ]
     its = iter(sinces)
-    dl = _timed(lambda: verb_delta(caller=caller, since=next(its), source=SOURCE_ID),
-                len(sinces))
+    dl = _timed(
+        lambda: verb_delta(caller=caller, since=next(its), source=SOURCE_ID),
+        len(sinces),
+    )
     report("delta(since)", dl, "p95 ≤ 100 ms")
     sessions = iter(range(200))
-    ds = _timed(lambda: verb_delta(caller=caller, session_id=f"bench-{next(sessions) % 20}",
-                                   source=SOURCE_ID), 200)
+    ds = _timed(
+        lambda: verb_delta(
+            caller=caller, session_id=f"bench-{next(sessions) % 20}", source=SOURCE_ID
+        ),
+        200,
+    )
     report("delta(session)", ds, "p95 ≤ 100 ms")
 
 

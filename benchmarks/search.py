@@ -38,8 +38,14 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gbrain_site.settings")
 DATA = Path(os.environ.get("BRAIN_SHARED_DATA", "/work/shared/data"))
 CHUNKS_PER_PAGE = 5
 SENTENCES_PER_CHUNK = (6, 10)
-TYPES = [("person", "people/"), ("company", "companies/"), ("note", "notes/"),
-         ("email", "emails/"), ("meeting", "meetings/"), ("project", "projects/")]
+TYPES = [
+    ("person", "people/"),
+    ("company", "companies/"),
+    ("note", "notes/"),
+    ("email", "emails/"),
+    ("meeting", "meetings/"),
+    ("project", "projects/"),
+]
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _WORD = re.compile(r"[A-Za-z]{4,}")
 
@@ -47,8 +53,11 @@ _WORD = re.compile(r"[A-Za-z]{4,}")
 def sentence_pool(limit_files: int = 6000) -> list[str]:
     """Real sentences from mail bodies: 40-250 chars, mostly letters, no quoting."""
     files: list[Path] = []
-    for sub in ("spamassassin_ham/easy-ham-1", "spamassassin_ham/easy-ham-2",
-                "spamassassin_ham/hard-ham-1"):
+    for sub in (
+        "spamassassin_ham/easy-ham-1",
+        "spamassassin_ham/easy-ham-2",
+        "spamassassin_ham/hard-ham-1",
+    ):
         files.extend(sorted((DATA / sub).glob("*.txt")))
     files.extend(sorted((DATA / "enron/allen-p").rglob("*"))[:3000])
     seen: set[str] = set()
@@ -89,7 +98,9 @@ def use_database(name: str) -> None:
         dbname=db["NAME"], user=db["USER"], host=db["HOST"], port=db["PORT"] or None
     )
     with psycopg.connect(conninfo, autocommit=True) as conn:
-        if not conn.execute("SELECT 1 FROM pg_database WHERE datname=%s", [name]).fetchone():
+        if not conn.execute(
+            "SELECT 1 FROM pg_database WHERE datname=%s", [name]
+        ).fetchone():
             conn.execute(f'CREATE DATABASE "{name}"')
     db["NAME"] = name
 
@@ -102,7 +113,9 @@ def seed(n_pages: int, pool: list[str], rng: random.Random) -> None:
 
     from brain.models import PageType, Source
 
-    Source.objects.get_or_create(id="bench", defaults={"name": "Benchmark", "kind": "manual"})
+    Source.objects.get_or_create(
+        id="bench", defaults={"name": "Benchmark", "kind": "manual"}
+    )
     type_ids = {t.name: t.pk for t in PageType.objects.all()}
     np_rng = np.random.default_rng(42)
     connection.ensure_connection()
@@ -126,12 +139,16 @@ def seed(n_pages: int, pool: list[str], rng: random.Random) -> None:
             type_name, prefix = TYPES[i % len(TYPES)]
             words = rng.choice(pool).split()[: rng.randint(3, 7)]
             title = " ".join(words).strip(".,;:!?") or f"page {i}"
-            texts = [" ".join(rng.sample(pool, rng.randint(*SENTENCES_PER_CHUNK)))
-                     for _ in range(CHUNKS_PER_PAGE)]
+            texts = [
+                " ".join(rng.sample(pool, rng.randint(*SENTENCES_PER_CHUNK)))
+                for _ in range(CHUNKS_PER_PAGE)
+            ]
             body = "\n\n".join(texts)
             digest = hashlib.sha256(body.encode()).hexdigest()
             age = rng.randint(0, 730)
-            pages.append((f"{prefix}bench-{i}", type_ids[type_name], title, body, digest, age))
+            pages.append(
+                (f"{prefix}bench-{i}", type_ids[type_name], title, body, digest, age)
+            )
             chunks.append(texts)
         with raw.cursor() as cur:
             with cur.copy(
@@ -140,15 +157,35 @@ def seed(n_pages: int, pool: list[str], rng: random.Random) -> None:
                 " FROM STDIN"
             ) as copy:
                 for slug, type_id, title, body, digest, age in pages:
-                    stamp = time.strftime("%Y-%m-%d %H:%M:%S+00",
-                                          time.gmtime(time.time() - age * 86400))
-                    copy.write_row(("bench", slug, type_id, title, "{}", body, body[:120],
-                                    "{}", "world", digest, digest, stamp, stamp))
-            by_slug = dict(cur.execute(
-                "SELECT slug, id FROM brain_page WHERE source_id = 'bench' AND slug = ANY(%s)",
-                [[p[0] for p in pages]],
-            ).fetchall())
-            vectors = np_rng.standard_normal((len(pages) * CHUNKS_PER_PAGE, 384)).astype("f4")
+                    stamp = time.strftime(
+                        "%Y-%m-%d %H:%M:%S+00", time.gmtime(time.time() - age * 86400)
+                    )
+                    copy.write_row(
+                        (
+                            "bench",
+                            slug,
+                            type_id,
+                            title,
+                            "{}",
+                            body,
+                            body[:120],
+                            "{}",
+                            "world",
+                            digest,
+                            digest,
+                            stamp,
+                            stamp,
+                        )
+                    )
+            by_slug = dict(
+                cur.execute(
+                    "SELECT slug, id FROM brain_page WHERE source_id = 'bench' AND slug = ANY(%s)",
+                    [[p[0] for p in pages]],
+                ).fetchall()
+            )
+            vectors = np_rng.standard_normal(
+                (len(pages) * CHUNKS_PER_PAGE, 384)
+            ).astype("f4")
             vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
             with cur.copy(
                 "COPY bench_chunk_stage (page_id, ordinal, title, body, embedding)"
@@ -158,11 +195,16 @@ def seed(n_pages: int, pool: list[str], rng: random.Random) -> None:
                 k = 0
                 for page, texts in zip(pages, chunks, strict=True):
                     for ordinal, text in enumerate(texts):
-                        copy.write_row((by_slug[page[0]], ordinal, page[2], text, vectors[k]))
+                        copy.write_row(
+                            (by_slug[page[0]], ordinal, page[2], text, vectors[k])
+                        )
                         k += 1
         raw.commit()
-        print(f"  seeded {min(start + batch, n_pages):,}/{n_pages:,} pages "
-              f"({time.perf_counter() - t0:.0f} s)", flush=True)
+        print(
+            f"  seeded {min(start + batch, n_pages):,}/{n_pages:,} pages "
+            f"({time.perf_counter() - t0:.0f} s)",
+            flush=True,
+        )
     with raw.cursor() as cur:
         cur.execute(
             """
@@ -177,7 +219,10 @@ def seed(n_pages: int, pool: list[str], rng: random.Random) -> None:
         )
         cur.execute("DROP TABLE bench_chunk_stage")
     raw.commit()
-    print(f"  chunks with tsvectors written ({time.perf_counter() - t0:.0f} s)", flush=True)
+    print(
+        f"  chunks with tsvectors written ({time.perf_counter() - t0:.0f} s)",
+        flush=True,
+    )
     raw.autocommit = True
     with raw.cursor() as cur:
         cur.execute("SET maintenance_work_mem = '3GB'")
@@ -206,7 +251,9 @@ def make_queries(pool: list[str], rng: random.Random, count: int) -> list[str]:
     return queries
 
 
-def run(n_pages: int, n_queries: int, pool: list[str], *, seed_only: bool = False) -> None:
+def run(
+    n_pages: int, n_queries: int, pool: list[str], *, seed_only: bool = False
+) -> None:
     import numpy as np
     from django.conf import settings
     from django.db import connection, connections
@@ -227,7 +274,10 @@ def run(n_pages: int, n_queries: int, pool: list[str], *, seed_only: bool = Fals
     if have != n_pages:
         if have:
             Page.objects.filter(source_id="bench").delete()
-        print(f"Seeding {n_pages:,} pages into database brain_bench_{n_pages} ...", flush=True)
+        print(
+            f"Seeding {n_pages:,} pages into database brain_bench_{n_pages} ...",
+            flush=True,
+        )
         seed(n_pages, pool, rng)
     if seed_only:
         return
@@ -235,10 +285,16 @@ def run(n_pages: int, n_queries: int, pool: list[str], *, seed_only: bool = Fals
     scope = ReadScope(source_ids=("bench",), include_private=False)
     queries = make_queries(pool, rng, n_queries)
     np_rng = np.random.default_rng(7)
-    bounds = Chunk.objects.filter(source_id="bench").aggregate(lo=Min("id"), hi=Max("id"))
+    bounds = Chunk.objects.filter(source_id="bench").aggregate(
+        lo=Min("id"), hi=Max("id")
+    )
     sample_ids = [rng.randint(bounds["lo"], bounds["hi"]) for _ in range(n_queries * 2)]
-    base = [np.asarray(v, dtype="f4") for v in Chunk.objects.filter(id__in=sample_ids)
-            .values_list("embedding", flat=True)]
+    base = [
+        np.asarray(v, dtype="f4")
+        for v in Chunk.objects.filter(id__in=sample_ids).values_list(
+            "embedding", flat=True
+        )
+    ]
     vectors = []
     for i in range(n_queries):
         v = base[i % len(base)] + np_rng.standard_normal(384).astype("f4") * 0.05
@@ -255,46 +311,63 @@ def run(n_pages: int, n_queries: int, pool: list[str], *, seed_only: bool = Fals
 
     results: dict[str, list[float]] = {}
     for mode in ("keyword-only", "hybrid"):
-        settings.BRAIN_EMBEDDING_PROVIDER = "none" if mode == "keyword-only" else "local"
+        settings.BRAIN_EMBEDDING_PROVIDER = (
+            "none" if mode == "keyword-only" else "local"
+        )
         timings: list[float] = []
         hits = 0
         for i, query in enumerate(queries[:20] + queries):
             vec = vectors[i % n_queries] if mode == "hybrid" else None
             t = time.perf_counter()
-            response = page_search(scope=scope, query=query, limit=10, query_embedding=vec)
+            response = page_search(
+                scope=scope, query=query, limit=10, query_embedding=vec
+            )
             elapsed = (time.perf_counter() - t) * 1000
             if i >= 20:  # the first 20 warm the caches
                 timings.append(elapsed)
                 hits += bool(response.results)
         results[mode] = timings
         p50, p95, p99 = percentiles(timings)
-        print(f"N={n_pages:>7,} pages ({chunks:,} chunks)  {mode:<12}  "
-              f"p50 {p50:6.1f} ms  p95 {p95:6.1f} ms  p99 {p99:6.1f} ms  "
-              f"({len(timings)} queries, {hits} with results)", flush=True)
+        print(
+            f"N={n_pages:>7,} pages ({chunks:,} chunks)  {mode:<12}  "
+            f"p50 {p50:6.1f} ms  p95 {p95:6.1f} ms  p99 {p99:6.1f} ms  "
+            f"({len(timings)} queries, {hits} with results)",
+            flush=True,
+        )
     print(f"  vector arm plan uses the HNSW index: {uses_hnsw}")
     targets = {"keyword-only": 30.0, "hybrid": 80.0}
     for mode, target in targets.items():
         p95 = percentiles(results[mode])[1]
         verdict = "meets" if p95 <= target else "MISSES"
-        print(f"  SPEC §11 {mode} p95 ≤ {target:.0f} ms at 100,000 pages: "
-              f"{verdict} at N={n_pages:,} ({p95:.1f} ms)")
+        print(
+            f"  SPEC §11 {mode} p95 ≤ {target:.0f} ms at 100,000 pages: "
+            f"{verdict} at N={n_pages:,} ({p95:.1f} ms)"
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--pages", type=int, action="append",
-                        help="Corpus size; repeat for several (default 10000 and 100000).")
+    parser.add_argument(
+        "--pages",
+        type=int,
+        action="append",
+        help="Corpus size; repeat for several (default 10000 and 100000).",
+    )
     parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--seed-only", action="store_true", help="Build the corpus only.")
+    parser.add_argument(
+        "--seed-only", action="store_true", help="Build the corpus only."
+    )
     args = parser.parse_args()
     sizes = args.pages or [10_000, 100_000]
 
     import django
 
     django.setup()
-    print("Search benchmark (SPEC §11). Corpus text: real mail sentences recombined; "
-          "corpus vectors: RANDOM unit vectors (embedding 5·N chunks with the local model "
-          "is out of reach on 2 cores); query embedding excluded from timings.")
+    print(
+        "Search benchmark (SPEC §11). Corpus text: real mail sentences recombined; "
+        "corpus vectors: RANDOM unit vectors (embedding 5·N chunks with the local model "
+        "is out of reach on 2 cores); query embedding excluded from timings."
+    )
     pool = sentence_pool()
     print(f"Sentence pool: {len(pool):,} distinct real sentences.")
     for n in sizes:

@@ -77,8 +77,15 @@ class SourceAdmin(admin.ModelAdmin):
     )
     list_filter = ("kind", "federated")
     search_fields = ("id", "name", "owner_addresses")
-    readonly_fields = ("created_at", "updated_at", "last_sync_at", "last_success_at",
-                       "last_error", "counts", "cursor")
+    readonly_fields = (
+        "created_at",
+        "updated_at",
+        "last_sync_at",
+        "last_success_at",
+        "last_error",
+        "counts",
+        "cursor",
+    )
     actions = ("make_federated", "make_unfederated")
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
@@ -105,11 +112,15 @@ class SourceAdmin(admin.ModelAdmin):
         self.message_user(request, f"{changed} source(s) federated.", messages.SUCCESS)
 
     @admin.action(description="Exclude from unqualified searches")
-    def make_unfederated(self, request: HttpRequest, queryset: QuerySet[Source]) -> None:
+    def make_unfederated(
+        self, request: HttpRequest, queryset: QuerySet[Source]
+    ) -> None:
         changed = source_set_federated(
             sources=list(queryset), federated=False, actor=request.user.get_username()
         )
-        self.message_user(request, f"{changed} source(s) unfederated.", messages.SUCCESS)
+        self.message_user(
+            request, f"{changed} source(s) unfederated.", messages.SUCCESS
+        )
 
 
 @admin.register(PageType)
@@ -135,7 +146,11 @@ class RelationTypeAdmin(admin.ModelAdmin):
     readonly_fields = ("created_at", "updated_at")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[RelationType]:
-        return super().get_queryset(request).prefetch_related("source_types", "target_types")
+        return (
+            super()
+            .get_queryset(request)
+            .prefetch_related("source_types", "target_types")
+        )
 
     @admin.display(description="from")
     def from_types(self, obj: RelationType) -> str:
@@ -183,7 +198,14 @@ class FactInline(admin.TabularInline):
     fk_name = "entity"
     extra = 0
     fields = ("text", "kind", "visibility", "confidence", "valid_until", "expired_at")
-    readonly_fields = ("text", "kind", "visibility", "confidence", "valid_until", "expired_at")
+    readonly_fields = (
+        "text",
+        "kind",
+        "visibility",
+        "confidence",
+        "valid_until",
+        "expired_at",
+    )
     show_change_link = True
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
@@ -213,8 +235,21 @@ class RevisionInline(admin.TabularInline):
 
 @admin.register(Page)
 class PageAdmin(admin.ModelAdmin):
-    list_display = ("slug", "title", "type", "source", "visibility", "updated_at", "is_live")
-    list_filter = ("source", "type", "visibility", ("deleted_at", admin.EmptyFieldListFilter))
+    list_display = (
+        "slug",
+        "title",
+        "type",
+        "source",
+        "visibility",
+        "updated_at",
+        "is_live",
+    )
+    list_filter = (
+        "source",
+        "type",
+        "visibility",
+        ("deleted_at", admin.EmptyFieldListFilter),
+    )
     search_fields = ("slug", "title", "aliases__alias")
     list_select_related = ("type", "source")
     autocomplete_fields = ("type",)
@@ -246,7 +281,13 @@ class PageAdmin(admin.ModelAdmin):
         fields = tuple(super().get_readonly_fields(request, obj))
         return fields + ("source", "slug") if obj else fields
 
-    def save_model(self, request: HttpRequest, obj: Page, form: Any, change: bool) -> None:
+    def save_model(
+        self,
+        request: HttpRequest,
+        obj: Page,
+        form: Any,
+        change: bool,  # noqa: FBT001 (Django's signature)
+    ) -> None:
         """Save through the one write path (SPEC §2.3), never ``obj.save()``."""
         result = page_write(
             source=obj.source,
@@ -274,7 +315,9 @@ class PageAdmin(admin.ModelAdmin):
     @admin.action(description="Soft delete (purged after 72 h)")
     def soft_delete_pages(self, request: HttpRequest, queryset: QuerySet[Page]) -> None:
         caller = staff_caller(request)
-        done = sum(page_soft_delete(page=p, actor=caller, reason="admin") for p in queryset)
+        done = sum(
+            page_soft_delete(page=p, actor=caller, reason="admin") for p in queryset
+        )
         self.message_user(request, f"{done} page(s) deleted.", messages.SUCCESS)
 
     @admin.action(description="Restore deleted pages")
@@ -328,7 +371,14 @@ class AliasAdmin(admin.ModelAdmin):
 
 @admin.register(Relation)
 class RelationAdmin(admin.ModelAdmin):
-    list_display = ("from_page", "relation_type", "to_page", "source", "created_by", "created_at")
+    list_display = (
+        "from_page",
+        "relation_type",
+        "to_page",
+        "source",
+        "created_by",
+        "created_at",
+    )
     list_filter = ("relation_type", "source")
     search_fields = ("from_page__slug", "to_page__slug", "context")
     list_select_related = ("from_page", "to_page", "relation_type", "source")
@@ -354,7 +404,9 @@ class ActiveFactFilter(admin.SimpleListFilter):
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
         return [("active", "Active"), ("expired", "Expired or superseded")]
 
-    def queryset(self, request: HttpRequest, queryset: QuerySet[Fact]) -> QuerySet[Fact]:
+    def queryset(
+        self, request: HttpRequest, queryset: QuerySet[Fact]
+    ) -> QuerySet[Fact]:
         if self.value() == "active":
             return queryset.filter(expired_at__isnull=True)
         if self.value() == "expired":
@@ -364,8 +416,16 @@ class ActiveFactFilter(admin.SimpleListFilter):
 
 @admin.register(Fact)
 class FactAdmin(admin.ModelAdmin):
-    list_display = ("text", "kind", "entity", "visibility", "confidence", "valid_until",
-                    "expired_at", "source")
+    list_display = (
+        "text",
+        "kind",
+        "entity",
+        "visibility",
+        "confidence",
+        "valid_until",
+        "expired_at",
+        "source",
+    )
     list_filter = (ActiveFactFilter, "kind", "visibility", "source")
     search_fields = ("text", "provenance", "entity__slug")
     list_select_related = ("entity", "source")
@@ -410,7 +470,14 @@ class ChunkAdmin(ReadOnlyAdmin):
 
 @admin.register(AuditEvent)
 class AuditEventAdmin(ReadOnlyAdmin):
-    list_display = ("event_time", "action", "actor", "target_type", "target_id", "source")
+    list_display = (
+        "event_time",
+        "action",
+        "actor",
+        "target_type",
+        "target_id",
+        "source",
+    )
     list_filter = ("action", "target_type", "source")
     search_fields = ("actor", "target_id")
     list_select_related = ("source",)
@@ -469,23 +536,33 @@ class MergeProposalAdmin(admin.ModelAdmin):
         return False
 
     @admin.action(description="Merge: fold each 'merge page' into its 'keep page'")
-    def merge_selected(self, request: HttpRequest, queryset: QuerySet[MergeProposal]) -> None:
+    def merge_selected(
+        self, request: HttpRequest, queryset: QuerySet[MergeProposal]
+    ) -> None:
         actor = f"admin:{request.user.get_username()}"
         for proposal_id in queryset.values_list("id", flat=True):
             try:
                 counts = merge_proposal_accept(proposal_id=proposal_id, actor=actor)
             except BrainError as exc:
-                self.message_user(request, f"#{proposal_id}: {exc.message}", messages.WARNING)
+                self.message_user(
+                    request, f"#{proposal_id}: {exc.message}", messages.WARNING
+                )
             else:
                 moved = ", ".join(f"{v} {k}" for k, v in counts.items())
-                self.message_user(request, f"#{proposal_id} merged ({moved}).", messages.SUCCESS)
+                self.message_user(
+                    request, f"#{proposal_id} merged ({moved}).", messages.SUCCESS
+                )
 
     @admin.action(description="Reject: these are different entities")
-    def reject_selected(self, request: HttpRequest, queryset: QuerySet[MergeProposal]) -> None:
+    def reject_selected(
+        self, request: HttpRequest, queryset: QuerySet[MergeProposal]
+    ) -> None:
         actor = f"admin:{request.user.get_username()}"
         for proposal_id in queryset.values_list("id", flat=True):
             try:
                 merge_proposal_reject(proposal_id=proposal_id, actor=actor)
             except BrainError as exc:
-                self.message_user(request, f"#{proposal_id}: {exc.message}", messages.WARNING)
+                self.message_user(
+                    request, f"#{proposal_id}: {exc.message}", messages.WARNING
+                )
         self.message_user(request, "Rejected proposals will not be proposed again.")

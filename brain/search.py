@@ -113,7 +113,9 @@ class SearchResult:
             "type": self.type,
             "chunk": self.chunk,
             "score": round(self.score, 6),
-            "similarity": None if self.similarity is None else round(self.similarity, 6),
+            "similarity": None
+            if self.similarity is None
+            else round(self.similarity, 6),
             "evidence": self.evidence,
             "create_safety": self.create_safety,
             "provenance": self.provenance,
@@ -304,9 +306,18 @@ def _hydrate(
             provenance = json.loads(provenance)
         out.append(
             _Row(
-                chunk_id=row[0], ordinal=row[1], text=row[2], page_id=row[3], slug=row[4],
-                title=row[5], source_id=row[6], type_name=row[7], effective_date=row[8],
-                updated_at=row[9], provenance=provenance, backlinks=int(row[11]),
+                chunk_id=row[0],
+                ordinal=row[1],
+                text=row[2],
+                page_id=row[3],
+                slug=row[4],
+                title=row[5],
+                source_id=row[6],
+                type_name=row[7],
+                effective_date=row[8],
+                updated_at=row[9],
+                provenance=provenance,
+                backlinks=int(row[11]),
                 similarity=None if row[12] is None else float(row[12]),
             )
         )
@@ -379,7 +390,9 @@ def page_search(
     if not source_ids:
         return empty
 
-    vector = list(query_embedding) if query_embedding is not None else _query_vector(text)
+    vector = (
+        list(query_embedding) if query_embedding is not None else _query_vector(text)
+    )
     degraded = vector is None
     literal = Vector(vector).to_text() if vector is not None else ""
     visibilities = list(scope.visibilities)
@@ -415,14 +428,18 @@ def page_search(
         for chunk_id, page_id in aliased:
             if page_id not in present:
                 candidates.setdefault(chunk_id, _Candidate(chunk_id, page_id))
-        rows = _hydrate(
-            cursor,
-            chunk_ids=[c.chunk_id for c in candidates.values()],
-            vector=literal,
-            source_ids=source_ids,
-            visibilities=visibilities,
-            types=list(types) if types else None,
-        ) if candidates else []
+        rows = (
+            _hydrate(
+                cursor,
+                chunk_ids=[c.chunk_id for c in candidates.values()],
+                vector=literal,
+                source_ids=source_ids,
+                visibilities=visibilities,
+                types=list(types) if types else None,
+            )
+            if candidates
+            else []
+        )
 
     if not rows:
         empty.search_degraded = degraded
@@ -443,14 +460,18 @@ def page_search(
         if degraded:
             base = norm_rrf
         else:
-            base = RRF_WEIGHT * norm_rrf + COSINE_WEIGHT * max(cand.similarity or 0.0, 0.0)
+            base = RRF_WEIGHT * norm_rrf + COSINE_WEIGHT * max(
+                cand.similarity or 0.0, 0.0
+            )
         title_match = normalize_alias(row.title) == norm_query
         alias_hit = row.page_id in alias_hits and not title_match
         score = base
         if title_match or alias_hit:
             score *= TITLE_BOOST
         score *= 1 + BACKLINK_FACTOR * math.log1p(row.backlinks)
-        score *= _recency_boost(row.type_name, row.effective_date or row.updated_at, now)
+        score *= _recency_boost(
+            row.type_name, row.effective_date or row.updated_at, now
+        )
         if alias_hit:
             evidence = "alias_hit"
         elif title_match:

@@ -36,7 +36,8 @@ def fact_active_q(*, now: datetime | None = None, prefix: str = "") -> Q:
     (``"facts__"``)."""
     now = now or timezone.now()
     return Q(**{f"{prefix}expired_at__isnull": True}) & (
-        Q(**{f"{prefix}valid_until__isnull": True}) | Q(**{f"{prefix}valid_until__gt": now})
+        Q(**{f"{prefix}valid_until__isnull": True})
+        | Q(**{f"{prefix}valid_until__gt": now})
     )
 
 

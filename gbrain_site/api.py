@@ -57,7 +57,11 @@ def on_brain_error(request: HttpRequest, exc: BrainError) -> HttpResponse:
 def on_validation_error(request: HttpRequest, exc: ValidationError) -> HttpResponse:
     fields = []
     for err in exc.errors:
-        loc = [str(p) for p in err.get("loc", []) if p not in ("body", "query", "path", "payload")]
+        loc = [
+            str(p)
+            for p in err.get("loc", [])
+            if p not in ("body", "query", "path", "payload")
+        ]
         fields.append({"field": ".".join(loc), "problem": err.get("msg", "invalid")})
     names = ", ".join(f["field"] or "body" for f in fields) or "the request"
     return api.create_response(

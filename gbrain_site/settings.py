@@ -86,7 +86,9 @@ INSECURE_DEV_SECRET = "dev-only-insecure-secret-key-change-me"  # noqa: S105
 SECRET_KEY = env_secret("DJANGO_SECRET_KEY", INSECURE_DEV_SECRET)
 ALLOWED_HOSTS = [
     h.strip()
-    for h in env_str("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",")
+    for h in env_str(
+        "DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver"
+    ).split(",")
     if h.strip()
 ]
 CSRF_TRUSTED_ORIGINS = [

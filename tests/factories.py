@@ -87,7 +87,9 @@ class RelationFactory(DjangoModelFactory):
         model = Relation
 
     from_page = factory.SubFactory(PageFactory)
-    to_page = factory.SubFactory(PageFactory, source=factory.SelfAttribute("..from_page.source"))
+    to_page = factory.SubFactory(
+        PageFactory, source=factory.SelfAttribute("..from_page.source")
+    )
     source = factory.SelfAttribute("from_page.source")
     relation_type = factory.LazyFunction(lambda: relation_type("related_to"))
 

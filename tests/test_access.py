@@ -29,7 +29,9 @@ def test_revoked_keys_no_longer_authenticate(make_key, source_a) -> None:  # typ
     assert apikey_authenticate(plaintext=issued.plaintext) is None
 
 
-def test_unqualified_reads_cover_federated_readable_sources_only(make_key, source_a, source_b) -> None:  # type: ignore[no-untyped-def]
+def test_unqualified_reads_cover_federated_readable_sources_only(
+    make_key, source_a, source_b
+) -> None:  # type: ignore[no-untyped-def]
     SourceFactory(id="archive", federated=False)
     caller = caller_for_key(make_key(source_a).api_key)
     assert caller.read_scope().source_ids == ("team-a",)
@@ -37,7 +39,9 @@ def test_unqualified_reads_cover_federated_readable_sources_only(make_key, sourc
     assert "archive" in local_caller().read_scope(["archive"]).source_ids
 
 
-def test_explicit_source_outside_the_grant_is_denied(make_key, source_a, source_b) -> None:  # type: ignore[no-untyped-def]
+def test_explicit_source_outside_the_grant_is_denied(
+    make_key, source_a, source_b
+) -> None:  # type: ignore[no-untyped-def]
     caller = caller_for_key(make_key(source_a).api_key)
     with pytest.raises(ScopeDenied, match="not readable"):
         caller.read_scope(["team-b"])

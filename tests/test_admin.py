@@ -38,14 +38,22 @@ def one_of_everything() -> None:
     TimelineEntryFactory(page=page)
     FactFactory(entity=page, source=page.source)
     raw = RawRecordFactory(source=page.source)
-    PageRevision.objects.create(page=page, actor="t", operation="create", content_hash="h",
-                                raw_record=raw)
-    Chunk.objects.create(page=page, source=page.source, visibility="world", ordinal=0,
-                         text="t", content_hash="h")
+    PageRevision.objects.create(
+        page=page, actor="t", operation="create", content_hash="h", raw_record=raw
+    )
+    Chunk.objects.create(
+        page=page,
+        source=page.source,
+        visibility="world",
+        ordinal=0,
+        text="t",
+        content_hash="h",
+    )
     AuditEvent.objects.create(actor="t", action="other", target_type="x", target_id="1")
     SessionCursor.objects.create(source=page.source, client="c", session_id="s")
-    PushEvent.objects.create(session_id="s", page=page, mention="m", arm="alias",
-                             confidence=0.9)
+    PushEvent.objects.create(
+        session_id="s", page=page, mention="m", arm="alias", confidence=0.9
+    )
     apikey_create(name="k", scopes=["read"], write_source=page.source)
 
 
@@ -60,12 +68,16 @@ def test_every_changelist_loads(staff_client: Client, one_of_everything: None) -
             assert staff_client.get(url, {"q": "x"}).status_code == 200, url
 
 
-def test_every_change_and_add_form_loads(staff_client: Client, one_of_everything: None) -> None:
-    for model, model_admin in admin.site._registry.items():
+def test_every_change_and_add_form_loads(
+    staff_client: Client, one_of_everything: None
+) -> None:
+    for model in admin.site._registry:
         opts = model._meta
         obj = model._default_manager.first()
         if obj is not None:
-            url = reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[obj.pk])
+            url = reverse(
+                f"admin:{opts.app_label}_{opts.model_name}_change", args=[obj.pk]
+            )
             response = staff_client.get(url)
             assert response.status_code == 200, f"{url}: {response.status_code}"
         add_url = reverse(f"admin:{opts.app_label}_{opts.model_name}_add")
@@ -76,8 +88,13 @@ def test_every_change_and_add_form_loads(staff_client: Client, one_of_everything
 def test_admin_creates_an_api_key_and_shows_it_once(staff_client: Client) -> None:
     response = staff_client.post(
         reverse("admin:accounts_apikey_add"),
-        {"name": "claude-code", "scopes": "read,write", "write_source": "default",
-         "readable_sources": ["default"], "trusted": "on"},
+        {
+            "name": "claude-code",
+            "scopes": "read,write",
+            "write_source": "default",
+            "readable_sources": ["default"],
+            "trusted": "on",
+        },
         follow=True,
     )
     assert response.status_code == 200

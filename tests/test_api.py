@@ -11,7 +11,11 @@ pytestmark = pytest.mark.django_db
 def test_health_answers_without_a_key() -> None:
     response = Client().get("/api/health")
     assert response.status_code == 200
-    assert response.json() == {"status": "ok", "database": "postgresql", "protocol_version": 1}
+    assert response.json() == {
+        "status": "ok",
+        "database": "postgresql",
+        "protocol_version": 1,
+    }
 
 
 def test_openapi_schema_is_served() -> None:
@@ -44,19 +48,25 @@ def test_whoami_describes_the_key(api_client, make_key, source_a) -> None:  # ty
     assert body["scopes"] == ["read", "write"]
 
 
-def test_nul_bytes_in_a_read_get_the_envelope_not_a_500(api_client, make_key, default_source) -> None:  # type: ignore[no-untyped-def]
+def test_nul_bytes_in_a_read_get_the_envelope_not_a_500(
+    api_client, make_key, default_source
+) -> None:  # type: ignore[no-untyped-def]
     """Regression (fresh-clone check): a NUL byte reached PostgreSQL and gave HTTP 500."""
     client = api_client(make_key(default_source).plaintext)
     for response in (
         client.get("/api/search", {"query": "\x00"}),
-        client.post("/api/recall", {"query": "a\x00b"}, content_type="application/json"),
+        client.post(
+            "/api/recall", {"query": "a\x00b"}, content_type="application/json"
+        ),
     ):
         assert response.status_code == 400, response.content
         body = response.json()
         assert body["error"] == "invalid_params" and "NUL" in body["suggestion"]
 
 
-def test_an_oversized_body_gets_the_envelope(api_client, make_key, default_source, settings) -> None:  # type: ignore[no-untyped-def]
+def test_an_oversized_body_gets_the_envelope(
+    api_client, make_key, default_source, settings
+) -> None:  # type: ignore[no-untyped-def]
     """Regression: a body over DATA_UPLOAD_MAX_MEMORY_SIZE gave HTTP 500."""
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
     client = api_client(make_key(default_source).plaintext)

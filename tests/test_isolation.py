@@ -25,17 +25,38 @@ A_ONLY = ("Alice Example", "WORLD-FACT-A", "people/alice-example")
 @pytest.fixture
 def brain(source_a, source_b, make_key, api_client):  # type: ignore[no-untyped-def]
     alice = add_page(source_a, title="Alice Example", slug="people/alice-example")
-    add_page(source_a, title="Secret Sam", slug="people/secret-sam", visibility="private",
-             body="Secret Sam is a private page of source A.")
+    add_page(
+        source_a,
+        title="Secret Sam",
+        slug="people/secret-sam",
+        visibility="private",
+        body="Secret Sam is a private page of source A.",
+    )
     bob = add_page(source_b, title="Bob Beta", slug="people/bob-beta")
     caller = local_caller()
-    world = fact_remember(caller=caller, text="WORLD-FACT-A Alice likes sailing",
-                          provenance="t", entity=alice, source=source_a)
-    private = fact_remember(caller=caller, text="PRIVATE-FACT-A Alice owes a favour",
-                            provenance="t", entity=alice, source=source_a,
-                            visibility="private", kind="commitment")
-    fact_remember(caller=caller, text="Bob likes chess", provenance="t", entity=bob,
-                  source=source_b)
+    world = fact_remember(
+        caller=caller,
+        text="WORLD-FACT-A Alice likes sailing",
+        provenance="t",
+        entity=alice,
+        source=source_a,
+    )
+    private = fact_remember(
+        caller=caller,
+        text="PRIVATE-FACT-A Alice owes a favour",
+        provenance="t",
+        entity=alice,
+        source=source_a,
+        visibility="private",
+        kind="commitment",
+    )
+    fact_remember(
+        caller=caller,
+        text="Bob likes chess",
+        provenance="t",
+        entity=bob,
+        source=source_b,
+    )
     keys = {
         "trusted_a": make_key(source_a, trusted=True, name="trusted A").plaintext,
         "remote_a": make_key(source_a, name="remote A").plaintext,
@@ -45,7 +66,11 @@ def brain(source_a, source_b, make_key, api_client):  # type: ignore[no-untyped-
     def verb(who: str, name: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         return call(api_client(keys[who]), name, body)
 
-    return {"verb": verb, "world_id": str(world.fact.pk), "private_id": str(private.fact.pk)}
+    return {
+        "verb": verb,
+        "world_id": str(world.fact.pk),
+        "private_id": str(private.fact.pk),
+    }
 
 
 ECHOES = ("query", "entity", "entities", "missing", "name", "question")
@@ -59,21 +84,34 @@ def leaks(body: dict[str, Any], needles: tuple[str, ...]) -> list[str]:
 
 def test_recall_never_crosses_sources_or_shows_private_to_remote(brain) -> None:  # type: ignore[no-untyped-def]
     verb = brain["verb"]
-    for params in ({}, {"entity": "Alice Example"}, {"query": "Alice"},
-                   {"query": "Secret Sam"}, {"since": "1970-01-01T00:00:00Z"}):
+    for params in (
+        {},
+        {"entity": "Alice Example"},
+        {"query": "Alice"},
+        {"query": "Secret Sam"},
+        {"since": "1970-01-01T00:00:00Z"},
+    ):
         _, body = verb("key_b", "recall", params)
         assert leaks(body, A_ONLY + SECRETS) == [], params
         _, body = verb("remote_a", "recall", params)
         assert leaks(body, SECRETS) == [], params
     _, trusted = verb("trusted_a", "recall", {"entity": "Alice Example"})
-    assert {f["fact"][:14] for f in trusted["facts"]} == {"WORLD-FACT-A A", "PRIVATE-FACT-A"}
+    assert {f["fact"][:14] for f in trusted["facts"]} == {
+        "WORLD-FACT-A A",
+        "PRIVATE-FACT-A",
+    }
     status, denied = verb("key_b", "recall", {"source": "team-a"})
     assert status == 403 and denied["error"] == "scope_denied"
 
 
 def test_entity_never_resolves_or_suggests_across_sources(brain) -> None:  # type: ignore[no-untyped-def]
     verb = brain["verb"]
-    for name in ("Alice Example", "people/alice-example", "Alice Exampel", "alice-example"):
+    for name in (
+        "Alice Example",
+        "people/alice-example",
+        "Alice Exampel",
+        "alice-example",
+    ):
         _, body = verb("key_b", "entity", {"name": name})
         assert body["found"] is False and body["suggestions"] == [], name
     for name in ("Secret Sam", "people/secret-sam", "Secret Sm"):
@@ -89,15 +127,28 @@ def test_entity_never_resolves_or_suggests_across_sources(brain) -> None:  # typ
 
 def test_remember_writes_only_to_the_key_source_and_never_dedups_across(brain) -> None:  # type: ignore[no-untyped-def]
     verb = brain["verb"]
-    status, body = verb("key_b", "remember", {
-        "fact": "WORLD-FACT-A Alice likes sailing", "provenance": "b",
-        "entity": "Alice Example"})
+    status, body = verb(
+        "key_b",
+        "remember",
+        {
+            "fact": "WORLD-FACT-A Alice likes sailing",
+            "provenance": "b",
+            "entity": "Alice Example",
+        },
+    )
     assert status == 200 and body["status"] == "inserted"
     assert body["entity_slug"] == "alice-example"  # A's page is not resolvable from B
     assert Fact.objects.get(pk=body["id"]).source_id == "team-b"
-    status, body = verb("remote_a", "remember", {
-        "fact": "PRIVATE-FACT-A Alice owes a favour", "provenance": "r",
-        "entity": "Alice Example", "kind": "commitment"})
+    status, body = verb(
+        "remote_a",
+        "remember",
+        {
+            "fact": "PRIVATE-FACT-A Alice owes a favour",
+            "provenance": "r",
+            "entity": "Alice Example",
+            "kind": "commitment",
+        },
+    )
     assert status == 200 and body["status"] == "inserted"
     assert body["id"] != brain["private_id"]
 
@@ -116,12 +167,18 @@ def test_forget_cannot_reach_other_sources_or_private_facts(brain) -> None:  # t
 def test_context_pack_never_crosses_sources_or_leaks_private(brain) -> None:  # type: ignore[no-untyped-def]
     verb = brain["verb"]
     names = "Alice Example,Secret Sam,Bob Beta"
-    _, body = verb("key_b", "context_pack", {"entities": names, "include_private": True})
+    _, body = verb(
+        "key_b", "context_pack", {"entities": names, "include_private": True}
+    )
     assert leaks(body, A_ONLY + SECRETS) == []
     assert body["missing"] == ["Alice Example", "Secret Sam"]
-    _, body = verb("remote_a", "context_pack", {"entities": names, "include_private": True})
+    _, body = verb(
+        "remote_a", "context_pack", {"entities": names, "include_private": True}
+    )
     assert leaks(body, SECRETS + ("Bob Beta",)) == []
-    _, body = verb("trusted_a", "context_pack", {"entities": names, "include_private": True})
+    _, body = verb(
+        "trusted_a", "context_pack", {"entities": names, "include_private": True}
+    )
     assert "PRIVATE-FACT-A" in body["text"] and leaks(body, ("Bob Beta",)) == []
 
 
@@ -141,17 +198,27 @@ def test_delta_never_crosses_sources_or_leaks_private(brain) -> None:  # type: i
 
 def test_synthesize_only_sees_the_callers_sources(brain, fake_anthropic) -> None:  # type: ignore[no-untyped-def]
     def reply(request: httpx2.Request) -> httpx2.Response:
-        return httpx2.Response(200, json={
-            "id": "msg_1", "type": "message", "role": "assistant", "model": "m",
-            "content": [{"type": "text", "text": "Answer [1]."}],
-            "stop_reason": "end_turn", "stop_sequence": None,
-            "usage": {"input_tokens": 10, "output_tokens": 3},
-        })
+        return httpx2.Response(
+            200,
+            json={
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "model": "m",
+                "content": [{"type": "text", "text": "Answer [1]."}],
+                "stop_reason": "end_turn",
+                "stop_sequence": None,
+                "usage": {"input_tokens": 10, "output_tokens": 3},
+            },
+        )
 
     seen = fake_anthropic(reply)
     verb = brain["verb"]
     _, body = verb("key_b", "synthesize", {"question": "Alice"})
-    assert leaks(body, A_ONLY + SECRETS) == [] and body["synthesis_status"] == "empty_answer"
+    assert (
+        leaks(body, A_ONLY + SECRETS) == []
+        and body["synthesis_status"] == "empty_answer"
+    )
     _, body = verb("remote_a", "synthesize", {"question": "Alice Example"})
     assert body["synthesis_status"] == "ok" and leaks(body, SECRETS) == []
     prompts = " ".join(request.content.decode() for request in seen)
@@ -159,10 +226,13 @@ def test_synthesize_only_sees_the_callers_sources(brain, fake_anthropic) -> None
     assert "PRIVATE-FACT-A" not in prompts and "Bob" not in prompts
 
 
-def test_a_key_without_scopes_cannot_call_the_verbs(brain, source_a, make_key, api_client) -> None:  # type: ignore[no-untyped-def]
+def test_a_key_without_scopes_cannot_call_the_verbs(
+    brain, source_a, make_key, api_client
+) -> None:  # type: ignore[no-untyped-def]
     reader = make_key(source_a, scopes=("read",)).plaintext
-    status, body = call(api_client(reader), "remember",
-                        {"fact": "x", "provenance": "p"})
+    status, body = call(
+        api_client(reader), "remember", {"fact": "x", "provenance": "p"}
+    )
     assert status == 403 and body["error"] == "scope_denied"
     status, body = call(api_client(None), "recall", {})
     assert status == 401 and body["error"] == "scope_denied"

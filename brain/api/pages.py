@@ -123,12 +123,17 @@ def list_pages(request: HttpRequest, filters: Query[ListQuery]) -> Any:
     """Every live page the key may read, newest first (exhaustive, unlike search)."""
     scope = request.auth.read_scope(_sources(filters.source))
     return page_list(
-        scope=scope, types=_sources(filters.type), prefix=filters.prefix, tag=filters.tag
+        scope=scope,
+        types=_sources(filters.type),
+        prefix=filters.prefix,
+        tag=filters.tag,
     )
 
 
 @router.get("/pages/{path:slug}", response=PageOut)
-def get_page(request: HttpRequest, slug: str, source: str | None = None) -> dict[str, Any]:
+def get_page(
+    request: HttpRequest, slug: str, source: str | None = None
+) -> dict[str, Any]:
     """One page by slug, in the sources the key may read (``not_found`` otherwise)."""
     scope = request.auth.read_scope(_sources(source))
     return page_out(page_get(scope=scope, slug=slug))
@@ -159,7 +164,9 @@ def add_page(request: HttpRequest, payload: PageIn) -> tuple[int, dict[str, Any]
 
 
 @router.post("/pages/{path:slug}", response=WriteOut)
-def update_page(request: HttpRequest, slug: str, payload: PageUpdateIn) -> dict[str, Any]:
+def update_page(
+    request: HttpRequest, slug: str, payload: PageUpdateIn
+) -> dict[str, Any]:
     """Append to (default) or replace a page's body, keeping its frontmatter; a
     missing page is ``not_found`` with a pointer to add_page (SPEC §2.3)."""
     caller = request.auth
@@ -181,4 +188,3 @@ def update_page(request: HttpRequest, slug: str, payload: PageUpdateIn) -> dict[
         relations=[RelationInput(r.type, r.to, r.context) for r in payload.relations],
     )
     return write_out(result)
-

@@ -14,346 +14,1015 @@ from pgvector.django import VectorExtension
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         # SPEC §1: pgvector for embeddings, pg_trgm for fuzzy title/alias lookups.
         VectorExtension(),
         TrigramExtension(),
         migrations.CreateModel(
-            name='PageType',
+            name="PageType",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(db_index=True, default=django.utils.timezone.now, editable=False)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('name', models.CharField(max_length=64, unique=True, validators=[django.core.validators.RegexValidator('^[a-z][a-z0-9_]*$', 'snake_case')])),
-                ('primitive', models.CharField(choices=[('entity', 'Entity'), ('media', 'Media'), ('temporal', 'Temporal'), ('annotation', 'Annotation'), ('concept', 'Concept')], max_length=16)),
-                ('path_prefixes', django.contrib.postgres.fields.ArrayField(base_field=models.CharField(max_length=100), blank=True, default=list, help_text="Slug prefixes that imply this type, e.g. 'people/'.", size=None)),
-                ('required_fields', django.contrib.postgres.fields.ArrayField(base_field=models.CharField(max_length=100), blank=True, default=list, help_text='Frontmatter keys every page of this type must carry.', size=None)),
-                ('extractable', models.BooleanField(default=False, help_text='Commitments and facts may be extracted from it.')),
-                ('description', models.TextField(blank=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                (
+                    "created_at",
+                    models.DateTimeField(
+                        db_index=True, default=django.utils.timezone.now, editable=False
+                    ),
+                ),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "name",
+                    models.CharField(
+                        max_length=64,
+                        unique=True,
+                        validators=[
+                            django.core.validators.RegexValidator(
+                                "^[a-z][a-z0-9_]*$", "snake_case"
+                            )
+                        ],
+                    ),
+                ),
+                (
+                    "primitive",
+                    models.CharField(
+                        choices=[
+                            ("entity", "Entity"),
+                            ("media", "Media"),
+                            ("temporal", "Temporal"),
+                            ("annotation", "Annotation"),
+                            ("concept", "Concept"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "path_prefixes",
+                    django.contrib.postgres.fields.ArrayField(
+                        base_field=models.CharField(max_length=100),
+                        blank=True,
+                        default=list,
+                        help_text="Slug prefixes that imply this type, e.g. 'people/'.",
+                        size=None,
+                    ),
+                ),
+                (
+                    "required_fields",
+                    django.contrib.postgres.fields.ArrayField(
+                        base_field=models.CharField(max_length=100),
+                        blank=True,
+                        default=list,
+                        help_text="Frontmatter keys every page of this type must carry.",
+                        size=None,
+                    ),
+                ),
+                (
+                    "extractable",
+                    models.BooleanField(
+                        default=False,
+                        help_text="Commitments and facts may be extracted from it.",
+                    ),
+                ),
+                ("description", models.TextField(blank=True)),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='Page',
+            name="Page",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(db_index=True, default=django.utils.timezone.now, editable=False)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('slug', models.CharField(max_length=255)),
-                ('title', models.CharField(max_length=500)),
-                ('frontmatter', models.JSONField(blank=True, default=dict)),
-                ('body', models.TextField(blank=True)),
-                ('summary', models.TextField(blank=True)),
-                ('tags', django.contrib.postgres.fields.ArrayField(base_field=models.CharField(max_length=100), blank=True, default=list, size=None)),
-                ('visibility', models.CharField(choices=[('world', 'World'), ('private', 'Private (trusted callers only)')], default='world', max_length=8)),
-                ('effective_date', models.DateField(blank=True, null=True)),
-                ('content_hash', models.CharField(blank=True, max_length=64)),
-                ('indexed_hash', models.CharField(blank=True, max_length=64)),
-                ('last_retrieved_at', models.DateTimeField(blank=True, null=True)),
-                ('deleted_at', models.DateTimeField(blank=True, null=True)),
-                ('type', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='pages', to='brain.pagetype')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                (
+                    "created_at",
+                    models.DateTimeField(
+                        db_index=True, default=django.utils.timezone.now, editable=False
+                    ),
+                ),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("slug", models.CharField(max_length=255)),
+                ("title", models.CharField(max_length=500)),
+                ("frontmatter", models.JSONField(blank=True, default=dict)),
+                ("body", models.TextField(blank=True)),
+                ("summary", models.TextField(blank=True)),
+                (
+                    "tags",
+                    django.contrib.postgres.fields.ArrayField(
+                        base_field=models.CharField(max_length=100),
+                        blank=True,
+                        default=list,
+                        size=None,
+                    ),
+                ),
+                (
+                    "visibility",
+                    models.CharField(
+                        choices=[
+                            ("world", "World"),
+                            ("private", "Private (trusted callers only)"),
+                        ],
+                        default="world",
+                        max_length=8,
+                    ),
+                ),
+                ("effective_date", models.DateField(blank=True, null=True)),
+                ("content_hash", models.CharField(blank=True, max_length=64)),
+                ("indexed_hash", models.CharField(blank=True, max_length=64)),
+                ("last_retrieved_at", models.DateTimeField(blank=True, null=True)),
+                ("deleted_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "type",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="pages",
+                        to="brain.pagetype",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='RawRecord',
+            name="RawRecord",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('external_id', models.CharField(max_length=512)),
-                ('kind', models.CharField(choices=[('gmail_message', 'Gmail message (API JSON)'), ('rfc822', 'RFC 822 message'), ('calendar_event', 'Calendar event (API JSON)'), ('contact', 'Contact (People API JSON)'), ('markdown', 'Markdown file'), ('agent_input', 'Text submitted by a harness or person')], max_length=24)),
-                ('content', models.TextField(blank=True, help_text='The original bytes as text.')),
-                ('payload', models.JSONField(blank=True, help_text='The original JSON.', null=True)),
-                ('metadata', models.JSONField(blank=True, default=dict)),
-                ('content_hash', models.CharField(max_length=64)),
-                ('captured_at', models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
-                ('page', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='raw_records', to='brain.page')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                ("external_id", models.CharField(max_length=512)),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("gmail_message", "Gmail message (API JSON)"),
+                            ("rfc822", "RFC 822 message"),
+                            ("calendar_event", "Calendar event (API JSON)"),
+                            ("contact", "Contact (People API JSON)"),
+                            ("markdown", "Markdown file"),
+                            ("agent_input", "Text submitted by a harness or person"),
+                        ],
+                        max_length=24,
+                    ),
+                ),
+                (
+                    "content",
+                    models.TextField(
+                        blank=True, help_text="The original bytes as text."
+                    ),
+                ),
+                (
+                    "payload",
+                    models.JSONField(
+                        blank=True, help_text="The original JSON.", null=True
+                    ),
+                ),
+                ("metadata", models.JSONField(blank=True, default=dict)),
+                ("content_hash", models.CharField(max_length=64)),
+                (
+                    "captured_at",
+                    models.DateTimeField(
+                        db_index=True, default=django.utils.timezone.now
+                    ),
+                ),
+                (
+                    "page",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="raw_records",
+                        to="brain.page",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='PageRevision',
+            name="PageRevision",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('actor', models.CharField(editable=False, max_length=200)),
-                ('provenance', models.JSONField(default=dict, editable=False)),
-                ('operation', models.CharField(editable=False, max_length=32)),
-                ('previous_title', models.CharField(blank=True, editable=False, max_length=500)),
-                ('previous_body', models.TextField(blank=True, editable=False)),
-                ('previous_frontmatter', models.JSONField(default=dict, editable=False)),
-                ('content_hash', models.CharField(editable=False, max_length=64)),
-                ('created_at', models.DateTimeField(db_index=True, default=django.utils.timezone.now, editable=False)),
-                ('page', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='revisions', to='brain.page')),
-                ('raw_record', models.ForeignKey(blank=True, editable=False, null=True, on_delete=django.db.models.deletion.SET_NULL, to='brain.rawrecord')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                ("actor", models.CharField(editable=False, max_length=200)),
+                ("provenance", models.JSONField(default=dict, editable=False)),
+                ("operation", models.CharField(editable=False, max_length=32)),
+                (
+                    "previous_title",
+                    models.CharField(blank=True, editable=False, max_length=500),
+                ),
+                ("previous_body", models.TextField(blank=True, editable=False)),
+                (
+                    "previous_frontmatter",
+                    models.JSONField(default=dict, editable=False),
+                ),
+                ("content_hash", models.CharField(editable=False, max_length=64)),
+                (
+                    "created_at",
+                    models.DateTimeField(
+                        db_index=True, default=django.utils.timezone.now, editable=False
+                    ),
+                ),
+                (
+                    "page",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="revisions",
+                        to="brain.page",
+                    ),
+                ),
+                (
+                    "raw_record",
+                    models.ForeignKey(
+                        blank=True,
+                        editable=False,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        to="brain.rawrecord",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at', '-id'],
+                "ordering": ["-created_at", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='RelationType',
+            name="RelationType",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(db_index=True, default=django.utils.timezone.now, editable=False)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('name', models.CharField(max_length=64, unique=True, validators=[django.core.validators.RegexValidator('^[a-z][a-z0-9_]*$', 'snake_case')])),
-                ('inverse_name', models.CharField(blank=True, max_length=64)),
-                ('description', models.TextField(blank=True)),
-                ('source_types', models.ManyToManyField(blank=True, help_text="Allowed page types at the 'from' end (empty: any).", related_name='outgoing_relation_types', to='brain.pagetype')),
-                ('target_types', models.ManyToManyField(blank=True, help_text="Allowed page types at the 'to' end (empty: any).", related_name='incoming_relation_types', to='brain.pagetype')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                (
+                    "created_at",
+                    models.DateTimeField(
+                        db_index=True, default=django.utils.timezone.now, editable=False
+                    ),
+                ),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "name",
+                    models.CharField(
+                        max_length=64,
+                        unique=True,
+                        validators=[
+                            django.core.validators.RegexValidator(
+                                "^[a-z][a-z0-9_]*$", "snake_case"
+                            )
+                        ],
+                    ),
+                ),
+                ("inverse_name", models.CharField(blank=True, max_length=64)),
+                ("description", models.TextField(blank=True)),
+                (
+                    "source_types",
+                    models.ManyToManyField(
+                        blank=True,
+                        help_text="Allowed page types at the 'from' end (empty: any).",
+                        related_name="outgoing_relation_types",
+                        to="brain.pagetype",
+                    ),
+                ),
+                (
+                    "target_types",
+                    models.ManyToManyField(
+                        blank=True,
+                        help_text="Allowed page types at the 'to' end (empty: any).",
+                        related_name="incoming_relation_types",
+                        to="brain.pagetype",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='Source',
+            name="Source",
             fields=[
-                ('created_at', models.DateTimeField(db_index=True, default=django.utils.timezone.now, editable=False)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('id', models.CharField(help_text="Immutable id, e.g. 'default' or 'acme-shared'.", max_length=32, primary_key=True, serialize=False, validators=[django.core.validators.RegexValidator('^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$', '1-32 chars: a-z, 0-9 and -')])),
-                ('name', models.CharField(max_length=200)),
-                ('kind', models.CharField(choices=[('google', 'Google account'), ('mailbox', 'Mailbox files'), ('markdown', 'Markdown folder'), ('manual', 'Manual / harness notes')], default='manual', max_length=16)),
-                ('owner_addresses', django.contrib.postgres.fields.ArrayField(base_field=models.CharField(max_length=320), blank=True, default=list, help_text="Addresses that count as 'me' (account address plus send-as aliases).", size=None)),
-                ('federated', models.BooleanField(default=False, help_text='Included in searches that name no source.')),
-                ('config', models.JSONField(blank=True, default=dict)),
-                ('cursor', models.JSONField(blank=True, default=dict)),
-                ('last_sync_at', models.DateTimeField(blank=True, null=True)),
-                ('last_success_at', models.DateTimeField(blank=True, null=True)),
-                ('last_error', models.TextField(blank=True)),
-                ('counts', models.JSONField(blank=True, default=dict)),
+                (
+                    "created_at",
+                    models.DateTimeField(
+                        db_index=True, default=django.utils.timezone.now, editable=False
+                    ),
+                ),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "id",
+                    models.CharField(
+                        help_text="Immutable id, e.g. 'default' or 'acme-shared'.",
+                        max_length=32,
+                        primary_key=True,
+                        serialize=False,
+                        validators=[
+                            django.core.validators.RegexValidator(
+                                "^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$",
+                                "1-32 chars: a-z, 0-9 and -",
+                            )
+                        ],
+                    ),
+                ),
+                ("name", models.CharField(max_length=200)),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("google", "Google account"),
+                            ("mailbox", "Mailbox files"),
+                            ("markdown", "Markdown folder"),
+                            ("manual", "Manual / harness notes"),
+                        ],
+                        default="manual",
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "owner_addresses",
+                    django.contrib.postgres.fields.ArrayField(
+                        base_field=models.CharField(max_length=320),
+                        blank=True,
+                        default=list,
+                        help_text="Addresses that count as 'me' (account address plus send-as aliases).",
+                        size=None,
+                    ),
+                ),
+                (
+                    "federated",
+                    models.BooleanField(
+                        default=False,
+                        help_text="Included in searches that name no source.",
+                    ),
+                ),
+                ("config", models.JSONField(blank=True, default=dict)),
+                ("cursor", models.JSONField(blank=True, default=dict)),
+                ("last_sync_at", models.DateTimeField(blank=True, null=True)),
+                ("last_success_at", models.DateTimeField(blank=True, null=True)),
+                ("last_error", models.TextField(blank=True)),
+                ("counts", models.JSONField(blank=True, default=dict)),
             ],
             options={
-                'ordering': ['id'],
-                'constraints': [models.CheckConstraint(condition=models.Q(('id__regex', '^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$')), name='brain_source_id_format')],
+                "ordering": ["id"],
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            ("id__regex", "^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$")
+                        ),
+                        name="brain_source_id_format",
+                    )
+                ],
             },
         ),
         migrations.AddField(
-            model_name='rawrecord',
-            name='source',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='raw_records', to='brain.source'),
+            model_name="rawrecord",
+            name="source",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="raw_records",
+                to="brain.source",
+            ),
         ),
         migrations.AddField(
-            model_name='page',
-            name='source',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='pages', to='brain.source'),
+            model_name="page",
+            name="source",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="pages",
+                to="brain.source",
+            ),
         ),
         migrations.CreateModel(
-            name='Fact',
+            name="Fact",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(db_index=True, default=django.utils.timezone.now, editable=False)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('text', models.TextField()),
-                ('kind', models.CharField(choices=[('event', 'Event'), ('preference', 'Preference'), ('commitment', 'Commitment'), ('belief', 'Belief'), ('fact', 'Fact')], default='fact', max_length=16)),
-                ('visibility', models.CharField(choices=[('world', 'World'), ('private', 'Private (trusted callers only)')], default='world', max_length=8)),
-                ('provenance', models.TextField(validators=[django.core.validators.MaxLengthValidator(500)])),
-                ('evidence', models.JSONField(blank=True, default=dict)),
-                ('confidence', models.FloatField(default=1.0)),
-                ('valid_from', models.DateTimeField(default=django.utils.timezone.now)),
-                ('valid_until', models.DateTimeField(blank=True, null=True)),
-                ('expired_at', models.DateTimeField(blank=True, null=True)),
-                ('expired_reason', models.CharField(blank=True, max_length=500)),
-                ('embedding', pgvector.django.vector.VectorField(blank=True, dimensions=384, null=True)),
-                ('embedding_model', models.CharField(blank=True, max_length=200)),
-                ('created_by', models.CharField(blank=True, max_length=200)),
-                ('superseded_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='supersedes', to='brain.fact')),
-                ('entity', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='facts', to='brain.page')),
-                ('raw_record', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='facts', to='brain.rawrecord')),
-                ('source', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='facts', to='brain.source')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                (
+                    "created_at",
+                    models.DateTimeField(
+                        db_index=True, default=django.utils.timezone.now, editable=False
+                    ),
+                ),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("text", models.TextField()),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("event", "Event"),
+                            ("preference", "Preference"),
+                            ("commitment", "Commitment"),
+                            ("belief", "Belief"),
+                            ("fact", "Fact"),
+                        ],
+                        default="fact",
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "visibility",
+                    models.CharField(
+                        choices=[
+                            ("world", "World"),
+                            ("private", "Private (trusted callers only)"),
+                        ],
+                        default="world",
+                        max_length=8,
+                    ),
+                ),
+                (
+                    "provenance",
+                    models.TextField(
+                        validators=[django.core.validators.MaxLengthValidator(500)]
+                    ),
+                ),
+                ("evidence", models.JSONField(blank=True, default=dict)),
+                ("confidence", models.FloatField(default=1.0)),
+                ("valid_from", models.DateTimeField(default=django.utils.timezone.now)),
+                ("valid_until", models.DateTimeField(blank=True, null=True)),
+                ("expired_at", models.DateTimeField(blank=True, null=True)),
+                ("expired_reason", models.CharField(blank=True, max_length=500)),
+                (
+                    "embedding",
+                    pgvector.django.vector.VectorField(
+                        blank=True, dimensions=384, null=True
+                    ),
+                ),
+                ("embedding_model", models.CharField(blank=True, max_length=200)),
+                ("created_by", models.CharField(blank=True, max_length=200)),
+                (
+                    "superseded_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="supersedes",
+                        to="brain.fact",
+                    ),
+                ),
+                (
+                    "entity",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="facts",
+                        to="brain.page",
+                    ),
+                ),
+                (
+                    "raw_record",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="facts",
+                        to="brain.rawrecord",
+                    ),
+                ),
+                (
+                    "source",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="facts",
+                        to="brain.source",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='Chunk',
+            name="Chunk",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('visibility', models.CharField(choices=[('world', 'World'), ('private', 'Private (trusted callers only)')], max_length=8)),
-                ('ordinal', models.PositiveIntegerField()),
-                ('text', models.TextField()),
-                ('token_count', models.PositiveIntegerField(default=0)),
-                ('tsv', django.contrib.postgres.search.SearchVectorField(null=True)),
-                ('embedding', pgvector.django.vector.VectorField(blank=True, dimensions=384, null=True)),
-                ('embedding_model', models.CharField(blank=True, max_length=200)),
-                ('content_hash', models.CharField(max_length=64)),
-                ('page', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='chunks', to='brain.page')),
-                ('source', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='brain.source')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                (
+                    "visibility",
+                    models.CharField(
+                        choices=[
+                            ("world", "World"),
+                            ("private", "Private (trusted callers only)"),
+                        ],
+                        max_length=8,
+                    ),
+                ),
+                ("ordinal", models.PositiveIntegerField()),
+                ("text", models.TextField()),
+                ("token_count", models.PositiveIntegerField(default=0)),
+                ("tsv", django.contrib.postgres.search.SearchVectorField(null=True)),
+                (
+                    "embedding",
+                    pgvector.django.vector.VectorField(
+                        blank=True, dimensions=384, null=True
+                    ),
+                ),
+                ("embedding_model", models.CharField(blank=True, max_length=200)),
+                ("content_hash", models.CharField(max_length=64)),
+                (
+                    "page",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="chunks",
+                        to="brain.page",
+                    ),
+                ),
+                (
+                    "source",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="brain.source",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='AuditEvent',
+            name="AuditEvent",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('event_time', models.DateTimeField(db_index=True, default=django.utils.timezone.now, editable=False)),
-                ('actor', models.CharField(editable=False, max_length=200)),
-                ('action', models.CharField(choices=[('page_created', 'Page created'), ('page_updated', 'Page updated'), ('page_deleted', 'Page deleted'), ('page_restored', 'Page restored'), ('page_merged', 'Page merged'), ('fact_remembered', 'Fact remembered'), ('fact_superseded', 'Fact superseded'), ('fact_forgotten', 'Fact forgotten'), ('fact_expired', 'Fact expired'), ('relation_added', 'Relation added'), ('relation_removed', 'Relation removed'), ('schema_changed', 'Schema changed'), ('source_synced', 'Source synced'), ('key_created', 'API key created'), ('key_revoked', 'API key revoked'), ('other', 'Other')], editable=False, max_length=32)),
-                ('target_type', models.CharField(editable=False, max_length=64)),
-                ('target_id', models.CharField(editable=False, max_length=255)),
-                ('extra_data', models.JSONField(default=dict, editable=False)),
-                ('source', models.ForeignKey(blank=True, editable=False, null=True, on_delete=django.db.models.deletion.SET_NULL, to='brain.source')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                (
+                    "event_time",
+                    models.DateTimeField(
+                        db_index=True, default=django.utils.timezone.now, editable=False
+                    ),
+                ),
+                ("actor", models.CharField(editable=False, max_length=200)),
+                (
+                    "action",
+                    models.CharField(
+                        choices=[
+                            ("page_created", "Page created"),
+                            ("page_updated", "Page updated"),
+                            ("page_deleted", "Page deleted"),
+                            ("page_restored", "Page restored"),
+                            ("page_merged", "Page merged"),
+                            ("fact_remembered", "Fact remembered"),
+                            ("fact_superseded", "Fact superseded"),
+                            ("fact_forgotten", "Fact forgotten"),
+                            ("fact_expired", "Fact expired"),
+                            ("relation_added", "Relation added"),
+                            ("relation_removed", "Relation removed"),
+                            ("schema_changed", "Schema changed"),
+                            ("source_synced", "Source synced"),
+                            ("key_created", "API key created"),
+                            ("key_revoked", "API key revoked"),
+                            ("other", "Other"),
+                        ],
+                        editable=False,
+                        max_length=32,
+                    ),
+                ),
+                ("target_type", models.CharField(editable=False, max_length=64)),
+                ("target_id", models.CharField(editable=False, max_length=255)),
+                ("extra_data", models.JSONField(default=dict, editable=False)),
+                (
+                    "source",
+                    models.ForeignKey(
+                        blank=True,
+                        editable=False,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        to="brain.source",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-event_time', '-id'],
+                "ordering": ["-event_time", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='Alias',
+            name="Alias",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('alias', models.CharField(max_length=320)),
-                ('kind', models.CharField(choices=[('name', 'Name'), ('email', 'Email address'), ('handle', '@handle'), ('manual', 'Added by a curator')], default='name', max_length=8)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now, editable=False)),
-                ('page', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='aliases', to='brain.page')),
-                ('source', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='aliases', to='brain.source')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                ("alias", models.CharField(max_length=320)),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("name", "Name"),
+                            ("email", "Email address"),
+                            ("handle", "@handle"),
+                            ("manual", "Added by a curator"),
+                        ],
+                        default="name",
+                        max_length=8,
+                    ),
+                ),
+                (
+                    "created_at",
+                    models.DateTimeField(
+                        default=django.utils.timezone.now, editable=False
+                    ),
+                ),
+                (
+                    "page",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="aliases",
+                        to="brain.page",
+                    ),
+                ),
+                (
+                    "source",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="aliases",
+                        to="brain.source",
+                    ),
+                ),
             ],
             options={
-                'verbose_name_plural': 'aliases',
+                "verbose_name_plural": "aliases",
             },
         ),
         migrations.CreateModel(
-            name='TimelineEntry',
+            name="TimelineEntry",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('date', models.DateField()),
-                ('summary', models.TextField()),
-                ('summary_hash', models.CharField(max_length=64)),
-                ('source_ref', models.CharField(blank=True, help_text='Where the entry came from (evidence).', max_length=500)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now, editable=False)),
-                ('page', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='timeline', to='brain.page')),
-                ('raw_record', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to='brain.rawrecord')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                ("date", models.DateField()),
+                ("summary", models.TextField()),
+                ("summary_hash", models.CharField(max_length=64)),
+                (
+                    "source_ref",
+                    models.CharField(
+                        blank=True,
+                        help_text="Where the entry came from (evidence).",
+                        max_length=500,
+                    ),
+                ),
+                (
+                    "created_at",
+                    models.DateTimeField(
+                        default=django.utils.timezone.now, editable=False
+                    ),
+                ),
+                (
+                    "page",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="timeline",
+                        to="brain.page",
+                    ),
+                ),
+                (
+                    "raw_record",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        to="brain.rawrecord",
+                    ),
+                ),
             ],
             options={
-                'verbose_name_plural': 'timeline entries',
-                'ordering': ['-date', '-id'],
+                "verbose_name_plural": "timeline entries",
+                "ordering": ["-date", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='PushEvent',
+            name="PushEvent",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('session_id', models.CharField(db_index=True, max_length=200)),
-                ('client', models.CharField(blank=True, max_length=200)),
-                ('mention', models.CharField(max_length=300)),
-                ('arm', models.CharField(max_length=32)),
-                ('confidence', models.FloatField()),
-                ('pushed_at', models.DateTimeField(default=django.utils.timezone.now, editable=False)),
-                ('page', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='push_events', to='brain.page')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                ("session_id", models.CharField(db_index=True, max_length=200)),
+                ("client", models.CharField(blank=True, max_length=200)),
+                ("mention", models.CharField(max_length=300)),
+                ("arm", models.CharField(max_length=32)),
+                ("confidence", models.FloatField()),
+                (
+                    "pushed_at",
+                    models.DateTimeField(
+                        default=django.utils.timezone.now, editable=False
+                    ),
+                ),
+                (
+                    "page",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="push_events",
+                        to="brain.page",
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('session_id', 'client', 'page'), name='brain_pushevent_once_per_session')],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("session_id", "client", "page"),
+                        name="brain_pushevent_once_per_session",
+                    )
+                ],
             },
         ),
         migrations.CreateModel(
-            name='SessionCursor',
+            name="SessionCursor",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('client', models.CharField(max_length=200)),
-                ('session_id', models.CharField(max_length=200)),
-                ('position', models.JSONField(default=dict)),
-                ('touched_at', models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
-                ('source', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='brain.source')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                ("client", models.CharField(max_length=200)),
+                ("session_id", models.CharField(max_length=200)),
+                ("position", models.JSONField(default=dict)),
+                (
+                    "touched_at",
+                    models.DateTimeField(
+                        db_index=True, default=django.utils.timezone.now
+                    ),
+                ),
+                (
+                    "source",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="brain.source",
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('source', 'client', 'session_id'), name='brain_sessioncursor_unique_session')],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("source", "client", "session_id"),
+                        name="brain_sessioncursor_unique_session",
+                    )
+                ],
             },
         ),
         migrations.CreateModel(
-            name='Relation',
+            name="Relation",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(db_index=True, default=django.utils.timezone.now, editable=False)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('context', models.CharField(blank=True, max_length=200)),
-                ('provenance', models.JSONField(blank=True, default=dict)),
-                ('created_by', models.CharField(blank=True, max_length=200)),
-                ('from_page', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='outgoing_relations', to='brain.page')),
-                ('to_page', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='incoming_relations', to='brain.page')),
-                ('relation_type', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='relations', to='brain.relationtype')),
-                ('source', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='relations', to='brain.source')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                (
+                    "created_at",
+                    models.DateTimeField(
+                        db_index=True, default=django.utils.timezone.now, editable=False
+                    ),
+                ),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("context", models.CharField(blank=True, max_length=200)),
+                ("provenance", models.JSONField(blank=True, default=dict)),
+                ("created_by", models.CharField(blank=True, max_length=200)),
+                (
+                    "from_page",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="outgoing_relations",
+                        to="brain.page",
+                    ),
+                ),
+                (
+                    "to_page",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="incoming_relations",
+                        to="brain.page",
+                    ),
+                ),
+                (
+                    "relation_type",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="relations",
+                        to="brain.relationtype",
+                    ),
+                ),
+                (
+                    "source",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="relations",
+                        to="brain.source",
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['to_page', 'relation_type'], name='brain_relat_to_page_777392_idx')],
-                'constraints': [models.UniqueConstraint(fields=('from_page', 'to_page', 'relation_type'), name='brain_relation_unique_triple')],
+                "indexes": [
+                    models.Index(
+                        fields=["to_page", "relation_type"],
+                        name="brain_relat_to_page_777392_idx",
+                    )
+                ],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("from_page", "to_page", "relation_type"),
+                        name="brain_relation_unique_triple",
+                    )
+                ],
             },
         ),
         migrations.AddIndex(
-            model_name='rawrecord',
-            index=models.Index(fields=['source', 'content_hash'], name='brain_rawre_source__397d36_idx'),
+            model_name="rawrecord",
+            index=models.Index(
+                fields=["source", "content_hash"], name="brain_rawre_source__397d36_idx"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='rawrecord',
-            constraint=models.UniqueConstraint(fields=('source', 'external_id'), name='brain_rawrecord_unique_external_id'),
+            model_name="rawrecord",
+            constraint=models.UniqueConstraint(
+                fields=("source", "external_id"),
+                name="brain_rawrecord_unique_external_id",
+            ),
         ),
         migrations.AddIndex(
-            model_name='page',
-            index=models.Index(fields=['source', 'type'], name='brain_page_source__be612a_idx'),
+            model_name="page",
+            index=models.Index(
+                fields=["source", "type"], name="brain_page_source__be612a_idx"
+            ),
         ),
         migrations.AddIndex(
-            model_name='page',
-            index=models.Index(fields=['updated_at', 'slug'], name='brain_page_delta_keyset'),
+            model_name="page",
+            index=models.Index(
+                fields=["updated_at", "slug"], name="brain_page_delta_keyset"
+            ),
         ),
         migrations.AddIndex(
-            model_name='page',
-            index=django.contrib.postgres.indexes.GinIndex(fields=['title'], name='brain_page_title_trgm', opclasses=['gin_trgm_ops']),
+            model_name="page",
+            index=django.contrib.postgres.indexes.GinIndex(
+                fields=["title"],
+                name="brain_page_title_trgm",
+                opclasses=["gin_trgm_ops"],
+            ),
         ),
         migrations.AddConstraint(
-            model_name='page',
-            constraint=models.UniqueConstraint(fields=('source', 'slug'), name='brain_page_unique_slug'),
+            model_name="page",
+            constraint=models.UniqueConstraint(
+                fields=("source", "slug"), name="brain_page_unique_slug"
+            ),
         ),
         migrations.AddIndex(
-            model_name='fact',
-            index=models.Index(condition=models.Q(('expired_at__isnull', True)), fields=['entity', 'kind'], name='brain_fact_active_entity'),
+            model_name="fact",
+            index=models.Index(
+                condition=models.Q(("expired_at__isnull", True)),
+                fields=["entity", "kind"],
+                name="brain_fact_active_entity",
+            ),
         ),
         migrations.AddIndex(
-            model_name='fact',
-            index=models.Index(fields=['source', 'created_at'], name='brain_fact_source__cbd751_idx'),
+            model_name="fact",
+            index=models.Index(
+                fields=["source", "created_at"], name="brain_fact_source__cbd751_idx"
+            ),
         ),
         migrations.AddIndex(
-            model_name='fact',
-            index=pgvector.django.indexes.HnswIndex(ef_construction=64, fields=['embedding'], m=16, name='brain_fact_embedding_hnsw', opclasses=['vector_cosine_ops']),
+            model_name="fact",
+            index=pgvector.django.indexes.HnswIndex(
+                ef_construction=64,
+                fields=["embedding"],
+                m=16,
+                name="brain_fact_embedding_hnsw",
+                opclasses=["vector_cosine_ops"],
+            ),
         ),
         migrations.AddConstraint(
-            model_name='fact',
-            constraint=models.CheckConstraint(condition=models.Q(('confidence__gte', 0), ('confidence__lte', 1)), name='brain_fact_confidence_range'),
+            model_name="fact",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("confidence__gte", 0), ("confidence__lte", 1)),
+                name="brain_fact_confidence_range",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='fact',
-            constraint=models.CheckConstraint(condition=models.Q(('provenance__regex', '\\S')), name='brain_fact_provenance_required'),
+            model_name="fact",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("provenance__regex", "\\S")),
+                name="brain_fact_provenance_required",
+            ),
         ),
         migrations.AddIndex(
-            model_name='chunk',
-            index=django.contrib.postgres.indexes.GinIndex(fields=['tsv'], name='brain_chunk_tsv_gin'),
+            model_name="chunk",
+            index=django.contrib.postgres.indexes.GinIndex(
+                fields=["tsv"], name="brain_chunk_tsv_gin"
+            ),
         ),
         migrations.AddIndex(
-            model_name='chunk',
-            index=pgvector.django.indexes.HnswIndex(ef_construction=64, fields=['embedding'], m=16, name='brain_chunk_embedding_hnsw', opclasses=['vector_cosine_ops']),
+            model_name="chunk",
+            index=pgvector.django.indexes.HnswIndex(
+                ef_construction=64,
+                fields=["embedding"],
+                m=16,
+                name="brain_chunk_embedding_hnsw",
+                opclasses=["vector_cosine_ops"],
+            ),
         ),
         migrations.AddIndex(
-            model_name='chunk',
-            index=models.Index(fields=['source', 'visibility'], name='brain_chunk_source__3e2090_idx'),
+            model_name="chunk",
+            index=models.Index(
+                fields=["source", "visibility"], name="brain_chunk_source__3e2090_idx"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='chunk',
-            constraint=models.UniqueConstraint(fields=('page', 'ordinal'), name='brain_chunk_unique_ordinal'),
+            model_name="chunk",
+            constraint=models.UniqueConstraint(
+                fields=("page", "ordinal"), name="brain_chunk_unique_ordinal"
+            ),
         ),
         migrations.AddIndex(
-            model_name='auditevent',
-            index=models.Index(fields=['target_type', 'target_id'], name='brain_audit_target__2f3371_idx'),
+            model_name="auditevent",
+            index=models.Index(
+                fields=["target_type", "target_id"],
+                name="brain_audit_target__2f3371_idx",
+            ),
         ),
         migrations.AddIndex(
-            model_name='alias',
-            index=models.Index(fields=['source', 'alias'], name='brain_alias_source__b5b248_idx'),
+            model_name="alias",
+            index=models.Index(
+                fields=["source", "alias"], name="brain_alias_source__b5b248_idx"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='alias',
-            constraint=models.UniqueConstraint(fields=('source', 'alias', 'page'), name='brain_alias_unique_triple'),
+            model_name="alias",
+            constraint=models.UniqueConstraint(
+                fields=("source", "alias", "page"), name="brain_alias_unique_triple"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='timelineentry',
-            constraint=models.UniqueConstraint(fields=('page', 'date', 'summary_hash', 'source_ref'), name='brain_timelineentry_dedup'),
+            model_name="timelineentry",
+            constraint=models.UniqueConstraint(
+                fields=("page", "date", "summary_hash", "source_ref"),
+                name="brain_timelineentry_dedup",
+            ),
         ),
     ]

@@ -7,31 +7,115 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('brain', '0002_default_schema'),
+        ("brain", "0002_default_schema"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='MergeProposal',
+            name="MergeProposal",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('reason', models.CharField(choices=[('same_email', 'Same email alias'), ('similar_name', 'Near-identical name')], max_length=16)),
-                ('score', models.FloatField(default=1.0, help_text='Title similarity (0..1).')),
-                ('evidence', models.JSONField(blank=True, default=dict)),
-                ('status', models.CharField(choices=[('pending', 'Pending'), ('merged', 'Merged'), ('rejected', 'Rejected')], db_index=True, default='pending', max_length=10)),
-                ('created_by', models.CharField(default='dream', editable=False, max_length=200)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now, editable=False)),
-                ('decided_at', models.DateTimeField(blank=True, editable=False, null=True)),
-                ('decided_by', models.CharField(blank=True, editable=False, max_length=200)),
-                ('keep_page', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='merge_proposals_kept', to='brain.page')),
-                ('merge_page', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='merge_proposals_merged', to='brain.page')),
-                ('source', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='brain.source')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                (
+                    "reason",
+                    models.CharField(
+                        choices=[
+                            ("same_email", "Same email alias"),
+                            ("similar_name", "Near-identical name"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "score",
+                    models.FloatField(
+                        default=1.0, help_text="Title similarity (0..1)."
+                    ),
+                ),
+                ("evidence", models.JSONField(blank=True, default=dict)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Pending"),
+                            ("merged", "Merged"),
+                            ("rejected", "Rejected"),
+                        ],
+                        db_index=True,
+                        default="pending",
+                        max_length=10,
+                    ),
+                ),
+                (
+                    "created_by",
+                    models.CharField(default="dream", editable=False, max_length=200),
+                ),
+                (
+                    "created_at",
+                    models.DateTimeField(
+                        default=django.utils.timezone.now, editable=False
+                    ),
+                ),
+                (
+                    "decided_at",
+                    models.DateTimeField(blank=True, editable=False, null=True),
+                ),
+                (
+                    "decided_by",
+                    models.CharField(blank=True, editable=False, max_length=200),
+                ),
+                (
+                    "keep_page",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="merge_proposals_kept",
+                        to="brain.page",
+                    ),
+                ),
+                (
+                    "merge_page",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="merge_proposals_merged",
+                        to="brain.page",
+                    ),
+                ),
+                (
+                    "source",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="brain.source",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at', '-id'],
-                'constraints': [models.UniqueConstraint(django.db.models.functions.comparison.Least('keep_page', 'merge_page'), django.db.models.functions.comparison.Greatest('keep_page', 'merge_page'), name='brain_mergeproposal_unique_pair'), models.CheckConstraint(condition=models.Q(('keep_page', models.F('merge_page')), _negated=True), name='brain_mergeproposal_distinct_pages')],
+                "ordering": ["-created_at", "-id"],
+                "constraints": [
+                    models.UniqueConstraint(
+                        django.db.models.functions.comparison.Least(
+                            "keep_page", "merge_page"
+                        ),
+                        django.db.models.functions.comparison.Greatest(
+                            "keep_page", "merge_page"
+                        ),
+                        name="brain_mergeproposal_unique_pair",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            ("keep_page", models.F("merge_page")), _negated=True
+                        ),
+                        name="brain_mergeproposal_distinct_pages",
+                    ),
+                ],
             },
         ),
     ]

@@ -5,22 +5,42 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('brain', '0004_verbs_entity_indexes'),
+        ("brain", "0004_verbs_entity_indexes"),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='page',
-            index=models.Index(django.db.models.functions.text.Lower('title'), name='brain_page_title_lower'),
+            model_name="page",
+            index=models.Index(
+                django.db.models.functions.text.Lower("title"),
+                name="brain_page_title_lower",
+            ),
         ),
         migrations.AddIndex(
-            model_name='page',
-            index=models.Index(django.db.models.functions.text.Lower(models.Func(models.F('title'), models.Value('^.*\\s'), models.Value(''), function='regexp_replace')), name='brain_page_surname'),
+            model_name="page",
+            index=models.Index(
+                django.db.models.functions.text.Lower(
+                    models.Func(
+                        models.F("title"),
+                        models.Value("^.*\\s"),
+                        models.Value(""),
+                        function="regexp_replace",
+                    )
+                ),
+                name="brain_page_surname",
+            ),
         ),
         migrations.AddIndex(
-            model_name='page',
-            index=models.Index(models.Func(models.F('slug'), models.Value('^.*/'), models.Value(''), function='regexp_replace'), name='brain_page_slug_tail'),
+            model_name="page",
+            index=models.Index(
+                models.Func(
+                    models.F("slug"),
+                    models.Value("^.*/"),
+                    models.Value(""),
+                    function="regexp_replace",
+                ),
+                name="brain_page_slug_tail",
+            ),
         ),
     ]

@@ -21,7 +21,11 @@ class SearchResultOut(Schema):
     score: float
     similarity: float | None = Field(None, description="Raw query↔chunk cosine.")
     evidence: Literal[
-        "alias_hit", "exact_title_match", "high_vector_match", "keyword_exact", "weak_semantic"
+        "alias_hit",
+        "exact_title_match",
+        "high_vector_match",
+        "keyword_exact",
+        "weak_semantic",
     ]
     create_safety: Literal["exists", "probable", "unknown"]
     provenance: dict[str, Any] = Field(default_factory=dict)

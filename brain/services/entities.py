@@ -209,8 +209,15 @@ def page_synopsis(page: Page) -> str:
     return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 1] + "…"
 
 
-_LOOP_FIELDS = {"source", "counterparty", "loop_type", "summary", "due_at", "status",
-                "opened_at"}
+_LOOP_FIELDS = {
+    "source",
+    "counterparty",
+    "loop_type",
+    "summary",
+    "due_at",
+    "status",
+    "opened_at",
+}
 _LOOP_DIRECTION = {
     "commitment_owed_by_me": "owed_by_me",
     "unanswered_inbound": "owed_by_me",
@@ -237,14 +244,11 @@ def entity_loop_threads(
         return {}
     by_page: dict[int, list[dict[str, Any]]] = {}
     slug_of = {p.pk: p.slug for p in pages}
-    rows = (
-        model.objects.filter(
-            source_id__in=scope.source_ids,
-            counterparty_id__in=list(slug_of),
-            status="open",
-        )
-        .order_by(F("due_at").asc(nulls_last=True), "-opened_at", "pk")
-    )
+    rows = model.objects.filter(
+        source_id__in=scope.source_ids,
+        counterparty_id__in=list(slug_of),
+        status="open",
+    ).order_by(F("due_at").asc(nulls_last=True), "-opened_at", "pk")
     for loop in rows[: limit * len(pages)]:
         items = by_page.setdefault(loop.counterparty_id, [])
         if len(items) >= limit:
@@ -264,8 +268,9 @@ def entity_loop_threads(
     return by_page
 
 
-def _commitment_thread(pk: int, text: str, valid_from: datetime,
-                       valid_until: datetime | None) -> dict[str, Any]:
+def _commitment_thread(
+    pk: int, text: str, valid_from: datetime, valid_until: datetime | None
+) -> dict[str, Any]:
     """An active commitment fact as a card thread ``{kind, text, date, due, fact_id}``."""
     return {
         "kind": "commitment",
@@ -362,8 +367,9 @@ def entity_card(
         for pk, text, kind, valid_from, valid_until in facts
         if kind == Fact.Kind.COMMITMENT
     ]
-    threads = _threads(scope=scope, page=page, commitments=commitments,
-                       timeline=timeline_rows, now=now)
+    threads = _threads(
+        scope=scope, page=page, commitments=commitments, timeline=timeline_rows, now=now
+    )
     edges = [
         {"type": t, "direction": "out", "slug": slug, "title": title, "context": ctx}
         for t, slug, title, ctx in edges_out
@@ -373,7 +379,11 @@ def entity_card(
         for t, slug, title, ctx in edges_in
     ][: CARD_EDGES - len(edges)]
     return {
-        "entity": {"slug": page.slug, "title": page.title, "type": page_type_name(page)},
+        "entity": {
+            "slug": page.slug,
+            "title": page.title,
+            "type": page_type_name(page),
+        },
         "source_id": page.source_id,
         "aka": aka,
         "summary": page_synopsis(page),
@@ -422,13 +432,18 @@ def _threads(
     )
     far = datetime.max.replace(tzinfo=UTC)
     ordered = sorted(commitments, key=lambda c: (c[3] or far, -c[2].timestamp(), -c[0]))
-    items += [_commitment_thread(*c) for c in ordered[: max(0, CARD_OPEN_THREADS - len(items))]]
+    items += [
+        _commitment_thread(*c)
+        for c in ordered[: max(0, CARD_OPEN_THREADS - len(items))]
+    ]
     horizon = (now - timedelta(days=RECENT_EVENT_DAYS)).date()
     for day, summary in timeline:
         if len(items) >= CARD_OPEN_THREADS:
             break
         if day >= horizon:
-            items.append({"kind": "recent_event", "text": summary, "date": iso_date(day)})
+            items.append(
+                {"kind": "recent_event", "text": summary, "date": iso_date(day)}
+            )
     return Threads(
         items=items[:CARD_OPEN_THREADS],
         last_timeline_date=iso_date(timeline[0][0]) if timeline else None,
@@ -452,5 +467,6 @@ def entity_threads(
         for f in facts
         if f.kind == Fact.Kind.COMMITMENT
     ]
-    return _threads(scope=scope, page=page, commitments=commitments,
-                    timeline=timeline, now=now)
+    return _threads(
+        scope=scope, page=page, commitments=commitments, timeline=timeline, now=now
+    )

@@ -91,7 +91,9 @@ class FactWrite:
                 f"Stored as fact {self.fact.pk}; it supersedes fact "
                 f"{self.superseded.pk}, which is now expired."
             )
-        suffix = " (dedup skipped: no embeddings available)" if self.degraded_dedup else ""
+        suffix = (
+            " (dedup skipped: no embeddings available)" if self.degraded_dedup else ""
+        )
         return f"Stored as new fact {self.fact.pk}.{suffix}"
 
 
@@ -122,8 +124,11 @@ def parse_ttl(ttl: str | None, *, now: datetime | None = None) -> datetime | Non
                 suggestion="Use e.g. '30d', '12h' or '45m'.",
                 detail={"ttl": raw},
             )
-        delta = {"d": timedelta(days=amount), "h": timedelta(hours=amount),
-                 "m": timedelta(minutes=amount)}[unit]
+        delta = {
+            "d": timedelta(days=amount),
+            "h": timedelta(hours=amount),
+            "m": timedelta(minutes=amount),
+        }[unit]
         return now + delta
     duration = _ISO_DURATION.match(raw)
     if duration and raw.upper() not in ("P", "PT"):
@@ -131,7 +136,10 @@ def parse_ttl(ttl: str | None, *, now: datetime | None = None) -> datetime | Non
             f"ttl {raw!r} is an ISO 8601 duration, which remember does not accept.",
             suggestion=f"Use the short form instead: ttl '{_duration_hint(duration)}' "
             "(or '12h', '45m', or an absolute ISO timestamp).",
-            detail={"ttl": raw, "accepted": ["<n>d", "<n>h", "<n>m", "ISO 8601 timestamp"]},
+            detail={
+                "ttl": raw,
+                "accepted": ["<n>d", "<n>h", "<n>m", "ISO 8601 timestamp"],
+            },
         )
     try:
         when = datetime.fromisoformat(raw)
@@ -167,7 +175,7 @@ def _changed_words(text: str, *, exclude: Iterable[str] = ()) -> set[str]:
     """Content words within 4 words after each change cue of ``text``."""
     found: set[str] = set()
     for cue in _CHANGE_CUES.finditer(text or ""):
-        tail = " ".join((text[cue.end():]).split()[:CUE_WINDOW_WORDS])
+        tail = " ".join((text[cue.end() :]).split()[:CUE_WINDOW_WORDS])
         found |= _content_words(tail, exclude=exclude)
     return found
 
@@ -297,7 +305,10 @@ def fact_remember(
     fact), ``ProvenanceRequired`` (blank provenance), ``ScopeDenied``.
     """
     clean, prov, kind, visibility = _validate(
-        text=text, provenance=provenance, kind=kind, visibility=visibility,
+        text=text,
+        provenance=provenance,
+        kind=kind,
+        visibility=visibility,
         confidence=confidence,
     )
     now = timezone.now()
@@ -326,14 +337,22 @@ def fact_remember(
         old: Fact | None = None
         if vector is not None:
             match = _dedup_match(
-                caller=caller, source=source, page=page, entity_ref=entity_slug,
-                text=clean, kind=kind, vector=vector, now=now,
+                caller=caller,
+                source=source,
+                page=page,
+                entity_ref=entity_slug,
+                text=clean,
+                kind=kind,
+                vector=vector,
+                now=now,
             )
             if match is not None:
                 decision, old = match
                 if decision == "duplicate":
                     return FactWrite(
-                        fact=old, status="duplicate", entity_slug=entity_slug,
+                        fact=old,
+                        status="duplicate",
+                        entity_slug=entity_slug,
                         degraded_dedup=False,
                     )
         fact = Fact.objects.create(
@@ -358,7 +377,11 @@ def fact_remember(
             source=source,
             target_type="fact",
             target_id=str(fact.pk),
-            extra_data={"kind": kind, "entity": entity_slug, "degraded_dedup": vector is None},
+            extra_data={
+                "kind": kind,
+                "entity": entity_slug,
+                "degraded_dedup": vector is None,
+            },
         )
         if old is not None:
             Fact.objects.filter(pk=old.pk).update(
@@ -510,7 +533,8 @@ def fact_expire(*, now: datetime | None = None, actor: str = "dream") -> int:
             by_source.setdefault(source_id, []).append(pk)
         for source_id, ids in by_source.items():
             total += Fact.objects.filter(pk__in=ids, expired_at__isnull=True).update(
-                expired_at=F("valid_until"), expired_reason="ttl elapsed",
+                expired_at=F("valid_until"),
+                expired_reason="ttl elapsed",
                 updated_at=now,
             )
             AuditEvent.objects.create(

@@ -492,7 +492,9 @@ def _plan_item(
     elif operation == "append":
         addition = (body or "").strip("\n")
         if addition.strip():
-            new_body = f"{old_body.rstrip()}\n\n{addition}" if old_body.strip() else addition
+            new_body = (
+                f"{old_body.rstrip()}\n\n{addition}" if old_body.strip() else addition
+            )
     elif body is not None:  # replace
         if not body.strip() and old_body.strip() and not item.allow_empty:
             raise InvalidParams(
@@ -504,8 +506,10 @@ def _plan_item(
 
     base_fm = {} if item.replace_frontmatter and frontmatter is not None else old_fm
     fm: dict[str, Any] = {**base_fm, **_json_safe(frontmatter or {})}
-    new_title = (item.title or "").strip() or str(fm.get("title") or "") or (
-        page.title if page else ""
+    new_title = (
+        (item.title or "").strip()
+        or str(fm.get("title") or "")
+        or (page.title if page else "")
     )
     if not new_title:
         new_title = slug.rsplit("/", 1)[-1].replace("-", " ").strip() or slug
@@ -531,7 +535,9 @@ def _plan_item(
 
     stamped = _json_safe(dict(item.provenance or {}))
     if actor.remote:
-        stamped.update({"key": actor.actor, "client": actor.client, "at": now.isoformat()})
+        stamped.update(
+            {"key": actor.actor, "client": actor.client, "at": now.isoformat()}
+        )
         fm["provenance"] = stamped
     else:
         stamped.setdefault("actor", actor.actor)
@@ -783,7 +789,9 @@ def _write_batch(
         current_ids = [p.page.pk for p in changed if waiting.get(p.page.pk, 0) == 0]
         if current_ids:
             # Nothing to embed (provider none, or every vector was reused).
-            Page.objects.filter(pk__in=current_ids).update(indexed_hash=F("content_hash"))
+            Page.objects.filter(pk__in=current_ids).update(
+                indexed_hash=F("content_hash")
+            )
         for p in changed:
             if p.page.pk in current_ids:
                 p.page.indexed_hash = p.content_hash
@@ -1133,7 +1141,9 @@ def _embed_chunks(chunks: list[Chunk], titles: dict[int, str]) -> str | None:
     if not chunks:
         provider = embeddings.get_provider()
         return provider.name if provider else None
-    vectors, model = embeddings.embed_texts([f"{titles[c.page_id]}\n\n{c.text}" for c in chunks])
+    vectors, model = embeddings.embed_texts(
+        [f"{titles[c.page_id]}\n\n{c.text}" for c in chunks]
+    )
     if vectors is None:
         return None
     for chunk, vector in zip(chunks, vectors, strict=True):
@@ -1177,9 +1187,9 @@ def _embed_pages(pages: Sequence[tuple[int, str]]) -> set[int]:
     wanted = dict(pages)
     titles = {
         pk: title
-        for pk, title, content_hash in Page.objects.filter(pk__in=list(wanted)).values_list(
-            "pk", "title", "content_hash"
-        )
+        for pk, title, content_hash in Page.objects.filter(
+            pk__in=list(wanted)
+        ).values_list("pk", "title", "content_hash")
         if content_hash == wanted[pk]
     }
     if not titles:
@@ -1261,7 +1271,9 @@ def pages_embed_pending(
         if not batch:
             break
         titles = dict(
-            Page.objects.filter(pk__in={c.page_id for c in batch}).values_list("pk", "title")
+            Page.objects.filter(pk__in={c.page_id for c in batch}).values_list(
+                "pk", "title"
+            )
         )
         model = _embed_chunks(batch, titles)
         if model is None:

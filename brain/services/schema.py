@@ -22,7 +22,8 @@ def schema_page_type(*, name: str) -> PageType:
         allowed = sorted(PageType.objects.values_list("name", flat=True))
         raise SchemaViolation(
             f"Unknown page type {name!r}. Allowed: {', '.join(allowed)}.",
-            suggestion="Use one of the allowed types. " + HOW_TO_ADD.format(what="Page types"),
+            suggestion="Use one of the allowed types. "
+            + HOW_TO_ADD.format(what="Page types"),
             detail={"field": "type", "value": name, "allowed": allowed},
         )
     return page_type

@@ -60,13 +60,17 @@ def source_ensure(
     return source
 
 
-def source_set_federated(*, sources: Iterable[Source], federated: bool, actor: str) -> int:
+def source_set_federated(
+    *, sources: Iterable[Source], federated: bool, actor: str
+) -> int:
     """Set ``federated`` on each source; returns how many changed (audited)."""
     changed = 0
     with transaction.atomic():
         for source in sources:
-            updated = Source.objects.filter(pk=source.pk).exclude(federated=federated).update(
-                federated=federated
+            updated = (
+                Source.objects.filter(pk=source.pk)
+                .exclude(federated=federated)
+                .update(federated=federated)
             )
             if updated:
                 changed += 1

@@ -127,8 +127,8 @@ def fact_wire(fact: Fact) -> dict[str, Any]:
     """A fact as the verbs return it: ``id`` (legacy integer), ``fact_id`` (string),
     ``fact``, ``kind``, ``entity_slug``, ``provenance``, ``valid_until``,
     ``visibility``, ``confidence``, ``created_at`` (SPEC §4 recall)."""
-    entity_slug = fact.entity.slug if fact.entity_id else (fact.evidence or {}).get(
-        "entity_ref"
+    entity_slug = (
+        fact.entity.slug if fact.entity_id else (fact.evidence or {}).get("entity_ref")
     )
     return {
         "id": fact.pk,
@@ -345,7 +345,10 @@ def verb_remember(
 
 
 def verb_forget(
-    *, caller: Caller, id: str | int, reason: str | None = None  # noqa: A002
+    *,
+    caller: Caller,
+    id: str | int,
+    reason: str | None = None,  # noqa: A002
 ) -> dict[str, Any]:
     """forget (SPEC §4): expire a fact (never delete). ``{id, expired, reason}``;
     forgetting again returns ``expired: false``. Raises ``NotFound`` for unknown or
@@ -381,8 +384,12 @@ def verb_entity(
         entity_touch(page=resolution.page)
         card = entity_card(scope=scope, page=resolution.page)
         suggestions = [
-            {"slug": p.slug, "title": p.title, "type": page_type_name(p),
-             "create_safety": "exists"}
+            {
+                "slug": p.slug,
+                "title": p.title,
+                "type": page_type_name(p),
+                "create_safety": "exists",
+            }
             for p in resolution.runners_up
         ]
     return {
@@ -528,7 +535,9 @@ def session_cursor_purge(*, now: datetime | None = None) -> int:
     """Delete delta session cursors idle for more than 7 days (SPEC §4). Returns the
     number removed."""
     now = now or timezone.now()
-    deleted, _ = SessionCursor.objects.filter(touched_at__lt=now - SESSION_IDLE).delete()
+    deleted, _ = SessionCursor.objects.filter(
+        touched_at__lt=now - SESSION_IDLE
+    ).delete()
     return deleted
 
 
@@ -536,25 +545,29 @@ def _key_for(prefix: str, pk: int) -> str:
     return f"{prefix}/{pk:012d}"
 
 
-def _after_keyed(
-    ts_field: str, prefix: str, since: datetime, after_key: str
-) -> Q:
+def _after_keyed(ts_field: str, prefix: str, since: datetime, after_key: str) -> Q:
     """Keyset condition ``(ts, key) > (since, after_key)`` for a stream whose key is
     ``<prefix>/<12-digit id>``."""
     mine = prefix + "/"
     if after_key.startswith(mine):
         try:
-            last_id = int(after_key[len(mine):])
+            last_id = int(after_key[len(mine) :])
         except ValueError:
             last_id = 0
-        return Q(**{f"{ts_field}__gt": since}) | Q(**{ts_field: since, "pk__gt": last_id})
+        return Q(**{f"{ts_field}__gt": since}) | Q(
+            **{ts_field: since, "pk__gt": last_id}
+        )
     if after_key < mine:
         return Q(**{f"{ts_field}__gte": since})
     return Q(**{f"{ts_field}__gt": since})
 
 
 def _loop_stream(
-    *, scope: ReadScope, since: datetime, after_key: str, entity_ids: list[int] | None,
+    *,
+    scope: ReadScope,
+    since: datetime,
+    after_key: str,
+    entity_ids: list[int] | None,
     limit: int,
 ) -> list[tuple[datetime, str, dict[str, Any]]]:
     """Loop changes (opened, updated, closed) after the cursor, when the loops app
@@ -674,18 +687,25 @@ def verb_delta(
                     "source_id": page.source_id,
                     "updated_at": iso_ms(page.updated_at),
                     "deleted": page.deleted_at is not None,
-                    "change": "deleted" if page.deleted_at
+                    "change": "deleted"
+                    if page.deleted_at
                     else ("created" if page.created_at >= start else "updated"),
                 },
             )
         )
-    facts_qs = fact_list_active(
-        scope=scope, entity_ids=entity_ids, now=now
-    ).filter(_after_keyed("created_at", "facts", start, after_key), created_at__gte=start)
+    facts_qs = fact_list_active(scope=scope, entity_ids=entity_ids, now=now).filter(
+        _after_keyed("created_at", "facts", start, after_key), created_at__gte=start
+    )
     for fact in facts_qs.order_by("created_at", "pk")[:fetch]:
-        stream.append((fact.created_at, _key_for("facts", fact.pk), "fact", fact_wire(fact)))
+        stream.append(
+            (fact.created_at, _key_for("facts", fact.pk), "fact", fact_wire(fact))
+        )
     for ts, key, item in _loop_stream(
-        scope=scope, since=start, after_key=after_key, entity_ids=entity_ids, limit=fetch
+        scope=scope,
+        since=start,
+        after_key=after_key,
+        entity_ids=entity_ids,
+        limit=fetch,
     ):
         stream.append((ts, key, "loop", item))
 
@@ -703,7 +723,9 @@ def verb_delta(
     if session_key is not None:
         if cursor_row is None:
             SessionCursor.objects.update_or_create(
-                source_id=session_key[0], client=session_key[1], session_id=session_id,
+                source_id=session_key[0],
+                client=session_key[1],
+                session_id=session_id,
                 defaults={"position": next_cursor, "touched_at": now},
             )
         else:
@@ -740,8 +762,9 @@ SYNTH_SYSTEM = (
 _CITATION = re.compile(r"\[(\d{1,3})\]")
 
 
-def _within(page_dates: dict[str, datetime], slug: str, lo: datetime | None,
-            hi: datetime | None) -> bool:
+def _within(
+    page_dates: dict[str, datetime], slug: str, lo: datetime | None, hi: datetime | None
+) -> bool:
     when = page_dates.get(slug)
     if when is None:
         return lo is None and hi is None
@@ -799,14 +822,24 @@ def verb_synthesize(
         ]
     ]
     sources = [
-        {"n": n + 1, "kind": "page", "slug": r["slug"], "title": r["title"],
-         "excerpt": (r.get("chunk") or "")[:1200]}
+        {
+            "n": n + 1,
+            "kind": "page",
+            "slug": r["slug"],
+            "title": r["title"],
+            "excerpt": (r.get("chunk") or "")[:1200],
+        }
         for n, r in enumerate(results)
     ]
     sources += [
-        {"n": len(sources) + n + 1, "kind": "fact", "fact_id": f["fact_id"],
-         "slug": f["entity_slug"], "title": f["entity_slug"] or "fact",
-         "excerpt": f["fact"]}
+        {
+            "n": len(sources) + n + 1,
+            "kind": "fact",
+            "fact_id": f["fact_id"],
+            "slug": f["entity_slug"],
+            "title": f["entity_slug"] or "fact",
+            "excerpt": f["fact"],
+        }
         for n, f in enumerate(facts)
     ]
     model = settings.BRAIN_LLM_MODEL
@@ -824,8 +857,12 @@ def verb_synthesize(
             "answer": "",
             "sources": [],
             "gaps": [text],
-            "cost": {"model": model, "input_tokens": 0, "output_tokens": 0,
-                     "usd_estimate": 0.0},
+            "cost": {
+                "model": model,
+                "input_tokens": 0,
+                "output_tokens": 0,
+                "usd_estimate": 0.0,
+            },
             "synthesis_status": "empty_answer",
             "warnings": warnings + ["nothing in the brain matches this question"],
         }
@@ -841,22 +878,23 @@ def verb_synthesize(
             system=SYNTH_SYSTEM,
             messages=[{"role": "user", "content": prompt}],
         )
-        answer = "".join(
-            getattr(block, "text", "") for block in reply.content
-        ).strip()
+        answer = "".join(getattr(block, "text", "") for block in reply.content).strip()
         usage = reply.usage
         cost = {
             "model": model,
             "input_tokens": usage.input_tokens,
             "output_tokens": usage.output_tokens,
-            "usd_estimate": estimate_usd(model, usage.input_tokens, usage.output_tokens),
+            "usd_estimate": estimate_usd(
+                model, usage.input_tokens, usage.output_tokens
+            ),
         }
     except Exception as exc:  # noqa: BLE001 - any provider failure degrades, never 500s
         logger.warning("synthesize: LLM call failed", exc_info=True)
         return {
             **base,
             **_extractive(sources, text, model),
-            "warnings": warnings + [f"LLM failed ({type(exc).__name__}); extractive answer"],
+            "warnings": warnings
+            + [f"LLM failed ({type(exc).__name__}); extractive answer"],
         }
     if not answer:
         return {
@@ -870,7 +908,9 @@ def verb_synthesize(
         if line.strip().upper().startswith("GAP:")
     ]
     body = "\n".join(
-        line for line in answer.splitlines() if not line.strip().upper().startswith("GAP:")
+        line
+        for line in answer.splitlines()
+        if not line.strip().upper().startswith("GAP:")
     ).strip()
     cited = {int(n) for n in _CITATION.findall(body)}
     used_sources = [s for s in sources if s["n"] in cited] or sources
@@ -886,7 +926,9 @@ def verb_synthesize(
 
 
 def _extractive(
-    sources: Iterable[dict[str, Any]], question: str, model: str,
+    sources: Iterable[dict[str, Any]],
+    question: str,
+    model: str,
     cost: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """An answer made only of quotes from retrieved sources (no model text)."""
@@ -894,7 +936,7 @@ def _extractive(
     lines = [f"Relevant excerpts from the brain for: {question}"]
     for s in picked:
         excerpt = " ".join(s["excerpt"].split())[:400]
-        lines.append(f"[{s['n']}] {s['title']}: \"{excerpt}\"")
+        lines.append(f'[{s["n"]}] {s["title"]}: "{excerpt}"')
     return {
         "answer": "\n".join(lines),
         "sources": picked,

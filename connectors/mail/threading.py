@@ -312,4 +312,3 @@ def bulk_labels(*, raw: str, text: str) -> list[str]:
     if _BULK_WORDING.search(text or ""):
         return ["CATEGORY_PROMOTIONS"]
     return []
-

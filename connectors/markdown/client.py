@@ -37,8 +37,18 @@ from brain.text import slugify_title
 TIMELINE_SENTINEL = "<!-- timeline -->"
 FACTS_BEGIN = "<!--- gbrain:facts:begin -->"
 FACTS_END = "<!--- gbrain:facts:end -->"
-FACT_COLUMNS = ["#", "claim", "kind", "confidence", "visibility", "notability",
-                "valid_from", "valid_until", "source", "context"]
+FACT_COLUMNS = [
+    "#",
+    "claim",
+    "kind",
+    "confidence",
+    "visibility",
+    "notability",
+    "valid_from",
+    "valid_until",
+    "source",
+    "context",
+]
 _TIMELINE_LINE = re.compile(
     r"^\s*[-*]\s+\*\*(\d{4}-\d{2}-\d{2})\*\*\s*(?:\||--|-|\u2013|\u2014)\s*(.+?)\s*$"
 )
@@ -121,7 +131,9 @@ def _parse_facts(block: str) -> list[FactRow]:
         line = line.strip()
         if not line.startswith("|") or set(line) <= {"|", "-", " ", ":"}:
             continue
-        inner = line[1:-1] if line.endswith("|") and not line.endswith("\\|") else line[1:]
+        inner = (
+            line[1:-1] if line.endswith("|") and not line.endswith("\\|") else line[1:]
+        )
         cells = [c.strip() for c in _CELL_SPLIT.split(inner)]
         if cells[:2] == ["#", "claim"] or len(cells) < 2:
             continue
@@ -198,7 +210,9 @@ def read_file(path: Path, *, directory: Path) -> MarkdownPage:
 
 
 def _cell(value: Any) -> str:
-    return str(value if value is not None else "").replace("|", "\\|").replace("\n", " ")
+    return (
+        str(value if value is not None else "").replace("|", "\\|").replace("\n", " ")
+    )
 
 
 def render_page(
@@ -212,17 +226,41 @@ def render_page(
     post = frontmatter.Post(body.strip("\n"), **frontmatter_data)
     parts = [frontmatter.dumps(post, sort_keys=False, allow_unicode=True).rstrip("\n")]
     if facts:
-        lines = ["## Facts", FACTS_BEGIN,
-                 "| " + " | ".join(FACT_COLUMNS) + " |",
-                 "|" + "---|" * len(FACT_COLUMNS)]
+        lines = [
+            "## Facts",
+            FACTS_BEGIN,
+            "| " + " | ".join(FACT_COLUMNS) + " |",
+            "|" + "---|" * len(FACT_COLUMNS),
+        ]
         for number, row in enumerate(facts, start=1):
             claim = f"~~{row.claim}~~" if row.struck else row.claim
-            lines.append("| " + " | ".join(_cell(v) for v in (
-                number, claim, row.kind, row.confidence, row.visibility, "medium",
-                row.valid_from, row.valid_until, row.source, row.context)) + " |")
+            lines.append(
+                "| "
+                + " | ".join(
+                    _cell(v)
+                    for v in (
+                        number,
+                        claim,
+                        row.kind,
+                        row.confidence,
+                        row.visibility,
+                        "medium",
+                        row.valid_from,
+                        row.valid_until,
+                        row.source,
+                        row.context,
+                    )
+                )
+                + " |"
+            )
         lines.append(FACTS_END)
         parts.append("\n".join(lines))
     if timeline:
-        parts.append(TIMELINE_SENTINEL + "\n" + "\n".join(
-            f"- **{day.isoformat()}** | {summary}" for day, summary in timeline))
+        parts.append(
+            TIMELINE_SENTINEL
+            + "\n"
+            + "\n".join(
+                f"- **{day.isoformat()}** | {summary}" for day, summary in timeline
+            )
+        )
     return "\n\n".join(parts) + "\n"

@@ -150,7 +150,9 @@ def _add_facts(*, source: Source, entity: Page, rows: list[FactRow]) -> int:
             entity=entity,
             text=row.claim,
             kind=kind,
-            visibility=row.visibility if row.visibility in ("world", "private") else "private",
+            visibility=row.visibility
+            if row.visibility in ("world", "private")
+            else "private",
             provenance=(row.source or f"markdown:{entity.slug}")[:500],
             confidence=row.confidence,
             valid_from=(
@@ -186,7 +188,9 @@ def markdown_import(
     folder reports everything unchanged.
     """
     source = Source.objects.filter(id=source_id).first() or source_ensure(
-        source_id=source_id, kind=Source.Kind.MARKDOWN, name=f"Markdown {directory.name}"
+        source_id=source_id,
+        kind=Source.Kind.MARKDOWN,
+        name=f"Markdown {directory.name}",
     )
     known: dict[str, dict[str, str]] = dict(source.cursor.get(CURSOR_KEY, {}))
     seen: dict[str, dict[str, str]] = {}
@@ -227,8 +231,16 @@ def markdown_import(
             locked.last_success_at = now
         locked.last_error = "\n".join(report.errors[:20])
         locked.counts = {**locked.counts, "markdown_files": len(seen)}
-        locked.save(update_fields=["cursor", "last_sync_at", "last_success_at",
-                                   "last_error", "counts", "updated_at"])
+        locked.save(
+            update_fields=[
+                "cursor",
+                "last_sync_at",
+                "last_success_at",
+                "last_error",
+                "counts",
+                "updated_at",
+            ]
+        )
     if embed:
         report.embedded = pages_embed_pending(source_ids=[source.id])
     return report
@@ -263,8 +275,12 @@ def _fact_rows(page: Page) -> list[FactRow]:
                 kind=fact.kind,
                 confidence=fact.confidence,
                 visibility=fact.visibility,
-                valid_from=fact.valid_from.date().isoformat() if fact.valid_from else "",
-                valid_until=fact.valid_until.date().isoformat() if fact.valid_until else "",
+                valid_from=fact.valid_from.date().isoformat()
+                if fact.valid_from
+                else "",
+                valid_until=fact.valid_until.date().isoformat()
+                if fact.valid_until
+                else "",
                 source=fact.provenance,
                 context=fact.expired_reason,
                 struck=fact.expired_at is not None,
@@ -297,7 +313,8 @@ def markdown_export(
         root = directory if source_id else directory / page.source_id
         target = root / slug_to_path(page.slug)
         timeline = sorted(
-            ((t.date, t.summary) for t in page.timeline.all()), key=lambda t: (t[0], t[1])
+            ((t.date, t.summary) for t in page.timeline.all()),
+            key=lambda t: (t[0], t[1]),
         )
         text = render_page(
             frontmatter_data=_frontmatter_for(page),

@@ -7,89 +7,265 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('brain', '0002_default_schema'),
-        ('social_django', '0022_nonce_timestamp_index'),
+        ("brain", "0002_default_schema"),
+        ("social_django", "0022_nonce_timestamp_index"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='GoogleAccount',
+            name="GoogleAccount",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('email', models.EmailField(max_length=320, unique=True)),
-                ('granted_scopes', models.JSONField(blank=True, default=list)),
-                ('missing_scopes', models.JSONField(blank=True, default=list)),
-                ('send_as', models.JSONField(blank=True, default=list)),
-                ('connected_at', models.DateTimeField(default=django.utils.timezone.now, editable=False)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('social_auth', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='social_django.usersocialauth')),
-                ('source', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='google_account', to='brain.source')),
-                ('user', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                ("email", models.EmailField(max_length=320, unique=True)),
+                ("granted_scopes", models.JSONField(blank=True, default=list)),
+                ("missing_scopes", models.JSONField(blank=True, default=list)),
+                ("send_as", models.JSONField(blank=True, default=list)),
+                (
+                    "connected_at",
+                    models.DateTimeField(
+                        default=django.utils.timezone.now, editable=False
+                    ),
+                ),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "social_auth",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="social_django.usersocialauth",
+                    ),
+                ),
+                (
+                    "source",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="google_account",
+                        to="brain.source",
+                    ),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['email'],
+                "ordering": ["email"],
             },
         ),
         migrations.CreateModel(
-            name='SyncRun',
+            name="SyncRun",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(editable=False, max_length=32)),
-                ('actor', models.CharField(editable=False, max_length=200)),
-                ('status', models.CharField(choices=[('running', 'Running'), ('succeeded', 'Succeeded'), ('partial', 'Partial (items held)'), ('failed', 'Failed')], default='running', editable=False, max_length=16)),
-                ('started_at', models.DateTimeField(db_index=True, default=django.utils.timezone.now, editable=False)),
-                ('finished_at', models.DateTimeField(blank=True, editable=False, null=True)),
-                ('counts', models.JSONField(default=dict, editable=False)),
-                ('error', models.TextField(blank=True, editable=False)),
-                ('source', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='sync_runs', to='brain.source')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                ("kind", models.CharField(editable=False, max_length=32)),
+                ("actor", models.CharField(editable=False, max_length=200)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("running", "Running"),
+                            ("succeeded", "Succeeded"),
+                            ("partial", "Partial (items held)"),
+                            ("failed", "Failed"),
+                        ],
+                        default="running",
+                        editable=False,
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "started_at",
+                    models.DateTimeField(
+                        db_index=True, default=django.utils.timezone.now, editable=False
+                    ),
+                ),
+                (
+                    "finished_at",
+                    models.DateTimeField(blank=True, editable=False, null=True),
+                ),
+                ("counts", models.JSONField(default=dict, editable=False)),
+                ("error", models.TextField(blank=True, editable=False)),
+                (
+                    "source",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="sync_runs",
+                        to="brain.source",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-started_at', '-id'],
+                "ordering": ["-started_at", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='HeldItem',
+            name="HeldItem",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('external_id', models.CharField(max_length=512)),
-                ('kind', models.CharField(max_length=32)),
-                ('error_code', models.CharField(max_length=64)),
-                ('message', models.TextField(blank=True)),
-                ('attempts', models.PositiveIntegerField(default=1)),
-                ('first_failed_at', models.DateTimeField(default=django.utils.timezone.now, editable=False)),
-                ('last_failed_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('released_at', models.DateTimeField(blank=True, null=True)),
-                ('source', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='held_items', to='brain.source')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                ("external_id", models.CharField(max_length=512)),
+                ("kind", models.CharField(max_length=32)),
+                ("error_code", models.CharField(max_length=64)),
+                ("message", models.TextField(blank=True)),
+                ("attempts", models.PositiveIntegerField(default=1)),
+                (
+                    "first_failed_at",
+                    models.DateTimeField(
+                        default=django.utils.timezone.now, editable=False
+                    ),
+                ),
+                (
+                    "last_failed_at",
+                    models.DateTimeField(default=django.utils.timezone.now),
+                ),
+                ("released_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "source",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="held_items",
+                        to="brain.source",
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('source', 'kind', 'external_id'), name='connectors_helditem_unique_item')],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("source", "kind", "external_id"),
+                        name="connectors_helditem_unique_item",
+                    )
+                ],
             },
         ),
         migrations.CreateModel(
-            name='ImportedItem',
+            name="ImportedItem",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('external_id', models.CharField(max_length=512)),
-                ('kind', models.CharField(choices=[('message', 'Mail message'), ('duplicate', 'Duplicate copy of a message'), ('event', 'Calendar event'), ('contact', 'Contact')], default='message', max_length=16)),
-                ('content_hash', models.CharField(max_length=64)),
-                ('thread_id', models.CharField(blank=True, max_length=128)),
-                ('subject_key', models.CharField(blank=True, max_length=300)),
-                ('participants', models.JSONField(blank=True, default=list)),
-                ('outcome', models.CharField(choices=[('stored', 'Stored (raw record and page)'), ('skipped', 'Skipped (see reason)')], default='stored', max_length=8)),
-                ('reason', models.CharField(blank=True, max_length=200)),
-                ('imported_at', models.DateTimeField(default=django.utils.timezone.now, editable=False)),
-                ('page', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='brain.page')),
-                ('raw_record', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='brain.rawrecord')),
-                ('source', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='imported_items', to='brain.source')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                ("external_id", models.CharField(max_length=512)),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("message", "Mail message"),
+                            ("duplicate", "Duplicate copy of a message"),
+                            ("event", "Calendar event"),
+                            ("contact", "Contact"),
+                        ],
+                        default="message",
+                        max_length=16,
+                    ),
+                ),
+                ("content_hash", models.CharField(max_length=64)),
+                ("thread_id", models.CharField(blank=True, max_length=128)),
+                ("subject_key", models.CharField(blank=True, max_length=300)),
+                ("participants", models.JSONField(blank=True, default=list)),
+                (
+                    "outcome",
+                    models.CharField(
+                        choices=[
+                            ("stored", "Stored (raw record and page)"),
+                            ("skipped", "Skipped (see reason)"),
+                        ],
+                        default="stored",
+                        max_length=8,
+                    ),
+                ),
+                ("reason", models.CharField(blank=True, max_length=200)),
+                (
+                    "imported_at",
+                    models.DateTimeField(
+                        default=django.utils.timezone.now, editable=False
+                    ),
+                ),
+                (
+                    "page",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="brain.page",
+                    ),
+                ),
+                (
+                    "raw_record",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="brain.rawrecord",
+                    ),
+                ),
+                (
+                    "source",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="imported_items",
+                        to="brain.source",
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['source', 'content_hash'], name='connectors_item_hash'), models.Index(fields=['source', 'subject_key'], name='connectors_item_subject'), models.Index(fields=['source', 'thread_id'], name='connectors_item_thread')],
-                'constraints': [models.UniqueConstraint(fields=('source', 'external_id'), name='connectors_importeditem_unique_external_id')],
+                "indexes": [
+                    models.Index(
+                        fields=["source", "content_hash"], name="connectors_item_hash"
+                    ),
+                    models.Index(
+                        fields=["source", "subject_key"], name="connectors_item_subject"
+                    ),
+                    models.Index(
+                        fields=["source", "thread_id"], name="connectors_item_thread"
+                    ),
+                ],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("source", "external_id"),
+                        name="connectors_importeditem_unique_external_id",
+                    )
+                ],
             },
         ),
     ]

@@ -6,44 +6,166 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         migrations.CreateModel(
-            name='Job',
+            name="Job",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(db_index=True, default=django.utils.timezone.now, editable=False)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('kind', models.CharField(db_index=True, max_length=64)),
-                ('params', models.JSONField(blank=True, default=dict)),
-                ('status', models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('succeeded', 'Succeeded'), ('failed', 'Failed'), ('cancelled', 'Cancelled'), ('dead', 'Dead')], db_index=True, default='queued', max_length=10)),
-                ('attempts', models.PositiveIntegerField(default=0, help_text='Attempts started so far (claims).')),
-                ('max_attempts', models.PositiveIntegerField(default=3)),
-                ('idempotency_key', models.CharField(blank=True, max_length=255, null=True)),
-                ('checkpoint', models.JSONField(blank=True, default=dict, help_text='What a re-queued attempt resumes from.')),
-                ('progress', models.JSONField(blank=True, default=dict, help_text='{step, total, message}')),
-                ('result', models.JSONField(blank=True, null=True)),
-                ('error', models.TextField(blank=True, help_text="The last attempt's error.")),
-                ('history', models.JSONField(blank=True, default=list, help_text='One entry per attempt outcome: {attempt, at, outcome, error}.')),
-                ('run_after', models.DateTimeField(blank=True, help_text='Not claimed before this time (backoff).', null=True)),
-                ('dispatched_at', models.DateTimeField(blank=True, help_text='When the django-q2 task was last sent.', null=True)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('heartbeat_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('claim_token', models.UUIDField(blank=True, editable=False, null=True)),
-                ('worker', models.CharField(blank=True, help_text='host:pid', max_length=200)),
-                ('created_by', models.CharField(blank=True, max_length=200)),
-                ('parent', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='children', to='jobs.job')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                (
+                    "created_at",
+                    models.DateTimeField(
+                        db_index=True, default=django.utils.timezone.now, editable=False
+                    ),
+                ),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("kind", models.CharField(db_index=True, max_length=64)),
+                ("params", models.JSONField(blank=True, default=dict)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("queued", "Queued"),
+                            ("running", "Running"),
+                            ("succeeded", "Succeeded"),
+                            ("failed", "Failed"),
+                            ("cancelled", "Cancelled"),
+                            ("dead", "Dead"),
+                        ],
+                        db_index=True,
+                        default="queued",
+                        max_length=10,
+                    ),
+                ),
+                (
+                    "attempts",
+                    models.PositiveIntegerField(
+                        default=0, help_text="Attempts started so far (claims)."
+                    ),
+                ),
+                ("max_attempts", models.PositiveIntegerField(default=3)),
+                (
+                    "idempotency_key",
+                    models.CharField(blank=True, max_length=255, null=True),
+                ),
+                (
+                    "checkpoint",
+                    models.JSONField(
+                        blank=True,
+                        default=dict,
+                        help_text="What a re-queued attempt resumes from.",
+                    ),
+                ),
+                (
+                    "progress",
+                    models.JSONField(
+                        blank=True, default=dict, help_text="{step, total, message}"
+                    ),
+                ),
+                ("result", models.JSONField(blank=True, null=True)),
+                (
+                    "error",
+                    models.TextField(blank=True, help_text="The last attempt's error."),
+                ),
+                (
+                    "history",
+                    models.JSONField(
+                        blank=True,
+                        default=list,
+                        help_text="One entry per attempt outcome: {attempt, at, outcome, error}.",
+                    ),
+                ),
+                (
+                    "run_after",
+                    models.DateTimeField(
+                        blank=True,
+                        help_text="Not claimed before this time (backoff).",
+                        null=True,
+                    ),
+                ),
+                (
+                    "dispatched_at",
+                    models.DateTimeField(
+                        blank=True,
+                        help_text="When the django-q2 task was last sent.",
+                        null=True,
+                    ),
+                ),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("heartbeat_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "claim_token",
+                    models.UUIDField(blank=True, editable=False, null=True),
+                ),
+                (
+                    "worker",
+                    models.CharField(blank=True, help_text="host:pid", max_length=200),
+                ),
+                ("created_by", models.CharField(blank=True, max_length=200)),
+                (
+                    "parent",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="children",
+                        to="jobs.job",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at', '-id'],
-                'indexes': [models.Index(condition=models.Q(('status', 'queued')), fields=['run_after'], name='jobs_job_queued_run_after'), models.Index(condition=models.Q(('status', 'running')), fields=['heartbeat_at'], name='jobs_job_running_heartbeat'), models.Index(fields=['kind', 'status'], name='jobs_job_kind_b07597_idx')],
-                'constraints': [models.UniqueConstraint(condition=models.Q(('idempotency_key__isnull', False), models.Q(('status__in', ['cancelled', 'dead']), _negated=True)), fields=('idempotency_key',), name='jobs_job_unique_live_idempotency_key'), models.CheckConstraint(condition=models.Q(('max_attempts__gte', 1)), name='jobs_job_max_attempts_positive'), models.CheckConstraint(condition=models.Q(models.Q(('status', 'running'), _negated=True), ('claim_token__isnull', False), _connector='OR'), name='jobs_job_running_has_claim')],
+                "ordering": ["-created_at", "-id"],
+                "indexes": [
+                    models.Index(
+                        condition=models.Q(("status", "queued")),
+                        fields=["run_after"],
+                        name="jobs_job_queued_run_after",
+                    ),
+                    models.Index(
+                        condition=models.Q(("status", "running")),
+                        fields=["heartbeat_at"],
+                        name="jobs_job_running_heartbeat",
+                    ),
+                    models.Index(
+                        fields=["kind", "status"], name="jobs_job_kind_b07597_idx"
+                    ),
+                ],
+                "constraints": [
+                    models.UniqueConstraint(
+                        condition=models.Q(
+                            ("idempotency_key__isnull", False),
+                            models.Q(
+                                ("status__in", ["cancelled", "dead"]), _negated=True
+                            ),
+                        ),
+                        fields=("idempotency_key",),
+                        name="jobs_job_unique_live_idempotency_key",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("max_attempts__gte", 1)),
+                        name="jobs_job_max_attempts_positive",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            models.Q(("status", "running"), _negated=True),
+                            ("claim_token__isnull", False),
+                            _connector="OR",
+                        ),
+                        name="jobs_job_running_has_claim",
+                    ),
+                ],
             },
         ),
     ]

@@ -10,7 +10,10 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
-    dependencies = [("loops", "0001_open_loops"), ("brain", "0005_push_context_indexes")]
+    dependencies = [
+        ("loops", "0001_open_loops"),
+        ("brain", "0005_push_context_indexes"),
+    ]
 
     operations = [
         migrations.RunSQL(

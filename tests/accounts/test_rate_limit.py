@@ -10,7 +10,9 @@ from accounts.models import ApiKey
 pytestmark = pytest.mark.django_db
 
 
-def test_a_key_over_its_rate_limit_gets_the_error_envelope(make_key, source_a, api_client) -> None:  # type: ignore[no-untyped-def]
+def test_a_key_over_its_rate_limit_gets_the_error_envelope(
+    make_key, source_a, api_client
+) -> None:  # type: ignore[no-untyped-def]
     cache.clear()
     issued = make_key(source_a)
     ApiKey.objects.filter(pk=issued.api_key.pk).update(rate_limit_per_minute=2)

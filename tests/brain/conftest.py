@@ -18,10 +18,17 @@ if TYPE_CHECKING:
     from brain.models import Page, Source
 
 
-def add_page(source: Source, *, title: str, body: str = "", type_name: str = "person",
-             slug: str | None = None, visibility: str | None = None,
-             frontmatter: dict[str, Any] | None = None,
-             relations: list[dict[str, str]] | None = None) -> Page:
+def add_page(
+    source: Source,
+    *,
+    title: str,
+    body: str = "",
+    type_name: str = "person",
+    slug: str | None = None,
+    visibility: str | None = None,
+    frontmatter: dict[str, Any] | None = None,
+    relations: list[dict[str, str]] | None = None,
+) -> Page:
     """Write a page through the one write path (no embeddings)."""
     return page_add(
         source=source,

@@ -39,7 +39,13 @@ def load_corpus(source: Source, **kw: object) -> dict[str, str]:
     """Write the corpus into ``source`` through the write path; returns title → slug."""
     slugs = {}
     for title, body in corpus_messages():
-        result = page_add(source=source, slug=f"notes/{slugify_title(title)}", title=title,
-                          body=body, actor=local_caller(), **kw)
+        result = page_add(
+            source=source,
+            slug=f"notes/{slugify_title(title)}",
+            title=title,
+            body=body,
+            actor=local_caller(),
+            **kw,
+        )
         slugs[title] = result.page.slug
     return slugs

@@ -48,16 +48,27 @@ def test_bulk_insert_skips_conflicts_and_returns_only_the_rows_written(
     default_source: Source,
 ) -> None:
     RawRecord.objects.create(
-        source=default_source, external_id="<old@x>", kind="rfc822",
-        content="kept", content_hash="h",
+        source=default_source,
+        external_id="<old@x>",
+        kind="rfc822",
+        content="kept",
+        content_hash="h",
     )
     rows = [
-        {"source_id": default_source.id, "external_id": key, "kind": "rfc822",
-         "content": f"new {key}", "metadata": {"k": key}, "content_hash": "h"}
+        {
+            "source_id": default_source.id,
+            "external_id": key,
+            "kind": "rfc822",
+            "content": f"new {key}",
+            "metadata": {"k": key},
+            "content_hash": "h",
+        }
         for key in ("<old@x>", "<new@x>")
     ]
     written = bulk_insert(
-        RawRecord, rows, conflict=["source", "external_id"],
+        RawRecord,
+        rows,
+        conflict=["source", "external_id"],
         returning=["id", "external_id"],
     )
     assert [key for _pk, key in written] == ["<new@x>"]
@@ -71,9 +82,14 @@ def test_bulk_insert_objects_updates_conflicting_rows_when_asked(
     default_source: Source,
 ) -> None:
     def item(outcome: str) -> ImportedItem:
-        return ImportedItem(source=default_source, external_id="m1", kind="message",
-                            content_hash="h", participants=["a@x", "b@x"],
-                            outcome=outcome)
+        return ImportedItem(
+            source=default_source,
+            external_id="m1",
+            kind="message",
+            content_hash="h",
+            participants=["a@x", "b@x"],
+            outcome=outcome,
+        )
 
     bulk_insert_objects([item("stored")], conflict=["source", "external_id"])
     bulk_insert_objects(
@@ -83,14 +99,30 @@ def test_bulk_insert_objects_updates_conflicting_rows_when_asked(
     assert stored.outcome == "skipped" and stored.participants == ["a@x", "b@x"]
 
 
-def test_bulk_insert_computes_columns_and_writes_vectors(default_source: Source) -> None:
-    page = Page.objects.create(source=default_source, slug="notes/v",
-                               type=PageType.objects.get(name="note"), title="Vec")
+def test_bulk_insert_computes_columns_and_writes_vectors(
+    default_source: Source,
+) -> None:
+    page = Page.objects.create(
+        source=default_source,
+        slug="notes/v",
+        type=PageType.objects.get(name="note"),
+        title="Vec",
+    )
     bulk_insert(
         Chunk,
-        [{"page_id": page.pk, "source_id": default_source.id, "visibility": "world",
-          "ordinal": 0, "text": "budget figures", "content_hash": "c",
-          "embedding": [0.5] * 384, "embedding_model": "m", "title": "Quarterly"}],
+        [
+            {
+                "page_id": page.pk,
+                "source_id": default_source.id,
+                "visibility": "world",
+                "ordinal": 0,
+                "text": "budget figures",
+                "content_hash": "c",
+                "embedding": [0.5] * 384,
+                "embedding_model": "m",
+                "title": "Quarterly",
+            }
+        ],
         extra={"title": "text"},
         computed={"tsv": ("to_tsvector('english', r.title || ' ' || r.text)", [])},
     )
@@ -106,12 +138,22 @@ def test_bulk_insert_refuses_a_value_too_long_for_its_column_instead_of_cutting_
     """A regression: arrays cast to ``varchar(n)[]`` cut long values silently."""
     from django.db import DataError, transaction
 
-    row = {"source_id": default_source.id, "external_id": "x" * 600,
-           "kind": "rfc822", "content": "c", "content_hash": "h"}
+    row = {
+        "source_id": default_source.id,
+        "external_id": "x" * 600,
+        "kind": "rfc822",
+        "content": "c",
+        "content_hash": "h",
+    }
     with pytest.raises(DataError), transaction.atomic():
         bulk_insert(RawRecord, [row])
     assert not RawRecord.objects.filter(source=default_source).exists()
-    page = Page(source=default_source, slug="notes/t", title="T",
-                type=PageType.objects.get(name="note"), tags=["t" * 101])
+    page = Page(
+        source=default_source,
+        slug="notes/t",
+        title="T",
+        type=PageType.objects.get(name="note"),
+        tags=["t" * 101],
+    )
     with pytest.raises(DataError), transaction.atomic():
         bulk_insert_objects([page])

@@ -15,12 +15,22 @@ pytestmark = pytest.mark.django_db
 
 MARKER = "m7q2"
 ERROR_CODES = {
-    "invalid_params", "provenance_required", "not_found", "scope_denied",
-    "unavailable", "budget_unsatisfiable", "internal",
+    "invalid_params",
+    "provenance_required",
+    "not_found",
+    "scope_denied",
+    "unavailable",
+    "budget_unsatisfiable",
+    "internal",
 }
 FACT_KINDS = {"event", "preference", "commitment", "belief", "fact"}
-EVIDENCE = {"alias_hit", "exact_title_match", "high_vector_match", "keyword_exact",
-            "weak_semantic"}
+EVIDENCE = {
+    "alias_hit",
+    "exact_title_match",
+    "high_vector_match",
+    "keyword_exact",
+    "weak_semantic",
+}
 CREATE_SAFETY = {"exists", "probable", "unknown"}
 ISO = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 
@@ -28,13 +38,18 @@ ISO = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 @pytest.fixture
 def world(make_key, source_a):  # type: ignore[no-untyped-def]
     """A remote key on source A and the seeded entity ``people/conformance-<marker>``."""
-    page = add_page(source_a, title=f"Conformance {MARKER}",
-                    slug=f"people/conformance-{MARKER}",
-                    body=f"Conformance {MARKER} is the seeded entity.")
+    page = add_page(
+        source_a,
+        title=f"Conformance {MARKER}",
+        slug=f"people/conformance-{MARKER}",
+        body=f"Conformance {MARKER} is the seeded entity.",
+    )
     return {"key": make_key(source_a).plaintext, "slug": page.slug}
 
 
-def assert_error(status: int, body: dict[str, Any], code: str, *, suggestion: bool = True) -> None:
+def assert_error(
+    status: int, body: dict[str, Any], code: str, *, suggestion: bool = True
+) -> None:
     assert status >= 400
     assert set(body) == {"error", "message", "suggestion", "detail", "protocol_version"}
     assert body["error"] == code and body["error"] in ERROR_CODES
@@ -44,17 +59,26 @@ def assert_error(status: int, body: dict[str, Any], code: str, *, suggestion: bo
 
 
 def remember(verb, world, **params: Any) -> tuple[int, dict[str, Any]]:  # type: ignore[no-untyped-def]
-    body = {"fact": f"Conformance {MARKER} likes green tea", "provenance": "conformance run",
-            "entity": world["slug"], "kind": "fact", **params}
+    body = {
+        "fact": f"Conformance {MARKER} likes green tea",
+        "provenance": "conformance run",
+        "entity": world["slug"],
+        "kind": "fact",
+        **params,
+    }
     return verb(world["key"], "remember", body)
 
 
 def test_case_02_remember_without_provenance_is_invalid_params(verb, world) -> None:  # type: ignore[no-untyped-def]
-    status, body = verb(world["key"], "remember", {"fact": "x", "entity": world["slug"]})
+    status, body = verb(
+        world["key"], "remember", {"fact": "x", "entity": world["slug"]}
+    )
     assert_error(status, body, "invalid_params", suggestion=False)
 
 
-def test_case_02_blank_provenance_is_provenance_required_with_suggestion(verb, world) -> None:  # type: ignore[no-untyped-def]
+def test_case_02_blank_provenance_is_provenance_required_with_suggestion(
+    verb, world
+) -> None:  # type: ignore[no-untyped-def]
     status, body = remember(verb, world, provenance="   ")
     assert_error(status, body, "provenance_required")
 
@@ -84,8 +108,13 @@ def test_case_05_ttl_30d_returns_valid_until_as_iso_string(verb, world) -> None:
 
 
 def test_case_06_private_commitment_never_reaches_a_remote_card(verb, world) -> None:  # type: ignore[no-untyped-def]
-    status, _ = remember(verb, world, fact="PRIVATE-SENTINEL promise to call back",
-                         kind="commitment", visibility="private")
+    status, _ = remember(
+        verb,
+        world,
+        fact="PRIVATE-SENTINEL promise to call back",
+        kind="commitment",
+        visibility="private",
+    )
     assert status == 200
     status, body = verb(world["key"], "entity", {"name": world["slug"]})
     assert status == 200 and body["found"] is True
@@ -106,7 +135,9 @@ def test_case_07_recall_by_entity_returns_string_fact_ids(verb, world) -> None: 
 
 def test_case_08_recall_budget_echo_and_arithmetic(verb, world) -> None:  # type: ignore[no-untyped-def]
     remember(verb, world)
-    status, body = verb(world["key"], "recall", {"entity": world["slug"], "budget_tokens": 10000})
+    status, body = verb(
+        world["key"], "recall", {"entity": world["slug"], "budget_tokens": 10000}
+    )
     assert status == 200
     assert body["budget_tokens"] == 10000
     assert 0 <= body["budget_used"] <= 10000
@@ -115,21 +146,28 @@ def test_case_08_recall_budget_echo_and_arithmetic(verb, world) -> None:  # type
 
 def test_case_09_budget_smaller_than_first_item_drops_everything(verb, world) -> None:  # type: ignore[no-untyped-def]
     remember(verb, world)
-    status, body = verb(world["key"], "recall", {"entity": world["slug"], "budget_tokens": 1})
+    status, body = verb(
+        world["key"], "recall", {"entity": world["slug"], "budget_tokens": 1}
+    )
     assert status == 200
     assert body["total"] == 0 and body["facts"] == [] and body["results"] == []
     assert body["dropped_count"] >= 1 and body["budget_used"] == 0
 
 
 def test_case_10_recall_query_returns_results_with_frozen_enums(verb, world) -> None:  # type: ignore[no-untyped-def]
-    status, body = verb(world["key"], "recall",
-                        {"query": f"conformance {MARKER}", "budget_tokens": 8000})
+    status, body = verb(
+        world["key"],
+        "recall",
+        {"query": f"conformance {MARKER}", "budget_tokens": 8000},
+    )
     assert status == 200 and isinstance(body["results"], list)
     assert world["slug"] in {r["slug"] for r in body["results"]}
     for result in body["results"]:
         for key in ("slug", "title", "evidence", "create_safety", "provenance"):
             assert key in result
-        assert result["evidence"] in EVIDENCE and result["create_safety"] in CREATE_SAFETY
+        assert (
+            result["evidence"] in EVIDENCE and result["create_safety"] in CREATE_SAFETY
+        )
         assert isinstance(result["provenance"], str)
 
 
@@ -141,8 +179,11 @@ def test_case_11_entity_card_has_every_schema_field(verb, world) -> None:  # typ
     card = body["card"]
     assert card["entity"]["slug"] == world["slug"]
     assert set(card["entity"]) == {"slug", "title", "type"}
-    assert set(card["last_touched"]) == {"updated_at", "last_retrieved_at",
-                                         "last_timeline_date"}
+    assert set(card["last_touched"]) == {
+        "updated_at",
+        "last_retrieved_at",
+        "last_timeline_date",
+    }
     assert isinstance(card["aka"], list) and isinstance(card["summary"], str)
     assert card["backlink_count"] >= 0 and card["active_fact_count"] >= 0
     for thread in card["open_threads"]:
@@ -161,29 +202,48 @@ def test_case_12_entity_miss_is_found_false_with_suggestions_array(verb, world) 
     assert body["found"] is False and body["suggestions"] == []
 
 
-def test_case_13_forget_is_idempotent_and_unknown_ids_are_not_found(verb, world) -> None:  # type: ignore[no-untyped-def]
+def test_case_13_forget_is_idempotent_and_unknown_ids_are_not_found(
+    verb, world
+) -> None:  # type: ignore[no-untyped-def]
     _, made = remember(verb, world, fact="Conformance ttl fact", ttl="30d")
-    status, body = verb(world["key"], "forget", {"id": made["id"], "reason": "conformance"})
+    status, body = verb(
+        world["key"], "forget", {"id": made["id"], "reason": "conformance"}
+    )
     assert status == 200
-    assert body == {"protocol_version": 1, "id": made["id"], "expired": True,
-                    "reason": "conformance"}
-    status, body = verb(world["key"], "forget", {"id": made["id"], "reason": "conformance"})
+    assert body == {
+        "protocol_version": 1,
+        "id": made["id"],
+        "expired": True,
+        "reason": "conformance",
+    }
+    status, body = verb(
+        world["key"], "forget", {"id": made["id"], "reason": "conformance"}
+    )
     assert status == 200 and body["expired"] is False
     status, body = verb(world["key"], "forget", {"id": "999999999"})
     assert_error(status, body, "not_found")
 
 
 def test_case_14_synthesize_without_llm_is_unavailable(verb, world) -> None:  # type: ignore[no-untyped-def]
-    status, body = verb(world["key"], "synthesize", {"question": "What is conformance?"})
+    status, body = verb(
+        world["key"], "synthesize", {"question": "What is conformance?"}
+    )
     assert_error(status, body, "unavailable")
 
 
-def test_case_15_context_pack_of_unknown_entity_is_schema_valid_success(verb, world) -> None:  # type: ignore[no-untyped-def]
-    status, body = verb(world["key"], "context_pack",
-                        {"entities": "<nonexistent>", "budget_tokens": 500})
+def test_case_15_context_pack_of_unknown_entity_is_schema_valid_success(
+    verb, world
+) -> None:  # type: ignore[no-untyped-def]
+    status, body = verb(
+        world["key"],
+        "context_pack",
+        {"entities": "<nonexistent>", "budget_tokens": 500},
+    )
     assert status == 200 and body["protocol_version"] == 1
     assert body["cards"] == [] and body["open_threads"] == [] and body["facts"] == []
-    assert body["entities"] == ["<nonexistent>"] and body["missing"] == ["<nonexistent>"]
+    assert body["entities"] == ["<nonexistent>"] and body["missing"] == [
+        "<nonexistent>"
+    ]
 
 
 def test_case_15_context_pack_cards_carry_required_fields(verb, world) -> None:  # type: ignore[no-untyped-def]
@@ -193,8 +253,9 @@ def test_case_15_context_pack_cards_carry_required_fields(verb, world) -> None: 
 
 
 def test_case_16_delta_echoes_since_normalised_to_milliseconds(verb, world) -> None:  # type: ignore[no-untyped-def]
-    status, body = verb(world["key"], "delta",
-                        {"since": "1970-01-01T00:00:00Z", "budget_tokens": 500})
+    status, body = verb(
+        world["key"], "delta", {"since": "1970-01-01T00:00:00Z", "budget_tokens": 500}
+    )
     assert status == 200 and body["since"] == "1970-01-01T00:00:00.000Z"
 
 
@@ -205,7 +266,11 @@ def test_case_17_delta_without_since_or_session_is_invalid_params(verb, world) -
 
 def test_case_18_every_error_is_the_envelope(verb, world) -> None:  # type: ignore[no-untyped-def]
     cases = [
-        ("remember", {"fact": "x", "provenance": "p", "kind": "rumour"}, "invalid_params"),
+        (
+            "remember",
+            {"fact": "x", "provenance": "p", "kind": "rumour"},
+            "invalid_params",
+        ),
         ("recall", {"limit": 0}, "invalid_params"),
         ("delta", {"since": "not a date"}, "invalid_params"),
         ("forget", {"id": "abc"}, "not_found"),
@@ -218,13 +283,22 @@ def test_case_18_every_error_is_the_envelope(verb, world) -> None:  # type: igno
 
 def test_omitted_optionals_echo_as_null(verb, world) -> None:  # type: ignore[no-untyped-def]
     _, recall = verb(world["key"], "recall", {"entity": world["slug"]})
-    for key in ("query", "since", "limit", "session_id", "budget_tokens", "budget_used",
-                "dropped_count"):
+    for key in (
+        "query",
+        "since",
+        "limit",
+        "session_id",
+        "budget_tokens",
+        "budget_used",
+        "dropped_count",
+    ):
         assert recall[key] is None
     _, pack = verb(world["key"], "context_pack", {"entities": world["slug"]})
     assert pack["budget_tokens"] is None and pack["since"] is None
     assert pack["include_private"] is None
-    _, forget_body = verb(world["key"], "forget", {"id": remember(verb, world)[1]["id"]})
+    _, forget_body = verb(
+        world["key"], "forget", {"id": remember(verb, world)[1]["id"]}
+    )
     assert forget_body["reason"] is None
 
 
@@ -233,7 +307,8 @@ def test_recall_limit_defaults_to_50_and_caps_at_100(verb, world, local) -> None
 
     source = Source.objects.get(id="team-a")
     Fact.objects.bulk_create(
-        Fact(source=source, text=f"bulk fact {i}", provenance="bulk") for i in range(120)
+        Fact(source=source, text=f"bulk fact {i}", provenance="bulk")
+        for i in range(120)
     )
     _, default = verb(world["key"], "recall", {})
     assert len(default["facts"]) == 50

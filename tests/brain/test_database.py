@@ -55,8 +55,15 @@ def test_384_dimension_vectors_survive_hnsw_insert_and_search() -> None:
     rng = random.Random(7)
     vectors = [[rng.uniform(-1, 1) for _ in range(384)] for _ in range(20)]
     Chunk.objects.bulk_create(
-        Chunk(page=page, source=page.source, visibility="world", ordinal=i, text=f"c{i}",
-              content_hash="h", embedding=v)
+        Chunk(
+            page=page,
+            source=page.source,
+            visibility="world",
+            ordinal=i,
+            text=f"c{i}",
+            content_hash="h",
+            embedding=v,
+        )
         for i, v in enumerate(vectors)
     )
     from pgvector.django import CosineDistance

@@ -7,9 +7,9 @@ from django.test import Client
 from django.urls import reverse
 
 from accounts.models import User
+from brain.access import local_caller
 from brain.models import AuditEvent, Chunk, Page, PageRevision, PageType, Source
 from brain.services.pages import page_add
-from brain.access import local_caller
 
 pytestmark = pytest.mark.django_db
 
@@ -29,12 +29,25 @@ def staff_client() -> Client:
 
 def _form(page_type: PageType, **over: str) -> dict[str, str]:
     data = {
-        "source": "default", "slug": "notes/offsite", "type": str(page_type.pk),
-        "title": "Offsite", "frontmatter": '{"owner": "ann"}', "body": "Lisbon in March.",
-        "summary": "", "tags": "", "visibility": "world", "effective_date": "",
+        "source": "default",
+        "slug": "notes/offsite",
+        "type": str(page_type.pk),
+        "title": "Offsite",
+        "frontmatter": '{"owner": "ann"}',
+        "body": "Lisbon in March.",
+        "summary": "",
+        "tags": "",
+        "visibility": "world",
+        "effective_date": "",
     }
-    for prefix in ("aliases", "outgoing_relations", "incoming_relations", "facts",
-                   "timeline", "revisions"):
+    for prefix in (
+        "aliases",
+        "outgoing_relations",
+        "incoming_relations",
+        "facts",
+        "timeline",
+        "revisions",
+    ):
         data.update({f"{prefix}-TOTAL_FORMS": "0", f"{prefix}-INITIAL_FORMS": "0"})
     data.update(over)
     return data
@@ -56,11 +69,18 @@ def test_admin_add_goes_through_the_write_path(
 def test_admin_change_writes_a_revision_with_the_previous_body(
     staff_client: Client, default_source: Source
 ) -> None:
-    page = page_add(source=default_source, slug="notes/offsite", title="Offsite",
-                    body="Lisbon.", actor=local_caller()).page
+    page = page_add(
+        source=default_source,
+        slug="notes/offsite",
+        title="Offsite",
+        body="Lisbon.",
+        actor=local_caller(),
+    ).page
     note = PageType.objects.get(name="note")
     url = reverse("admin:brain_page_change", args=[page.pk])
-    response = staff_client.post(url, _form(note, body="Porto instead.", summary="Porto"))
+    response = staff_client.post(
+        url, _form(note, body="Porto instead.", summary="Porto")
+    )
     assert response.status_code == 302, response.content[:2000]
     page.refresh_from_db()
     assert page.body == "Porto instead." and page.summary == "Porto"
@@ -71,17 +91,27 @@ def test_admin_change_writes_a_revision_with_the_previous_body(
 def test_admin_actions_soft_delete_restore_and_reembed(
     staff_client: Client, default_source: Source
 ) -> None:
-    page = page_add(source=default_source, slug="notes/x", title="X", body="Body.",
-                    actor=local_caller()).page
+    page = page_add(
+        source=default_source,
+        slug="notes/x",
+        title="X",
+        body="Body.",
+        actor=local_caller(),
+    ).page
     url = reverse("admin:brain_page_changelist")
-    staff_client.post(url, {"action": "soft_delete_pages", "_selected_action": [page.pk]})
+    staff_client.post(
+        url, {"action": "soft_delete_pages", "_selected_action": [page.pk]}
+    )
     page.refresh_from_db()
     assert page.deleted_at is not None
     staff_client.post(url, {"action": "restore_pages", "_selected_action": [page.pk]})
     page.refresh_from_db()
     assert page.deleted_at is None
-    response = staff_client.post(url, {"action": "reembed_pages",
-                                       "_selected_action": [page.pk]}, follow=True)
+    response = staff_client.post(
+        url, {"action": "reembed_pages", "_selected_action": [page.pk]}, follow=True
+    )
     assert b"1 page(s) re-chunked" in response.content
     assert list(AuditEvent.objects.order_by("id").values_list("action", flat=True)) == [
-        "page_deleted", "page_restored"]
+        "page_deleted",
+        "page_restored",
+    ]

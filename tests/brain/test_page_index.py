@@ -36,15 +36,26 @@ class FailingProvider:
 
 
 def _write(source: Source, slug: str, body: str, mode: str = "upsert", **kw):  # type: ignore[no-untyped-def]
-    return page_write(source=source, mode=mode, slug=slug, title=slug.split("/")[-1],
-                      body=body, actor=local_caller(), **kw)
+    return page_write(
+        source=source,
+        mode=mode,
+        slug=slug,
+        title=slug.split("/")[-1],
+        body=body,
+        actor=local_caller(),
+        **kw,
+    )
 
 
 def test_embeddings_are_computed_after_commit_and_mark_the_index_current(
-    default_source: Source, counter: CountingProvider, django_capture_on_commit_callbacks
+    default_source: Source,
+    counter: CountingProvider,
+    django_capture_on_commit_callbacks,
 ) -> None:
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        result = _write(default_source, "notes/a", "Quarterly budget review with finance.")
+        result = _write(
+            default_source, "notes/a", "Quarterly budget review with finance."
+        )
         # Inside the write nothing was embedded: that waits for the commit.
         assert counter.calls == [] and result.index_current is False
         assert Chunk.objects.get(page=result.page).embedding is None
@@ -58,19 +69,25 @@ def test_embeddings_are_computed_after_commit_and_mark_the_index_current(
 
 
 def test_unchanged_resave_does_not_re_embed(
-    default_source: Source, counter: CountingProvider, django_capture_on_commit_callbacks
+    default_source: Source,
+    counter: CountingProvider,
+    django_capture_on_commit_callbacks,
 ) -> None:
     with django_capture_on_commit_callbacks(execute=True):
         _write(default_source, "notes/a", "Quarterly budget review with finance.")
     calls = len(counter.calls)
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
-        result = _write(default_source, "notes/a", "Quarterly budget review with finance.")
+        result = _write(
+            default_source, "notes/a", "Quarterly budget review with finance."
+        )
     assert result.changed is False and result.index_current is True
     assert callbacks == [] and len(counter.calls) == calls
 
 
 def test_editing_one_page_re_embeds_only_that_page(
-    default_source: Source, counter: CountingProvider, django_capture_on_commit_callbacks
+    default_source: Source,
+    counter: CountingProvider,
+    django_capture_on_commit_callbacks,
 ) -> None:
     with django_capture_on_commit_callbacks(execute=True):
         _write(default_source, "notes/a", "The offsite is in Lisbon in March.")
@@ -78,29 +95,44 @@ def test_editing_one_page_re_embeds_only_that_page(
     untouched = Chunk.objects.get(page__slug="notes/b")
     counter.calls.clear()
     with django_capture_on_commit_callbacks(execute=True):
-        page_update(source=default_source, slug="notes/a", body="Flights are booked.",
-                    actor=local_caller())
+        page_update(
+            source=default_source,
+            slug="notes/a",
+            body="Flights are booked.",
+            actor=local_caller(),
+        )
     assert counter.texts and all(t.startswith("a\n\n") for t in counter.texts)
     after = Chunk.objects.get(page__slug="notes/b")
-    assert (after.pk, list(after.embedding)) == (untouched.pk, list(untouched.embedding))
+    assert (after.pk, list(after.embedding)) == (
+        untouched.pk,
+        list(untouched.embedding),
+    )
 
 
 def test_appending_reuses_embeddings_of_unchanged_chunks(
-    default_source: Source, counter: CountingProvider, django_capture_on_commit_callbacks
+    default_source: Source,
+    counter: CountingProvider,
+    django_capture_on_commit_callbacks,
 ) -> None:
     first = "# Plan\n\nThe offsite is in Lisbon in March."
     with django_capture_on_commit_callbacks(execute=True):
         _write(default_source, "notes/a", first)
     counter.calls.clear()
     with django_capture_on_commit_callbacks(execute=True):
-        page_update(source=default_source, slug="notes/a",
-                    body="# Travel\n\nFlights are booked.", actor=local_caller())
+        page_update(
+            source=default_source,
+            slug="notes/a",
+            body="# Travel\n\nFlights are booked.",
+            actor=local_caller(),
+        )
     assert counter.texts == ["a\n\n# Travel\n\nFlights are booked."]
     assert Chunk.objects.filter(embedding__isnull=True).count() == 0
 
 
 def test_deferred_embedding_is_filled_by_embed_pending(
-    default_source: Source, counter: CountingProvider, django_capture_on_commit_callbacks
+    default_source: Source,
+    counter: CountingProvider,
+    django_capture_on_commit_callbacks,
 ) -> None:
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
         _write(default_source, "notes/a", "Alpha.", embed=False)
@@ -120,8 +152,13 @@ def test_failing_provider_leaves_the_page_written_and_the_index_behind(
 ) -> None:
     monkeypatch.setattr(embeddings, "get_provider", lambda: FailingProvider())
     with django_capture_on_commit_callbacks(execute=True):
-        result = page_add(source=default_source, slug="notes/a", title="A",
-                          body="Still saved.", actor=local_caller())
+        result = page_add(
+            source=default_source,
+            slug="notes/a",
+            title="A",
+            body="Still saved.",
+            actor=local_caller(),
+        )
     page = Page.objects.get(pk=result.page.pk)
     assert page.body == "Still saved." and page.indexed_hash == ""
     assert Chunk.objects.get(page=page).tsv  # keyword search still finds it
@@ -129,7 +166,9 @@ def test_failing_provider_leaves_the_page_written_and_the_index_behind(
 
 
 def test_embed_pending_can_be_limited_to_sources(
-    default_source: Source, counter: CountingProvider, django_capture_on_commit_callbacks
+    default_source: Source,
+    counter: CountingProvider,
+    django_capture_on_commit_callbacks,
 ) -> None:
     """An importer fills its own source's embeddings, not everybody's backlog."""
     from tests.factories import SourceFactory
@@ -145,7 +184,9 @@ def test_embed_pending_can_be_limited_to_sources(
 
 
 def test_embeddings_of_a_batch_are_computed_together_after_commit(
-    default_source: Source, counter: CountingProvider, django_capture_on_commit_callbacks
+    default_source: Source,
+    counter: CountingProvider,
+    django_capture_on_commit_callbacks,
 ) -> None:
     """``pages_write`` embeds every changed page of a batch in shared model calls
     once the transaction commits, and marks each page current."""

@@ -33,7 +33,9 @@ def _real_model_memoised(settings, monkeypatch) -> None:  # type: ignore[no-unty
 
 
 @pytest.fixture
-def corpus(default_source: Source, django_capture_on_commit_callbacks) -> dict[str, str]:  # type: ignore[no-untyped-def]
+def corpus(
+    default_source: Source, django_capture_on_commit_callbacks
+) -> dict[str, str]:  # type: ignore[no-untyped-def]
     with django_capture_on_commit_callbacks(execute=True):
         return load_corpus(default_source)
 
@@ -42,7 +44,9 @@ def trusted_scope(*sources: str):  # type: ignore[no-untyped-def]
     return local_caller().read_scope(list(sources) or ["default"])
 
 
-def test_exact_title_query_returns_exact_title_match_and_exists(corpus: dict[str, str]) -> None:
+def test_exact_title_query_returns_exact_title_match_and_exists(
+    corpus: dict[str, str],
+) -> None:
     response = page_search(scope=trusted_scope(), query="Moscow bomber")
     top = response.results[0]
     assert top.slug == corpus["Moscow bomber"]
@@ -55,23 +59,37 @@ def test_every_result_carries_the_spec_fields(corpus: dict[str, str]) -> None:
     assert response.results
     for result in response.results:
         row = result.as_dict()
-        assert set(row) >= {"slug", "title", "source_id", "chunk", "score", "similarity",
-                            "evidence", "create_safety"}
+        assert set(row) >= {
+            "slug",
+            "title",
+            "source_id",
+            "chunk",
+            "score",
+            "similarity",
+            "evidence",
+            "create_safety",
+        }
         assert row["source_id"] == "default" and row["chunk"]
         assert row["create_safety"] in {"exists", "probable", "unknown"}
 
 
-def test_paraphrase_is_found_through_the_vector_arm(corpus: dict[str, str], settings) -> None:  # type: ignore[no-untyped-def]
+def test_paraphrase_is_found_through_the_vector_arm(
+    corpus: dict[str, str], settings
+) -> None:  # type: ignore[no-untyped-def]
     query = "self-replicating malware infecting computers through email for months"
     hybrid = page_search(scope=trusted_scope(), query=query, limit=3)
     assert hybrid.results[0].slug == corpus[KLEZ]
-    assert hybrid.results[0].similarity is not None and not hybrid.results[0].keyword_hit
+    assert (
+        hybrid.results[0].similarity is not None and not hybrid.results[0].keyword_hit
+    )
     settings.BRAIN_EMBEDDING_PROVIDER = "none"
     keyword_only = page_search(scope=trusted_scope(), query=query, limit=3)
     assert corpus[KLEZ] not in [r.slug for r in keyword_only.results]
 
 
-def test_keyword_only_mode_says_search_degraded(corpus: dict[str, str], settings) -> None:  # type: ignore[no-untyped-def]
+def test_keyword_only_mode_says_search_degraded(
+    corpus: dict[str, str], settings
+) -> None:  # type: ignore[no-untyped-def]
     settings.BRAIN_EMBEDDING_PROVIDER = "none"
     response = page_search(scope=trusted_scope(), query="Eircom NAT VoIP")
     assert response.search_degraded is True
@@ -79,7 +97,9 @@ def test_keyword_only_mode_says_search_degraded(corpus: dict[str, str], settings
     assert response.results[0].similarity is None
 
 
-def test_failing_provider_degrades_to_keyword_only(corpus: dict[str, str], monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_failing_provider_degrades_to_keyword_only(
+    corpus: dict[str, str], monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
     class Down:
         name, dimensions = "openai:down", 384
 
@@ -97,13 +117,20 @@ def test_a_query_against_an_unrequested_source_returns_nothing_from_it(
 ) -> None:
     with django_capture_on_commit_callbacks(execute=True):
         load_corpus(source_b)
-        page_add(source=source_a, slug="notes/plan", title="Offsite plan",
-                 body="We meet in Lisbon.", actor=local_caller())
+        page_add(
+            source=source_a,
+            slug="notes/plan",
+            title="Offsite plan",
+            body="We meet in Lisbon.",
+            actor=local_caller(),
+        )
     for query in ("Klez virus", "Moscow bomber", "Lisbon", "computer worm"):
         response = page_search(scope=trusted_scope("team-a"), query=query)
         assert {r.source_id for r in response.results} <= {"team-a"}
     # Narrowing with ``sources`` cannot widen the scope either.
-    response = page_search(scope=trusted_scope("team-a"), query="Klez", sources=["team-b"])
+    response = page_search(
+        scope=trusted_scope("team-a"), query="Klez", sources=["team-b"]
+    )
     assert response.results == []
 
 
@@ -111,13 +138,24 @@ def test_a_private_page_never_reaches_a_remote_caller(
     default_source: Source, django_capture_on_commit_callbacks
 ) -> None:
     with django_capture_on_commit_callbacks(execute=True):
-        page_add(source=default_source, slug="notes/salary", title="Salary review",
-                 body="Confidential compensation numbers for the team.",
-                 visibility="private", actor=local_caller())
-    remote = Caller(actor="key:x", trusted=False, scopes=frozenset({"read"}),
-                    readable_source_ids=frozenset({"default"}))
+        page_add(
+            source=default_source,
+            slug="notes/salary",
+            title="Salary review",
+            body="Confidential compensation numbers for the team.",
+            visibility="private",
+            actor=local_caller(),
+        )
+    remote = Caller(
+        actor="key:x",
+        trusted=False,
+        scopes=frozenset({"read"}),
+        readable_source_ids=frozenset({"default"}),
+    )
     for query in ("Salary review", "compensation", "how much are people paid"):
-        assert page_search(scope=remote.read_scope(["default"]), query=query).results == []
+        assert (
+            page_search(scope=remote.read_scope(["default"]), query=query).results == []
+        )
     trusted = page_search(scope=trusted_scope(), query="Salary review")
     assert trusted.results[0].slug == "notes/salary"
 
@@ -135,21 +173,36 @@ def test_alias_query_returns_alias_hit_and_exists(
     default_source: Source, django_capture_on_commit_callbacks
 ) -> None:
     with django_capture_on_commit_callbacks(execute=True):
-        page_add(source=default_source, slug="people/jane-doe", title="Jane Doe",
-                 body="Runs finance.", frontmatter={"aliases": ["JD", "jane@example.org"]},
-                 actor=local_caller())
+        page_add(
+            source=default_source,
+            slug="people/jane-doe",
+            title="Jane Doe",
+            body="Runs finance.",
+            frontmatter={"aliases": ["JD", "jane@example.org"]},
+            actor=local_caller(),
+        )
     top = page_search(scope=trusted_scope(), query="jane@example.org").results[0]
-    assert (top.slug, top.evidence, top.create_safety) == ("people/jane-doe", "alias_hit",
-                                                           "exists")
+    assert (top.slug, top.evidence, top.create_safety) == (
+        "people/jane-doe",
+        "alias_hit",
+        "exists",
+    )
 
 
 def test_at_most_two_chunks_per_page(
     default_source: Source, django_capture_on_commit_callbacks
 ) -> None:
-    body = "\n\n".join(f"# Part {i}\n\nThe budget for part {i} is approved." for i in range(6))
+    body = "\n\n".join(
+        f"# Part {i}\n\nThe budget for part {i} is approved." for i in range(6)
+    )
     with django_capture_on_commit_callbacks(execute=True):
-        page_add(source=default_source, slug="notes/budget", title="Budget", body=body,
-                 actor=local_caller())
+        page_add(
+            source=default_source,
+            slug="notes/budget",
+            title="Budget",
+            body=body,
+            actor=local_caller(),
+        )
     response = page_search(scope=trusted_scope(), query="budget approved", limit=10)
     assert len(response.results) == 2
 
@@ -159,41 +212,70 @@ def test_backlinks_boost_ranking_but_mentions_do_not_count(
 ) -> None:
     with django_capture_on_commit_callbacks(execute=True):
         for slug in ("notes/twin-a", "notes/twin-b", "notes/hub-1", "notes/hub-2"):
-            page_add(source=default_source, slug=slug, title=slug.split("/")[1],
-                     body="Quarterly sourdough baking schedule.", actor=local_caller())
+            page_add(
+                source=default_source,
+                slug=slug,
+                title=slug.split("/")[1],
+                body="Quarterly sourdough baking schedule.",
+                actor=local_caller(),
+            )
     from brain.models import Page
 
     pages = {p.slug: p for p in Page.objects.all()}
     related = RelationType.objects.get(name="related_to")
     mentions = RelationType.objects.get(name="mentions")
-    Relation.objects.create(source=default_source, from_page=pages["notes/hub-1"],
-                            to_page=pages["notes/twin-b"], relation_type=related)
+    Relation.objects.create(
+        source=default_source,
+        from_page=pages["notes/hub-1"],
+        to_page=pages["notes/twin-b"],
+        relation_type=related,
+    )
     for hub in ("notes/hub-1", "notes/hub-2"):
-        Relation.objects.create(source=default_source, from_page=pages[hub],
-                                to_page=pages["notes/twin-a"], relation_type=mentions)
-    ranked = [r.slug for r in page_search(scope=trusted_scope(),
-                                          query="sourdough baking").results]
+        Relation.objects.create(
+            source=default_source,
+            from_page=pages[hub],
+            to_page=pages["notes/twin-a"],
+            relation_type=mentions,
+        )
+    ranked = [
+        r.slug
+        for r in page_search(scope=trusted_scope(), query="sourdough baking").results
+    ]
     assert ranked.index("notes/twin-b") < ranked.index("notes/twin-a")
 
 
-def test_token_budget_keeps_whole_results_within_the_budget(corpus: dict[str, str]) -> None:
+def test_token_budget_keeps_whole_results_within_the_budget(
+    corpus: dict[str, str],
+) -> None:
     full = page_search(scope=trusted_scope(), query="linux windows file", limit=10)
-    response = page_search(scope=trusted_scope(), query="linux windows file", limit=10,
-                           budget_tokens=300)
+    response = page_search(
+        scope=trusted_scope(), query="linux windows file", limit=10, budget_tokens=300
+    )
     assert response.budget_used is not None and response.budget_used <= 300
     assert response.dropped_count == len(full.results) - len(response.results) > 0
     assert [r.chunk for r in response.results] == [
-        r.chunk for r in full.results if r.chunk in {x.chunk for x in response.results}]
+        r.chunk for r in full.results if r.chunk in {x.chunk for x in response.results}
+    ]
 
 
 def test_types_filter_keeps_only_those_types(
     default_source: Source, django_capture_on_commit_callbacks
 ) -> None:
     with django_capture_on_commit_callbacks(execute=True):
-        page_add(source=default_source, slug="people/ann", title="Ann", body="Likes kayaks.",
-                 actor=local_caller())
-        page_add(source=default_source, slug="notes/kayak", title="Kayak", body="Kayaks.",
-                 actor=local_caller())
+        page_add(
+            source=default_source,
+            slug="people/ann",
+            title="Ann",
+            body="Likes kayaks.",
+            actor=local_caller(),
+        )
+        page_add(
+            source=default_source,
+            slug="notes/kayak",
+            title="Kayak",
+            body="Kayaks.",
+            actor=local_caller(),
+        )
     response = page_search(scope=trusted_scope(), query="kayaks", types=["person"])
     assert [r.slug for r in response.results] == ["people/ann"]
 

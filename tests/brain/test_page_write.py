@@ -29,8 +29,12 @@ def _no_embeddings(settings) -> None:  # type: ignore[no-untyped-def]
 @pytest.fixture
 def remote() -> Caller:
     """An untrusted HTTP caller (SPEC §8)."""
-    return Caller(actor="key:abc123", client="claude-code", trusted=False,
-                  scopes=frozenset({"read", "write"}))
+    return Caller(
+        actor="key:abc123",
+        client="claude-code",
+        trusted=False,
+        scopes=frozenset({"read", "write"}),
+    )
 
 
 def _add(source: Source, **kw):  # type: ignore[no-untyped-def]
@@ -41,9 +45,12 @@ def _add(source: Source, **kw):  # type: ignore[no-untyped-def]
 # --- sanitising -------------------------------------------------------------------------
 
 
-def test_title_is_sanitised_into_a_slug_under_the_type_prefix(default_source: Source) -> None:
-    result = _add(default_source, title="Jane Doe (CFO)", body="Finance lead.",
-                  type_name="person")
+def test_title_is_sanitised_into_a_slug_under_the_type_prefix(
+    default_source: Source,
+) -> None:
+    result = _add(
+        default_source, title="Jane Doe (CFO)", body="Finance lead.", type_name="person"
+    )
     assert result.page.slug == "people/jane-doe-cfo"
     assert result.page.type.name == "person"
 
@@ -67,7 +74,9 @@ def test_title_slug_is_cut_at_80_characters(default_source: Source) -> None:
     assert len(segment) <= 80 and not segment.endswith("-")
 
 
-@pytest.mark.parametrize("slug", ["../etc/passwd", "/abs", "a\\b", "notes//x", "a\u202eb"])
+@pytest.mark.parametrize(
+    "slug", ["../etc/passwd", "/abs", "a\\b", "notes//x", "a\u202eb"]
+)
 def test_unsafe_explicit_slug_is_refused(default_source: Source, slug: str) -> None:
     with pytest.raises(InvalidParams, match="Slug"):
         _add(default_source, slug=slug, title="t", body="x")
@@ -79,7 +88,9 @@ def test_type_is_inferred_from_the_slug_prefix(default_source: Source) -> None:
     assert result.page.type.name == "person"
 
 
-def test_unknown_type_is_refused_listing_the_allowed_types(default_source: Source) -> None:
+def test_unknown_type_is_refused_listing_the_allowed_types(
+    default_source: Source,
+) -> None:
     with pytest.raises(SchemaViolation, match="Allowed: .*person"):
         _add(default_source, title="x", body="y", type_name="spaceship")
 
@@ -88,20 +99,34 @@ def test_unknown_type_is_refused_listing_the_allowed_types(default_source: Sourc
 
 
 def test_frontmatter_gets_title_summary_and_tags(default_source: Source) -> None:
-    result = _add(default_source, title="Launch plan", body="\n\n# Goals\nShip in May.\n",
-                  tags=["plans"])
+    result = _add(
+        default_source,
+        title="Launch plan",
+        body="\n\n# Goals\nShip in May.\n",
+        tags=["plans"],
+    )
     page = result.page
     assert page.frontmatter["title"] == "Launch plan"
-    assert page.frontmatter["summary"] == "Goals"  # first non-empty line, heading marks off
+    assert (
+        page.frontmatter["summary"] == "Goals"
+    )  # first non-empty line, heading marks off
     assert page.summary == "Goals"
     assert page.frontmatter["tags"] == ["plans"] == page.tags
 
 
 def test_append_keeps_frontmatter(default_source: Source) -> None:
-    _add(default_source, slug="notes/plan", title="Plan", body="First.", summary="S",
-         tags=["a"], frontmatter={"owner": "ann"})
-    result = page_update(source=default_source, slug="notes/plan", body="Second.",
-                         actor=local_caller())
+    _add(
+        default_source,
+        slug="notes/plan",
+        title="Plan",
+        body="First.",
+        summary="S",
+        tags=["a"],
+        frontmatter={"owner": "ann"},
+    )
+    result = page_update(
+        source=default_source, slug="notes/plan", body="Second.", actor=local_caller()
+    )
     page = result.page
     assert result.operation == "append"
     assert page.body == "First.\n\nSecond."
@@ -110,20 +135,42 @@ def test_append_keeps_frontmatter(default_source: Source) -> None:
 
 
 def test_replace_keeps_frontmatter(default_source: Source) -> None:
-    _add(default_source, slug="notes/plan", title="Plan", body="First.", summary="S",
-         tags=["a"], frontmatter={"owner": "ann"})
-    result = page_update(source=default_source, slug="notes/plan", body="Only this.",
-                         mode="replace", actor=local_caller())
+    _add(
+        default_source,
+        slug="notes/plan",
+        title="Plan",
+        body="First.",
+        summary="S",
+        tags=["a"],
+        frontmatter={"owner": "ann"},
+    )
+    result = page_update(
+        source=default_source,
+        slug="notes/plan",
+        body="Only this.",
+        mode="replace",
+        actor=local_caller(),
+    )
     page = result.page
     assert page.body == "Only this."
     assert page.frontmatter["owner"] == "ann"
     assert (page.title, page.summary, page.tags) == ("Plan", "S", ["a"])
 
 
-def test_replace_takes_new_title_summary_and_tags_when_given(default_source: Source) -> None:
+def test_replace_takes_new_title_summary_and_tags_when_given(
+    default_source: Source,
+) -> None:
     _add(default_source, slug="notes/plan", title="Plan", body="First.", tags=["a"])
-    page = page_update(source=default_source, slug="notes/plan", body="B", mode="replace",
-                       title="Plan v2", summary="new", tags=["b"], actor=local_caller()).page
+    page = page_update(
+        source=default_source,
+        slug="notes/plan",
+        body="B",
+        mode="replace",
+        title="Plan v2",
+        summary="new",
+        tags=["b"],
+        actor=local_caller(),
+    ).page
     assert (page.title, page.summary, page.tags) == ("Plan v2", "new", ["b"])
     assert page.slug == "notes/plan"
 
@@ -134,8 +181,13 @@ def test_required_frontmatter_of_the_type_is_checked(default_source: Source) -> 
     PageType.objects.filter(name="deal").update(required_fields=["stage"])
     with pytest.raises(SchemaViolation, match="stage"):
         _add(default_source, title="Acme seed", body="x", type_name="deal")
-    assert _add(default_source, title="Acme seed", body="x", type_name="deal",
-                frontmatter={"stage": "seed"}).created
+    assert _add(
+        default_source,
+        title="Acme seed",
+        body="x",
+        type_name="deal",
+        frontmatter={"stage": "seed"},
+    ).created
 
 
 # --- refusals ------------------------------------------------------------------------------
@@ -143,12 +195,16 @@ def test_required_frontmatter_of_the_type_is_checked(default_source: Source) -> 
 
 def test_missing_page_update_is_refused_suggesting_add(default_source: Source) -> None:
     with pytest.raises(NotFound) as exc:
-        page_update(source=default_source, slug="notes/nope", body="x", actor=local_caller())
+        page_update(
+            source=default_source, slug="notes/nope", body="x", actor=local_caller()
+        )
     assert "add_page" in exc.value.suggestion
     assert not RawRecord.objects.exists()
 
 
-def test_duplicate_slug_add_is_refused_pointing_at_update(default_source: Source) -> None:
+def test_duplicate_slug_add_is_refused_pointing_at_update(
+    default_source: Source,
+) -> None:
     _add(default_source, slug="notes/plan", title="Plan", body="First.")
     with pytest.raises(AlreadyExists) as exc:
         _add(default_source, slug="notes/plan", title="Plan", body="Again.")
@@ -166,27 +222,53 @@ def test_same_slug_in_another_source_is_a_different_page(
 def test_empty_overwrite_is_refused_unless_allowed(default_source: Source) -> None:
     _add(default_source, slug="notes/plan", title="Plan", body="Content.")
     with pytest.raises(InvalidParams, match="empty"):
-        page_update(source=default_source, slug="notes/plan", body="  ", mode="replace",
-                    actor=local_caller())
+        page_update(
+            source=default_source,
+            slug="notes/plan",
+            body="  ",
+            mode="replace",
+            actor=local_caller(),
+        )
     assert Page.objects.get().body == "Content."
-    page = page_update(source=default_source, slug="notes/plan", body="", mode="replace",
-                       allow_empty=True, actor=local_caller()).page
+    page = page_update(
+        source=default_source,
+        slug="notes/plan",
+        body="",
+        mode="replace",
+        allow_empty=True,
+        actor=local_caller(),
+    ).page
     assert page.body == ""
 
 
 def test_unknown_mode_is_refused(default_source: Source) -> None:
     with pytest.raises(InvalidParams, match="mode"):
-        page_write(source=default_source, mode="merge", slug="notes/x", title="x",
-                   actor=local_caller())
+        page_write(
+            source=default_source,
+            mode="merge",
+            slug="notes/x",
+            title="x",
+            actor=local_caller(),
+        )
 
 
 # --- both layers together -----------------------------------------------------------------
 
 
 def test_both_layers_change_together(default_source: Source) -> None:
-    result = _add(default_source, slug="notes/plan", title="Plan", body="First.",
-                  raws=[RawInput(external_id="file:plan.md", kind=RawRecord.Kind.MARKDOWN,
-                                 content="First.")])
+    result = _add(
+        default_source,
+        slug="notes/plan",
+        title="Plan",
+        body="First.",
+        raws=[
+            RawInput(
+                external_id="file:plan.md",
+                kind=RawRecord.Kind.MARKDOWN,
+                content="First.",
+            )
+        ],
+    )
     raw = RawRecord.objects.get()
     assert raw.page_id == result.page.pk and result.raw_records == [raw]
     revision = PageRevision.objects.get()
@@ -200,19 +282,32 @@ def test_failure_after_the_wiki_write_leaves_neither_layer_changed(
     (its relation target does not exist), THEN neither the raw nor the wiki layer, nor
     the revisions, aliases or chunks changed."""
     _add(default_source, slug="notes/plan", title="Plan", body="First.")
-    before = (RawRecord.objects.count(), PageRevision.objects.count(),
-              Alias.objects.count(), list(Chunk.objects.values_list("text", flat=True)))
+    before = (
+        RawRecord.objects.count(),
+        PageRevision.objects.count(),
+        Alias.objects.count(),
+        list(Chunk.objects.values_list("text", flat=True)),
+    )
     with pytest.raises(NotFound, match="notes/ghost"):
         page_update(
-            source=default_source, slug="notes/plan", body="Second.", title="Plan B",
-            raws=[RawInput(external_id="mail:1", kind=RawRecord.Kind.RFC822, content="x")],
+            source=default_source,
+            slug="notes/plan",
+            body="Second.",
+            title="Plan B",
+            raws=[
+                RawInput(external_id="mail:1", kind=RawRecord.Kind.RFC822, content="x")
+            ],
             relations=[RelationInput(type="related_to", to_slug="notes/ghost")],
             actor=local_caller(),
         )
     page = Page.objects.get()
     assert (page.body, page.title) == ("First.", "Plan")
-    after = (RawRecord.objects.count(), PageRevision.objects.count(),
-             Alias.objects.count(), list(Chunk.objects.values_list("text", flat=True)))
+    after = (
+        RawRecord.objects.count(),
+        PageRevision.objects.count(),
+        Alias.objects.count(),
+        list(Chunk.objects.values_list("text", flat=True)),
+    )
     assert after == before
     assert not RawRecord.objects.filter(external_id="mail:1").exists()
 
@@ -220,9 +315,16 @@ def test_failure_after_the_wiki_write_leaves_neither_layer_changed(
 def test_raw_records_are_immutable_and_reused(default_source: Source) -> None:
     raw = RawInput(external_id="msg-1", kind=RawRecord.Kind.RFC822, content="original")
     _add(default_source, slug="notes/t", title="T", body="one", raws=[raw])
-    changed = RawInput(external_id="msg-1", kind=RawRecord.Kind.RFC822, content="tampered")
-    page_update(source=default_source, slug="notes/t", body="two", raws=[changed],
-                actor=local_caller())
+    changed = RawInput(
+        external_id="msg-1", kind=RawRecord.Kind.RFC822, content="tampered"
+    )
+    page_update(
+        source=default_source,
+        slug="notes/t",
+        body="two",
+        raws=[changed],
+        actor=local_caller(),
+    )
     assert RawRecord.objects.get().content == "original"
 
 
@@ -236,16 +338,30 @@ def test_write_without_raws_stores_the_submitted_text_as_agent_input(
 
 def test_unchanged_resave_writes_no_revision(default_source: Source) -> None:
     _add(default_source, slug="notes/t", title="T", body="Same.")
-    result = page_write(source=default_source, mode="upsert", slug="notes/t", title="T",
-                        body="Same.", actor=local_caller())
+    result = page_write(
+        source=default_source,
+        mode="upsert",
+        slug="notes/t",
+        title="T",
+        body="Same.",
+        actor=local_caller(),
+    )
     assert (result.changed, result.operation) == (False, "noop")
     assert PageRevision.objects.count() == 1
 
 
-def test_revision_keeps_the_previous_body_and_frontmatter(default_source: Source) -> None:
+def test_revision_keeps_the_previous_body_and_frontmatter(
+    default_source: Source,
+) -> None:
     _add(default_source, slug="notes/t", title="T", body="Old.", frontmatter={"k": 1})
-    page_update(source=default_source, slug="notes/t", body="New.", mode="replace",
-                frontmatter={"k": 2}, actor=local_caller())
+    page_update(
+        source=default_source,
+        slug="notes/t",
+        body="New.",
+        mode="replace",
+        frontmatter={"k": 2},
+        actor=local_caller(),
+    )
     latest = PageRevision.objects.filter(operation="replace").get()
     assert latest.previous_body == "Old."
     assert latest.previous_frontmatter["k"] == 1
@@ -257,8 +373,13 @@ def test_revision_keeps_the_previous_body_and_frontmatter(default_source: Source
 def test_remote_writes_carry_agent_input_tag_and_server_stamped_provenance(
     default_source: Source, remote: Caller
 ) -> None:
-    result = page_add(source=default_source, title="Note", body="x", actor=remote,
-                      provenance={"key": "forged", "why": "meeting"})
+    result = page_add(
+        source=default_source,
+        title="Note",
+        body="x",
+        actor=remote,
+        provenance={"key": "forged", "why": "meeting"},
+    )
     page = result.page
     assert "agent-input" in page.tags
     stamp = page.frontmatter["provenance"]
@@ -277,11 +398,20 @@ def test_trusted_writes_do_not_get_the_agent_input_tag(default_source: Source) -
 def test_title_and_frontmatter_aliases_become_normalised_aliases(
     default_source: Source,
 ) -> None:
-    _add(default_source, title="Jane  DOE", body="x", type_name="person",
-         frontmatter={"aliases": ['"JD"', "jane@example.org", "@jdoe"]})
+    _add(
+        default_source,
+        title="Jane  DOE",
+        body="x",
+        type_name="person",
+        frontmatter={"aliases": ['"JD"', "jane@example.org", "@jdoe"]},
+    )
     got = dict(Alias.objects.values_list("alias", "kind"))
-    assert got == {"jane doe": "name", "jd": "name", "jane@example.org": "email",
-                   "@jdoe": "handle"}
+    assert got == {
+        "jane doe": "name",
+        "jd": "name",
+        "jane@example.org": "email",
+        "@jdoe": "handle",
+    }
 
 
 # --- relations ------------------------------------------------------------------------------------
@@ -289,18 +419,30 @@ def test_title_and_frontmatter_aliases_become_normalised_aliases(
 
 def test_explicit_relations_are_schema_checked(default_source: Source) -> None:
     _add(default_source, slug="companies/acme", title="Acme", body="x")
-    result = _add(default_source, slug="people/ann", title="Ann", body="x",
-                  relations=[RelationInput(type="works_at", to_slug="companies/acme")])
+    result = _add(
+        default_source,
+        slug="people/ann",
+        title="Ann",
+        body="x",
+        relations=[RelationInput(type="works_at", to_slug="companies/acme")],
+    )
     assert result.page.outgoing_relations.get().to_page.slug == "companies/acme"
     with pytest.raises(SchemaViolation):
-        _add(default_source, slug="people/bob", title="Bob", body="x",
-             relations=[RelationInput(type="works_at", to_slug="people/ann")])
+        _add(
+            default_source,
+            slug="people/bob",
+            title="Bob",
+            body="x",
+            relations=[RelationInput(type="works_at", to_slug="people/ann")],
+        )
 
 
 # --- soft delete and restore --------------------------------------------------------------------
 
 
-def test_soft_delete_and_restore_are_audited_and_idempotent(default_source: Source) -> None:
+def test_soft_delete_and_restore_are_audited_and_idempotent(
+    default_source: Source,
+) -> None:
     page = _add(default_source, slug="notes/t", title="T", body="Body.").page
     assert page_soft_delete(page=page, actor=local_caller(), reason="dup") is True
     assert page_soft_delete(page=page, actor=local_caller()) is False
@@ -316,7 +458,9 @@ def test_update_of_a_deleted_page_is_refused_as_missing(default_source: Source) 
     page = _add(default_source, slug="notes/t", title="T", body="Body.").page
     page_soft_delete(page=page, actor=local_caller())
     with pytest.raises(NotFound):
-        page_update(source=default_source, slug="notes/t", body="x", actor=local_caller())
+        page_update(
+            source=default_source, slug="notes/t", body="x", actor=local_caller()
+        )
     with pytest.raises(AlreadyExists, match="deleted"):
         _add(default_source, slug="notes/t", title="T", body="x")
 
@@ -324,8 +468,14 @@ def test_update_of_a_deleted_page_is_refused_as_missing(default_source: Source) 
 def test_upsert_revives_a_deleted_page(default_source: Source) -> None:
     page = _add(default_source, slug="notes/t", title="T", body="Body.").page
     page_soft_delete(page=page, actor=local_caller())
-    result = page_write(source=default_source, mode="upsert", slug="notes/t", title="T",
-                        body="Body.", actor=local_caller())
+    result = page_write(
+        source=default_source,
+        mode="upsert",
+        slug="notes/t",
+        title="T",
+        body="Body.",
+        actor=local_caller(),
+    )
     assert result.page.deleted_at is None and result.changed
 
 
@@ -338,23 +488,39 @@ def test_chunks_with_tsvector_are_written_in_the_same_transaction(
     body = "# Intro\n\nAlpha paragraph.\n\n# Details\n\nBeta paragraph."
     page = _add(default_source, slug="notes/t", title="Topic", body=body).page
     chunks = list(Chunk.objects.filter(page=page).order_by("ordinal"))
-    assert [c.text for c in chunks] == ["# Intro\n\nAlpha paragraph.",
-                                        "# Details\n\nBeta paragraph."]
+    assert [c.text for c in chunks] == [
+        "# Intro\n\nAlpha paragraph.",
+        "# Details\n\nBeta paragraph.",
+    ]
     assert all(c.tsv for c in chunks)
     assert all(c.visibility == "world" and c.source_id == "default" for c in chunks)
 
 
 def test_visibility_change_reaches_the_chunks(default_source: Source) -> None:
     _add(default_source, slug="notes/t", title="T", body="Body.")
-    page_update(source=default_source, slug="notes/t", body=None, mode="replace",
-                visibility="private", actor=local_caller())
+    page_update(
+        source=default_source,
+        slug="notes/t",
+        body=None,
+        mode="replace",
+        visibility="private",
+        actor=local_caller(),
+    )
     assert set(Chunk.objects.values_list("visibility", flat=True)) == {"private"}
 
 
 def test_remote_resave_of_the_same_content_is_a_noop(
     default_source: Source, remote: Caller
 ) -> None:
-    page_add(source=default_source, slug="notes/n", title="N", body="Same.", actor=remote)
-    again = page_write(source=default_source, mode="upsert", slug="notes/n", title="N",
-                       body="Same.", actor=remote)
+    page_add(
+        source=default_source, slug="notes/n", title="N", body="Same.", actor=remote
+    )
+    again = page_write(
+        source=default_source,
+        mode="upsert",
+        slug="notes/n",
+        title="N",
+        body="Same.",
+        actor=remote,
+    )
     assert (again.changed, again.operation) == (False, "noop")

@@ -18,12 +18,28 @@ pytestmark = pytest.mark.django_db
 
 def test_default_schema_is_installed_by_the_data_migration() -> None:
     assert set(PageType.objects.values_list("name", flat=True)) == {
-        "person", "company", "organization", "project", "deal",
-        "email", "meeting", "note", "concept", "document",
+        "person",
+        "company",
+        "organization",
+        "project",
+        "deal",
+        "email",
+        "meeting",
+        "note",
+        "concept",
+        "document",
     }
     assert set(RelationType.objects.values_list("name", flat=True)) == {
-        "works_at", "founded", "invested_in", "advises", "member_of", "attended",
-        "mentions", "owes_to", "awaiting_reply_from", "related_to",
+        "works_at",
+        "founded",
+        "invested_in",
+        "advises",
+        "member_of",
+        "attended",
+        "mentions",
+        "owes_to",
+        "awaiting_reply_from",
+        "related_to",
     }
 
 
@@ -33,9 +49,12 @@ def test_default_source_exists_and_is_federated() -> None:
 
 
 def test_unknown_page_type_is_refused_with_the_allowed_values() -> None:
-    with pytest.raises(SchemaViolation, match=r"Unknown page type 'robot'\. Allowed: "
-                       r"company, concept, deal, document, email, meeting, note, "
-                       r"organization, person, project\.") as info:
+    with pytest.raises(
+        SchemaViolation,
+        match=r"Unknown page type 'robot'\. Allowed: "
+        r"company, concept, deal, document, email, meeting, note, "
+        r"organization, person, project\.",
+    ) as info:
         schema_page_type(name="robot")
     assert info.value.code == "invalid_params"
     assert "admin → Brain → Page types" in info.value.suggestion
@@ -45,8 +64,11 @@ def test_unknown_page_type_is_refused_with_the_allowed_values() -> None:
 def test_unknown_relation_type_is_refused_with_the_allowed_values() -> None:
     person = PageType.objects.get(name="person")
     company = PageType.objects.get(name="company")
-    with pytest.raises(SchemaViolation, match=r"Unknown relation type 'hates'\. "
-                       r"Allowed: advises, attended, awaiting_reply_from") as info:
+    with pytest.raises(
+        SchemaViolation,
+        match=r"Unknown relation type 'hates'\. "
+        r"Allowed: advises, attended, awaiting_reply_from",
+    ) as info:
         schema_relation_type(name="hates", from_type=person, to_type=company)
     assert "admin → Brain → Relation types" in info.value.suggestion
 
@@ -54,13 +76,19 @@ def test_unknown_relation_type_is_refused_with_the_allowed_values() -> None:
 def test_relation_between_disallowed_types_is_refused() -> None:
     company = PageType.objects.get(name="company")
     meeting = PageType.objects.get(name="meeting")
-    with pytest.raises(SchemaViolation, match=r"Relation 'works_at' cannot go from a "
-                       r"'company' page\. Allowed from types: person\.") as info:
+    with pytest.raises(
+        SchemaViolation,
+        match=r"Relation 'works_at' cannot go from a "
+        r"'company' page\. Allowed from types: person\.",
+    ) as info:
         schema_relation_type(name="works_at", from_type=company, to_type=company)
     assert info.value.detail["allowed"] == ["person"]
     person = PageType.objects.get(name="person")
-    with pytest.raises(SchemaViolation, match=r"cannot go to a 'meeting' page\. "
-                       r"Allowed to types: company, organization\."):
+    with pytest.raises(
+        SchemaViolation,
+        match=r"cannot go to a 'meeting' page\. "
+        r"Allowed to types: company, organization\.",
+    ):
         schema_relation_type(name="works_at", from_type=person, to_type=meeting)
 
 
@@ -68,12 +96,20 @@ def test_allowed_relation_passes_and_any_means_any() -> None:
     person = PageType.objects.get(name="person")
     company = PageType.objects.get(name="company")
     meeting = PageType.objects.get(name="meeting")
-    assert schema_relation_type(name="works_at", from_type=person, to_type=company).name == "works_at"
-    assert schema_relation_type(name="mentions", from_type=meeting, to_type=company).name == "mentions"
+    assert (
+        schema_relation_type(name="works_at", from_type=person, to_type=company).name
+        == "works_at"
+    )
+    assert (
+        schema_relation_type(name="mentions", from_type=meeting, to_type=company).name
+        == "mentions"
+    )
 
 
 def test_schema_edits_apply_at_once() -> None:
-    PageType.objects.create(name="vendor", primitive="entity", path_prefixes=["vendors/"])
+    PageType.objects.create(
+        name="vendor", primitive="entity", path_prefixes=["vendors/"]
+    )
     assert schema_page_type(name="vendor").name == "vendor"
     assert schema_page_type_for_slug(slug="vendors/acme").name == "vendor"
 

@@ -19,7 +19,9 @@ from brain.text import estimate_tokens, normalize_alias, slugify_title, validate
         ("\u202eevil\u202c name", "evil-name"),
     ],
 )
-def test_slug_sanitising_strips_what_could_escape_the_namespace(title: str, slug: str) -> None:
+def test_slug_sanitising_strips_what_could_escape_the_namespace(
+    title: str, slug: str
+) -> None:
     assert slugify_title(title) == slug
 
 

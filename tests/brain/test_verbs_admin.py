@@ -26,6 +26,12 @@ def test_forget_selected_facts_expires_them_with_an_audit_row() -> None:
     assert response.status_code == 200
     assert "2 fact(s) forgotten." in response.content.decode()
     assert Fact.objects.filter(expired_at__isnull=False).count() == 2
-    assert set(AuditEvent.objects.filter(action="fact_forgotten")
-               .values_list("actor", flat=True)) == {"user:curator"}
-    assert Fact.objects.filter(expired_reason="forgotten: forgotten in the admin").count() == 2
+    assert set(
+        AuditEvent.objects.filter(action="fact_forgotten").values_list(
+            "actor", flat=True
+        )
+    ) == {"user:curator"}
+    assert (
+        Fact.objects.filter(expired_reason="forgotten: forgotten in the admin").count()
+        == 2
+    )

@@ -17,16 +17,28 @@ from tests.factories import TimelineEntryFactory, relation_type
 
 pytestmark = pytest.mark.django_db
 
-REMOTE = Caller(actor="key:remote", client="test", trusted=False,
-                scopes=frozenset({"read", "write"}))
-REMOTE_DEFAULT = Caller(actor="key:remote", client="test", trusted=False,
-                        scopes=frozenset({"read"}), readable_source_ids=frozenset({"default"}))
+REMOTE = Caller(
+    actor="key:remote",
+    client="test",
+    trusted=False,
+    scopes=frozenset({"read", "write"}),
+)
+REMOTE_DEFAULT = Caller(
+    actor="key:remote",
+    client="test",
+    trusted=False,
+    scopes=frozenset({"read"}),
+    readable_source_ids=frozenset({"default"}),
+)
 
 
-def test_resolution_precedence_alias_beats_exact_title_beats_slug_suffix(default_source) -> None:  # type: ignore[no-untyped-def]
+def test_resolution_precedence_alias_beats_exact_title_beats_slug_suffix(
+    default_source,
+) -> None:  # type: ignore[no-untyped-def]
     by_suffix = add_page(default_source, title="Someone Else", slug="people/jordan")
-    by_title = add_page(default_source, title="Jordan", type_name="company",
-                        slug="companies/jordan-inc")
+    by_title = add_page(
+        default_source, title="Jordan", type_name="company", slug="companies/jordan-inc"
+    )
     scope = local_caller().read_scope()
     assert entity_resolve(scope=scope, name="Jordan").page == by_title
     by_alias = add_page(default_source, title="Michael J.", slug="people/michael-j")
@@ -45,7 +57,9 @@ def test_resolution_ties_go_to_the_most_recently_touched(default_source) -> None
     Page.objects.filter(pk=b.pk).update(updated_at=timezone.now() - timedelta(days=3))
     scope = local_caller().read_scope()
     assert entity_resolve(scope=scope, name="sam lee").page == a
-    Page.objects.filter(pk=b.pk).update(last_retrieved_at=timezone.now() + timedelta(seconds=5))
+    Page.objects.filter(pk=b.pk).update(
+        last_retrieved_at=timezone.now() + timedelta(seconds=5)
+    )
     assert entity_resolve(scope=scope, name="sam lee").page == b
 
 
@@ -73,34 +87,65 @@ def test_remote_callers_never_resolve_private_pages(default_source) -> None:  # 
     assert verb_entity(caller=local_caller(), name="Secret Person")["found"] is True
 
 
-def test_card_edges_skip_mentions_put_outgoing_first_and_cap_at_10(default_source) -> None:  # type: ignore[no-untyped-def]
+def test_card_edges_skip_mentions_put_outgoing_first_and_cap_at_10(
+    default_source,
+) -> None:  # type: ignore[no-untyped-def]
     hub = add_page(default_source, title="Hub Person", slug="people/hub-person")
     acme = add_page(default_source, title="Acme", type_name="company")
-    Relation.objects.create(source=default_source, from_page=hub, to_page=acme,
-                            relation_type=relation_type("works_at"))
+    Relation.objects.create(
+        source=default_source,
+        from_page=hub,
+        to_page=acme,
+        relation_type=relation_type("works_at"),
+    )
     for i in range(12):
         fan = add_page(default_source, title=f"Fan {i}")
-        Relation.objects.create(source=default_source, from_page=fan, to_page=hub,
-                                relation_type=relation_type("related_to"))
+        Relation.objects.create(
+            source=default_source,
+            from_page=fan,
+            to_page=hub,
+            relation_type=relation_type("related_to"),
+        )
     noise = add_page(default_source, title="Noise Note", type_name="note")
-    Relation.objects.create(source=default_source, from_page=noise, to_page=hub,
-                            relation_type=relation_type("mentions"))
+    Relation.objects.create(
+        source=default_source,
+        from_page=noise,
+        to_page=hub,
+        relation_type=relation_type("mentions"),
+    )
     card = verb_entity(caller=local_caller(), name="Hub Person")["card"]
     assert len(card["edges"]) == 10
-    assert card["edges"][0] == {"type": "works_at", "direction": "out",
-                                "slug": acme.slug, "title": "Acme", "context": ""}
+    assert card["edges"][0] == {
+        "type": "works_at",
+        "direction": "out",
+        "slug": acme.slug,
+        "title": "Acme",
+        "context": "",
+    }
     assert all(e["direction"] == "in" for e in card["edges"][1:])
     assert "mentions" not in {e["type"] for e in card["edges"]}
     assert card["backlink_count"] == 12
 
 
-def test_card_open_threads_commitments_first_then_recent_timeline(default_source) -> None:  # type: ignore[no-untyped-def]
+def test_card_open_threads_commitments_first_then_recent_timeline(
+    default_source,
+) -> None:  # type: ignore[no-untyped-def]
     page = add_page(default_source, title="Pat Doe")
     today = timezone.now().date()
-    TimelineEntryFactory(page=page, date=today - timedelta(days=2), summary="Met at the fair")
-    TimelineEntryFactory(page=page, date=today - timedelta(days=200), summary="Old news")
-    fact_remember(caller=local_caller(), text="Send Pat the contract draft",
-                  provenance="meeting notes", entity=page, kind="commitment", ttl="7d")
+    TimelineEntryFactory(
+        page=page, date=today - timedelta(days=2), summary="Met at the fair"
+    )
+    TimelineEntryFactory(
+        page=page, date=today - timedelta(days=200), summary="Old news"
+    )
+    fact_remember(
+        caller=local_caller(),
+        text="Send Pat the contract draft",
+        provenance="meeting notes",
+        entity=page,
+        kind="commitment",
+        ttl="7d",
+    )
     card = verb_entity(caller=local_caller(), name="Pat Doe")["card"]
     assert [(t["kind"], t["text"]) for t in card["open_threads"]] == [
         ("commitment", "Send Pat the contract draft"),
@@ -110,10 +155,15 @@ def test_card_open_threads_commitments_first_then_recent_timeline(default_source
     assert card["open_threads"][0]["due"] is not None
 
 
-def test_card_aka_lists_aliases_and_entity_touch_records_retrieval(default_source) -> None:  # type: ignore[no-untyped-def]
-    page = add_page(default_source, title="Robert Tables",
-                    frontmatter={"aliases": ["Bobby Tables"]})
-    Alias.objects.get_or_create(source=default_source, page=page, alias="bobby@example.org")
+def test_card_aka_lists_aliases_and_entity_touch_records_retrieval(
+    default_source,
+) -> None:  # type: ignore[no-untyped-def]
+    page = add_page(
+        default_source, title="Robert Tables", frontmatter={"aliases": ["Bobby Tables"]}
+    )
+    Alias.objects.get_or_create(
+        source=default_source, page=page, alias="bobby@example.org"
+    )
     body = verb_entity(caller=local_caller(), name="bobby tables")
     assert body["arm"] == "alias"
     assert "bobby@example.org" in body["card"]["aka"]
@@ -122,42 +172,69 @@ def test_card_aka_lists_aliases_and_entity_touch_records_retrieval(default_sourc
     assert body["latency_ms"] >= 0
 
 
-def test_entity_card_takes_a_fixed_number_of_queries(default_source, django_assert_max_num_queries) -> None:  # type: ignore[no-untyped-def]
+def test_entity_card_takes_a_fixed_number_of_queries(
+    default_source, django_assert_max_num_queries
+) -> None:  # type: ignore[no-untyped-def]
     """Depth-1 reads only: the count does not grow with edges, facts or timeline."""
     hub = add_page(default_source, title="Busy Person")
     for i in range(15):
         other = add_page(default_source, title=f"Busy Friend {i}")
-        Relation.objects.create(source=default_source, from_page=other, to_page=hub,
-                                relation_type=relation_type("related_to"))
+        Relation.objects.create(
+            source=default_source,
+            from_page=other,
+            to_page=hub,
+            relation_type=relation_type("related_to"),
+        )
         TimelineEntryFactory(page=hub, summary=f"event {i}")
     with django_assert_max_num_queries(8):
         body = verb_entity(caller=local_caller(), name="Busy Person")
     assert body["card"]["backlink_count"] == 15
 
 
-def test_card_open_threads_put_open_loops_first_with_loop_fields(default_source) -> None:  # type: ignore[no-untyped-def]
+def test_card_open_threads_put_open_loops_first_with_loop_fields(
+    default_source,
+) -> None:  # type: ignore[no-untyped-def]
     from loops.models import OpenLoop
 
     page = add_page(default_source, title="Loop Person")
-    fact_remember(caller=local_caller(), text="Send Loop Person the deck",
-                  provenance="t", entity=page, kind="commitment")
+    fact_remember(
+        caller=local_caller(),
+        text="Send Loop Person the deck",
+        provenance="t",
+        entity=page,
+        kind="commitment",
+    )
     due = timezone.now() + timedelta(days=2)
     loop = OpenLoop.objects.create(
-        source=default_source, dedup_key="thread:t1:commitment_owed_by_me",
-        loop_type="commitment_owed_by_me", counterparty=page,
-        summary="Reply to Loop Person about the budget", due_at=due,
+        source=default_source,
+        dedup_key="thread:t1:commitment_owed_by_me",
+        loop_type="commitment_owed_by_me",
+        counterparty=page,
+        summary="Reply to Loop Person about the budget",
+        due_at=due,
         detector="manual",
     )
     OpenLoop.objects.create(
-        source=default_source, dedup_key="thread:t2:unanswered_inbound",
-        loop_type="unanswered_inbound", counterparty=page, summary="Closed one",
-        status="done", closed_at=timezone.now(), detector="manual",
+        source=default_source,
+        dedup_key="thread:t2:unanswered_inbound",
+        loop_type="unanswered_inbound",
+        counterparty=page,
+        summary="Closed one",
+        status="done",
+        closed_at=timezone.now(),
+        detector="manual",
     )
-    threads = verb_entity(caller=REMOTE_DEFAULT, name="Loop Person")["card"]["open_threads"]
+    threads = verb_entity(caller=REMOTE_DEFAULT, name="Loop Person")["card"][
+        "open_threads"
+    ]
     assert threads[0] == {
-        "kind": "commitment", "text": "Reply to Loop Person about the budget",
-        "date": threads[0]["date"], "direction": "owed_by_me",
-        "due": threads[0]["due"], "counterparty": page.slug, "status": "open",
+        "kind": "commitment",
+        "text": "Reply to Loop Person about the budget",
+        "date": threads[0]["date"],
+        "direction": "owed_by_me",
+        "due": threads[0]["due"],
+        "counterparty": page.slug,
+        "status": "open",
         "loop_id": str(loop.pk),
     }
     assert threads[0]["due"].startswith(due.strftime("%Y-%m-%d"))

@@ -29,9 +29,12 @@ def remember(text: str, **kw):  # type: ignore[no-untyped-def]
 
 
 def test_an_identical_fact_is_a_duplicate_and_writes_nothing(alice) -> None:  # type: ignore[no-untyped-def]
-    first = remember("Alice prefers green tea.", entity="Alice Example", kind="preference")
-    again = remember("alice prefers green tea", entity="people/alice-example",
-                     kind="preference")
+    first = remember(
+        "Alice prefers green tea.", entity="Alice Example", kind="preference"
+    )
+    again = remember(
+        "alice prefers green tea", entity="people/alice-example", kind="preference"
+    )
     assert first.status == "inserted" and again.status == "duplicate"
     assert again.fact.pk == first.fact.pk
     assert Fact.objects.count() == 1
@@ -50,8 +53,9 @@ def test_works_at_acme_then_left_acme_now_at_beta_is_superseded(alice) -> None: 
     new = remember("left Acme, now at Beta", entity="Alice Example")
     assert new.status == "superseded"
     assert new.superseded.pk == old.fact.pk
-    assert AuditEvent.objects.filter(action="fact_superseded",
-                                     target_id=str(old.fact.pk)).exists()
+    assert AuditEvent.objects.filter(
+        action="fact_superseded", target_id=str(old.fact.pk)
+    ).exists()
 
 
 def test_unrelated_facts_of_one_entity_are_both_kept(alice) -> None:  # type: ignore[no-untyped-def]
@@ -62,7 +66,9 @@ def test_unrelated_facts_of_one_entity_are_both_kept(alice) -> None:  # type: ig
     assert Fact.objects.filter(expired_at__isnull=True).count() == 3
 
 
-def test_no_ghosts_superseded_fact_never_appears_in_recall_entity_or_pack(alice) -> None:  # type: ignore[no-untyped-def]
+def test_no_ghosts_superseded_fact_never_appears_in_recall_entity_or_pack(
+    alice,
+) -> None:  # type: ignore[no-untyped-def]
     remember("Alice works at Acme", entity=alice, kind="commitment")
     remember("left Acme, now at Beta", entity=alice, kind="commitment")
     caller = local_caller()
@@ -77,7 +83,9 @@ def test_no_ghosts_superseded_fact_never_appears_in_recall_entity_or_pack(alice)
     assert "Alice works at Acme" not in pack["text"] and "now at Beta" in pack["text"]
 
 
-def test_without_embeddings_remember_inserts_with_degraded_dedup(alice, settings) -> None:  # type: ignore[no-untyped-def]
+def test_without_embeddings_remember_inserts_with_degraded_dedup(
+    alice, settings
+) -> None:  # type: ignore[no-untyped-def]
     settings.BRAIN_EMBEDDING_PROVIDER = "none"
     first = remember("Alice prefers green tea", entity=alice)
     second = remember("Alice prefers green tea", entity=alice)
@@ -94,7 +102,9 @@ def test_ttl_accepts_days_hours_minutes_and_iso_timestamps() -> None:
     assert parse_ttl(None, now=now) is None
 
 
-@pytest.mark.parametrize(("ttl", "hint"), [("P30D", "30d"), ("PT12H", "12h"), ("P2W", "14d")])
+@pytest.mark.parametrize(
+    ("ttl", "hint"), [("P30D", "30d"), ("PT12H", "12h"), ("P2W", "14d")]
+)
 def test_ttl_iso_duration_is_refused_with_the_short_form(ttl: str, hint: str) -> None:
     with pytest.raises(InvalidParams, match="ISO 8601 duration") as info:
         parse_ttl(ttl)
@@ -126,8 +136,9 @@ def test_unresolved_entity_is_kept_as_a_reference_and_recalled(default_source) -
 
 def test_forget_expires_with_reason_and_audit_and_is_idempotent(alice) -> None:  # type: ignore[no-untyped-def]
     made = remember("Alice is vegetarian", entity=alice)
-    fact, expired = fact_forget(caller=local_caller(), fact_id=str(made.fact.pk),
-                                reason="wrong person")
+    fact, expired = fact_forget(
+        caller=local_caller(), fact_id=str(made.fact.pk), reason="wrong person"
+    )
     assert expired and fact.expired_reason == "forgotten: wrong person"
     again, expired_again = fact_forget(caller=local_caller(), fact_id=made.fact.pk)
     assert not expired_again and again.expired_reason == "forgotten: wrong person"
@@ -141,18 +152,25 @@ def test_forget_unknown_id_is_not_found() -> None:
         fact_forget(caller=local_caller(), fact_id="999999999")
 
 
-def test_forget_needs_write_access_to_the_fact_source(alice, make_key, source_a) -> None:  # type: ignore[no-untyped-def]
+def test_forget_needs_write_access_to_the_fact_source(
+    alice, make_key, source_a
+) -> None:  # type: ignore[no-untyped-def]
     from brain.access import caller_for_key
 
     made = remember("Alice is vegetarian", entity=alice)
-    reader = caller_for_key(make_key(source_a, scopes=("read",), trusted=True,
-                                     readable=(alice.source,)).api_key)
+    reader = caller_for_key(
+        make_key(
+            source_a, scopes=("read",), trusted=True, readable=(alice.source,)
+        ).api_key
+    )
     with pytest.raises(ScopeDenied):
         fact_forget(caller=reader, fact_id=made.fact.pk)
 
 
 def test_fact_expire_marks_lapsed_facts_once(alice) -> None:  # type: ignore[no-untyped-def]
-    made = remember("Alice is in Lisbon this week", entity=alice, kind="event", ttl="1h")
+    made = remember(
+        "Alice is in Lisbon this week", entity=alice, kind="event", ttl="1h"
+    )
     Fact.objects.filter(pk=made.fact.pk).update(
         valid_until=timezone.now() - timedelta(minutes=1)
     )
@@ -166,8 +184,12 @@ def test_decay_half_lives_per_kind(alice) -> None:  # type: ignore[no-untyped-de
     now = timezone.now()
     event = Fact(kind="event", confidence=1.0, valid_from=now - timedelta(days=7))
     belief = Fact(kind="belief", confidence=1.0, valid_from=now - timedelta(days=365))
-    lapsed = Fact(kind="fact", confidence=1.0, valid_from=now,
-                  valid_until=now - timedelta(seconds=1))
+    lapsed = Fact(
+        kind="fact",
+        confidence=1.0,
+        valid_from=now,
+        valid_until=now - timedelta(seconds=1),
+    )
     assert fact_decay_score(event, now=now) == pytest.approx(0.3679, abs=1e-3)
     assert fact_decay_score(belief, now=now) == pytest.approx(0.3679, abs=1e-3)
     assert fact_decay_score(lapsed, now=now) == 0.0

@@ -29,7 +29,8 @@ def test_bulk_category_is_inferred_from_unsubscribe_wording() -> None:
 
 
 @pytest.mark.parametrize(
-    "header", ["Precedence: bulk", "Precedence: list", "List-Id: <gas.lists.example.org>"]
+    "header",
+    ["Precedence: bulk", "Precedence: list", "List-Id: <gas.lists.example.org>"],
 )
 def test_bulk_category_is_inferred_from_list_headers(header: str) -> None:
     raw = f"From: a@example.org\nTo: me@example.org\n{header}\nSubject: x\n\nHello"
@@ -42,8 +43,12 @@ def test_personal_mail_is_not_bulk() -> None:
         assert bulk_labels(raw=msg.raw, text=msg.full_text) == [], path.name
 
 
-def test_a_word_in_a_header_value_or_the_body_start_alone_is_not_a_list_header() -> None:
-    raw = "From: a@example.org\nSubject: Precedence: bulk order\n\nList-Id: not a header"
+def test_a_word_in_a_header_value_or_the_body_start_alone_is_not_a_list_header() -> (
+    None
+):
+    raw = (
+        "From: a@example.org\nSubject: Precedence: bulk order\n\nList-Id: not a header"
+    )
     assert bulk_labels(raw=raw, text="Can we meet?") == []
 
 
@@ -55,7 +60,8 @@ def test_bulk_category_mail_in_a_mailbox_opens_no_reply_owed_loop() -> None:
     owners = ["pallen@enron.com", "k..allen@enron.com"]
     mailbox_import(source_id="allen-bulk", path=str(BULK), owners=owners)
     thread_ids = {
-        r.metadata["thread_id"] for r in RawRecord.objects.filter(source_id="allen-bulk")
+        r.metadata["thread_id"]
+        for r in RawRecord.objects.filter(source_id="allen-bulk")
     }
     process_threads(
         source_id="allen-bulk",
@@ -65,5 +71,7 @@ def test_bulk_category_mail_in_a_mailbox_opens_no_reply_owed_loop() -> None:
     inbound = OpenLoop.objects.filter(
         source_id="allen-bulk", loop_type=LoopType.UNANSWERED_INBOUND
     )
-    assert not inbound.filter(counterparty_email="itsimazing@response.etracks.com").exists()
+    assert not inbound.filter(
+        counterparty_email="itsimazing@response.etracks.com"
+    ).exists()
     assert inbound.filter(counterparty_email="jwills3@swbell.net").exists()

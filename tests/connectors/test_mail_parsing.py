@@ -218,4 +218,6 @@ def test_a_file_that_is_not_mail_is_refused_not_imported() -> None:
     """Regression (fresh-clone check): /etc/passwd imported as one undated message,
     because its ``name:value`` lines parse as headers."""
     with pytest.raises(MailParseError, match="Not a mail message"):
-        parse_rfc822(b"root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1::/usr/sbin:/bin/sh\n")
+        parse_rfc822(
+            b"root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1::/usr/sbin:/bin/sh\n"
+        )

@@ -189,9 +189,13 @@ HOSTILE = [
     b'Content-Type: text/plain; charset="iso-8\x00859-1"\n\nbody \xe9\n',
     # Two Message-IDs longer than the 512-character ledger key, equal in 512.
     b"From: ann@example.org\nTo: bob@example.org\nSubject: long a\n"
-    b"Message-ID: <" + b"a" * 600 + b"1@x>\nDate: Mon, 7 Oct 2002 12:00:00 +0000\n\nA\n",
+    b"Message-ID: <"
+    + b"a" * 600
+    + b"1@x>\nDate: Mon, 7 Oct 2002 12:00:00 +0000\n\nA\n",
     b"From: ann@example.org\nTo: bob@example.org\nSubject: long b\n"
-    b"Message-ID: <" + b"a" * 600 + b"2@x>\nDate: Mon, 7 Oct 2002 13:00:00 +0000\n\nB\n",
+    b"Message-ID: <"
+    + b"a" * 600
+    + b"2@x>\nDate: Mon, 7 Oct 2002 13:00:00 +0000\n\nB\n",
 ]
 
 
@@ -245,7 +249,9 @@ def test_a_thread_keeps_its_page_when_an_older_message_arrives_later(tmp_path) -
     assert {row[0] for row in linked} == {slug}
 
 
-def test_importing_a_sent_folder_alone_still_marks_its_messages_as_sent(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_importing_a_sent_folder_alone_still_marks_its_messages_as_sent(
+    tmp_path,
+) -> None:  # type: ignore[no-untyped-def]
     """A regression from the fresh-clone check: messages at the top of the imported
     path had no folder, so ``…/sent_items`` imported alone lost the sent label, the
     owner was not learned and no person pages were made."""

@@ -93,8 +93,12 @@ def test_a_message_from_the_future_does_not_make_every_loop_stale() -> None:
 
     future = (timezone.now() + timedelta(days=3650)).isoformat()
     RawRecord.objects.create(
-        source_id="enron", external_id="<spam-2037@x>", kind="rfc822", content="",
-        content_hash="h", metadata={"thread_id": "spam", "date": future},
+        source_id="enron",
+        external_id="<spam-2037@x>",
+        kind="rfc822",
+        content="",
+        content_hash="h",
+        metadata={"thread_id": "spam", "date": future},
     )
     loops_sweep(source_ids=["enron"])
     assert _open("enron") == before

@@ -48,7 +48,10 @@ def _no_embeddings(settings) -> None:  # type: ignore[no-untyped-def]
 
 def test_path_becomes_the_slug() -> None:
     assert path_to_slug("People/Jane Doe.md") == "people/jane-doe"
-    assert path_to_slug("Apple Notes/2017-05-03 ohmygreen.md") == "apple-notes/2017-05-03-ohmygreen"
+    assert (
+        path_to_slug("Apple Notes/2017-05-03 ohmygreen.md")
+        == "apple-notes/2017-05-03-ohmygreen"
+    )
     assert path_to_slug("notes/v1.2_draft.md") == "notes/v1-2-draft"
 
 
@@ -56,10 +59,14 @@ def test_a_page_file_splits_into_frontmatter_body_facts_and_timeline() -> None:
     page = parse_page(PAGE_FILE, relpath="people/jane-doe.md")
     assert page.frontmatter["role"] == "CFO"
     assert page.body == "Jane runs finance at Acme."
-    assert page.timeline == [(date(2024, 3, 1), "Joined the board"),
-                             (date(2024, 4, 15), "Presented the budget")]
+    assert page.timeline == [
+        (date(2024, 3, 1), "Joined the board"),
+        (date(2024, 4, 15), "Presented the budget"),
+    ]
     assert [(f.claim, f.struck) for f in page.facts] == [
-        ("Prefers morning meetings", False), ("Works remotely", True)]
+        ("Prefers morning meetings", False),
+        ("Works remotely", True),
+    ]
 
 
 def test_import_writes_pages_through_the_write_path(tmp_path: Path) -> None:
@@ -75,7 +82,10 @@ def test_import_writes_pages_through_the_write_path(tmp_path: Path) -> None:
     assert raw.kind == "markdown" and raw.content == PAGE_FILE
     assert PageRevision.objects.get(page=page).actor == "markdown:notes"
     assert set(page.aliases.values_list("alias", flat=True)) == {
-        "jane doe", "jd", "jane@example.org"}
+        "jane doe",
+        "jd",
+        "jane@example.org",
+    }
     assert TimelineEntry.objects.filter(page=page).count() == 2
     facts = {f.text: f for f in Fact.objects.filter(entity=page)}
     assert facts["Prefers morning meetings"].kind == "preference"
@@ -90,7 +100,9 @@ def test_unchanged_files_are_skipped_by_content_hash(tmp_path: Path) -> None:
     assert PageRevision.objects.count() == 1 and RawRecord.objects.count() == 1
 
 
-def test_an_edited_file_updates_its_page_and_keeps_each_version_raw(tmp_path: Path) -> None:
+def test_an_edited_file_updates_its_page_and_keeps_each_version_raw(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "a.md"
     path.write_text("---\ntitle: A\n---\nAlpha.\n")
     markdown_import(source_id="notes", directory=tmp_path)
@@ -132,44 +144,90 @@ def test_export_then_import_into_an_empty_source_reproduces_the_same_pages(
     tmp_path: Path, source_a: Source, source_b: Source
 ) -> None:
     remote = local_caller()
-    page_add(source=source_a, slug="people/jane-doe", title="Jane Doe",
-             body="# Role\n\nRuns finance.\n\nLikes | pipes.", tags=["finance"],
-             frontmatter={"aliases": ["JD"], "role": "CFO", "nested": {"k": [1, 2]}},
-             timeline=[TimelineInput(date(2024, 3, 1), "Joined the board")], actor=remote)
-    page_add(source=source_a, slug="notes/secret", title="Secret plan", body="Quiet.",
-             visibility="private", effective_date=date(2024, 1, 5), actor=remote)
-    page_add(source=source_a, slug="companies/acme", title="Acme", body="", actor=remote)
+    page_add(
+        source=source_a,
+        slug="people/jane-doe",
+        title="Jane Doe",
+        body="# Role\n\nRuns finance.\n\nLikes | pipes.",
+        tags=["finance"],
+        frontmatter={"aliases": ["JD"], "role": "CFO", "nested": {"k": [1, 2]}},
+        timeline=[TimelineInput(date(2024, 3, 1), "Joined the board")],
+        actor=remote,
+    )
+    page_add(
+        source=source_a,
+        slug="notes/secret",
+        title="Secret plan",
+        body="Quiet.",
+        visibility="private",
+        effective_date=date(2024, 1, 5),
+        actor=remote,
+    )
+    page_add(
+        source=source_a, slug="companies/acme", title="Acme", body="", actor=remote
+    )
     jane = Page.objects.get(source=source_a, slug="people/jane-doe")
-    Fact.objects.create(source=source_a, entity=jane, text="Prefers | tea", kind="preference",
-                        provenance="chat on 2024-02-01", confidence=0.8)
+    Fact.objects.create(
+        source=source_a,
+        entity=jane,
+        text="Prefers | tea",
+        kind="preference",
+        provenance="chat on 2024-02-01",
+        confidence=0.8,
+    )
 
     report = markdown_export(directory=tmp_path, source_id="team-a")
     assert (report.pages, report.written) == (3, 3)
     imported = markdown_import(source_id="team-b", directory=tmp_path)
     assert imported.errors == [] and imported.created == 3
 
-    fields = ("slug", "title", "body", "type__name", "summary", "tags", "visibility",
-              "effective_date", "frontmatter", "content_hash")
-    original = list(Page.objects.filter(source=source_a).order_by("slug").values(*fields))
+    fields = (
+        "slug",
+        "title",
+        "body",
+        "type__name",
+        "summary",
+        "tags",
+        "visibility",
+        "effective_date",
+        "frontmatter",
+        "content_hash",
+    )
+    original = list(
+        Page.objects.filter(source=source_a).order_by("slug").values(*fields)
+    )
     copy = list(Page.objects.filter(source=source_b).order_by("slug").values(*fields))
     assert copy == original
     copied_jane = Page.objects.get(source=source_b, slug="people/jane-doe")
     assert list(copied_jane.timeline.values_list("date", "summary")) == [
-        (date(2024, 3, 1), "Joined the board")]
+        (date(2024, 3, 1), "Joined the board")
+    ]
     fact = Fact.objects.get(entity=copied_jane)
     assert (fact.text, fact.kind, fact.confidence, fact.provenance) == (
-        "Prefers | tea", "preference", 0.8, "chat on 2024-02-01")
+        "Prefers | tea",
+        "preference",
+        0.8,
+        "chat on 2024-02-01",
+    )
     # A second export of the same pages rewrites nothing.
     assert markdown_export(directory=tmp_path, source_id="team-a").written == 0
 
 
 def test_commands_print_what_they_did(tmp_path: Path, source_a: Source) -> None:
-    page_add(source=source_a, slug="notes/a", title="A", body="Alpha.", actor=local_caller())
+    page_add(
+        source=source_a, slug="notes/a", title="A", body="Alpha.", actor=local_caller()
+    )
     out = StringIO()
     call_command("export_markdown", str(tmp_path), stdout=out, stderr=StringIO())
     assert "Exported 1 page(s)" in out.getvalue()
     assert (tmp_path / "team-a" / "notes" / "a.md").exists()
     out = StringIO()
-    call_command("import_markdown", str(tmp_path / "team-a"), "--source", "copy",
-                 stdout=out, stderr=StringIO())
+    call_command(
+        "import_markdown",
+        str(tmp_path / "team-a"),
+        "--source",
+        "copy",
+        stdout=out,
+        stderr=StringIO(),
+    )
     assert "1 created" in out.getvalue()

@@ -45,8 +45,16 @@ def test_sigterm_stops_an_import_cleanly_and_a_rerun_finishes_it(
 ) -> None:
     mbox = _mbox(tmp_path / "big.mbox", MESSAGES)
     proc = subprocess.Popen(  # noqa: S603
-        [sys.executable, "manage.py", "import_mail", str(mbox), "--source", "sig",
-         "--owner", "me@example.org"],
+        [
+            sys.executable,
+            "manage.py",
+            "import_mail",
+            str(mbox),
+            "--source",
+            "sig",
+            "--owner",
+            "me@example.org",
+        ],
         cwd=ROOT,
         env=child_env(),
         stdout=subprocess.PIPE,

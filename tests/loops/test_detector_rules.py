@@ -22,8 +22,10 @@ from tests.loops.shapes import (
 LATER = T0 + timedelta(days=5)
 
 
-def run(messages, *, now=LATER, mutes=Mutes()):  # type: ignore[no-untyped-def]
-    return detect_thread(messages, owner_addresses=OWNERS, mutes=mutes, now=now)
+def run(messages, *, now=LATER, mutes=None):  # type: ignore[no-untyped-def]
+    return detect_thread(
+        messages, owner_addresses=OWNERS, mutes=mutes or Mutes(), now=now
+    )
 
 
 def test_inbound_question_opens_unanswered_inbound_with_counterparty_from():

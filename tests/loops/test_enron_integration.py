@@ -41,7 +41,9 @@ def test_enron_import_opens_the_reply_owed_to_jim_wills(imported):
     assert loop.loop_type == LoopType.UNANSWERED_INBOUND
     assert loop.opened_at.date().isoformat() == "2001-11-28"
     assert loop.counterparty is not None  # a person page the owner corresponded with
-    assert loop.page is not None and loop.page.frontmatter["thread_id"] == loop.thread_id
+    assert (
+        loop.page is not None and loop.page.frontmatter["thread_id"] == loop.thread_id
+    )
     assert "insurance/repairs numbers" in loop.evidence[0]["quote"]
 
 
@@ -65,6 +67,8 @@ def test_enron_waiting_ranks_and_replays(imported):
     report = waiting_report(caller=local_caller())
     people = [g["counterparty_email"] for g in report["groups"]]
     assert "jwills3@swbell.net" in people and report["clean"] is False
-    replay = waiting_report(caller=local_caller(), as_of=datetime(2001, 10, 27, tzinfo=UTC))
+    replay = waiting_report(
+        caller=local_caller(), as_of=datetime(2001, 10, 27, tzinfo=UTC)
+    )
     replayed = [g["counterparty_email"] for g in replay["groups"]]
     assert "wise.counsel@lpl.com" in replayed  # before Phillip's 30 Oct answer

@@ -22,7 +22,9 @@ class Command(BaseCommand):
         parser.add_argument("directory", type=Path)
         parser.add_argument("--source", required=True, help="Source id, e.g. 'notes'.")
         parser.add_argument(
-            "--no-embed", action="store_true", help="Skip embeddings (embed_pending later)."
+            "--no-embed",
+            action="store_true",
+            help="Skip embeddings (embed_pending later).",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:

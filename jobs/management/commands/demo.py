@@ -47,8 +47,12 @@ class Command(BaseCommand):
             "--owner", action="append", default=[], help="Owner address (repeatable)."
         )
         parser.add_argument("--source", default=None, help="Source id for the mailbox.")
-        parser.add_argument("--top", type=int, default=10, help="Waiting groups to show.")
-        parser.add_argument("--no-serve", action="store_true", help="Stop after the pipeline.")
+        parser.add_argument(
+            "--top", type=int, default=10, help="Waiting groups to show."
+        )
+        parser.add_argument(
+            "--no-serve", action="store_true", help="Stop after the pipeline."
+        )
         parser.add_argument("--addr", default="127.0.0.1:8000", help="Where to serve.")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -57,12 +61,18 @@ class Command(BaseCommand):
 
         self._heading("1/5 Database")
         call_command("migrate", interactive=False, verbosity=0)
-        self.stdout.write("   embedded PostgreSQL ready, migrations applied (pgvector, pg_trgm)")
+        self.stdout.write(
+            "   embedded PostgreSQL ready, migrations applied (pgvector, pg_trgm)"
+        )
         password = self._ensure_admin()
 
-        self._heading(f"2/5 Import {path} into source {source_id!r} (owner {', '.join(owners)})")
+        self._heading(
+            f"2/5 Import {path} into source {source_id!r} (owner {', '.join(owners)})"
+        )
         extractor = "LLM (Anthropic)" if settings.ANTHROPIC_API_KEY else "offline rules"
-        self.stdout.write(f"   open loops: deterministic detector; commitments: {extractor}")
+        self.stdout.write(
+            f"   open loops: deterministic detector; commitments: {extractor}"
+        )
         call_command(
             "run_job",
             "import_mail",
@@ -83,7 +93,9 @@ class Command(BaseCommand):
 
         self._heading("5/5 Schedules")
         call_command("setup_schedules", verbosity=0)
-        self.stdout.write("   sync every 10 min, loops sweep hourly, dream nightly at 02:00")
+        self.stdout.write(
+            "   sync every 10 min, loops sweep hourly, dream nightly at 02:00"
+        )
         self.stdout.write(f"   pipeline took {time.monotonic() - started:.1f} s")
         if options["no_serve"]:
             return
@@ -94,15 +106,23 @@ class Command(BaseCommand):
         if options["path"]:
             path = Path(options["path"]).expanduser().resolve()
             if not path.exists():
-                raise CommandError(f"{path} does not exist. Give an mbox, maildir or .eml folder.")
+                raise CommandError(
+                    f"{path} does not exist. Give an mbox, maildir or .eml folder."
+                )
             if not options["owner"]:
                 raise CommandError(
                     "Say whose mailbox it is: --owner you@example.com (repeatable)."
                 )
-            source_id = options["source"] or (slugify_title(path.stem)[:32].strip("-") or "mailbox")
+            source_id = options["source"] or (
+                slugify_title(path.stem)[:32].strip("-") or "mailbox"
+            )
             return str(path), options["owner"], source_id
         sample = settings.BASE_DIR / SAMPLE
-        return str(sample), options["owner"] or [SAMPLE_OWNER], options["source"] or SAMPLE_SOURCE
+        return (
+            str(sample),
+            options["owner"] or [SAMPLE_OWNER],
+            options["source"] or SAMPLE_SOURCE,
+        )
 
     def _serve(self, addr: str, password: str) -> None:
         """Start a django-q2 worker and serve the ASGI site (admin, API, MCP) until Ctrl-C."""
@@ -115,11 +135,19 @@ class Command(BaseCommand):
             start_new_session=True,
         )
         self.stdout.write(self.style.SUCCESS("\nServing (Ctrl-C stops):"))
-        self.stdout.write(f"   admin:   http://{addr}/admin/   user {ADMIN_USERNAME!r}  password {password!r}")
+        self.stdout.write(
+            f"   admin:   http://{addr}/admin/   user {ADMIN_USERNAME!r}  password {password!r}"
+        )
         self.stdout.write(f"   waiting: http://{addr}/admin/loops/openloop/waiting/")
-        self.stdout.write(f"   API:     http://{addr}/api/docs   (OpenAPI /api/openapi.json)")
-        self.stdout.write(f"   MCP:     http://{addr}/mcp        (bearer key from admin → API keys)")
-        self.stdout.write(f"   worker:  pid {worker.pid} (django-q2; jobs in admin → Jobs)")
+        self.stdout.write(
+            f"   API:     http://{addr}/api/docs   (OpenAPI /api/openapi.json)"
+        )
+        self.stdout.write(
+            f"   MCP:     http://{addr}/mcp        (bearer key from admin → API keys)"
+        )
+        self.stdout.write(
+            f"   worker:  pid {worker.pid} (django-q2; jobs in admin → Jobs)"
+        )
         # uvicorn re-raises the SIGTERM it caught once it has shut down; turning it
         # into SystemExit lets the worker group be stopped below, as on Ctrl-C.
         signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
@@ -135,7 +163,9 @@ class Command(BaseCommand):
         except ImportError:  # pragma: no cover - uvicorn is a declared dependency
             call_command("runserver", f"{host}:{port}", use_reloader=False)
             return
-        uvicorn.run("gbrain_site.asgi:application", host=host, port=port, log_level="warning")
+        uvicorn.run(
+            "gbrain_site.asgi:application", host=host, port=port, log_level="warning"
+        )
 
     def _ensure_admin(self) -> str:
         """Create the local admin once; its password is kept in var/admin-password."""
