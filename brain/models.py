@@ -71,6 +71,7 @@ class Source(TimeStampedModel):
     class Kind(models.TextChoices):
         GOOGLE = "google", "Google account"
         MAILBOX = "mailbox", "Mailbox files"
+        IMAP = "imap", "IMAP mailbox"
         MARKDOWN = "markdown", "Markdown folder"
         MANUAL = "manual", "Manual / harness notes"
 

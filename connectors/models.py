@@ -177,3 +177,110 @@ class GoogleAccount(models.Model):
     def scopes_complete(self) -> bool:
         """True when every read-only scope the brain asks for was granted."""
         return not self.missing_scopes
+
+
+class SharedMailbox(models.Model):
+    """A team mailbox synced on its own schedule with no person signing in
+    (SPEC §6.1 shared mailboxes, §6.1a IMAP).
+
+    ``provider`` ``workspace``: a ``google`` source whose address a Workspace service
+    account impersonates (domain-wide delegation); ``imap``: an ``imap`` source read
+    from any IMAP server. The owner addresses of the source are the shared address
+    plus every member's address, so a reply by any member counts as "mine" (§5.1).
+    Members are the staff users who see the mailbox in the admin. Credentials: the
+    name of an environment variable (``secret_env``) or an encrypted value
+    (``secret_encrypted``, see ``connectors.secrets``); never shown again.
+    """
+
+    class Provider(models.TextChoices):
+        WORKSPACE = "workspace", "Google Workspace (domain-wide delegation)"
+        IMAP = "imap", "IMAP server"
+
+    class Security(models.TextChoices):
+        SSL = "ssl", "SSL/TLS (port 993)"
+        STARTTLS = "starttls", "STARTTLS (port 143)"
+        PLAIN = "plain", "None (loopback or tests only)"
+
+    class Auth(models.TextChoices):
+        PASSWORD = "password", "Password (LOGIN)"
+        XOAUTH2 = "xoauth2", "OAuth 2.0 access token (XOAUTH2)"
+
+    SYNC_EVERY_CHOICES = [(m, f"every {m} minutes") for m in (5, 10, 15, 20, 30)] + [
+        (60, "every hour")
+    ]
+
+    source = models.OneToOneField(
+        Source, on_delete=models.CASCADE, related_name="shared_mailbox"
+    )
+    provider = models.CharField(max_length=16, choices=Provider.choices)
+    address = models.EmailField(
+        max_length=320, unique=True, help_text="The shared address, e.g. support@…"
+    )
+    members = models.ManyToManyField(
+        settings.AUTH_USER_MODEL,
+        blank=True,
+        related_name="shared_mailboxes",
+        help_text="Staff users who see this mailbox in the admin; their addresses "
+        "count as the mailbox's own (a reply by a member is 'mine').",
+    )
+    sync_every_minutes = models.PositiveSmallIntegerField(
+        choices=SYNC_EVERY_CHOICES, default=10
+    )
+    imap_host = models.CharField(max_length=255, blank=True)
+    imap_port = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Empty: 993 for SSL, 143 otherwise."
+    )
+    imap_security = models.CharField(
+        max_length=16, choices=Security.choices, default=Security.SSL
+    )
+    imap_username = models.CharField(
+        max_length=320, blank=True, help_text="Empty: the shared address."
+    )
+    imap_auth = models.CharField(
+        max_length=16, choices=Auth.choices, default=Auth.PASSWORD
+    )
+    imap_folders = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Folders to sync; empty: INBOX and the \\Sent folder (SPECIAL-USE).",
+    )
+    secret_env = models.CharField(
+        max_length=100,
+        blank=True,
+        help_text="Name of the environment variable holding the password or token.",
+    )
+    secret_encrypted = models.TextField(blank=True, editable=False)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["address"]
+        verbose_name_plural = "shared mailboxes"
+
+    def __str__(self) -> str:
+        return self.address
+
+    @property
+    def has_secret(self) -> bool:
+        """True when a credential is configured (environment or encrypted)."""
+        return bool(self.secret_env or self.secret_encrypted)
+
+
+class WorkspaceServiceAccount(models.Model):
+    """A Google Workspace service-account key uploaded in the admin (SPEC §6.1
+    shared mailboxes). The JSON key is stored encrypted (``key_encrypted``) and
+    never shown again; ``client_email`` and ``client_id`` are what an admin needs
+    to grant domain-wide delegation. The newest row is the one in use; a key file
+    named by ``BRAIN_GOOGLE_SERVICE_ACCOUNT_FILE`` takes precedence."""
+
+    client_email = models.EmailField(max_length=320, editable=False)
+    client_id = models.CharField(max_length=64, editable=False)
+    private_key_id = models.CharField(max_length=64, editable=False)
+    key_encrypted = models.TextField(editable=False)
+    uploaded_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    class Meta:
+        ordering = ["-uploaded_at", "-id"]
+
+    def __str__(self) -> str:
+        return self.client_email

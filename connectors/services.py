@@ -98,7 +98,8 @@ def source_sync(
 ) -> SyncReport:
     """Sync one source now (SPEC §6): a ``google`` source runs contacts → calendar →
     gmail from its stored cursor; a ``mailbox`` source re-imports its stored path
-    (only new messages are written). Idempotent and resumable from
+    (only new messages are written); an ``imap`` source reads the folders of its
+    shared mailbox from the stored UIDVALIDITY + UID cursor (SPEC §6.1a). Idempotent and resumable from
     ``Source.cursor``; returns the ``SyncReport``.
 
     Raises ``NotFound`` for an unknown source and ``InvalidParams`` for a source
@@ -133,6 +134,10 @@ def source_sync(
             progress=progress,
             actor=actor,
         )
+    if source.kind == Source.Kind.IMAP:
+        from connectors.imap.sync import imap_sync
+
+        return imap_sync(source=source, progress=progress, actor=actor, **options)
     raise InvalidParams(
         f"Source {source_id!r} is a {source.kind!r} source; it has no sync connector.",
         suggestion="Markdown folders sync with import_markdown; manual sources need none.",

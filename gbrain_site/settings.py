@@ -190,6 +190,14 @@ LOGGING = {
 
 # --- the brain ----------------------------------------------------------------------
 
+# Shared mailboxes (SPEC §6.1, §6.1a). Stored credentials (an uploaded Workspace
+# service-account key, IMAP passwords) are encrypted with Fernet under a key derived
+# from BRAIN_SECRETS_KEY (default: the Django SECRET_KEY); rotating it makes them
+# unreadable, so set it once. A service-account key may instead stay a file on the
+# host: BRAIN_GOOGLE_SERVICE_ACCOUNT_FILE (JSON key with domain-wide delegation).
+BRAIN_SECRETS_KEY = env_secret("BRAIN_SECRETS_KEY", "")
+BRAIN_GOOGLE_SERVICE_ACCOUNT_FILE = env_str("BRAIN_GOOGLE_SERVICE_ACCOUNT_FILE", "")
+
 # The owner's timezone: due dates are stored at 23:59:59 local (SPEC §5.3) and dream
 # runs at 02:00 local (SPEC §7).
 BRAIN_TIME_ZONE = env_str("BRAIN_TIME_ZONE", "UTC")

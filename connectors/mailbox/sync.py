@@ -166,14 +166,19 @@ class MailboxConnector(Connector):
 
     # --- fetch -------------------------------------------------------------------
 
-    def _parse_all(self) -> list[ParsedMail]:
-        # Messages at the top of the path belong to the folder the path names, so
-        # importing ``…/sent_items`` alone still marks them as sent (SPEC §6.2).
+    def entries(self) -> list[MailboxEntry]:
+        """The raw messages to import, in a stable order. Messages at the top of
+        the path belong to the folder the path names, so importing ``…/sent_items``
+        alone still marks them as sent (SPEC §6.2). The IMAP connector overrides
+        this with the messages it fetched (SPEC §6.1a)."""
         root = self.path.stem
-        entries = [
+        return [
             entry if entry.folder else replace(entry, folder=root)
             for entry in iter_mailbox(self.path)
         ]
+
+    def _parse_all(self) -> list[ParsedMail]:
+        entries = self.entries()
         total = len(entries)
         parsed: list[ParsedMail] = []
         for index, result in enumerate(parse_entries(entries), 1):
@@ -321,7 +326,7 @@ class MailboxConnector(Connector):
             # folders must count from the first batch on.
             self.source = source_ensure(
                 source_id=self.source.id,
-                kind=Source.Kind.MAILBOX,
+                kind=self.source.kind,
                 owner_addresses=self.owners,
             )
         self.reference = self._reference_time(prepared)
@@ -364,7 +369,7 @@ class MailboxConnector(Connector):
                 source=self.source,
                 threads=stored,
                 owner_addresses=self.owners,
-                actor="connector:mailbox",
+                actor=f"connector:{self.kind}",
                 embed=self.embed,
                 report=report,
                 names=getattr(self, "names", None),
@@ -389,7 +394,7 @@ class MailboxConnector(Connector):
             works=batch.items,
             account=self.account,
             kind=RawRecord.Kind.RFC822,
-            actor="connector:mailbox",
+            actor=f"connector:{self.kind}",
             embed=self.embed,
             report=report,
         )

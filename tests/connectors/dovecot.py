@@ -1,0 +1,360 @@
+"""A real IMAP server for the tests: Dovecot (Debian ``dovecot-imapd``), run from a
+temp folder as a subprocess (SPEC §6.1a: "tested against a real IMAP server started by
+the tests").
+
+The session fixture ``dovecot`` writes its own ``dovecot.conf`` (base_dir, state and
+log under the temp folder, a ``passwd-file`` user database, maildirs under the temp
+folder), generates a self-signed certificate with ``cryptography``, listens on two
+free loopback ports (plain/STARTTLS and implicit TLS) and is stopped at teardown. No
+system service is involved. Run as root (CI), the login processes use Debian's
+``dovenull`` user and mail is owned by the ``dovecot`` user (Dovecot refuses root for
+both); run as another user, everything runs as that user.
+
+Each test gets its own account (``imap_account``) whose maildir is seeded with the
+Enron messages of ``tests/data/enron/allen-p`` (inbox → INBOX, sent_items → Sent,
+which carries the ``\\Sent`` SPECIAL-USE flag).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import grp
+import os
+import pwd
+import shutil
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from imapclient import IMAPClient
+
+from connectors.imap.client import ImapSettings
+from tests.connectors.helpers import ENRON
+
+PASSWORD = "correct-horse-battery"  # noqa: S105 - a test account on a loopback server
+ACCOUNTS = 60  # accounts in the passwd-file, one per test that asks for one
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _self_signed(folder: Path) -> tuple[Path, Path]:
+    """A throw-away certificate for 127.0.0.1 / localhost (RSA 2048, 1 day)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.x509.oid import NameOID
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = dt.datetime.now(dt.UTC)
+    import ipaddress
+
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [
+                    x509.DNSName("localhost"),
+                    x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                ]
+            ),
+            critical=False,
+        )
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = folder / "cert.pem", folder / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.TraditionalOpenSSL,
+            serialization.NoEncryption(),
+        )
+    )
+    key_path.chmod(0o600)
+    return cert_path, key_path
+
+
+@dataclass
+class DovecotServer:
+    """A running Dovecot: ``port`` (plain + STARTTLS), ``tls_port`` (implicit TLS),
+    ``cert`` (the self-signed certificate to trust)."""
+
+    root: Path
+    conf: Path
+    port: int
+    tls_port: int
+    cert: Path
+    mail_uid: int
+    mail_gid: int
+    process: subprocess.Popen[bytes]
+    accounts_used: int = 0
+
+    def doveadm(self, *args: str) -> str:
+        """Run ``doveadm`` against this instance; returns its stdout."""
+        done = subprocess.run(
+            ["doveadm", "-c", str(self.conf), *args],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"doveadm {' '.join(args)}: {done.stderr.strip()}")
+        return done.stdout
+
+    def log(self) -> str:
+        """The server log (for failure messages)."""
+        parts = []
+        for name in ("stderr.log", "dovecot.log"):
+            path = self.root / name
+            if path.exists():
+                parts.append(path.read_text(errors="replace"))
+        return "\n".join(parts)
+
+
+@dataclass
+class ImapAccount:
+    """One test account on the server, with helpers that use a plain (unguarded)
+    ``IMAPClient``, as another mail client of the same mailbox would."""
+
+    server: DovecotServer
+    user: str
+    home: Path
+
+    def settings(self, **overrides: object) -> ImapSettings:
+        """Our reader's settings for this account (plain port unless overridden)."""
+        base: dict[str, object] = {
+            "host": "127.0.0.1",
+            "port": self.server.port,
+            "security": "plain",
+            "username": self.user,
+            "secret": PASSWORD,
+            "timeout": 10.0,
+        }
+        base.update(overrides)
+        return ImapSettings(**base)  # type: ignore[arg-type]
+
+    def other_client(self) -> IMAPClient:
+        """Another client of the mailbox (writes allowed: it stands for the mail
+        provider delivering or a person moving mail)."""
+        client = IMAPClient("127.0.0.1", port=self.server.port, ssl=False, timeout=10)
+        client.login(self.user, PASSWORD)
+        return client
+
+    def deliver(self, raw: bytes, folder: str = "INBOX") -> None:
+        """Append ``raw`` to ``folder`` (new mail arriving)."""
+        client = self.other_client()
+        try:
+            client.append(folder, raw)
+        finally:
+            client.logout()
+
+    def uidvalidity(self, folder: str = "INBOX") -> int:
+        """The folder's current UIDVALIDITY."""
+        client = self.other_client()
+        try:
+            return int(client.folder_status(folder, [b"UIDVALIDITY"])[b"UIDVALIDITY"])
+        finally:
+            client.logout()
+
+    def set_uidvalidity(self, value: int, folder: str = "INBOX") -> None:
+        """Give ``folder`` a new UIDVALIDITY, as a server rebuild would."""
+        self.server.doveadm(
+            "mailbox", "update", "-u", self.user, "--uid-validity", str(value), folder
+        )
+
+    def kick(self) -> None:
+        """Drop every open IMAP connection of this account (server side)."""
+        self.server.doveadm("kick", self.user)
+
+
+def _seed(home: Path, uid: int, gid: int) -> None:
+    """A maildir with the Enron inbox (INBOX) and sent_items (.Sent) messages."""
+    maildir = home / "Maildir"
+    for folder, src in (("", "inbox"), (".Sent", "sent_items")):
+        base = maildir / folder if folder else maildir
+        for part in ("cur", "new", "tmp"):
+            (base / part).mkdir(parents=True, exist_ok=True)
+        for index, path in enumerate(sorted((ENRON / src).iterdir())):
+            if path.is_file():
+                data = path.read_bytes().replace(b"\r\n", b"\n")
+                name = f"{1_000_000_000 + index}.M{index}P1.brain-test:2,S"
+                (base / "cur" / name).write_bytes(data)
+    (maildir / "subscriptions").write_text("Sent\n")
+    for dirpath, dirnames, filenames in os.walk(home):
+        os.chown(dirpath, uid, gid)
+        for name in filenames:
+            os.chown(Path(dirpath) / name, uid, gid)
+
+
+def _conf(root: Path, port: int, tls_port: int, cert: Path, key: Path) -> str:
+    if os.geteuid() == 0:
+        login_user, internal_user = "dovenull", "dovecot"
+        chroot = ""
+    else:
+        login_user = internal_user = pwd.getpwuid(os.geteuid()).pw_name
+        chroot = "  chroot =\n"
+    mail = pwd.getpwnam(internal_user)
+    group = grp.getgrgid(mail.pw_gid).gr_name
+    return f"""# Written by tests/connectors/dovecot.py for one test session.
+base_dir = {root}/run
+state_dir = {root}/state
+instance_name = brain-test-{uuid.uuid4().hex[:8]}
+protocols = imap
+listen = 127.0.0.1
+log_path = {root}/dovecot.log
+info_log_path = {root}/dovecot.log
+default_login_user = {login_user}
+default_internal_user = {internal_user}
+default_internal_group = {group}
+first_valid_uid = {mail.pw_uid}
+last_valid_uid = {mail.pw_uid}
+mail_location = maildir:~/Maildir
+disable_plaintext_auth = no
+auth_mechanisms = plain login
+auth_verbose = yes
+ssl = yes
+ssl_cert = <{cert}
+ssl_key = <{key}
+passdb {{
+  driver = passwd-file
+  args = scheme=PLAIN username_format=%u {root}/passwd
+}}
+userdb {{
+  driver = static
+  args = uid={mail.pw_uid} gid={mail.pw_gid} home={root}/home/%u
+}}
+service imap-login {{
+{chroot}  inet_listener imap {{
+    address = 127.0.0.1
+    port = {port}
+  }}
+  inet_listener imaps {{
+    address = 127.0.0.1
+    port = {tls_port}
+    ssl = yes
+  }}
+}}
+service anvil {{
+{chroot}}}
+namespace inbox {{
+  inbox = yes
+  separator = /
+  mailbox Sent {{
+    special_use = \\Sent
+  }}
+}}
+"""
+
+
+def _wait_listening(server: DovecotServer, deadline: float) -> None:
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            break
+        try:
+            with socket.create_connection(("127.0.0.1", server.port), timeout=1):
+                return
+        except OSError:
+            time.sleep(0.05)
+    server.process.kill()
+    raise RuntimeError(f"Dovecot did not start:\n{server.log()}")
+
+
+@pytest.fixture(scope="session")
+def dovecot() -> object:
+    """Start Dovecot for the test session (see module docstring); stop it after."""
+    binary = shutil.which("dovecot") or (
+        "/usr/sbin/dovecot" if Path("/usr/sbin/dovecot").exists() else None
+    )
+    if binary is None:
+        pytest.fail(
+            "Dovecot is not installed: apt-get install -y dovecot-imapd (.ci/run does)."
+        )
+    root = Path(tempfile.mkdtemp(prefix="brain-dovecot-"))
+    root.chmod(0o755)
+    for sub in ("run", "state", "home"):
+        (root / sub).mkdir()
+    # Every account is in the passwd-file from the start: Dovecot re-reads a changed
+    # passwd-file at most once a second, too late for an account added mid-test.
+    (root / "passwd").write_text(
+        "".join(
+            f"team-{n:03d}@shared.example:{{PLAIN}}{PASSWORD}\n"
+            for n in range(1, ACCOUNTS + 1)
+        )
+    )
+    cert, key = _self_signed(root)
+    port, tls_port = _free_port(), _free_port()
+    conf = root / "dovecot.conf"
+    conf.write_text(_conf(root, port, tls_port, cert, key))
+    internal = "dovecot" if os.geteuid() == 0 else pwd.getpwuid(os.geteuid()).pw_name
+    mail = pwd.getpwnam(internal)
+    os.chown(root / "home", mail.pw_uid, mail.pw_gid)
+    with (root / "stderr.log").open("wb") as stderr:
+        process = subprocess.Popen(  # noqa: S603 - our own config, loopback only
+            [binary, "-F", "-c", str(conf)],
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+    server = DovecotServer(
+        root=root,
+        conf=conf,
+        port=port,
+        tls_port=tls_port,
+        cert=cert,
+        mail_uid=mail.pw_uid,
+        mail_gid=mail.pw_gid,
+        process=process,
+    )
+    _wait_listening(server, time.monotonic() + 20)
+    try:
+        yield server
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=5)
+        if not os.environ.get("BRAIN_KEEP_DOVECOT"):
+            shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def imap_account(dovecot: DovecotServer) -> ImapAccount:
+    """A fresh account (``team-NNN@shared.example``) seeded with the Enron sample."""
+    return make_account(dovecot)
+
+
+def make_account(dovecot: DovecotServer) -> ImapAccount:
+    """The next unused account of the passwd-file, its maildir seeded with the
+    Enron sample."""
+    dovecot.accounts_used += 1
+    if dovecot.accounts_used > ACCOUNTS:
+        raise RuntimeError(f"More than {ACCOUNTS} IMAP test accounts: raise ACCOUNTS.")
+    user = f"team-{dovecot.accounts_used:03d}@shared.example"
+    home = dovecot.root / "home" / user
+    _seed(home, dovecot.mail_uid, dovecot.mail_gid)
+    return ImapAccount(server=dovecot, user=user, home=home)
+
+
+def tls_context(server: DovecotServer) -> ssl.SSLContext:
+    """A client context that trusts only the server's self-signed certificate."""
+    context = ssl.create_default_context(cafile=str(server.cert))
+    return context
