@@ -22,6 +22,8 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from google.auth.exceptions import RefreshError
+from google.auth.exceptions import TransportError as GoogleAuthTransportError
 from googleapiclient.discovery import build_from_document
 from googleapiclient.errors import HttpError
 
@@ -164,6 +166,26 @@ class GoogleClient:
                 return make_request().execute(num_retries=0)  # type: ignore[no-any-return]
             except HttpError as exc:
                 raise classify_http_error(exc, what=what) from None
+            except RefreshError as exc:
+                # The token exchange was refused (a revoked grant, or domain-wide
+                # delegation not granted for these scopes); the reason has no secret.
+                raise PermanentError(
+                    f"Google refused the access token for {what}: {str(exc)[:200]}",
+                    code="auth_failed",
+                    detail={
+                        "what": what,
+                        "fix": "Re-connect the account, or (shared mailbox) grant the "
+                        "service account's client ID the read-only scopes in the "
+                        "Workspace console.",
+                    },
+                ) from None
+            except GoogleAuthTransportError as exc:
+                raise TransientError(
+                    f"Network error while refreshing the token for {what}: "
+                    f"{type(exc).__name__}",
+                    code="network_error",
+                    detail={"what": what},
+                ) from None
             except (TimeoutError, ConnectionError, OSError) as exc:
                 raise TransientError(
                     f"Network error for {what}: {type(exc).__name__}",

@@ -198,7 +198,7 @@ def _seed(home: Path, uid: int, gid: int) -> None:
                 name = f"{1_000_000_000 + index}.M{index}P1.brain-test:2,S"
                 (base / "cur" / name).write_bytes(data)
     (maildir / "subscriptions").write_text("Sent\n")
-    for dirpath, dirnames, filenames in os.walk(home):
+    for dirpath, _dirnames, filenames in os.walk(home):
         os.chown(dirpath, uid, gid)
         for name in filenames:
             os.chown(Path(dirpath) / name, uid, gid)
@@ -230,6 +230,7 @@ mail_location = maildir:~/Maildir
 disable_plaintext_auth = no
 auth_mechanisms = plain login
 auth_verbose = yes
+auth_failure_delay = 0
 ssl = yes
 ssl_cert = <{cert}
 ssl_key = <{key}

@@ -20,11 +20,9 @@ from connectors.imap.sync import folders_to_sync, imap_sync
 from connectors.models import ImportedItem, SharedMailbox, SyncRun
 from connectors.services_shared import shared_mailbox_create
 from loops.message import MailMessage
-from tests.connectors.dovecot import (  # noqa: F401 - pytest fixtures
+from tests.connectors.dovecot import (
     PASSWORD,
     ImapAccount,
-    dovecot,
-    imap_account,
     make_account,
     tls_context,
 )
