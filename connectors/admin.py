@@ -144,3 +144,7 @@ class GoogleAccountAdmin(admin.ModelAdmin):
     @admin.display(description="all scopes", boolean=True)
     def scopes_ok(self, obj: GoogleAccount) -> bool:
         return obj.scopes_complete
+
+
+# Shared mailboxes and Workspace keys (SPEC §6.1, §6.1a) live in their own module.
+from connectors import admin_shared  # noqa: E402, F401

@@ -126,12 +126,13 @@ def shared_mailbox_create(
     return mailbox
 
 
-def workspace_key_upload(*, key_json: str | bytes) -> WorkspaceServiceAccount:
-    """Store a Google service-account JSON key encrypted (SPEC §6.1 shared
-    mailboxes); returns the row with the ``client_email`` / ``client_id`` an admin
-    authorises in the Workspace console. Raises ``InvalidParams`` when the text is
-    not a service-account key (the message never echoes the key)."""
-    text = key_json.decode("utf-8") if isinstance(key_json, bytes) else key_json
+def workspace_key_parse(key_json: str | bytes) -> dict[str, Any]:
+    """Parse a Google service-account JSON key (SPEC §6.1 shared mailboxes).
+    Raises ``InvalidParams`` when the text is not one; the message never echoes
+    the key."""
+    text = (
+        key_json.decode("utf-8", "replace") if isinstance(key_json, bytes) else key_json
+    )
     try:
         info = json.loads(text)
     except ValueError:
@@ -148,9 +149,18 @@ def workspace_key_upload(*, key_json: str | bytes) -> WorkspaceServiceAccount:
             "create a JSON key and upload that file.",
             detail={"expected": ["type=service_account", *required]},
         )
+    return info
+
+
+def workspace_key_upload(*, key_json: str | bytes) -> WorkspaceServiceAccount:
+    """Store a Google service-account JSON key encrypted (SPEC §6.1 shared
+    mailboxes); returns the row with the ``client_email`` / ``client_id`` an admin
+    authorises in the Workspace console. Raises ``InvalidParams`` (see
+    ``workspace_key_parse``)."""
+    info = workspace_key_parse(key_json)
     return WorkspaceServiceAccount.objects.create(
         client_email=info["client_email"],
         client_id=str(info["client_id"]),
         private_key_id=str(info.get("private_key_id", ""))[:64],
-        key_encrypted=secret_encrypt(text),
+        key_encrypted=secret_encrypt(json.dumps(info)),
     )

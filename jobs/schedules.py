@@ -14,13 +14,25 @@ from django.db import transaction
 from django_q.models import Schedule
 
 from brain.models import Source
+from connectors.models import SharedMailbox
 
 if TYPE_CHECKING:
     from datetime import datetime
 
 SYNC_PREFIX = "sync_source:"
 # Source kinds whose mail is synced on a timer.
-MAIL_SOURCE_KINDS = (Source.Kind.GOOGLE, Source.Kind.MAILBOX)
+MAIL_SOURCE_KINDS = (Source.Kind.GOOGLE, Source.Kind.MAILBOX, Source.Kind.IMAP)
+DEFAULT_SYNC_MINUTES = 10
+
+
+def sync_cron(minutes: int) -> str:
+    """The cron string of a sync every ``minutes`` (a divisor of 60, or 60 for
+    hourly on the hour); e.g. 10 → ``*/10 * * * *``."""
+    if minutes >= 60:
+        return "0 * * * *"
+    if minutes <= 1:
+        return "* * * * *"
+    return f"*/{minutes} * * * *"
 
 
 @dataclass(frozen=True)
@@ -50,7 +62,8 @@ class InstalledSchedule:
 
 
 def schedule_specs() -> list[ScheduleSpec]:
-    """Every schedule the brain needs now (one sync schedule per mail source)."""
+    """Every schedule the brain needs now: one sync schedule per mail source
+    (Google, mailbox, IMAP; a shared mailbox at its own ``sync_every_minutes``)."""
     specs = [
         # https://crontab.guru/#*_*_*_*_* : every minute
         ScheduleSpec("jobs_reaper", "jobs.tasks.reap_and_dispatch", "* * * * *", {}),
@@ -66,17 +79,19 @@ def schedule_specs() -> list[ScheduleSpec]:
             "dream", "jobs.tasks.enqueue_kind", "0 2 * * *", {"kind": "dream"}
         ),
     ]
+    # Shared mailboxes carry their own interval (SPEC §6.1a); others every 10 min.
+    every = dict(SharedMailbox.objects.values_list("source_id", "sync_every_minutes"))
     for source_id in (
         Source.objects.filter(kind__in=MAIL_SOURCE_KINDS)
         .order_by("id")
         .values_list("id", flat=True)
     ):
         specs.append(
-            # https://crontab.guru/#*/10_*_*_*_* : every 10 minutes
+            # https://crontab.guru/#*/10_*_*_*_* : every 10 minutes (the default)
             ScheduleSpec(
                 f"{SYNC_PREFIX}{source_id}",
                 "jobs.tasks.enqueue_kind",
-                "*/10 * * * *",
+                sync_cron(every.get(source_id, DEFAULT_SYNC_MINUTES)),
                 {"kind": "sync_source", "source_id": source_id},
             )
         )

@@ -14,6 +14,7 @@ from django.template.response import TemplateResponse
 from django.urls import path
 
 from brain.access import local_caller
+from brain.models import Source
 from loops.admin_actions import _actor
 from loops.models import (
     ExtractionRun,
@@ -216,6 +217,11 @@ class OpenLoopAdmin(admin.ModelAdmin):
             "title": "Waiting",
             "report": report,
             "opts": self.model._meta,
+            # The per-mailbox filter (SPEC §5.5, §6.1a): every mail source.
+            "mail_sources": Source.objects.filter(
+                kind__in=(Source.Kind.GOOGLE, Source.Kind.MAILBOX, Source.Kind.IMAP)
+            ).order_by("name", "id"),
+            "selected_source": source or "",
         }
         return TemplateResponse(request, "loops/waiting.html", context)
 

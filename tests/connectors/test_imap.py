@@ -274,3 +274,27 @@ def test_sync_source_command_prints_counts_and_a_second_run_imports_nothing(
     call_command("sync_source", "shared-allen", stdout=out, stderr=StringIO())
     assert "nothing new" in out.getvalue()
     assert _stored("shared-allen") == stored
+
+
+def test_a_reply_by_a_member_counts_as_mine(imap_account: ImapAccount) -> None:
+    from accounts.models import User
+
+    dana = User.objects.create_user(
+        "dana", "dana@invented.example", "pw", is_staff=True
+    )
+    mailbox = _mailbox(imap_account)
+    mailbox.members.add(dana)
+    from connectors.services_shared import shared_mailbox_owners_sync
+
+    shared_mailbox_owners_sync(mailbox=mailbox)
+    # Dana answered from her own address; the copy landed in the shared INBOX.
+    imap_account.deliver(
+        _new_message(
+            "Re: Example renewal", sender="Dana Invented <dana@invented.example>"
+        )
+    )
+    imap_sync(source=Source.objects.get(id="shared-allen"))
+    raw = RawRecord.objects.get(
+        source_id="shared-allen", metadata__subject="Re: Example renewal"
+    )
+    assert MailMessage.from_metadata(raw.metadata).is_mine
