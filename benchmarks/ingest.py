@@ -8,8 +8,15 @@ messages/s, then deletes the source. With ``--embed`` it repeats the import and
 fills the embeddings with ``pages_embed_pending`` (batched), and measures the
 model's own batch throughput on the same chunk texts for comparison.
 
+With ``--imap`` it also starts a local Dovecot (as the tests do, see
+``tests/connectors/dovecot.py``; needs ``dovecot-imapd``), puts the same messages in
+an account's INBOX and syncs them into a throwaway ``imap`` source through
+``imap_sync`` (SPEC §6.1a), printing messages/s next to the mailbox-file figure of the
+same run, with the server's own fetch rate (read only, nothing stored) as the floor
+the sync cannot beat.
+
 Usage:
-    .venv/bin/python benchmarks/ingest.py [--path MBOX] [--limit N] [--embed]
+    .venv/bin/python benchmarks/ingest.py [--path MBOX] [--limit N] [--embed] [--imap]
 """
 
 from __future__ import annotations
@@ -93,6 +100,50 @@ def _parse_only(path: Path) -> None:
     )
 
 
+def _imap(path: Path, file_rate: float, stamp: str, sources: list[str]) -> None:
+    """Sync ``path``'s messages from a local Dovecot; print the figures."""
+    import mailbox
+
+    from brain.models import Source
+    from brain.services.sources import source_ensure
+    from connectors.imap.client import ImapReader
+    from connectors.imap.sync import FETCH_CHUNK, imap_sync
+    from tests.connectors.dovecot import make_account, start_dovecot, stop_dovecot
+
+    box = mailbox.mbox(str(path))
+    messages = [box.get_bytes(key) for key in box.iterkeys()]
+    box.close()
+    server = start_dovecot()
+    try:
+        account = make_account(server, {"INBOX": messages})
+        settings = account.settings(timeout=120.0)
+        start = time.perf_counter()
+        with ImapReader(settings) as reader:
+            reader.examine("INBOX")
+            uids = reader.uids_after(0)
+            fetched = 0
+            for offset in range(0, len(uids), FETCH_CHUNK):
+                fetched += len(reader.fetch(uids[offset : offset + FETCH_CHUNK]))
+        fetch_time = time.perf_counter() - start
+        source_id = f"bench-imap-{stamp}"
+        sources.append(source_id)
+        source = source_ensure(source_id=source_id, kind=Source.Kind.IMAP)
+        start = time.perf_counter()
+        report = imap_sync(source=source, settings=settings)
+        elapsed = time.perf_counter() - start
+    finally:
+        stop_dovecot(server)
+    stored = report.counts.get("messages", 0)
+    print(
+        f"imap (local Dovecot, plain loopback): {report.counts.get('fetched', 0)} "
+        f"fetched, {stored} messages stored, {report.counts.get('threads', 0)} threads "
+        f"in {elapsed:.2f} s = {stored / elapsed:.0f} messages/s; "
+        f"mailbox file, same messages, same run: {file_rate:.0f} messages/s; "
+        f"server fetch alone (floor): {fetched} in {fetch_time:.2f} s = "
+        f"{fetched / fetch_time:.0f} messages/s"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--path", type=Path, default=DEFAULT_MBOX)
@@ -101,6 +152,11 @@ def main() -> None:
     )
     parser.add_argument(
         "--embed", action="store_true", help="also measure with local embeddings"
+    )
+    parser.add_argument(
+        "--imap",
+        action="store_true",
+        help="also sync the same messages from a local Dovecot (SPEC §6.1a)",
     )
     parser.add_argument(
         "--parse-only",
@@ -145,6 +201,8 @@ def main() -> None:
             f"(parse+thread {parse_time:.2f} s, store+detect {elapsed - parse_time:.2f} s); "
             f"target >= 300 messages/s (SPEC §11)"
         )
+        if args.imap:
+            _imap(path, messages / elapsed, stamp, sources)
         if args.embed:
             from brain.embeddings import embed_texts
             from brain.services.pages import pages_embed_pending

@@ -2,8 +2,8 @@
 (SPEC §6.1a).
 
 ``imap_sync`` examines each folder (INBOX and the SPECIAL-USE ``\\Sent`` folder by
-default), lists the UIDs above the folder's cursor and fetches them in chunks of
-``FETCH_CHUNK`` messages. Each chunk goes through the mailbox import's own path
+default), lists the UIDs above the folder's cursor and fetches them, INBOX first, in
+chunks of ``FETCH_CHUNK`` messages that may span folders. Each chunk goes through the mailbox import's own path
 (``MailboxConnector``: parsing, Message-ID + content-hash ledger, threading with the
 threads already stored, person pages, loop detection, held and skipped items) with
 the fetched messages in place of files; nothing of that path is copied here. The
@@ -19,8 +19,13 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from brain.models import Source
-from connectors.base import PermanentError, ProgressFn, SyncReport
-from connectors.imap.client import ImapFolder, ImapReader, ImapSettings
+from connectors.base import PermanentError, ProgressFn, SyncReport, TransientError
+from connectors.imap.client import (
+    FolderStatus,
+    ImapFolder,
+    ImapReader,
+    ImapSettings,
+)
 from connectors.mailbox.client import MailboxEntry
 from connectors.mailbox.sync import BATCH_THREADS, MailboxConnector
 from connectors.models import SharedMailbox
@@ -30,7 +35,11 @@ from connectors.services import sync_run_finish, sync_run_start
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-FETCH_CHUNK = 500  # messages fetched, stored and checkpointed together
+# Messages fetched, stored and checkpointed together, across folders. One chunk sees
+# its messages at once, as a mailbox-file import does (threads whose parent arrives
+# in a later chunk are joined through the ledger, which is slower); a resumed sync
+# re-fetches at most one chunk, whose stored threads the ledger skips.
+FETCH_CHUNK = 5000
 # A SPECIAL-USE folder is filed under a canonical name, so the mail pipeline labels
 # it (a ``\\Sent`` folder called "Gesendete Objekte" still marks messages as mine).
 _CANONICAL = {"\\Sent": "Sent", "\\Junk": "Junk", "\\Trash": "Trash"}
@@ -148,30 +157,36 @@ def imap_sync(
 
     try:
         with reader_factory(settings) as reader:
-            for folder in folders_to_sync(reader.folders(), wanted):
-                status = reader.examine(folder.name)
-                previous = state.get(folder.name) or {}
-                last_uid = int(previous.get("last_uid", 0))
-                if previous and previous.get("uidvalidity") != status.uidvalidity:
+            plan = _plan(reader, folders_to_sync(reader.folders(), wanted), state)
+            for folder, status, _uids, reset_from in plan:
+                if reset_from is not None:
                     report.counts["uidvalidity_resets"] += 1
                     report.warnings.append(
-                        f"{folder.name}: UIDVALIDITY changed "
-                        f"({previous.get('uidvalidity')} → {status.uidvalidity}); "
-                        "the folder was re-listed, stored messages were recognised."
+                        f"{folder.name}: UIDVALIDITY changed ({reset_from} → "
+                        f"{status.uidvalidity}); the folder was re-listed, stored "
+                        "messages were recognised."
                     )
-                    last_uid = 0
-                uids = reader.uids_after(last_uid)
-                label = _CANONICAL.get(folder.special_use, folder.name)
-                step = f"imap {folder.name}"
-                for start in range(0, len(uids), chunk):
-                    part = uids[start : start + chunk]
-                    fetched = reader.fetch(part)
-                    report.counts["fetched"] += len(fetched)
-                    if len(fetched) < len(part):
-                        report.skipped["expunged before fetch"] += len(part) - len(
-                            fetched
+            work = [(index, uid) for index, p in enumerate(plan) for uid in p[2]]
+            for start in range(0, len(work), chunk):
+                part = work[start : start + chunk]
+                entries: list[MailboxEntry] = []
+                last: dict[int, int] = {}
+                for index in sorted({i for i, _uid in part}):
+                    folder, status, _uids, _reset = plan[index]
+                    uids = [uid for i, uid in part if i == index]
+                    if reader.examine(folder.name).uidvalidity != status.uidvalidity:
+                        raise TransientError(
+                            f"{folder.name}: UIDVALIDITY changed during the sync; "
+                            "the next sync re-lists it.",
+                            code="imap_uidvalidity_changed",
                         )
-                    entries = [
+                    fetched = reader.fetch(uids)
+                    report.counts["fetched"] += len(fetched)
+                    if len(fetched) < len(uids):
+                        missing = len(uids) - len(fetched)
+                        report.skipped["expunged before fetch"] += missing
+                    label = _CANONICAL.get(folder.special_use, folder.name)
+                    entries += [
                         MailboxEntry(
                             label,
                             f"imap://{settings.host}/{folder.name};"
@@ -180,19 +195,26 @@ def imap_sync(
                         )
                         for uid, data in sorted(fetched.items())
                     ]
-                    _store_chunk(
-                        source=source,
-                        entries=entries,
-                        owners=owners,
-                        account=account,
-                        report=report,
-                        embed=embed,
-                    )
-                    save(folder.name, status.uidvalidity, part[-1])
-                    if progress:
-                        progress(step, start + len(part), len(uids))
-                if not uids and previous.get("uidvalidity") != status.uidvalidity:
-                    save(folder.name, status.uidvalidity, last_uid)
+                    last[index] = uids[-1]
+                _store_chunk(
+                    source=source,
+                    entries=entries,
+                    owners=owners,
+                    account=account,
+                    report=report,
+                    embed=embed,
+                )
+                for index, uid in last.items():
+                    save(plan[index][0].name, plan[index][1].uidvalidity, uid)
+                if progress:
+                    progress("imap", start + len(part), len(work))
+            for folder, status, uids, _reset in plan:
+                if (
+                    not uids
+                    and (state.get(folder.name) or {}).get("uidvalidity")
+                    != status.uidvalidity
+                ):
+                    save(folder.name, status.uidvalidity, 0)
     except BaseException as exc:
         report.status = "failed"
         code = getattr(exc, "code", type(exc).__name__)
@@ -201,6 +223,24 @@ def imap_sync(
         raise
     sync_run_finish(run=run, report=report)
     return report
+
+
+def _plan(
+    reader: ImapReader, folders: list[ImapFolder], state: dict[str, Any]
+) -> list[tuple[ImapFolder, FolderStatus, list[int], int | None]]:
+    """For each folder: its EXAMINE status, the UIDs to fetch (above the cursor,
+    or every UID when UIDVALIDITY changed) and the old UIDVALIDITY when it did."""
+    plan = []
+    for folder in folders:
+        status = reader.examine(folder.name)
+        previous = state.get(folder.name) or {}
+        last_uid = int(previous.get("last_uid", 0))
+        reset_from = None
+        if previous and previous.get("uidvalidity") != status.uidvalidity:
+            reset_from = previous.get("uidvalidity")
+            last_uid = 0
+        plan.append((folder, status, reader.uids_after(last_uid), reset_from))
+    return plan
 
 
 def _store_chunk(

@@ -28,6 +28,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -185,19 +186,33 @@ class ImapAccount:
         self.server.doveadm("kick", self.user)
 
 
-def _seed(home: Path, uid: int, gid: int) -> None:
-    """A maildir with the Enron inbox (INBOX) and sent_items (.Sent) messages."""
+def enron_folders() -> dict[str, list[bytes]]:
+    """The seed of every test account: Enron inbox → INBOX, sent_items → Sent."""
+    return {
+        folder: [
+            path.read_bytes()
+            for path in sorted((ENRON / src).iterdir())
+            if path.is_file()
+        ]
+        for folder, src in (("INBOX", "inbox"), ("Sent", "sent_items"))
+    }
+
+
+def seed_maildir(
+    home: Path, folders: dict[str, list[bytes]], uid: int, gid: int
+) -> None:
+    """Write ``folders`` (name → raw messages, INBOX or a Maildir++ sub-folder) as
+    a maildir under ``home``, marked seen, owned by the mail user."""
     maildir = home / "Maildir"
-    for folder, src in (("", "inbox"), (".Sent", "sent_items")):
-        base = maildir / folder if folder else maildir
+    for folder, messages in folders.items():
+        base = maildir if folder == "INBOX" else maildir / f".{folder}"
         for part in ("cur", "new", "tmp"):
             (base / part).mkdir(parents=True, exist_ok=True)
-        for index, path in enumerate(sorted((ENRON / src).iterdir())):
-            if path.is_file():
-                data = path.read_bytes().replace(b"\r\n", b"\n")
-                name = f"{1_000_000_000 + index}.M{index}P1.brain-test:2,S"
-                (base / "cur" / name).write_bytes(data)
-    (maildir / "subscriptions").write_text("Sent\n")
+        for index, data in enumerate(messages):
+            name = f"{1_000_000_000 + index}.M{index}P1.brain-test:2,S"
+            (base / "cur" / name).write_bytes(data.replace(b"\r\n", b"\n"))
+    subscribed = [f for f in folders if f != "INBOX"]
+    (maildir / "subscriptions").write_text("".join(f"{f}\n" for f in subscribed))
     for dirpath, _dirnames, filenames in os.walk(home):
         os.chown(dirpath, uid, gid)
         for name in filenames:
@@ -278,14 +293,14 @@ def _wait_listening(server: DovecotServer, deadline: float) -> None:
     raise RuntimeError(f"Dovecot did not start:\n{server.log()}")
 
 
-@pytest.fixture(scope="session")
-def dovecot() -> object:
-    """Start Dovecot for the test session (see module docstring); stop it after."""
+def start_dovecot() -> DovecotServer:
+    """Start a Dovecot in a new temp folder (see module docstring). Raises
+    ``RuntimeError`` when it is not installed or does not start."""
     binary = shutil.which("dovecot") or (
         "/usr/sbin/dovecot" if Path("/usr/sbin/dovecot").exists() else None
     )
     if binary is None:
-        pytest.fail(
+        raise RuntimeError(
             "Dovecot is not installed: apt-get install -y dovecot-imapd (.ci/run does)."
         )
     root = Path(tempfile.mkdtemp(prefix="brain-dovecot-"))
@@ -324,17 +339,33 @@ def dovecot() -> object:
         process=process,
     )
     _wait_listening(server, time.monotonic() + 20)
+    return server
+
+
+def stop_dovecot(server: DovecotServer) -> None:
+    """Stop the server and remove its temp folder (kept when
+    ``BRAIN_KEEP_DOVECOT`` is set, for reading its log)."""
+    server.process.terminate()
+    try:
+        server.process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        server.process.kill()
+        server.process.wait(timeout=5)
+    if not os.environ.get("BRAIN_KEEP_DOVECOT"):
+        shutil.rmtree(server.root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def dovecot() -> Iterator[DovecotServer]:
+    """A Dovecot for the whole test session, stopped at the end."""
+    try:
+        server = start_dovecot()
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
     try:
         yield server
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=5)
-        if not os.environ.get("BRAIN_KEEP_DOVECOT"):
-            shutil.rmtree(root, ignore_errors=True)
+        stop_dovecot(server)
 
 
 @pytest.fixture
@@ -343,15 +374,17 @@ def imap_account(dovecot: DovecotServer) -> ImapAccount:
     return make_account(dovecot)
 
 
-def make_account(dovecot: DovecotServer) -> ImapAccount:
-    """The next unused account of the passwd-file, its maildir seeded with the
-    Enron sample."""
+def make_account(
+    dovecot: DovecotServer, folders: dict[str, list[bytes]] | None = None
+) -> ImapAccount:
+    """The next unused account of the passwd-file, its maildir seeded with
+    ``folders`` (default: the Enron sample, ``enron_folders``)."""
     dovecot.accounts_used += 1
     if dovecot.accounts_used > ACCOUNTS:
         raise RuntimeError(f"More than {ACCOUNTS} IMAP test accounts: raise ACCOUNTS.")
     user = f"team-{dovecot.accounts_used:03d}@shared.example"
     home = dovecot.root / "home" / user
-    _seed(home, dovecot.mail_uid, dovecot.mail_gid)
+    seed_maildir(home, folders or enron_folders(), dovecot.mail_uid, dovecot.mail_gid)
     return ImapAccount(server=dovecot, user=user, home=home)
 
 
