@@ -23,7 +23,8 @@ from brain.models import Source
 from brain.services.sources import source_ensure
 from connectors.base import ConnectorError, PermanentError, TransientError
 from connectors.google.client import READONLY_SCOPES, GoogleClient
-from connectors.models import GoogleAccount
+from connectors.google.delegation import delegated_http
+from connectors.models import GoogleAccount, SharedMailbox
 
 logger = logging.getLogger(__name__)
 
@@ -100,12 +101,21 @@ def google_account_connect(
 
 def authorized_http(account: GoogleAccount) -> Any:
     """An ``AuthorizedHttp`` for the account's current access token. social-auth
-    refreshes an expired token with the stored refresh token (and saves it)."""
+    refreshes an expired token with the stored refresh token (and saves it). A
+    Workspace shared mailbox (no person signed in) impersonates its address through
+    domain-wide delegation instead (``delegated_http``, SPEC §6.1)."""
     import httplib2
     from google.oauth2.credentials import Credentials
     from google_auth_httplib2 import AuthorizedHttp
     from social_django.utils import load_strategy
 
+    if (
+        account.social_auth is None
+        and SharedMailbox.objects.filter(
+            source_id=account.source_id, provider=SharedMailbox.Provider.WORKSPACE
+        ).exists()
+    ):
+        return delegated_http(account.email)
     if account.social_auth is None:
         from brain.exceptions import InvalidParams
 

@@ -246,3 +246,21 @@ def test_delegation_module_asks_for_no_other_scope(
     creds = delegation.delegated_credentials(SHARED, info=info)
     assert creds._subject == SHARED  # noqa: SLF001 - google-auth keeps it private
     assert tuple(creds.scopes) == READONLY_SCOPES
+
+
+def test_a_scheduled_sync_of_a_workspace_mailbox_uses_delegation_on_its_own(
+    key_pair: tuple[dict[str, Any], bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No ``http`` given (a job or ``sync_source``): the account has no sign-in, so
+    the connector builds the delegated transport itself."""
+    info, public = key_pair
+    workspace_key_upload(key_json=json.dumps(info))
+    mailbox = _workspace_mailbox()
+    fake = TokenEndpointFake(_gmail_backfill(), public)
+    monkeypatch.setattr(delegation.httplib2, "Http", lambda timeout: fake)
+
+    report = google_sync(source=mailbox.source, services=("gmail",))
+
+    assert report.status == "succeeded"
+    assert [c["sub"] for c in fake.claims] == [SHARED]
+    assert Page.objects.filter(source=mailbox.source, type__name="email").count() == 1
