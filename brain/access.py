@@ -17,8 +17,6 @@ from brain.models import Source, Visibility
 if TYPE_CHECKING:
     from django.db.models import QuerySet
 
-    from accounts.models import ApiKey
-
 DEFAULT_SOURCE_ID = "default"
 
 
@@ -176,18 +174,4 @@ def local_caller(*, actor: str = "cli", sources: Sequence[str] | None = None) ->
         scopes=frozenset({"read", "write", "admin"}),
         write_source_id=DEFAULT_SOURCE_ID,
         readable_source_ids=frozenset(sources) if sources else None,
-    )
-
-
-def caller_for_key(key: ApiKey, *, client: str = "") -> Caller:
-    """Build the Caller for an authenticated API key."""
-    readable = frozenset(key.readable_sources.values_list("id", flat=True))
-    return Caller(
-        actor=f"key:{key.prefix}",
-        client=client or key.name,
-        trusted=key.trusted,
-        scopes=frozenset(key.scopes),
-        write_source_id=key.write_source_id,
-        readable_source_ids=readable,
-        api_key_id=key.pk,
     )

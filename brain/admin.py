@@ -40,7 +40,6 @@ from brain.services.pages import (
     page_write,
 )
 from brain.services.sources import source_set_federated
-from loops.admin_actions import PAGE_ACTIONS
 
 
 def staff_caller(request: HttpRequest) -> Caller:
@@ -271,7 +270,8 @@ class PageAdmin(admin.ModelAdmin):
         RevisionInline,
     )
 
-    actions = ("soft_delete_pages", "restore_pages", "reembed_pages", *PAGE_ACTIONS)
+    # The loops app adds its page actions (mark loops done, mute…) in loops/admin.py.
+    actions: tuple[Any, ...] = ("soft_delete_pages", "restore_pages", "reembed_pages")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Page]:
         return super().get_queryset(request).defer("body", "frontmatter")

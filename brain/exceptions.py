@@ -1,6 +1,6 @@
 """Domain errors of the brain, mapped to the SPEC §4 error envelope in one place.
 
-Services raise these; ``gbrain_site.api`` turns each into
+Services raise these; ``interfaces.http.api`` turns each into
 ``{error, message, suggestion, detail, protocol_version}`` with the class's HTTP
 status. Every error carries a non-empty ``suggestion`` telling the caller what to do
 next (SPEC §4, §11).
@@ -9,6 +9,24 @@ next (SPEC §4, §11).
 from __future__ import annotations
 
 from typing import Any
+
+PROTOCOL_VERSION = 1
+"""The wire protocol version every response and error carries (SPEC §4)."""
+
+
+def envelope(
+    code: str, message: str, suggestion: str, detail: Any = None
+) -> dict[str, Any]:
+    """Build the SPEC §4 error envelope ``{error, message, suggestion, detail,
+    protocol_version}``: the one builder, used by ``BrainError.envelope``, the HTTP
+    error handlers and the MCP transport."""
+    return {
+        "error": code,
+        "message": message,
+        "suggestion": suggestion,
+        "detail": detail,
+        "protocol_version": PROTOCOL_VERSION,
+    }
 
 
 class BrainError(Exception):
@@ -35,13 +53,7 @@ class BrainError(Exception):
 
     def envelope(self) -> dict[str, Any]:
         """Return the SPEC §4 error envelope for this error."""
-        return {
-            "error": self.code,
-            "message": self.message,
-            "suggestion": self.suggestion,
-            "detail": self.detail,
-            "protocol_version": 1,
-        }
+        return envelope(self.code, self.message, self.suggestion, self.detail)
 
 
 class InvalidParams(BrainError):

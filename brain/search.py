@@ -39,7 +39,8 @@ from pgvector import Vector
 
 from brain import embeddings
 from brain.access import ReadScope
-from brain.exceptions import InvalidParams
+from brain.exceptions import PROTOCOL_VERSION, InvalidParams
+from brain.selectors import backlinks_sql
 from brain.text import estimate_tokens, normalize_alias
 
 RRF_K = 60
@@ -136,7 +137,7 @@ class SearchResponse:
     budget_tokens: int | None = None
     budget_used: int | None = None
     dropped_count: int | None = None
-    protocol_version: int = 1
+    protocol_version: int = PROTOCOL_VERSION
 
 
 @dataclass
@@ -278,9 +279,7 @@ def _hydrate(
         f"""
         SELECT c.id, c.ordinal, c.text, p.id, p.slug, p.title, p.source_id, t.name,
                p.effective_date, p.updated_at, p.frontmatter -> 'provenance',
-               (SELECT count(DISTINCT r.from_page_id) FROM brain_relation r
-                  JOIN brain_relationtype rt ON rt.id = r.relation_type_id
-                 WHERE r.to_page_id = p.id AND rt.name <> 'mentions'),
+               {backlinks_sql("p.id")},
                {"1 - (c.embedding <=> %(v)s::vector)" if vector else "NULL::float8"}
         FROM brain_chunk c
         JOIN brain_page p ON p.id = c.page_id

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
 
 from brain.access import ReadScope, scope_queryset
 from brain.exceptions import NotFound
-from brain.models import Page
+from brain.models import Page, Relation
 
 
 def page_list(
@@ -57,3 +57,51 @@ def page_get(*, scope: ReadScope, slug: str, source: str | None = None) -> Page:
             detail={"slug": slug, "source": source},
         )
     return page
+
+
+# --- backlinks (SPEC §2.3) -----------------------------------------------------------
+
+# Relation types that never count as a backlink (SPEC §2.3: "Backlink counts exclude
+# mentions"): an automatic mention is not an editor's link.
+NON_BACKLINK_TYPES = ("mentions",)
+
+
+def backlinks_sql(
+    page_expr: str, *, source_param: str | None = None, vis_param: str | None = None
+) -> str:
+    """The one backlink definition as a SQL scalar subquery, for raw-SQL reads
+    (search ranking, the entity card): the number of relations to the page
+    ``page_expr`` (a SQL expression for its id) whose type is not in
+    ``NON_BACKLINK_TYPES`` and whose from page is live (not soft-deleted).
+    ``source_param`` / ``vis_param`` name query parameters that narrow it to one
+    source and to from pages of the given visibilities (a caller's read scope)."""
+    extra = ""
+    if source_param:
+        extra += f" AND r.source_id = %({source_param})s"
+    if vis_param:
+        extra += f" AND f.visibility = ANY(%({vis_param})s)"
+    excluded = ", ".join(f"'{name}'" for name in NON_BACKLINK_TYPES)
+    return (
+        "(SELECT count(*) FROM brain_relation r"
+        " JOIN brain_relationtype rt ON rt.id = r.relation_type_id"
+        " JOIN brain_page f ON f.id = r.from_page_id"
+        f" WHERE r.to_page_id = {page_expr} AND rt.name NOT IN ({excluded})"
+        f" AND f.deleted_at IS NULL{extra})"
+    )
+
+
+def backlink_counts(page_ids: Sequence[int]) -> dict[int, int]:
+    """Backlinks per page (``backlinks_sql``'s definition, every source), as
+    ``{page_id: count}``; pages without backlinks are absent."""
+    if not page_ids:
+        return {}
+    rows = (
+        Relation.objects.filter(
+            to_page_id__in=list(page_ids), from_page__deleted_at__isnull=True
+        )
+        .exclude(relation_type__name__in=NON_BACKLINK_TYPES)
+        .values("to_page_id")
+        .annotate(n=Count("id"))
+        .values_list("to_page_id", "n")
+    )
+    return dict(rows)

@@ -10,8 +10,8 @@ from django.contrib import admin, messages
 from brain.admin import SourceAdmin
 from brain.exceptions import BrainError
 from connectors.base import ConnectorError
+from connectors.dispatch import source_sync
 from connectors.models import GoogleAccount, HeldItem, ImportedItem, SyncRun
-from connectors.services import source_sync
 
 if TYPE_CHECKING:
     from django.db.models import QuerySet

@@ -15,9 +15,9 @@ from django.utils.html import format_html, format_html_join
 
 from brain.exceptions import BrainError
 from connectors.base import ConnectorError
+from connectors.dispatch import source_sync
 from connectors.google.delegation import DELEGATION_SCOPES
 from connectors.models import SharedMailbox, WorkspaceServiceAccount
-from connectors.services import source_sync
 from connectors.services_shared import (
     shared_mailbox_create,
     shared_mailbox_owners_sync,

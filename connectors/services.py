@@ -1,6 +1,6 @@
-"""Write services of the connectors app: sync runs, held items and the sync entry
-point every trigger calls (admin action, ``sync_source`` command, API, jobs)
-(SPEC §6, §7; STYLE rule 3)."""
+"""Write services of the connectors app: sync runs and held items (SPEC §6, §7;
+STYLE rule 3). The sync entry point every trigger calls is
+``connectors.dispatch.source_sync``."""
 
 from __future__ import annotations
 
@@ -9,12 +9,13 @@ from typing import TYPE_CHECKING, Any
 from django.db.models import F
 from django.utils import timezone
 
-from brain.exceptions import InvalidParams, NotFound
 from brain.models import Source
 from connectors.models import HeldItem, SyncRun
 
 if TYPE_CHECKING:
-    from connectors.base import ConnectorError, ProgressFn, SyncReport
+    from collections.abc import Sequence
+
+    from connectors.base import ConnectorError, SyncReport
 
 
 def sync_run_start(*, source: Source, kind: str, actor: str) -> SyncRun:
@@ -82,64 +83,14 @@ def held_item_record(
     return item
 
 
-def held_item_release(*, source: Source, kind: str, external_id: str) -> int:
-    """Mark a held item as released once a later sync stored it."""
+def held_item_release(
+    *, source: Source, kinds: Sequence[str], external_ids: Sequence[str]
+) -> int:
+    """Mark the held items of ``source`` with one of ``kinds`` and ``external_ids`` as
+    released once a later sync stored them; returns how many were released."""
     return HeldItem.objects.filter(
-        source=source, kind=kind, external_id=external_id, released_at__isnull=True
+        source=source,
+        kind__in=list(kinds),
+        external_id__in=list(external_ids),
+        released_at__isnull=True,
     ).update(released_at=timezone.now())
-
-
-def source_sync(
-    *,
-    source_id: str,
-    progress: ProgressFn | None = None,
-    actor: str = "cli",
-    **options: Any,
-) -> SyncReport:
-    """Sync one source now (SPEC §6): a ``google`` source runs contacts → calendar →
-    gmail from its stored cursor; a ``mailbox`` source re-imports its stored path
-    (only new messages are written); an ``imap`` source reads the folders of its
-    shared mailbox from the stored UIDVALIDITY + UID cursor (SPEC §6.1a). Idempotent and resumable from
-    ``Source.cursor``; returns the ``SyncReport``.
-
-    Raises ``NotFound`` for an unknown source and ``InvalidParams`` for a source
-    kind without a connector (markdown has its own command) or a mailbox source
-    without a stored path. ``options`` go to the Google sync (``http``, ``sleep``).
-    """
-    source = Source.objects.filter(pk=source_id).first()
-    if source is None:
-        raise NotFound(
-            f"No source {source_id!r}.",
-            suggestion="List sources in admin → Sources, or create one with import_mail.",
-            detail={"source": source_id},
-        )
-    if source.kind == Source.Kind.GOOGLE:
-        from connectors.google.sync import google_sync
-
-        return google_sync(source=source, progress=progress, actor=actor, **options)
-    if source.kind == Source.Kind.MAILBOX:
-        path = (source.config or {}).get("path")
-        if not path:
-            raise InvalidParams(
-                f"Mailbox source {source_id!r} has no stored path.",
-                suggestion=f"Run: manage.py import_mail PATH --source {source_id}",
-                detail={"source": source_id},
-            )
-        from connectors.mailbox.sync import mailbox_import
-
-        return mailbox_import(
-            source_id=source.id,
-            path=path,
-            owners=list(source.owner_addresses),
-            progress=progress,
-            actor=actor,
-        )
-    if source.kind == Source.Kind.IMAP:
-        from connectors.imap.sync import imap_sync
-
-        return imap_sync(source=source, progress=progress, actor=actor, **options)
-    raise InvalidParams(
-        f"Source {source_id!r} is a {source.kind!r} source; it has no sync connector.",
-        suggestion="Markdown folders sync with import_markdown; manual sources need none.",
-        detail={"source": source_id, "kind": source.kind},
-    )

@@ -110,6 +110,7 @@ INSTALLED_APPS = [
     "loops",
     "connectors",
     "jobs",
+    "interfaces",
 ]
 
 MIDDLEWARE = [

@@ -4,7 +4,7 @@
 from django.contrib import admin
 from django.urls import include, path, re_path
 
-from gbrain_site.api import api, unknown_endpoint
+from interfaces.http.api import api, unknown_endpoint
 
 urlpatterns = [
     path("admin/", admin.site.urls),

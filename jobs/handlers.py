@@ -22,7 +22,10 @@ from typing import TYPE_CHECKING, Any
 from django.utils.module_loading import import_string
 
 from brain.exceptions import InvalidParams
+from brain.services.verbs import session_cursor_purge as purge_idle_cursors
 from jobs.exceptions import PermanentJobError
+from loops.extraction import commitments_extract
+from loops.extractors.llm import RetryableExtraction
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -113,7 +116,7 @@ def sync_source(job: Job, ctx: JobContext) -> Any:
     """Sync one source (``params.source_id``) through its connector (SPEC §6): a
     Google account from its cursor, a mailbox source by re-importing its path."""
     source_id = require(job, "source_id")
-    sync = service("connectors.services.source_sync")
+    sync = service("connectors.dispatch.source_sync")
     progress = ConnectorProgress(ctx)
     report = sync(source_id=source_id, progress=progress, actor=f"job:{job.pk}")
     progress.flush()
@@ -173,6 +176,21 @@ def extract_loops(job: Job, ctx: JobContext) -> Any:
     return as_result(report)
 
 
+def extract_commitments(job: Job, ctx: JobContext) -> Any:
+    """LLM commitment extraction of one thread after detection (``params.source_id``,
+    ``params.thread_id``; SPEC §5.3). A transient failure (malformed or truncated
+    answer, API error) is retried by the job system with backoff; with no LLM
+    configured the job ends with ``{status: failed, reason: llm_unavailable}``."""
+    source_id, thread_id = require(job, "source_id"), require(job, "thread_id")
+    try:
+        outcome = commitments_extract(source_id=source_id, thread_id=thread_id)
+    except RetryableExtraction as exc:
+        if exc.reason == "llm_unavailable":
+            return {"status": "failed", "reason": exc.reason, "retryable": True}
+        raise
+    return {**outcome, "attempts": job.attempts}
+
+
 def loops_sweep(job: Job, ctx: JobContext) -> Any:
     """Grace re-checks and staleness for every source, or ``params.source_ids``."""
     run = service("loops.pipeline.loops_sweep")
@@ -194,6 +212,12 @@ def embed_pending(job: Job, ctx: JobContext) -> Any:
 
     embedded = run(limit=limit, progress=batch_done, source_ids=source_ids)
     return {"embedded": embedded}
+
+
+def session_cursor_purge(job: Job, ctx: JobContext) -> Any:
+    """Delete ``delta`` session cursors idle for more than 7 days (SPEC §4);
+    ``{purged: n}``."""
+    return {"purged": purge_idle_cursors()}
 
 
 def dream(job: Job, ctx: JobContext) -> Any:

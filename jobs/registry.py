@@ -37,8 +37,12 @@ class KindSpec:
 BUILTIN_KINDS: dict[str, KindSpec] = {
     "sync_source": KindSpec("jobs.handlers.sync_source", timeout=1800),
     "extract_loops": KindSpec("jobs.handlers.extract_loops", timeout=900),
+    "extract_commitments": KindSpec(
+        "jobs.handlers.extract_commitments", timeout=600, max_attempts=3
+    ),
     "loops_sweep": KindSpec("jobs.handlers.loops_sweep", timeout=900),
     "embed_pending": KindSpec("jobs.handlers.embed_pending", timeout=1800),
+    "session_cursor_purge": KindSpec("jobs.handlers.session_cursor_purge", timeout=600),
     "dream": KindSpec("jobs.handlers.dream", timeout=3000, max_attempts=2),
     "import_mail": KindSpec("jobs.handlers.import_mail", timeout=3000),
     "import_markdown": KindSpec("jobs.handlers.import_markdown", timeout=1800),

@@ -74,6 +74,13 @@ def schedule_specs() -> list[ScheduleSpec]:
             "0 * * * *",
             {"kind": "loops_sweep"},
         ),
+        # https://crontab.guru/#30_3_*_*_* : 03:30 every night (BRAIN_TIME_ZONE)
+        ScheduleSpec(
+            "session_cursor_purge",
+            "jobs.tasks.enqueue_kind",
+            "30 3 * * *",
+            {"kind": "session_cursor_purge"},
+        ),
         # https://crontab.guru/#0_2_*_*_* : 02:00 every night (BRAIN_TIME_ZONE)
         ScheduleSpec(
             "dream", "jobs.tasks.enqueue_kind", "0 2 * * *", {"kind": "dream"}

@@ -137,6 +137,19 @@ def _live_with_key(key: str) -> Job | None:
     )
 
 
+def commitments_extraction_enqueue(*, source_id: str, thread_id: str) -> Job:
+    """Enqueue the ``extract_commitments`` job of one thread (SPEC §5.3, §7); a
+    queued or running one for the same thread is reused (coalesced). Sent to
+    django-q2 after the current transaction commits."""
+    job, _created = job_enqueue(
+        kind="extract_commitments",
+        params={"source_id": source_id, "thread_id": thread_id},
+        created_by="loops",
+        coalesce=True,
+    )
+    return job
+
+
 def job_dispatch_on_commit(*, job_id: int, kind: str) -> None:
     """Send ``jobs.tasks.run_job(job_id)`` to django-q2 once the transaction commits.
 

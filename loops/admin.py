@@ -14,8 +14,9 @@ from django.template.response import TemplateResponse
 from django.urls import path
 
 from brain.access import local_caller
+from brain.admin import PageAdmin
 from brain.models import Source
-from loops.admin_actions import _actor
+from loops.admin_actions import PAGE_ACTIONS, _actor
 from loops.models import (
     ExtractionRun,
     GraceHold,
@@ -61,6 +62,11 @@ class LoopEventInline(admin.TabularInline):
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+# SPEC §5: admins steer loops from a page (mark done, drop, mute); brain's PageAdmin
+# cannot import loops, so the loops app adds its actions to it here.
+PageAdmin.actions = (*PageAdmin.actions, *PAGE_ACTIONS)
 
 
 @admin.register(OpenLoop)

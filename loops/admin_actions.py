@@ -1,6 +1,6 @@
 """Admin actions on brain pages that steer loops (SPEC §5: "admins mute from the
-admin, on a loop, an email page or a person"). ``brain.admin.PageAdmin`` lists
-these; each one calls a loops service."""
+admin, on a loop, an email page or a person"). ``loops.admin`` adds
+these to ``brain.admin.PageAdmin``; each one calls a loops service."""
 
 from __future__ import annotations
 

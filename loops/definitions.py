@@ -2,6 +2,9 @@
 ``MailMessage``: mine, noise sender, calendar system mail, auto-submitted,
 substantive, "asks a question", "only acknowledges", the latest-reply text.
 
+The one home of the mail text rules (reply/forward prefixes, noise senders, mine,
+reply-trimming languages): the connectors (``connectors.mail``) use these too.
+
 Everything here is pure (no database), so the detector and the extractors can be
 tested on message lists and replayed for any reference time.
 """
@@ -10,7 +13,9 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
+
+from mailparser_reply import EmailReplyParser
 
 from loops.message import BULK_CATEGORIES, SENT, MailMessage
 
@@ -51,9 +56,13 @@ CALENDAR_SUBJECT_PREFIXES = (
     "canceled event:",
     "cancelled event:",
 )
+# Reply and forward prefixes in the languages mail arrives in: English (Re, Fw, Fwd),
+# German (AW, WG), Scandinavian (SV, VS), Dutch (Antw), French (TR), Italian (R, Rif).
 REPLY_PREFIX_RE = re.compile(
-    r"^\s*(?:(?:re|fw|fwd|aw|sv|vs)\s*(?:\[\d+\])?\s*:\s*)+", re.I
+    r"^\s*(?:(?:re|fw|fwd|aw|wg|sv|vs|antw|tr|rif|r)\s*(?:\[\d+\])?\s*:\s*)+", re.I
 )
+# Languages whose reply headers ("On … wrote:", "Am … schrieb:") cut a quoted tail.
+REPLY_LANGUAGES = ("en", "de", "fr", "es")
 URL_RE = re.compile(r"(?:https?://|ftp://|www\.|mailto:)\S+", re.I)
 WS_RE = re.compile(r"\s+")
 # The newest reply sits at the top; the parser never needs more than this.
@@ -70,11 +79,23 @@ GREETING_RE = re.compile(r"^(?:hi|hello|hey|dear)\b[\w .'-]{0,40}[,!:]?$", re.I)
 SIGNATURE_RE = re.compile(r"^[-–—~ ]*(?:[A-Z][\w.'-]*)(?: [A-Z][\w.'-]*)?[.,]?$")
 
 
-def is_mine(message: MailMessage, owner_addresses: Collection[str]) -> bool:
+class Sent(Protocol):
+    """Any message with labels and a From address (``MailMessage``, a connector's
+    parsed mail)."""
+
+    @property
+    def labels(self) -> Collection[str]: ...
+
+    @property
+    def from_addr(self) -> str: ...
+
+
+def is_mine(message: Sent, owner_addresses: Collection[str]) -> bool:
     """True when the message is the owner's: SENT label, sent folder (the connector
-    sets ``is_mine``), or a From among ``owner_addresses`` (SPEC §5.1)."""
+    sets ``is_mine`` on a ``MailMessage``), or a From among ``owner_addresses``
+    (lower-case addresses; SPEC §5.1)."""
     return (
-        message.is_mine
+        bool(getattr(message, "is_mine", False))
         or SENT in message.labels
         or (message.from_addr or "").lower() in owner_addresses
     )
@@ -137,10 +158,9 @@ def collapse(text: str) -> str:
 
 
 @lru_cache(maxsize=1)
-def _reply_parser():  # type: ignore[no-untyped-def]
-    from mailparser_reply import EmailReplyParser
-
-    return EmailReplyParser(languages=["en", "de", "fr", "es"])
+def reply_parser() -> EmailReplyParser:
+    """The one mail-parser-reply parser, for ``REPLY_LANGUAGES`` (built once)."""
+    return EmailReplyParser(languages=list(REPLY_LANGUAGES))
 
 
 _QUOTE_MARKERS = re.compile(
@@ -164,7 +184,7 @@ def _reply_text(body: str) -> str:
     match = _QUOTE_MARKERS.search(body)
     text = (body[: match.start()] if match else body)[:REPLY_SCAN_CHARS]
     try:
-        text = _reply_parser().parse_reply(text=text) or text
+        text = reply_parser().parse_reply(text=text) or text
     except Exception:  # the parser is heuristic; our own cut stands
         text = body[: match.start()] if match else body
     lines = [line for line in text.splitlines() if not line.lstrip().startswith(">")]

@@ -30,6 +30,7 @@ from brain.models import Page, RawRecord, Source
 from loops.definitions import collapse, is_mine, is_substantive, reply_text
 from loops.detectors import Mutes, detect_thread
 from loops.eligibility import extraction_eligibility
+from loops.extraction import extraction_enqueue
 from loops.extractors.rules import (
     DEADLINE_RE,
     resolve_due,
@@ -431,9 +432,7 @@ def thread_process(
     report["reason"] = verdict.reason
     visible = [m for m in messages if m.date is None or m.date <= now]
     if mode == "llm":
-        from loops.tasks import enqueue_extract_loops
-
-        enqueue_extract_loops(source_id=source.id, thread_id=thread_id)
+        extraction_enqueue(source_id=source.id, thread_id=thread_id)
         report["extraction"] = "queued"
     else:
         report["extraction"] = thread_rule_extract(

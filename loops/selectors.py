@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Q, QuerySet
 from django.db.models.fields.json import KeyTextTransform
 from django.utils import timezone
 
@@ -16,7 +16,7 @@ from loops.message import MailMessage
 from loops.models import LoopStatus, LoopSuppression, OpenLoop
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Sequence
 
     from brain.access import ReadScope
 
@@ -169,18 +169,3 @@ def loop_list(
     return qs.select_related("counterparty", "page", "source").order_by(
         "-last_activity_at", "-id"
     )
-
-
-def backlink_counts(page_ids: Iterable[int]) -> dict[int, int]:
-    """Backlinks per page (incoming relations, excluding ``mentions``; SPEC §2.3)."""
-    rows = (
-        Page.objects.filter(pk__in=list(page_ids))
-        .annotate(
-            n=Count(
-                "incoming_relations",
-                filter=~Q(incoming_relations__relation_type__name="mentions"),
-            )
-        )
-        .values_list("pk", "n")
-    )
-    return dict(rows)

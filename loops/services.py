@@ -24,14 +24,13 @@ from django.utils import timezone
 
 from brain.exceptions import InvalidParams, NotFound
 from brain.models import (
-    AuditEvent,
     Fact,
     Page,
-    Relation,
-    RelationType,
     Source,
     Visibility,
 )
+from brain.services.facts import fact_expire_one, fact_record, fact_supersede_with
+from brain.services.relations import relation_ensure
 from loops.models import (
     CLOSED_BY_FULFILLED,
     CLOSED_BY_MANUAL,
@@ -263,19 +262,14 @@ def _expire_projected_fact(
         .exists()
     ):
         return False, "shared_with_open_loop"
-    now = timezone.now()
-    updated = Fact.objects.filter(pk=loop.fact_id, expired_at__isnull=True).update(
-        expired_at=now, expired_reason=reason[:500], updated_at=now
+    updated = fact_expire_one(
+        fact_id=loop.fact_id,
+        source_id=loop.source_id,
+        actor=actor,
+        reason=reason,
+        audit_extra={"loop_id": loop.pk},
     )
     if updated:
-        AuditEvent.objects.create(
-            actor=actor,
-            action=AuditEvent.Action.FACT_EXPIRED,
-            source_id=loop.source_id,
-            target_type="fact",
-            target_id=str(loop.fact_id),
-            extra_data={"loop_id": loop.pk, "reason": reason},
-        )
         _event(
             loop=loop,
             source_id=loop.source_id,
@@ -430,33 +424,13 @@ def loop_correct_due(
     if locked.fact_id:
         old_fact = Fact.objects.select_for_update().get(pk=locked.fact_id)
         if old_fact.expired_at is None:
-            now = timezone.now()
-            new_fact = Fact.objects.create(
-                source_id=old_fact.source_id,
-                entity=old_fact.entity,
-                text=old_fact.text,
-                kind=old_fact.kind,
-                visibility=old_fact.visibility,
-                provenance=old_fact.provenance,
-                raw_record=old_fact.raw_record,
-                evidence={**old_fact.evidence, "correction": evidence},
-                confidence=old_fact.confidence,
-                valid_until=due_at,
-                created_by=actor,
-            )
-            Fact.objects.filter(pk=old_fact.pk).update(
-                expired_at=now,
-                superseded_by=new_fact,
-                updated_at=now,
-                expired_reason="deadline corrected",
-            )
-            AuditEvent.objects.create(
+            new_fact = fact_supersede_with(
+                old=old_fact,
                 actor=actor,
-                action=AuditEvent.Action.FACT_SUPERSEDED,
-                source_id=old_fact.source_id,
-                target_type="fact",
-                target_id=str(old_fact.pk),
-                extra_data={"superseded_by": new_fact.pk, "loop_id": locked.pk},
+                reason="deadline corrected",
+                valid_until=due_at,
+                evidence={**old_fact.evidence, "correction": evidence},
+                audit_extra={"loop_id": locked.pk},
             )
             locked.fact = new_fact
             fields.append("fact")
@@ -701,17 +675,14 @@ class CommitmentInput:
 def _relation(
     *, page: Page, person: Page, type_name: str, context: str, detector: str
 ) -> None:
-    relation_type = RelationType.objects.get(name=type_name)
-    Relation.objects.get_or_create(
+    relation_ensure(
         from_page=page,
         to_page=person,
-        relation_type=relation_type,
-        defaults={
-            "source_id": page.source_id,
-            "context": context[:200],
-            "provenance": {"extractor": detector},
-            "created_by": f"loops:{detector}",
-        },
+        type_name=type_name,
+        source_id=page.source_id,
+        context=context,
+        provenance={"extractor": detector},
+        created_by=f"loops:{detector}",
     )
 
 
@@ -800,29 +771,21 @@ def loop_project_commitment(
     if is_decision or action == "unchanged" or loop.fact_id:
         return loop, action
     title = page.title if page else thread_id
-    fact = Fact.objects.create(
-        source=source,
+    fact = fact_record(
+        source_id=source.id,
         entity=person,
-        text=summary[:1000],
+        text=summary,
         kind=Fact.Kind.COMMITMENT,
         visibility=Visibility.PRIVATE,
-        provenance=f'email thread "{title[:80]}" ({page.slug if page else thread_id})'[
-            :500
-        ],
+        provenance=f'email thread "{title[:80]}" ({page.slug if page else thread_id})',
         raw_record_id=item.raw_record_id,
         evidence={**evidence, "extractor": detector, "model": model},
         confidence=item.confidence,
         valid_from=item.message_date,
         valid_until=due_at,
         created_by=f"loops:{detector}",
-    )
-    AuditEvent.objects.create(
         actor=actor,
-        action=AuditEvent.Action.FACT_REMEMBERED,
-        source=source,
-        target_type="fact",
-        target_id=str(fact.pk),
-        extra_data={"loop_id": loop.pk},
+        audit_extra={"loop_id": loop.pk},
     )
     OpenLoop.objects.filter(pk=loop.pk).update(fact=fact)
     loop.fact = fact

@@ -22,12 +22,12 @@ from django.utils import timezone
 
 from brain.access import Caller, ReadScope
 from brain.models import RawRecord, Source
+from brain.selectors import backlink_counts
 from loops.detectors import detect_thread
 from loops.message import MailMessage
 from loops.models import Detector, LoopStatus, OpenLoop
 from loops.selectors import (
     MAILBOX_WINDOW_DAYS,
-    backlink_counts,
     counterparty_page,
     loop_list,
     mutes_for,

@@ -6,8 +6,9 @@ import pytest
 
 from accounts.models import ApiKey
 from accounts.services import apikey_authenticate, apikey_revoke, hash_key
-from brain.access import caller_for_key, local_caller
+from brain.access import local_caller
 from brain.exceptions import ScopeDenied
+from interfaces.callers import caller_for_key
 from tests.factories import SourceFactory
 
 pytestmark = pytest.mark.django_db

@@ -33,11 +33,10 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Count, Exists, F, Min, OuterRef, Q
-from django.db.models.functions import Lower, Trim
+from django.db.models import Count, Exists, OuterRef, Q
 from django.utils import timezone
-from django.utils.module_loading import import_string
 
+from brain.extensions import loop_views
 from brain.models import (
     Alias,
     AuditEvent,
@@ -47,6 +46,8 @@ from brain.models import (
     PageType,
     Relation,
 )
+from brain.services.facts import fact_expire, fact_supersede_duplicates
+from brain.services.pages import pages_embed_pending
 
 logger = logging.getLogger(__name__)
 
@@ -382,90 +383,25 @@ def phase_facts(budget: Budget, now: Any) -> PhaseResult:
     """Exact duplicate active facts (same source, entity, kind, visibility and
     text, ignoring case and outer spaces) keep the oldest; the others are expired as
     superseded by it. Facts whose ``valid_until`` passed get ``expired_at`` =
-    ``valid_until``. Nothing is deleted (SPEC §2.4)."""
-    active = Fact.objects.filter(expired_at__isnull=True).filter(
-        Q(valid_until__isnull=True) | Q(valid_until__gt=now)
-    )
-    groups = (
-        active.annotate(norm=Lower(Trim("text")))
-        .values("source_id", "entity_id", "kind", "visibility", "norm")
-        .annotate(n=Count("id"), keep=Min("id"))
-        .filter(n__gt=1)
-        .order_by("keep")[: budget.max_items]
-    )
-    audits: list[AuditEvent] = []
-    duplicates = 0
-    for group in groups:
-        dupes = list(
-            active.annotate(norm=Lower(Trim("text")))
-            .filter(
-                source_id=group["source_id"],
-                entity_id=group["entity_id"],
-                kind=group["kind"],
-                visibility=group["visibility"],
-                norm=group["norm"],
-            )
-            .exclude(pk=group["keep"])
-            .values_list("id", "source_id")
-        )
-        Fact.objects.filter(pk__in=[d for d, _ in dupes]).update(
-            expired_at=now,
-            superseded_by_id=group["keep"],
-            expired_reason=f"dream: exact duplicate of fact #{group['keep']}",
-            updated_at=now,
-        )
-        duplicates += len(dupes)
-        audits.extend(
-            _audit(
-                action=AuditEvent.Action.FACT_SUPERSEDED,
-                target_type="fact",
-                target_id=fact_id,
-                source_id=source_id,
-                extra={"superseded_by": group["keep"], "reason": "exact duplicate"},
-            )
-            for fact_id, source_id in dupes
-        )
-    lapsed = list(
-        Fact.objects.filter(expired_at__isnull=True, valid_until__lte=now)
-        .order_by("id")
-        .values_list("id", "source_id")[: budget.max_items]
-    )
-    Fact.objects.filter(pk__in=[f for f, _ in lapsed]).update(
-        expired_at=F("valid_until"),
-        expired_reason="dream: valid_until passed",
-        updated_at=now,
-    )
-    audits.extend(
-        _audit(
-            action=AuditEvent.Action.FACT_EXPIRED,
-            target_type="fact",
-            target_id=fact_id,
-            source_id=source_id,
-            extra={"reason": "valid_until passed"},
-        )
-        for fact_id, source_id in lapsed
-    )
-    AuditEvent.objects.bulk_create(audits)
+    ``valid_until``. Nothing is deleted (SPEC §2.4). Both writes are brain's fact
+    service (``fact_supersede_duplicates``, ``fact_expire``)."""
+    duplicates = fact_supersede_duplicates(now=now, limit=budget.max_items, actor=ACTOR)
+    lapsed = fact_expire(now=now, limit=budget.max_items, actor=ACTOR)
     return PhaseResult(
         summary=(
-            f"{duplicates} duplicate fact(s) superseded, {len(lapsed)} fact(s) "
+            f"{duplicates} duplicate fact(s) superseded, {lapsed} fact(s) "
             "expired at their valid_until"
         ),
-        counts={"facts_deduplicated": duplicates, "facts_expired": len(lapsed)},
-        writes=duplicates + len(lapsed),
+        counts={"facts_deduplicated": duplicates, "facts_expired": lapsed},
+        writes=duplicates + lapsed,
     )
-
-
-def _optional(path: str) -> Callable[..., Any] | None:
-    try:
-        return import_string(path)  # type: ignore[no-any-return]
-    except ImportError:
-        return None
 
 
 def phase_loops(budget: Budget, now: Any) -> PhaseResult:
-    """Loop staleness and grace re-checks through the loops app's sweep service."""
-    sweep = _optional(LOOPS_SWEEP)
+    """Loop staleness and grace re-checks through the sweep the loops app registers
+    (``brain.extensions``); skipped while no loops app is installed."""
+    views = loop_views()
+    sweep = views.sweep if views is not None else None
     if sweep is None:
         return PhaseResult(
             summary="loops sweep service not installed", status="skipped"
@@ -492,12 +428,9 @@ def _int_counts(outcome: Any) -> dict[str, int]:
 
 def phase_embeddings(budget: Budget, now: Any) -> PhaseResult:
     """Re-embed chunks that are missing a vector or stale (pages service)."""
-    embed = _optional(EMBED_PENDING)
-    if embed is None:
-        return PhaseResult(summary="embedding service not installed", status="skipped")
     if getattr(settings, "BRAIN_EMBEDDING_PROVIDER", "none") == "none":
         return PhaseResult(summary="no embedding provider configured", status="skipped")
-    embedded = int(embed(limit=budget.max_items) or 0)
+    embedded = int(pages_embed_pending(limit=budget.max_items) or 0)
     return PhaseResult(
         summary=f"{embedded} chunk(s) embedded",
         counts={"chunks_embedded": embedded},
@@ -580,8 +513,6 @@ def phase_llm(budget: Budget, now: Any) -> PhaseResult:
     )
 
 
-LOOPS_SWEEP = "loops.pipeline.loops_sweep"
-EMBED_PENDING = "brain.services.pages.pages_embed_pending"
 PHASE_FUNCTIONS: dict[str, Callable[[Budget, Any], PhaseResult]] = {
     "link_repair": phase_link_repair,
     "duplicates": phase_duplicates,

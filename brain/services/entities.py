@@ -14,14 +14,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from django.apps import apps
 from django.contrib.postgres.search import TrigramSimilarity
 from django.db import OperationalError, connection, transaction
-from django.db.models import F, QuerySet
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from brain.access import ReadScope, scope_queryset
+from brain.extensions import loop_views
 from brain.models import Fact, Page, TimelineEntry
+from brain.selectors import backlinks_sql
 from brain.selectors_facts import fact_list_active
 from brain.text import normalize_alias, slugify_title
 
@@ -209,63 +210,16 @@ def page_synopsis(page: Page) -> str:
     return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 1] + "…"
 
 
-_LOOP_FIELDS = {
-    "source",
-    "counterparty",
-    "loop_type",
-    "summary",
-    "due_at",
-    "status",
-    "opened_at",
-}
-_LOOP_DIRECTION = {
-    "commitment_owed_by_me": "owed_by_me",
-    "unanswered_inbound": "owed_by_me",
-    "commitment_owed_to_me": "owed_to_me",
-    "unanswered_outbound": "owed_to_me",
-    "decision_pending": "decision",
-}
-
-
 def entity_loop_threads(
     *, scope: ReadScope, pages: list[Page], limit: int = CARD_OPEN_THREADS
 ) -> dict[int, list[dict[str, Any]]]:
     """Open loops whose counterparty is one of ``pages`` (SPEC §5), as card threads
-    ``{kind: commitment, text, date, direction, due, counterparty, status, loop_id}``,
-    due soonest first, at most ``limit`` per page. Returns ``{}`` while the loops app
-    has no ``OpenLoop`` model. Loop summaries are not redacted (SPEC §5.5 lets remote
-    callers see summary, counterparty and due date)."""
-    try:
-        model = apps.get_model("loops", "OpenLoop")
-    except LookupError:
+    (the shape of ``loops.brain_views.card_threads``); ``{}`` while no app above
+    brain has registered loop views (``brain.extensions``)."""
+    views = loop_views()
+    if views is None or not pages:
         return {}
-    names = {f.name for f in model._meta.get_fields()}
-    if not _LOOP_FIELDS <= names or not pages:
-        return {}
-    by_page: dict[int, list[dict[str, Any]]] = {}
-    slug_of = {p.pk: p.slug for p in pages}
-    rows = model.objects.filter(
-        source_id__in=scope.source_ids,
-        counterparty_id__in=list(slug_of),
-        status="open",
-    ).order_by(F("due_at").asc(nulls_last=True), "-opened_at", "pk")
-    for loop in rows[: limit * len(pages)]:
-        items = by_page.setdefault(loop.counterparty_id, [])
-        if len(items) >= limit:
-            continue
-        items.append(
-            {
-                "kind": "commitment",
-                "text": loop.summary,
-                "date": iso_ms(loop.opened_at),
-                "direction": _LOOP_DIRECTION.get(loop.loop_type, loop.loop_type),
-                "due": iso_ms(loop.due_at),
-                "counterparty": slug_of[loop.counterparty_id],
-                "status": loop.status,
-                "loop_id": str(loop.pk),
-            }
-        )
-    return by_page
+    return views.card_threads(scope=scope, pages=pages, limit=limit)
 
 
 def _commitment_thread(
@@ -281,7 +235,8 @@ def _commitment_thread(
     }
 
 
-_CARD_SQL = """
+_CARD_SQL = (
+    """
 SELECT
   (SELECT coalesce(json_agg(a.alias ORDER BY a.alias), '[]') FROM (
      SELECT alias FROM brain_alias WHERE page_id = %(page)s ORDER BY alias LIMIT %(aka)s
@@ -319,13 +274,11 @@ SELECT
         AND p.visibility = ANY(%(visibilities)s)
       ORDER BY rt.name, p.slug LIMIT %(edges)s
    ) e) AS edges_in,
-  (SELECT count(*) FROM brain_relation r
-     JOIN brain_relationtype rt ON rt.id = r.relation_type_id
-     JOIN brain_page p ON p.id = r.from_page_id
-    WHERE r.to_page_id = %(page)s AND r.source_id = %(source)s
-      AND rt.name <> 'mentions' AND p.deleted_at IS NULL
-      AND p.visibility = ANY(%(visibilities)s)) AS backlinks
+  """
+    + backlinks_sql("%(page)s", source_param="source", vis_param="visibilities")
+    + """ AS backlinks
 """
+)
 
 
 def _dt(value: str | None) -> datetime | None:

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from django.db import connection, transaction
-from django.db.models import F, QuerySet
+from django.db.models import Count, F, Min, Q, QuerySet
+from django.db.models.functions import Lower, Trim
 from django.utils import timezone
 
 from brain.access import Caller, ReadScope, scope_queryset
@@ -519,30 +520,224 @@ def fact_forget(
     return fact, bool(changed)
 
 
-def fact_expire(*, now: datetime | None = None, actor: str = "dream") -> int:
-    """Mark facts whose ``valid_until`` has passed as expired (``expired_at`` =
-    ``valid_until``, reason ``ttl elapsed``), with one audit row per source. Readers
-    already treat them as inactive; this makes it explicit (SPEC §10 consolidation).
-    Returns how many facts were expired; running it twice changes nothing."""
+def _fact_audit(
+    *, actor: str, action: str, fact_id: int, source_id: str, extra: dict[str, Any]
+) -> AuditEvent:
+    return AuditEvent(
+        actor=actor,
+        action=action,
+        source_id=source_id,
+        target_type="fact",
+        target_id=str(fact_id),
+        extra_data={"dream_generated": actor == "dream", **extra},
+    )
+
+
+def fact_supersede_duplicates(
+    *, now: datetime | None = None, limit: int | None = None, actor: str = "dream"
+) -> int:
+    """Supersede exact duplicate active facts (same source, entity, kind, visibility
+    and text, ignoring case and outer spaces) by the oldest of each group: the others
+    get ``expired_at`` = ``now``, ``superseded_by`` the oldest and one
+    ``fact_superseded`` audit row each (SPEC §2.4, §10). At most ``limit`` groups.
+    Returns how many facts were superseded; nothing is deleted."""
     now = now or timezone.now()
-    total = 0
-    with transaction.atomic():
-        lapsed = Fact.objects.filter(expired_at__isnull=True, valid_until__lte=now)
-        by_source: dict[str, list[int]] = {}
-        for pk, source_id in lapsed.values_list("pk", "source_id"):
-            by_source.setdefault(source_id, []).append(pk)
-        for source_id, ids in by_source.items():
-            total += Fact.objects.filter(pk__in=ids, expired_at__isnull=True).update(
-                expired_at=F("valid_until"),
-                expired_reason="ttl elapsed",
-                updated_at=now,
+    active = Fact.objects.filter(expired_at__isnull=True).filter(
+        Q(valid_until__isnull=True) | Q(valid_until__gt=now)
+    )
+    groups = (
+        active.annotate(norm=Lower(Trim("text")))
+        .values("source_id", "entity_id", "kind", "visibility", "norm")
+        .annotate(n=Count("id"), keep=Min("id"))
+        .filter(n__gt=1)
+        .order_by("keep")
+    )
+    audits: list[AuditEvent] = []
+    duplicates = 0
+    for group in groups[:limit] if limit else groups:
+        dupes = list(
+            active.annotate(norm=Lower(Trim("text")))
+            .filter(
+                source_id=group["source_id"],
+                entity_id=group["entity_id"],
+                kind=group["kind"],
+                visibility=group["visibility"],
+                norm=group["norm"],
             )
-            AuditEvent.objects.create(
+            .exclude(pk=group["keep"])
+            .values_list("id", "source_id")
+        )
+        Fact.objects.filter(pk__in=[d for d, _ in dupes]).update(
+            expired_at=now,
+            superseded_by_id=group["keep"],
+            expired_reason=f"{actor}: exact duplicate of fact #{group['keep']}",
+            updated_at=now,
+        )
+        duplicates += len(dupes)
+        audits.extend(
+            _fact_audit(
                 actor=actor,
-                action=AuditEvent.Action.FACT_EXPIRED,
+                action=AuditEvent.Action.FACT_SUPERSEDED,
+                fact_id=fact_id,
                 source_id=source_id,
-                target_type="fact",
-                target_id=",".join(str(i) for i in ids[:20]),
-                extra_data={"count": len(ids), "ids": ids[:1000]},
+                extra={"superseded_by": group["keep"], "reason": "exact duplicate"},
             )
-    return total
+            for fact_id, source_id in dupes
+        )
+    AuditEvent.objects.bulk_create(audits)
+    return duplicates
+
+
+def fact_expire(
+    *, now: datetime | None = None, limit: int | None = None, actor: str = "dream"
+) -> int:
+    """Mark facts whose ``valid_until`` has passed as expired (``expired_at`` =
+    ``valid_until``, reason ``<actor>: valid_until passed``), one ``fact_expired``
+    audit row each, at most ``limit`` facts. Readers already treat them as inactive;
+    this makes it explicit (SPEC §10 consolidation). Returns how many facts were
+    expired; running it twice changes nothing."""
+    now = now or timezone.now()
+    lapsed_qs = (
+        Fact.objects.filter(expired_at__isnull=True, valid_until__lte=now)
+        .order_by("id")
+        .values_list("id", "source_id")
+    )
+    lapsed = list(lapsed_qs[:limit] if limit else lapsed_qs)
+    Fact.objects.filter(pk__in=[f for f, _ in lapsed]).update(
+        expired_at=F("valid_until"),
+        expired_reason=f"{actor}: valid_until passed",
+        updated_at=now,
+    )
+    AuditEvent.objects.bulk_create(
+        _fact_audit(
+            actor=actor,
+            action=AuditEvent.Action.FACT_EXPIRED,
+            fact_id=fact_id,
+            source_id=source_id,
+            extra={"reason": "valid_until passed"},
+        )
+        for fact_id, source_id in lapsed
+    )
+    return len(lapsed)
+
+
+# --- writes for apps above brain (loops' commitment facts, imported notes) ------------
+
+
+def fact_record(
+    *,
+    source_id: str,
+    entity: Page | None,
+    text: str,
+    kind: str,
+    visibility: str,
+    provenance: str,
+    created_by: str,
+    actor: str,
+    raw_record_id: int | None = None,
+    evidence: dict[str, Any] | None = None,
+    confidence: float = 1.0,
+    valid_from: datetime | None = None,
+    valid_until: datetime | None = None,
+    expired_at: datetime | None = None,
+    expired_reason: str = "",
+    audit_extra: dict[str, Any] | None = None,
+) -> Fact:
+    """Store one fact as given (no dedupe or supersede: the caller decided it is
+    new) with a ``fact_remembered`` audit row carrying ``audit_extra``. Text is cut
+    to 1,000 characters, provenance and ``expired_reason`` to 500 (SPEC §2.4); a fact
+    stored already expired (a struck line of an imported note) passes
+    ``expired_at``. Returns the fact."""
+    fields: dict[str, Any] = {
+        "source_id": source_id,
+        "entity": entity,
+        "text": text[:1000],
+        "kind": kind,
+        "visibility": visibility,
+        "provenance": provenance[:500],
+        "raw_record_id": raw_record_id,
+        "evidence": evidence or {},
+        "confidence": confidence,
+        "valid_until": valid_until,
+        "expired_at": expired_at,
+        "expired_reason": expired_reason[:500],
+        "created_by": created_by[:200],
+    }
+    if valid_from is not None:
+        fields["valid_from"] = valid_from
+    fact = Fact.objects.create(**fields)
+    AuditEvent.objects.create(
+        actor=actor,
+        action=AuditEvent.Action.FACT_REMEMBERED,
+        source_id=source_id,
+        target_type="fact",
+        target_id=str(fact.pk),
+        extra_data=audit_extra or {},
+    )
+    return fact
+
+
+def fact_expire_one(
+    *, fact_id: int, source_id: str, actor: str, reason: str, audit_extra: dict
+) -> bool:
+    """Expire one active fact now (``expired_reason`` = ``reason``, cut to 500) with
+    a ``fact_expired`` audit row; False when it was already expired or is gone."""
+    now = timezone.now()
+    updated = Fact.objects.filter(pk=fact_id, expired_at__isnull=True).update(
+        expired_at=now, expired_reason=reason[:500], updated_at=now
+    )
+    if updated:
+        AuditEvent.objects.create(
+            actor=actor,
+            action=AuditEvent.Action.FACT_EXPIRED,
+            source_id=source_id,
+            target_type="fact",
+            target_id=str(fact_id),
+            extra_data={**audit_extra, "reason": reason},
+        )
+    return bool(updated)
+
+
+def fact_supersede_with(
+    *,
+    old: Fact,
+    actor: str,
+    reason: str,
+    valid_until: datetime | None,
+    evidence: dict[str, Any],
+    audit_extra: dict[str, Any],
+) -> Fact:
+    """Replace the active fact ``old`` by a copy carrying ``valid_until`` and
+    ``evidence``: ``old`` gets ``expired_at`` now, ``superseded_by`` the copy and
+    ``expired_reason`` = ``reason``, with a ``fact_superseded`` audit row (SPEC §2.4:
+    nothing is deleted). Call inside a transaction holding ``old``'s row lock.
+    Returns the new fact."""
+    now = timezone.now()
+    new_fact = Fact.objects.create(
+        source_id=old.source_id,
+        entity=old.entity,
+        text=old.text,
+        kind=old.kind,
+        visibility=old.visibility,
+        provenance=old.provenance,
+        raw_record=old.raw_record,
+        evidence=evidence,
+        confidence=old.confidence,
+        valid_until=valid_until,
+        created_by=actor,
+    )
+    Fact.objects.filter(pk=old.pk).update(
+        expired_at=now,
+        superseded_by=new_fact,
+        updated_at=now,
+        expired_reason=reason,
+    )
+    AuditEvent.objects.create(
+        actor=actor,
+        action=AuditEvent.Action.FACT_SUPERSEDED,
+        source_id=old.source_id,
+        target_type="fact",
+        target_id=str(old.pk),
+        extra_data={"superseded_by": new_fact.pk, **audit_extra},
+    )
+    return new_fact

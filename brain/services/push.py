@@ -15,15 +15,13 @@ import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any
 
 from django.db import connection
-from django.db.models import F, Q
-from django.utils import timezone
 
 from brain.access import Caller, ReadScope
-from brain.exceptions import InvalidParams
+from brain.exceptions import PROTOCOL_VERSION, InvalidParams
+from brain.extensions import loop_views
 from brain.mentions import MentionWindow, Span, extract_mentions
 from brain.models import Alias, Page, PageType, PushEvent
 from brain.text import normalize_alias, slugify_title
@@ -35,10 +33,6 @@ GATE = 0.7
 DEFAULT_MAX_PAGES = 3
 HARD_CAP_PAGES = 5
 SYNOPSIS_MAX_CHARS = 160
-# Open loops count as due when overdue or due within this window (or with no date:
-# a reply owed is due now).
-LOOP_DUE_WINDOW = timedelta(days=7)
-MAX_LOOPS_PER_PAGE = 3
 PERSON_TYPE = "person"
 
 
@@ -105,7 +99,7 @@ def push_context(
     Returns ``{"pages": [{slug, title, source_id, type, confidence, arm, mention,
     synopsis (≤ 160 chars), loops: [{loop_id, loop_type, summary, due_at, overdue}]}],
     "skipped": [{mention, reason}], "session_id", "source", "max_pages",
-    "latency_ms", "protocol_version": 1}``. Reasons: ``ambiguous``,
+    "latency_ms", "protocol_version": PROTOCOL_VERSION}``. Reasons: ``ambiguous``,
     ``partial_name``, ``below_gate``, ``already_pushed``, ``over_cap``.
 
     Raises ``InvalidParams`` for malformed turns or ``max_pages`` < 1, and
@@ -127,7 +121,7 @@ def push_context(
         "session_id": session_id,
         "source": source,
         "max_pages": limit,
-        "protocol_version": 1,
+        "protocol_version": PROTOCOL_VERSION,
     }
     window = extract_mentions(texts)
     if window.spans and scope.source_ids:
@@ -546,40 +540,10 @@ def page_synopsis(*, summary: str, frontmatter_summary: str | None, body: str) -
 def due_loops_by_page(
     *, page_ids: Sequence[int], scope: ReadScope
 ) -> dict[int, list[dict[str, Any]]]:
-    """Due open loops with each person page, at most 3 per page (SPEC §5, §9).
-
-    Due = status open and (no due date, e.g. a reply owed, or due within 7 days or
-    overdue); soonest due first. Only loops in the read scope; the fields are the ones
-    SPEC §5.5 allows remote callers (no quotes). "Now" is the wall clock (UTC).
-    Returns ``{page_id: [loop, ...]}``.
-    """
-    if not page_ids:
+    """Due open loops with each person page (``loops.brain_views.due_by_page``),
+    ``{page_id: [loop, ...]}``; ``{}`` while no app above brain has registered loop
+    views (``brain.extensions``)."""
+    views = loop_views()
+    if views is None or not page_ids:
         return {}
-    # Imported here: loops depends on brain, never the other way round at import time.
-    from loops.models import LoopStatus, OpenLoop
-
-    now = timezone.now()
-    rows = (
-        OpenLoop.objects.filter(
-            counterparty_id__in=page_ids,
-            source_id__in=scope.source_ids,
-            status=LoopStatus.OPEN,
-        )
-        .filter(Q(due_at__isnull=True) | Q(due_at__lte=now + LOOP_DUE_WINDOW))
-        .order_by(F("due_at").asc(nulls_last=True), "opened_at", "id")
-        .values("id", "counterparty_id", "loop_type", "summary", "due_at")
-    )
-    out: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    for row in rows:
-        bucket = out[row["counterparty_id"]]
-        if len(bucket) < MAX_LOOPS_PER_PAGE:
-            bucket.append(
-                {
-                    "loop_id": str(row["id"]),
-                    "loop_type": row["loop_type"],
-                    "summary": row["summary"],
-                    "due_at": row["due_at"],
-                    "overdue": bool(row["due_at"] and row["due_at"] < now),
-                }
-            )
-    return dict(out)
+    return views.due_by_page(page_ids=page_ids, scope=scope)

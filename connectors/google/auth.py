@@ -19,6 +19,7 @@ from typing import Any
 
 from django.db import transaction
 
+from brain.exceptions import InvalidParams
 from brain.models import Source
 from brain.services.sources import source_ensure
 from connectors.base import ConnectorError, PermanentError, TransientError
@@ -117,8 +118,6 @@ def authorized_http(account: GoogleAccount) -> Any:
     ):
         return delegated_http(account.email)
     if account.social_auth is None:
-        from brain.exceptions import InvalidParams
-
         raise InvalidParams(
             f"Google account {account.email} has no stored grant.",
             suggestion="Re-connect it: sign in at /login/google-oauth2/.",

@@ -28,10 +28,13 @@ from email.utils import getaddresses, parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
 
 import html2text
-from mailparser_reply import EmailReplyParser
 
 from connectors.base import PermanentError
-from loops.definitions import CALENDAR_METHODS, NOISE_SENDER_MARKERS
+from loops.definitions import (
+    CALENDAR_METHODS,
+    REPLY_PREFIX_RE,
+    reply_parser,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -40,20 +43,13 @@ if TYPE_CHECKING:
 MAX_BODY_CHARS = 8000
 TRUNCATED_MARK = "\n[truncated]"
 _CORE_HEADERS = ("from", "to", "date", "subject", "message-id")
-# SPEC §5.1 definitions live with the loops rules; parsing only applies them.
-NOISE_MARKERS = NOISE_SENDER_MARKERS
-_REPLY_PREFIX = re.compile(
-    r"^\s*(?:(?:re|fw|fwd|aw|wg|sv|vs|antw|tr|rif|r)\s*(?:\[\d+\])?\s*:\s*)+",
-    re.IGNORECASE,
-)
+# SPEC §5.1 mail text rules (reply prefixes, noise senders, reply languages) live in
+# loops.definitions; parsing only applies them.
+_REPLY_PREFIX = REPLY_PREFIX_RE
 _LIST_TAG = re.compile(r"^\[[^\]]{1,40}\]\s*")
 _WS = re.compile(r"\s+")
 _BLANK_RUNS = re.compile(r"\n{3,}")
 _MSGID = re.compile(r"<([^<>\s]+)>")
-# English reply headers only: every extra language multiplies the library's regex
-# cost (4 languages halve ingestion speed); ">" blocks under other languages'
-# attribution lines are still dropped by ``_drop_quote_blocks``.
-_REPLY_PARSER = EmailReplyParser(languages=["en"])
 # The reply is at the top and at most 8,000 chars are kept: the quoted history
 # further down need not be scanned.
 _REPLY_SCAN_CHARS = 12000
@@ -174,12 +170,6 @@ def subject_key(subject: str) -> str:
 def strip_reply_prefix(subject: str) -> str:
     """The subject without its reply/forward prefixes (original case kept)."""
     return _REPLY_PREFIX.sub("", _WS.sub(" ", subject or "").strip()).strip()
-
-
-def is_noise_sender(addr: str) -> bool:
-    """SPEC §5.1: the From contains noreply, notifications@, mailer-daemon, …"""
-    value = (addr or "").lower()
-    return any(marker in value for marker in NOISE_MARKERS)
 
 
 # --- decoding helpers ----------------------------------------------------------------
@@ -312,7 +302,7 @@ def split_reply(text: str) -> tuple[str, bool]:
     if not text.strip():
         return "", False
     try:
-        reply = _REPLY_PARSER.parse_reply(text[:_REPLY_SCAN_CHARS])
+        reply = reply_parser().parse_reply(text[:_REPLY_SCAN_CHARS])
     except Exception:  # the library's regexes must never fail an import
         reply = None
     reply = _TRAILING_SEPARATOR.sub("", (reply or "").strip()).strip()

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from brain.text import slugify_title
-from connectors.mail.parsing import is_noise_sender, strip_reply_prefix
+from connectors.mail.parsing import strip_reply_prefix
+from loops.definitions import is_noise_sender
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from loops.definitions import is_noise_sender
 from loops.message import SENT, SPAM, TRASH
 
 if TYPE_CHECKING:
@@ -102,8 +103,6 @@ def sent_folder_senders(messages: Iterable[ParsedMail]) -> set[str]:
     two sent messages and 5 % of them (a message sent on the owner's behalf, or a
     colleague's mail filed there, does not make its sender an owner address).
     Noise senders never count."""
-    from connectors.mail.parsing import is_noise_sender
-
     senders = Counter(
         m.from_addr
         for m in messages
@@ -111,11 +110,6 @@ def sent_folder_senders(messages: Iterable[ParsedMail]) -> set[str]:
     )
     total = sum(senders.values())
     return {a for a, n in senders.items() if n >= 2 and n >= 0.05 * total}
-
-
-def is_mine(msg: ParsedMail, owner_addresses: set[str]) -> bool:
-    """SPEC §5.1: SENT label (a sent folder), or a From that is an owner address."""
-    return SENT in msg.labels or (msg.from_addr in owner_addresses)
 
 
 def thread_id_for(root_key: str) -> str:

@@ -47,12 +47,13 @@ from connectors.mail.threading import (
     bulk_labels,
     dedupe,
     folder_labels,
-    is_mine,
     sent_folder_senders,
     thread_messages,
 )
 from connectors.mailbox.client import MailboxEntry, iter_mailbox
 from connectors.models import ImportedItem
+from connectors.services import sync_run_finish, sync_run_start
+from loops.definitions import is_mine
 from loops.message import MailMessage
 from loops.pipeline import process_threads
 from loops.selectors import newest_message_at
@@ -449,8 +450,6 @@ def mailbox_import(
     after each batch; an exception it raises stops the import: the batch in
     flight rolls back whole, earlier batches stay, a re-run writes the rest.
     """
-    from connectors.services import sync_run_finish, sync_run_start
-
     path = Path(path)
     source = source_ensure(
         source_id=source_id,

@@ -21,6 +21,7 @@ from django.utils import timezone
 from brain.access import local_caller
 from brain.exceptions import BrainError
 from brain.models import Fact, Page, PageType, RawRecord, Source
+from brain.services.facts import fact_record
 from brain.services.pages import (
     RawInput,
     TimelineInput,
@@ -145,8 +146,8 @@ def _add_facts(*, source: Source, entity: Page, rows: list[FactRow]) -> int:
         valid_from = _as_date(row.valid_from)
         valid_until = _as_date(row.valid_until)
         kind = row.kind if row.kind in Fact.Kind.values else Fact.Kind.FACT
-        Fact.objects.create(
-            source=source,
+        fact_record(
+            source_id=source.id,
             entity=entity,
             text=row.claim,
             kind=kind,
@@ -168,6 +169,7 @@ def _add_facts(*, source: Source, entity: Page, rows: list[FactRow]) -> int:
             expired_at=now if row.struck else None,
             expired_reason=row.context[:500] if row.struck else "",
             created_by=f"markdown:{source.id}",
+            actor=f"markdown:{source.id}",
         )
         added += 1
     return added

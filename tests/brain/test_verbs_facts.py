@@ -155,7 +155,7 @@ def test_forget_unknown_id_is_not_found() -> None:
 def test_forget_needs_write_access_to_the_fact_source(
     alice, make_key, source_a
 ) -> None:  # type: ignore[no-untyped-def]
-    from brain.access import caller_for_key
+    from interfaces.callers import caller_for_key
 
     made = remember("Alice is vegetarian", entity=alice)
     reader = caller_for_key(

@@ -11,11 +11,11 @@ import pytest
 from connectors.mail.parsing import (
     MAX_BODY_CHARS,
     MailParseError,
-    is_noise_sender,
     parse_gmail_message,
     parse_rfc822,
     subject_key,
 )
+from loops.definitions import is_noise_sender
 from tests.connectors.helpers import CPYTHON, GMAIL, TALON
 
 

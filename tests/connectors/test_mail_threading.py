@@ -16,10 +16,10 @@ from connectors.mail.threading import (
     KnownMessage,
     dedupe,
     folder_labels,
-    is_mine,
     sent_folder_senders,
     thread_messages,
 )
+from loops.definitions import is_mine
 from tests.connectors.helpers import ENRON, SPAMASSASSIN, parse_mailbox
 
 

@@ -13,11 +13,11 @@ from social_django.models import UserSocialAuth
 
 from accounts.models import User
 from brain.models import Page, Source
+from connectors.dispatch import source_sync
 from connectors.google.auth import connect_google_source
 from connectors.google.client import READONLY_SCOPES
 from connectors.mailbox.sync import mailbox_import
 from connectors.models import GoogleAccount, SyncRun
-from connectors.services import source_sync
 from tests.connectors.helpers import SPAMASSASSIN
 
 pytestmark = pytest.mark.django_db

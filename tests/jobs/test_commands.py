@@ -6,6 +6,7 @@ from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.utils.module_loading import import_string
 from django_q.conf import Conf
 from django_q.models import Schedule
 from django_q.utils import localtime
@@ -42,10 +43,11 @@ def test_setup_schedules_twice_leaves_the_same_schedule_rows() -> None:
         "dream",
         "jobs_reaper",
         "loops_sweep",
+        "session_cursor_purge",
         "sync_source:shared-inbox",
     ]
-    assert first.count("created") == 4
-    assert second.count("unchanged") == 4 and "created" not in second
+    assert first.count("created") == 5
+    assert second.count("unchanged") == 5 and "created" not in second
     assert "https://crontab.guru/#*/10_*_*_*_*" in first
 
 
@@ -121,10 +123,39 @@ def test_demo_summary_shows_the_counts_a_connector_result_nests() -> None:
     import json
     from io import StringIO
 
-    from jobs.management.commands.demo import _Summary
+    from interfaces.management.commands.demo import _Summary
 
     out = StringIO()
     _Summary(out).write(
         json.dumps({"kind": "mailbox", "counts": {"messages": 756, "threads": 659}})
     )
     assert "messages: 756" in out.getvalue() and "threads: 659" in out.getvalue()
+
+
+def test_idle_delta_cursors_are_purged_nightly_by_a_schedule(
+    django_capture_on_commit_callbacks,
+) -> None:  # type: ignore[no-untyped-def]
+    """SPEC §4: a delta session cursor idle for more than 7 days is removed; the
+    purge is scheduled (it used to exist only as a function nobody called)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from brain.models import SessionCursor
+    from jobs.models import Job
+
+    source = SourceFactory(id="cursors", kind="manual")
+    now = timezone.now()
+    idle = SessionCursor.objects.create(source=source, client="a", session_id="old")
+    SessionCursor.objects.filter(pk=idle.pk).update(touched_at=now - timedelta(days=8))
+    fresh = SessionCursor.objects.create(source=source, client="a", session_id="new")
+    run("setup_schedules")
+    schedule = Schedule.objects.get(name="session_cursor_purge")
+    assert schedule.cron == "30 3 * * *"
+    # What django-q2 calls when the schedule fires (sync mode in tests: the job runs).
+    task = import_string(schedule.func)
+    with django_capture_on_commit_callbacks(execute=True):
+        task(**eval(schedule.kwargs))  # noqa: S307
+    job = Job.objects.get(kind="session_cursor_purge")
+    assert job.status == Job.Status.SUCCEEDED and job.result == {"purged": 1}
+    assert list(SessionCursor.objects.values_list("pk", flat=True)) == [fresh.pk]

@@ -10,12 +10,36 @@ from decimal import Decimal
 
 import httpx2
 import pytest
+from django.utils import timezone
 
 from brain.models import Fact, Relation
+from jobs.models import Job
+from jobs.runner import execute_job
+from jobs.services import job_enqueue
 from loops.models import Detector, ExtractionRun, LlmUsage, LoopType, OpenLoop
 from loops.pipeline import process_threads
-from loops.tasks import extract_loops
 from tests.loops.shapes import JEFF, OFFER_REPLY, OWNER, msg
+
+
+def extract_loops(source_id: str, thread_id: str) -> dict:
+    """Run the ``extract_commitments`` job of one thread through every attempt it
+    takes (backoff skipped) and return its result; a job that ran out of attempts
+    gives ``{status: dead, error}``."""
+    job, _ = job_enqueue(
+        kind="extract_commitments",
+        params={"source_id": source_id, "thread_id": thread_id},
+        dispatch=False,
+    )
+    while True:
+        execute_job(job_id=job.pk, worker="test")
+        job.refresh_from_db()
+        if job.status != Job.Status.QUEUED:
+            break
+        Job.objects.filter(pk=job.pk).update(run_after=timezone.now())
+    if job.status == Job.Status.SUCCEEDED:
+        return job.result
+    return {"status": job.status, "error": job.error}
+
 
 pytestmark = pytest.mark.django_db
 
@@ -129,8 +153,8 @@ def test_one_malformed_item_writes_nothing(mailbox, store, fake_anthropic):
     bad["commitments"].append({"direction": "owed_by_them", "text": "x", "quote": "y"})
     seen = fake_anthropic(lambda request: reply(bad))
     result = extract_loops(mailbox.id, "t-91")
-    assert result == {"status": "failed", "reason": "parse_barrier", "retryable": True}
-    assert len(seen) == 3  # retried, still malformed
+    assert result["status"] == "dead" and "parse_barrier" in result["error"]
+    assert len(seen) == 3  # retried by the job system, still malformed
     assert not OpenLoop.objects.exists() and not Fact.objects.exists()
     assert ExtractionRun.objects.get().status == "failed"
 
@@ -229,7 +253,7 @@ def test_kill_switch_falls_back_to_the_rule_extractor(
     assert loop.due_at.date().isoformat() == "2000-06-05"
 
 
-def test_sync_queues_llm_extraction_after_commit(
+def test_sync_queues_llm_extraction_after_commit_as_an_extract_commitments_job(
     mailbox, store, fake_anthropic, django_capture_on_commit_callbacks
 ):
     store(mailbox, thread())
@@ -238,6 +262,13 @@ def test_sync_queues_llm_extraction_after_commit(
         process_threads(source_id=mailbox.id, thread_ids=["t-91"])
     assert len(seen) == 1
     assert OpenLoop.objects.filter(detector=Detector.LLM_EXTRACT).count() == 2
+    # Extraction is a durable job (history, retries), not a bare django-q task.
+    job = Job.objects.get(kind="extract_commitments")
+    assert job.status == Job.Status.SUCCEEDED and job.params == {
+        "source_id": mailbox.id,
+        "thread_id": "t-91",
+    }
+    assert job.result["status"] == "extracted"
 
 
 INJECTION = (

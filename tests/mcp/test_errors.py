@@ -15,7 +15,7 @@ from mcp import Client
 
 from brain.access import Caller, local_caller
 from brain.exceptions import ScopeDenied
-from brain.mcp.server import build_server
+from interfaces.mcp.server import build_server
 from tests.mcp.conftest import envelope, payload
 
 if TYPE_CHECKING:

@@ -168,3 +168,40 @@ def test_http_applies_the_keys_sources_and_a_remote_key_never_sees_private_data(
     assert payload(seen_trusted["get_secret"])["visibility"] == "private"
     trusted_text = json.dumps([x.structured_content for x in seen_trusted.values()])
     assert "Salary" in trusted_text and "PRIVATE-SENTINEL" in trusted_text
+
+
+@committed_db
+def test_mcp_over_http_counts_against_the_keys_http_rate_limit(  # type: ignore[no-untyped-def]
+    live_asgi, make_key, default_source
+) -> None:
+    """One caller resolution for both transports (interfaces.callers): a key limited
+    to 2 requests a minute spends them on /api/ and is refused on /mcp, with the
+    SPEC §4 envelope and HTTP 429, like the third HTTP request."""
+    from django.core.cache import cache
+
+    from accounts.models import ApiKey
+
+    cache.clear()
+    issued = make_key(default_source)
+    ApiKey.objects.filter(pk=issued.api_key.pk).update(rate_limit_per_minute=2)
+    bearer = {"Authorization": f"Bearer {issued.plaintext}"}
+
+    async def go() -> list[httpx2.Response]:
+        async with httpx2.AsyncClient() as http:
+            return [
+                await http.get(f"{live_asgi}/api/whoami", headers=bearer),
+                await http.post(
+                    f"{live_asgi}/mcp", json=INITIALIZE, headers={**ACCEPT, **bearer}
+                ),
+                await http.post(
+                    f"{live_asgi}/mcp", json=INITIALIZE, headers={**ACCEPT, **bearer}
+                ),
+                await http.get(f"{live_asgi}/api/whoami", headers=bearer),
+            ]
+
+    api_ok, mcp_ok, mcp_over, api_over = anyio.run(go)
+    assert (api_ok.status_code, mcp_ok.status_code) == (200, 200)
+    assert (mcp_over.status_code, api_over.status_code) == (429, 429)
+    body = mcp_over.json()
+    assert body["error"] == "unavailable" and body["protocol_version"] == 1
+    assert "2 requests per minute" in body["message"] and body["suggestion"]

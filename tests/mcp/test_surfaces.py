@@ -11,9 +11,9 @@ import anyio
 from mcp import Client
 
 from brain.access import local_caller
-from brain.mcp.tools import TOOLS, tools_for_surface
 from brain.models import Fact
 from brain.services.pages import page_add
+from interfaces.mcp.tools import TOOLS, tools_for_surface
 from tests.mcp.conftest import (
     committed_db,
     envelope,

@@ -9,7 +9,7 @@ from tqdm import tqdm
 
 from brain.exceptions import BrainError
 from connectors.base import ConnectorError
-from connectors.services import source_sync
+from connectors.dispatch import source_sync
 
 
 class Command(BaseCommand):

@@ -1,1 +1,0 @@
-"""HTTP routers of the brain app: page tools, memory verbs and push context."""

@@ -1,0 +1,103 @@
+"""Facts with provenance (SPEC §2.4)."""
+
+from __future__ import annotations
+
+from django.core.validators import MaxLengthValidator
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+from pgvector.django import HnswIndex, VectorField
+
+from brain.models.base import EMBEDDING_DIMENSIONS, TimeStampedModel, Visibility
+from brain.models.pages import Page, RawRecord
+from brain.models.sources import Source
+
+# --- Facts (SPEC §2.4) ---------------------------------------------------------------
+
+
+class Fact(TimeStampedModel):
+    """Hot memory: a short statement with provenance, confidence and a validity window.
+
+    Active means ``expired_at IS NULL`` and ``valid_until`` null or in the future.
+    Forget and supersession expire a fact; nothing is ever deleted.
+    """
+
+    class Kind(models.TextChoices):
+        EVENT = "event", "Event"
+        PREFERENCE = "preference", "Preference"
+        COMMITMENT = "commitment", "Commitment"
+        BELIEF = "belief", "Belief"
+        FACT = "fact", "Fact"
+
+    source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="facts")
+    entity = models.ForeignKey(
+        Page, null=True, blank=True, on_delete=models.SET_NULL, related_name="facts"
+    )
+    text = models.TextField()
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.FACT)
+    visibility = models.CharField(
+        max_length=8, choices=Visibility.choices, default=Visibility.WORLD
+    )
+    provenance = models.TextField(validators=[MaxLengthValidator(500)])
+    # Structured evidence: raw record, page, quote, message id, extractor and model.
+    raw_record = models.ForeignKey(
+        RawRecord,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="facts",
+    )
+    evidence = models.JSONField(default=dict, blank=True)
+    confidence = models.FloatField(default=1.0)
+    valid_from = models.DateTimeField(default=timezone.now)
+    valid_until = models.DateTimeField(null=True, blank=True)
+    expired_at = models.DateTimeField(null=True, blank=True)
+    expired_reason = models.CharField(max_length=500, blank=True)
+    superseded_by = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="supersedes",
+    )
+    embedding = VectorField(dimensions=EMBEDDING_DIMENSIONS, null=True, blank=True)
+    embedding_model = models.CharField(max_length=200, blank=True)
+    created_by = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(confidence__gte=0) & Q(confidence__lte=1),
+                name="%(app_label)s_%(class)s_confidence_range",
+            ),
+            models.CheckConstraint(
+                condition=Q(provenance__regex=r"\S"),
+                name="%(app_label)s_%(class)s_provenance_required",
+            ),
+        ]
+        indexes = [
+            # recall by entity and the entity card's active-fact count.
+            models.Index(
+                fields=["entity", "kind"],
+                condition=Q(expired_at__isnull=True),
+                name="brain_fact_active_entity",
+            ),
+            models.Index(fields=["source", "created_at"]),
+            HnswIndex(
+                name="brain_fact_embedding_hnsw",
+                fields=["embedding"],
+                m=16,
+                ef_construction=64,
+                opclasses=["vector_cosine_ops"],
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.text[:80]
+
+    @property
+    def is_active(self) -> bool:
+        """True while not expired and inside its validity window (SPEC §2.4)."""
+        if self.expired_at is not None:
+            return False
+        return self.valid_until is None or self.valid_until > timezone.now()

@@ -1,0 +1,53 @@
+"""The search index: chunks with embeddings (SPEC §3)."""
+
+from __future__ import annotations
+
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVectorField
+from django.db import models
+from pgvector.django import HnswIndex, VectorField
+
+from brain.models.base import EMBEDDING_DIMENSIONS, Visibility
+from brain.models.pages import Page
+from brain.models.sources import Source
+
+# --- Search index (SPEC §3) ----------------------------------------------------------
+
+
+class Chunk(models.Model):
+    """A searchable piece of a page body (about 300 tokens), with its tsvector and
+    embedding. ``source`` and ``visibility`` are copied from the page so both search
+    arms filter without a join."""
+
+    page = models.ForeignKey(Page, on_delete=models.CASCADE, related_name="chunks")
+    source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="+")
+    visibility = models.CharField(max_length=8, choices=Visibility.choices)
+    ordinal = models.PositiveIntegerField()
+    text = models.TextField()
+    token_count = models.PositiveIntegerField(default=0)
+    tsv = SearchVectorField(null=True)
+    embedding = VectorField(dimensions=EMBEDDING_DIMENSIONS, null=True, blank=True)
+    embedding_model = models.CharField(max_length=200, blank=True)
+    content_hash = models.CharField(max_length=64)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["page", "ordinal"],
+                name="%(app_label)s_%(class)s_unique_ordinal",
+            ),
+        ]
+        indexes = [
+            GinIndex(fields=["tsv"], name="brain_chunk_tsv_gin"),
+            HnswIndex(
+                name="brain_chunk_embedding_hnsw",
+                fields=["embedding"],
+                m=16,
+                ef_construction=64,
+                opclasses=["vector_cosine_ops"],
+            ),
+            models.Index(fields=["source", "visibility"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.page_id}#{self.ordinal}"

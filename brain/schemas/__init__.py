@@ -1,1 +1,0 @@
-"""API schemas of the brain app, one module per router (pages, verbs, push)."""

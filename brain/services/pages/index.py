@@ -1,0 +1,248 @@
+"""The search index of pages: chunks and embeddings (SPEC §3)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Exists, F, OuterRef, Q
+
+from brain import embeddings
+from brain.bulk import bulk_insert
+from brain.chunking import chunk_body, chunk_tokens
+from brain.models import (
+    Chunk,
+    Page,
+)
+from brain.services.pages.inputs import EMBED_BATCH
+from brain.text import sha256_hex
+
+# --- the index: chunks and embeddings ----------------------------------------------------
+
+
+def _chunk_hash(title: str, text: str) -> str:
+    return sha256_hex(f"{title}\n\n{text}")
+
+
+def _rebuild_chunks(page: Page) -> int:
+    """``_rebuild_chunks_many`` for one page; returns its chunks still waiting for
+    an embedding."""
+    return _rebuild_chunks_many([page]).get(page.pk, 0)
+
+
+def _rebuild_chunks_many(pages: Sequence[Page]) -> dict[int, int]:
+    """Replace the chunks (text + tsvector) of ``pages`` inside the caller's
+    transaction, with three statements whatever the number of pages.
+
+    Embeddings of chunks whose text (and title) did not change are carried over when
+    they came from the current provider, so an edit re-embeds only what changed.
+    Returns, per page id, the number of chunks still waiting for an embedding (0 with
+    provider ``none``: there is nothing to embed).
+    """
+    if not pages:
+        return {}
+    provider = embeddings.get_provider()
+    model = provider.name if provider else ""
+    ids = [page.pk for page in pages]
+    old: dict[tuple[int, str], Chunk] = {}
+    if model:
+        old = {
+            (c.page_id, c.content_hash): c
+            for c in Chunk.objects.filter(
+                page_id__in=ids, embedding__isnull=False, embedding_model=model
+            ).only("page_id", "content_hash", "embedding", "embedding_model")
+        }
+    Chunk.objects.filter(page_id__in=ids).delete()
+    rows: list[dict[str, Any]] = []
+    waiting: dict[int, int] = {}
+    for page in pages:
+        texts = chunk_body(page.body) or ([page.title] if page.title else [])
+        waiting[page.pk] = 0
+        for ordinal, text in enumerate(texts):
+            digest = _chunk_hash(page.title, text)
+            reuse = old.get((page.pk, digest))
+            if reuse is None:
+                waiting[page.pk] += 1
+            rows.append(
+                {
+                    "page_id": page.pk,
+                    "source_id": page.source_id,
+                    "visibility": page.visibility,
+                    "ordinal": ordinal,
+                    "text": text,
+                    "token_count": chunk_tokens(text),
+                    "content_hash": digest,
+                    "embedding": reuse.embedding if reuse else None,
+                    "embedding_model": reuse.embedding_model if reuse else "",
+                    "title": page.title,
+                }
+            )
+    language = settings.BRAIN_FTS_LANGUAGE
+    # The tsvector (title weight A, text weight D) is computed by the INSERT itself.
+    bulk_insert(
+        Chunk,
+        rows,
+        extra={"title": "text"},
+        computed={
+            "tsv": (
+                "setweight(to_tsvector(%s::regconfig, COALESCE(r.title, '')), 'A') || "
+                "setweight(to_tsvector(%s::regconfig, COALESCE(r.text, '')), 'D')",
+                [language, language],
+            )
+        },
+    )
+    if provider is None:
+        return dict.fromkeys(ids, 0)
+    return waiting
+
+
+def _embed_chunks(chunks: list[Chunk], titles: dict[int, str]) -> str | None:
+    """Embed ``chunks`` (title + text) and store the vectors; returns the model name,
+    or None when no provider is configured or it failed (chunks stay pending)."""
+    if not chunks:
+        provider = embeddings.get_provider()
+        return provider.name if provider else None
+    vectors, model = embeddings.embed_texts(
+        [f"{titles[c.page_id]}\n\n{c.text}" for c in chunks]
+    )
+    if vectors is None:
+        return None
+    for chunk, vector in zip(chunks, vectors, strict=True):
+        chunk.embedding = vector
+        chunk.embedding_model = model
+    Chunk.objects.bulk_update(chunks, ["embedding", "embedding_model"])
+    return model
+
+
+def _mark_indexed(page_ids: Iterable[int], model: str) -> set[int]:
+    """Set ``indexed_hash = content_hash`` for pages whose chunks all carry an
+    embedding from ``model``, in one compare-and-set statement (a page rewritten
+    meanwhile has new chunks without vectors and stays behind). Returns the ids
+    of ``page_ids`` whose index is current afterwards."""
+    ids = list(page_ids)
+    if not ids:
+        return set()
+    stale = Chunk.objects.filter(page_id=OuterRef("pk")).filter(
+        Q(embedding__isnull=True) | ~Q(embedding_model=model)
+    )
+    Page.objects.filter(pk__in=ids, deleted_at__isnull=True).exclude(
+        indexed_hash=F("content_hash")
+    ).exclude(Exists(stale)).update(indexed_hash=F("content_hash"))
+    return set(
+        Page.objects.filter(pk__in=ids, indexed_hash=F("content_hash")).values_list(
+            "pk", flat=True
+        )
+    )
+
+
+def _embed_pages(pages: Sequence[tuple[int, str]]) -> set[int]:
+    """Embed the pending chunks of ``pages`` ((page id, content hash when written)
+    pairs) outside any transaction (STYLE rule 15), ``EMBED_BATCH`` chunks per
+    model call whatever page they belong to.
+
+    A page rewritten since (another content hash) is left to its own writer.
+    Returns the ids whose index is current afterwards. A provider of ``none``
+    counts as current once the chunks exist (nothing to embed); a failing provider
+    leaves the pages behind for ``pages_embed_pending``.
+    """
+    wanted = dict(pages)
+    titles = {
+        pk: title
+        for pk, title, content_hash in Page.objects.filter(
+            pk__in=list(wanted)
+        ).values_list("pk", "title", "content_hash")
+        if content_hash == wanted[pk]
+    }
+    if not titles:
+        return set()
+    provider = embeddings.get_provider()
+    if provider is None:
+        Page.objects.filter(pk__in=list(titles)).update(indexed_hash=F("content_hash"))
+        return set(titles)
+    chunks = list(
+        Chunk.objects.filter(page_id__in=list(titles))
+        .filter(Q(embedding__isnull=True) | ~Q(embedding_model=provider.name))
+        .only("id", "page_id", "text")
+        .order_by("page_id", "ordinal")
+    )
+    model = provider.name
+    for offset in range(0, len(chunks), EMBED_BATCH):
+        model = _embed_chunks(chunks[offset : offset + EMBED_BATCH], titles)
+        if model is None:
+            return set()
+    return _mark_indexed(titles, model)
+
+
+def _embed_page(page_id: int, content_hash: str) -> bool:
+    """``_embed_pages`` for one page: True when its index is current afterwards."""
+    return page_id in _embed_pages([(page_id, content_hash)])
+
+
+def page_reindex(*, page: Page) -> bool:
+    """Force a rebuild of one page's chunks and embeddings (admin "re-embed").
+
+    Chunks are rebuilt in a transaction, then embedded after it; returns True when the
+    index is current afterwards (False while deferred to an outer commit or when the
+    provider failed)."""
+    with transaction.atomic():
+        locked = Page.objects.select_for_update().get(pk=page.pk)
+        if locked.deleted_at is not None:
+            return False
+        Chunk.objects.filter(page=locked).update(embedding=None, embedding_model="")
+        Page.objects.filter(pk=locked.pk).update(indexed_hash="")
+        if _rebuild_chunks(locked) == 0:
+            Page.objects.filter(pk=locked.pk).update(indexed_hash=locked.content_hash)
+            return True
+    if connection.in_atomic_block:
+        transaction.on_commit(lambda: _embed_page(locked.pk, locked.content_hash))
+        return False
+    return _embed_page(locked.pk, locked.content_hash)
+
+
+def pages_embed_pending(
+    *,
+    limit: int | None = None,
+    progress: Callable[[int], None] | None = None,
+    source_ids: Sequence[str] | None = None,
+) -> int:
+    """Fill missing or stale chunk embeddings (job ``embed_pending``, SPEC §7, §10).
+
+    Embeds chunks with no embedding or one from another model (a managed re-embed
+    after a provider change), in batches of 64, at most ``limit`` chunks; calls
+    ``progress(n)`` after each batch with the number embedded in it. Pages whose
+    chunks are all embedded get ``indexed_hash = content_hash``. Returns the number of
+    chunks embedded; 0 with provider ``none`` or when the provider fails (logged).
+    ``source_ids`` limits it to those sources (an importer filling its own pages).
+    Idempotent: a second run finds nothing to do.
+    """
+    provider = embeddings.get_provider()
+    if provider is None:
+        return 0
+    total = 0
+    stale = Q(embedding__isnull=True) | ~Q(embedding_model=provider.name)
+    if source_ids is not None:
+        stale &= Q(source_id__in=list(source_ids))
+    while limit is None or total < limit:
+        size = EMBED_BATCH if limit is None else min(EMBED_BATCH, limit - total)
+        batch = list(
+            Chunk.objects.filter(stale, page__deleted_at__isnull=True)
+            .only("id", "page_id", "text")
+            .order_by("id")[:size]
+        )
+        if not batch:
+            break
+        titles = dict(
+            Page.objects.filter(pk__in={c.page_id for c in batch}).values_list(
+                "pk", "title"
+            )
+        )
+        model = _embed_chunks(batch, titles)
+        if model is None:
+            break
+        total += len(batch)
+        _mark_indexed({c.page_id for c in batch}, model)
+        if progress is not None:
+            progress(len(batch))
+    return total

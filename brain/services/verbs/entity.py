@@ -1,0 +1,63 @@
+"""The ``entity`` verb (SPEC §4)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from brain.access import Caller
+from brain.exceptions import PROTOCOL_VERSION
+from brain.services.entities import (
+    entity_card,
+    entity_resolve,
+    entity_suggestions,
+    entity_touch,
+    page_type_name,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+from brain.services.verbs.common import _sources
+
+logger = logging.getLogger(__name__)
+
+# --- entity --------------------------------------------------------------------------
+
+
+def verb_entity(
+    *, caller: Caller, name: str | None, source: str | Sequence[str] | None = None
+) -> dict[str, Any]:
+    """entity (SPEC §4): resolve ``name`` and return its card.
+
+    Found: ``{found: true, card, arm, suggestions[runners-up, create_safety exists]}``.
+    Miss (never an error): ``{found: false, card: null, suggestions[≤3 near misses]}``.
+    Always ``latency_ms`` (server time to answer).
+    """
+    started = time.perf_counter()
+    scope = caller.read_scope(_sources(source))
+    resolution = entity_resolve(scope=scope, name=name or "")
+    if resolution.page is None:
+        card = None
+        suggestions = entity_suggestions(scope=scope, name=name or "")
+    else:
+        entity_touch(page=resolution.page)
+        card = entity_card(scope=scope, page=resolution.page)
+        suggestions = [
+            {
+                "slug": p.slug,
+                "title": p.title,
+                "type": page_type_name(p),
+                "create_safety": "exists",
+            }
+            for p in resolution.runners_up
+        ]
+    return {
+        "protocol_version": PROTOCOL_VERSION,
+        "name": name,
+        "found": card is not None,
+        "arm": resolution.arm,
+        "card": card,
+        "suggestions": suggestions,
+        "latency_ms": round((time.perf_counter() - started) * 1000, 2),
+    }

@@ -1,0 +1,113 @@
+"""The ``recall`` verb (SPEC §4)."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from brain.access import Caller
+from brain.exceptions import PROTOCOL_VERSION, InvalidParams
+from brain.selectors_facts import fact_list_active, fact_rank
+from brain.services.entities import (
+    entity_resolve,
+    iso_ms,
+)
+from brain.text import slugify_title
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+from brain.services.verbs.common import (
+    FACT_FETCH_CAP,
+    RECALL_LIMIT_DEFAULT,
+    RECALL_LIMIT_MAX,
+    _budget,
+    _facts_for_query,
+    _pack,
+    _sources,
+    fact_wire,
+    parse_since,
+    search_pages,
+)
+
+logger = logging.getLogger(__name__)
+
+# --- recall ----------------------------------------------------------------------
+
+
+def verb_recall(
+    *,
+    caller: Caller,
+    query: str | None = None,
+    entity: str | None = None,
+    since: str | None = None,
+    limit: int | None = None,
+    budget_tokens: int | None = None,
+    session_id: str | None = None,
+    source: str | Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """recall (SPEC §4): a facts arm and a search arm.
+
+    Facts arm: active facts about ``entity`` (resolved like ``entity()``; an
+    unresolved name matches facts filed under that reference), else facts matching
+    ``query``, else the newest facts in scope; ``since`` filters facts by record time;
+    decay-ranked. Search arm: hybrid page search for ``query``. ``limit`` (default 50,
+    max 100) applies per arm. With ``budget_tokens`` facts are packed first, whole
+    items only, ``budget_used ≤ budget_tokens``. Empty brain → empty arrays.
+    Raises ``InvalidParams`` (bad limit, since or budget), ``ScopeDenied``.
+    """
+    if limit is not None and limit < 1:
+        raise InvalidParams(
+            "limit must be at least 1.",
+            suggestion=f"Send a limit between 1 and {RECALL_LIMIT_MAX}, or omit it.",
+            detail={"field": "limit"},
+        )
+    arm_limit = min(limit or RECALL_LIMIT_DEFAULT, RECALL_LIMIT_MAX)
+    budget = _budget(budget_tokens)
+    since_at = parse_since(since)
+    scope = caller.read_scope(_sources(source))
+    query_text = (query or "").strip()
+
+    if entity and entity.strip():
+        resolution = entity_resolve(scope=scope, name=entity)
+        ids = [resolution.page.pk] if resolution.page is not None else []
+        refs = {slugify_title(entity), entity.strip().lower()}
+        facts = list(
+            fact_list_active(
+                scope=scope, entity_ids=ids, entity_refs=refs, since=since_at
+            ).order_by("-created_at")[:FACT_FETCH_CAP]
+        )
+    elif query_text:
+        facts = _facts_for_query(scope=scope, query=query_text, since=since_at)
+    else:
+        facts = list(
+            fact_list_active(scope=scope, since=since_at).order_by("-created_at")[
+                :FACT_FETCH_CAP
+            ]
+        )
+    fact_items = [fact_wire(f) for f in fact_rank(facts)[:arm_limit]]
+
+    results: list[dict[str, Any]] = []
+    degraded = False
+    if query_text:
+        results, degraded = search_pages(scope=scope, query=query_text, limit=arm_limit)
+
+    packed, used, dropped = _pack(
+        [("fact", f) for f in fact_items] + [("result", r) for r in results], budget
+    )
+    out_facts = [i for k, i in packed if k == "fact"]
+    out_results = [i for k, i in packed if k == "result"]
+    return {
+        "protocol_version": PROTOCOL_VERSION,
+        "query": query,
+        "entity": entity,
+        "since": iso_ms(since_at) if since_at else None,
+        "limit": limit,
+        "session_id": session_id,
+        "facts": out_facts,
+        "results": out_results,
+        "total": len(out_facts) + len(out_results),
+        "budget_tokens": budget,
+        "budget_used": used if budget is not None else None,
+        "dropped_count": dropped if budget is not None else None,
+        "search_degraded": degraded,
+    }

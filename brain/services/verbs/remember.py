@@ -1,0 +1,58 @@
+"""The ``remember`` verb (SPEC §4)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from brain.access import Caller
+from brain.exceptions import PROTOCOL_VERSION
+from brain.services.entities import (
+    iso_ms,
+)
+from brain.services.facts import fact_remember
+
+logger = logging.getLogger(__name__)
+
+# --- remember / forget -------------------------------------------------------------
+
+
+def verb_remember(
+    *,
+    caller: Caller,
+    fact: str | None,
+    provenance: str | None,
+    entity: str | None = None,
+    kind: str | None = None,
+    ttl: str | None = None,
+    visibility: str | None = None,
+) -> dict[str, Any]:
+    """remember (SPEC §4, §2.4): store one fact in the caller's write source.
+
+    Response ``{id, status, status_text, entity_slug, valid_until, degraded_dedup,
+    superseded_id, kind, visibility, protocol_version}``; ``status`` is ``inserted``,
+    ``duplicate`` (the existing id) or ``superseded``. Raises ``InvalidParams``
+    (missing provenance, bad ttl such as ``P30D``, bad kind), ``ProvenanceRequired``
+    (blank provenance), ``ScopeDenied`` (no write scope).
+    """
+    written = fact_remember(
+        caller=caller,
+        text=fact,
+        provenance=provenance,
+        entity=entity,
+        kind=kind,
+        ttl=ttl,
+        visibility=visibility,
+    )
+    return {
+        "protocol_version": PROTOCOL_VERSION,
+        "id": str(written.fact.pk),
+        "status": written.status,
+        "status_text": written.status_text,
+        "entity_slug": written.entity_slug,
+        "valid_until": iso_ms(written.fact.valid_until),
+        "degraded_dedup": written.degraded_dedup,
+        "superseded_id": str(written.superseded.pk) if written.superseded else None,
+        "kind": written.fact.kind,
+        "visibility": written.fact.visibility,
+    }

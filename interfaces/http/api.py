@@ -1,0 +1,171 @@
+"""The one NinjaAPI (SPEC §4): a router per app, errors mapped in one place.
+
+Every error leaves as the SPEC §4 envelope ``{error, message, suggestion, detail,
+protocol_version}``; handlers never build error JSON themselves.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.db import DataError, connection
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from ninja import NinjaAPI, Schema
+from ninja.errors import AuthenticationError, HttpError, ValidationError
+
+from brain.exceptions import PROTOCOL_VERSION, BrainError, envelope
+from interfaces.http.auth import api_auth
+
+logger = logging.getLogger(__name__)
+
+api = NinjaAPI(
+    title="Brain API",
+    version="1",
+    description=(
+        "Memory verbs, page tools, open loops and jobs of the brain. "
+        "Authenticate with `Authorization: Bearer <key>` (admin → API keys)."
+    ),
+    urls_namespace="api",
+    auth=api_auth(),
+    # The schema and docs are public: harness authors read them before holding a key.
+)
+
+
+@api.exception_handler(BrainError)
+def on_brain_error(request: HttpRequest, exc: BrainError) -> HttpResponse:
+    return api.create_response(request, exc.envelope(), status=exc.http_status)
+
+
+@api.exception_handler(ValidationError)
+def on_validation_error(request: HttpRequest, exc: ValidationError) -> HttpResponse:
+    fields = []
+    for err in exc.errors:
+        loc = [
+            str(p)
+            for p in err.get("loc", [])
+            if p not in ("body", "query", "path", "payload")
+        ]
+        fields.append({"field": ".".join(loc), "problem": err.get("msg", "invalid")})
+    names = ", ".join(f["field"] or "body" for f in fields) or "the request"
+    return api.create_response(
+        request,
+        envelope(
+            "invalid_params",
+            f"Invalid or missing parameter(s): {names}.",
+            "Check the parameter names and types against /api/openapi.json.",
+            {"fields": fields},
+        ),
+        status=400,
+    )
+
+
+@api.exception_handler(AuthenticationError)
+def on_auth_error(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+    return api.create_response(
+        request,
+        envelope(
+            "scope_denied",
+            "Missing or invalid API key.",
+            "Send 'Authorization: Bearer <key>'; an admin creates keys in admin → API keys.",
+        ),
+        status=401,
+    )
+
+
+@api.exception_handler(HttpError)
+def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    code = {404: "not_found", 403: "scope_denied", 401: "scope_denied"}.get(
+        exc.status_code, "invalid_params" if exc.status_code < 500 else "internal"
+    )
+    return api.create_response(
+        request,
+        envelope(code, str(exc), "Check the request against /api/openapi.json."),
+        status=exc.status_code,
+    )
+
+
+@api.exception_handler(DataError)
+def on_data_error(request: HttpRequest, exc: DataError) -> HttpResponse:
+    # PostgreSQL refuses some text outright (a NUL byte, an out-of-range number);
+    # the transaction is rolled back, so nothing was written.
+    return api.create_response(
+        request,
+        envelope(
+            "invalid_params",
+            f"The database refused a value: {str(exc).splitlines()[0]}",
+            "Remove NUL (\\u0000) characters and out-of-range numbers from the input.",
+        ),
+        status=400,
+    )
+
+
+@api.exception_handler(RequestDataTooBig)
+def on_too_big(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
+    return api.create_response(
+        request,
+        envelope(
+            "invalid_params",
+            "The request body is too large.",
+            f"Send at most {settings.DATA_UPLOAD_MAX_MEMORY_SIZE:,} bytes; split large "
+            "pages into several updates (mode 'append').",
+        ),
+        status=413,
+    )
+
+
+@api.exception_handler(Exception)
+def on_unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
+    logger.exception("Unhandled API error", exc_info=exc)
+    return api.create_response(
+        request,
+        envelope(
+            "internal",
+            "The brain hit an unexpected error; nothing was half-written.",
+            "Retry; if it persists, an admin can read the server log.",
+        ),
+        status=500,
+    )
+
+
+class HealthOut(Schema):
+    status: str
+    database: str
+    protocol_version: int = PROTOCOL_VERSION
+
+
+@api.get("/health", auth=None, response=HealthOut, tags=["system"])
+def health(request: HttpRequest) -> dict[str, Any]:
+    """Liveness: answers without a key; checks the database connection."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+    return {
+        "status": "ok",
+        "database": connection.vendor,
+        "protocol_version": PROTOCOL_VERSION,
+    }
+
+
+@csrf_exempt
+def unknown_endpoint(request: HttpRequest, rest: str = "") -> HttpResponse:
+    """Any /api/ path no operation matches: a JSON envelope, never an HTML page."""
+    return JsonResponse(
+        envelope(
+            "not_found",
+            f"No API endpoint at /api/{rest}.",
+            "See /api/openapi.json (or /api/docs) for the endpoints and their methods.",
+        ),
+        status=404,
+    )
+
+
+api.add_router("/", "interfaces.http.accounts.router")
+api.add_router("/", "interfaces.http.pages.router")
+api.add_router("/", "interfaces.http.verbs.router")
+api.add_router("/", "interfaces.http.push.router")
+api.add_router("/", "interfaces.http.loops.router")
+api.add_router("/", "interfaces.http.connectors.router")
+api.add_router("/", "interfaces.http.jobs.router")

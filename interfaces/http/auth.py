@@ -1,0 +1,37 @@
+"""django-ninja authentication: bearer API keys and staff sessions (SPEC §8).
+
+Both return a ``brain.access.Caller``, which every endpoint passes to the services
+as ``request.auth``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest
+from ninja.security import APIKeyCookie, HttpBearer
+
+from brain.access import Caller
+from interfaces.callers import caller_for_bearer, caller_for_user
+
+
+class BearerKeyAuth(HttpBearer):
+    """``Authorization: Bearer gbr_…``. Untrusted keys are remote callers."""
+
+    def authenticate(self, request: HttpRequest, token: str) -> Caller | None:
+        client = request.headers.get("X-Brain-Client", "")[:200]
+        return caller_for_bearer(token, client=client)
+
+
+class StaffSessionAuth(APIKeyCookie):
+    """A signed-in staff user (the admin, the browsable docs) is a trusted caller."""
+
+    param_name = "sessionid"
+
+    def authenticate(self, request: HttpRequest, key: str | None) -> Any:
+        return caller_for_user(getattr(request, "user", None))
+
+
+def api_auth() -> list[Any]:
+    """The authentication chain every protected operation uses."""
+    return [BearerKeyAuth(), StaffSessionAuth(csrf=True)]

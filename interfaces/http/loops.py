@@ -1,0 +1,183 @@
+"""HTTP endpoints of the loops app (SPEC §4 loop tools, §5.5, §8): ``open_loops``,
+``loops_close``, ``loops_mute``, ``loops_unmute``, ``loops_correct_due`` and
+``waiting``. Remote (untrusted) callers get redacted loops: counts, counterparty,
+summary and due date only. Writes need the caller's write source."""
+
+from __future__ import annotations
+
+from datetime import date, datetime  # noqa: TC003 (ninja resolves these at runtime)
+from typing import TYPE_CHECKING, Any, Literal
+
+from ninja import Field, Router, Schema
+
+from brain.exceptions import PROTOCOL_VERSION, InvalidParams
+from interfaces.operations import (
+    loop_for_write,
+    op_loops_close,
+    op_loops_mute,
+    op_loops_unmute,
+    op_open_loops,
+)
+from loops.models import LoopStatus
+from loops.services import (
+    due_end_of_day,
+    loop_correct_due,
+)
+from loops.waiting import loop_view, waiting_report
+
+if TYPE_CHECKING:
+    from django.http import HttpRequest
+
+    from brain.access import Caller
+
+router = Router(tags=["loops"])
+
+
+class LoopsCloseIn(Schema):
+    id: str
+    status: Literal["done", "dropped"] = "done"
+    note: str | None = None
+
+
+class LoopsCloseOut(Schema):
+    closed: bool
+    id: str
+    status: str
+    fact_expired: bool
+    reason: str | None = None
+    protocol_version: int = PROTOCOL_VERSION
+
+
+class LoopsMuteIn(Schema):
+    kind: Literal["sender", "thread"]
+    value: str = Field(..., min_length=1, max_length=320)
+    source_id: str | None = None
+
+
+class LoopsMuteOut(Schema):
+    kind: str
+    value: str
+    source_id: str
+    created: bool | None = None
+    removed: bool | None = None
+    protocol_version: int = PROTOCOL_VERSION
+
+
+class LoopsCorrectDueIn(Schema):
+    id: str
+    due: date | None = None
+    note: str | None = None
+
+
+class OpenLoopsOut(Schema):
+    loops: list[dict[str, Any]]
+    count: int
+    redacted: bool
+    protocol_version: int = PROTOCOL_VERSION
+
+
+class WaitingOut(Schema):
+    as_of: str
+    groups: list[dict[str, Any]]
+    no_counterparty: dict[str, Any]
+    count: int
+    sources: list[str]
+    stale: bool
+    stale_sources: list[str]
+    completeness: str
+    clean: bool
+    redacted: bool
+    warnings: list[str]
+    text: str | None = None
+    protocol_version: int = PROTOCOL_VERSION
+
+
+def _caller(request: HttpRequest) -> Caller:
+    return request.auth  # type: ignore[attr-defined,no-any-return]
+
+
+@router.get("/open_loops", response=OpenLoopsOut)
+def open_loops(
+    request: HttpRequest,
+    status: str = LoopStatus.OPEN,
+    loop_type: str | None = None,
+    counterparty: str | None = None,
+    source: str | None = None,
+    limit: int = 50,
+) -> dict[str, Any]:
+    """Flat list of loops in the caller's readable sources (SPEC §4 ``open_loops``)."""
+    return op_open_loops(
+        _caller(request),
+        status=status,
+        loop_type=loop_type,
+        counterparty=counterparty,
+        source=source,
+        limit=limit,
+    )
+
+
+@router.post("/loops_close", response=LoopsCloseOut)
+def loops_close(request: HttpRequest, payload: LoopsCloseIn) -> dict[str, Any]:
+    """Close a loop as done or dropped; expires its commitment fact (SPEC §5.4)."""
+    return op_loops_close(
+        _caller(request), loop_id=payload.id, status=payload.status, note=payload.note
+    )
+
+
+@router.post("/loops_correct_due", response=OpenLoopsOut)
+def loops_correct_due(
+    request: HttpRequest, payload: LoopsCorrectDueIn
+) -> dict[str, Any]:
+    """Move a loop's deadline (or clear it); the old value is kept in a LoopEvent."""
+    caller = _caller(request)
+    loop = loop_for_write(caller, payload.id)
+    loop = loop_correct_due(
+        loop=loop,
+        due_at=due_end_of_day(payload.due) if payload.due else None,
+        actor=caller.actor,
+        evidence={"note": payload.note or "", "by": caller.actor},
+    )
+    loop.refresh_from_db()
+    return {
+        "loops": [loop_view(loop).as_dict(trusted=caller.trusted)],
+        "count": 1,
+        "redacted": not caller.trusted,
+    }
+
+
+@router.post("/loops_mute", response=LoopsMuteOut)
+def loops_mute(request: HttpRequest, payload: LoopsMuteIn) -> dict[str, Any]:
+    """Mute a sender or thread in the caller's write source (SPEC §5)."""
+    return op_loops_mute(
+        _caller(request),
+        kind=payload.kind,
+        value=payload.value,
+        source=payload.source_id,
+    )
+
+
+@router.post("/loops_unmute", response=LoopsMuteOut)
+def loops_unmute(request: HttpRequest, payload: LoopsMuteIn) -> dict[str, Any]:
+    """Remove a mute; ``removed: false`` when there was none (still success)."""
+    return op_loops_unmute(
+        _caller(request),
+        kind=payload.kind,
+        value=payload.value,
+        source=payload.source_id,
+    )
+
+
+@router.get("/waiting", response=WaitingOut)
+def waiting(
+    request: HttpRequest,
+    source: str | None = None,
+    as_of: datetime | None = None,
+    top: int | None = None,
+) -> dict[str, Any]:
+    """The waiting view (SPEC §5.5), redacted for remote callers."""
+    caller = _caller(request)
+    if top is not None and not 1 <= top <= 50:
+        raise InvalidParams("top must be 1..50.", suggestion="Use top=10.")
+    return waiting_report(
+        caller=caller, sources=[source] if source else None, as_of=as_of, top=top
+    )

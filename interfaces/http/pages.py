@@ -1,0 +1,143 @@
+"""HTTP endpoints: the page tools (SPEC §4): search, get_page, list_pages, add_page,
+update_page. Handlers only parse input and call services and selectors; errors are
+raised as ``BrainError`` and mapped to the SPEC §4 envelope in ``interfaces.http.api``.
+"""
+
+from typing import Any
+
+from django.http import HttpRequest
+from ninja import Query, Router, Schema
+from ninja.pagination import LimitOffsetPagination, paginate
+
+from brain.exceptions import PROTOCOL_VERSION
+from brain.selectors import page_get, page_list
+from brain.services.pages import RelationInput, page_add, page_update
+from interfaces.http.schemas.pages import (
+    PageIn,
+    PageOut,
+    PageSummaryOut,
+    PageUpdateIn,
+    SearchOut,
+    WriteOut,
+)
+from interfaces.operations import op_search, page_out, write_out
+
+router = Router(tags=["pages"])
+
+
+def _sources(raw: str | None) -> list[str] | None:
+    """``source`` query parameter: one id or a comma list."""
+    if not raw:
+        return None
+    return [s.strip() for s in raw.split(",") if s.strip()] or None
+
+
+class SearchQuery(Schema):
+    query: str
+    limit: int = 10
+    source: str | None = None
+    type: str | None = None
+    budget_tokens: int | None = None
+
+
+@router.get("/search", response=SearchOut)
+def search(request: HttpRequest, params: Query[SearchQuery]) -> dict[str, Any]:
+    """Hybrid search over pages (SPEC §3). ``source`` and ``type`` take one value or a
+    comma list; no ``source`` means the federated sources the key may read."""
+    return op_search(
+        request.auth,
+        query=params.query,
+        sources=_sources(params.source),
+        types=_sources(params.type),
+        limit=params.limit,
+        budget_tokens=params.budget_tokens,
+    )
+
+
+class ProtocolPagination(LimitOffsetPagination):
+    """limit/offset pagination whose output carries ``protocol_version``."""
+
+    class Output(Schema):
+        items: list[Any]
+        count: int
+        protocol_version: int = PROTOCOL_VERSION
+
+
+class ListQuery(Schema):
+    source: str | None = None
+    type: str | None = None
+    prefix: str | None = None
+    tag: str | None = None
+
+
+@router.get("/pages", response=list[PageSummaryOut])
+@paginate(ProtocolPagination)
+def list_pages(request: HttpRequest, filters: Query[ListQuery]) -> Any:
+    """Every live page the key may read, newest first (exhaustive, unlike search)."""
+    scope = request.auth.read_scope(_sources(filters.source))
+    return page_list(
+        scope=scope,
+        types=_sources(filters.type),
+        prefix=filters.prefix,
+        tag=filters.tag,
+    )
+
+
+@router.get("/pages/{path:slug}", response=PageOut)
+def get_page(
+    request: HttpRequest, slug: str, source: str | None = None
+) -> dict[str, Any]:
+    """One page by slug, in the sources the key may read (``not_found`` otherwise)."""
+    scope = request.auth.read_scope(_sources(source))
+    return page_out(page_get(scope=scope, slug=slug))
+
+
+@router.post("/pages", response={200: WriteOut, 201: WriteOut})
+def add_page(request: HttpRequest, payload: PageIn) -> tuple[int, dict[str, Any]]:
+    """Create a page in the key's write source; an existing slug is refused with a
+    pointer to update_page (SPEC §2.3)."""
+    caller = request.auth
+    source = caller.write_source(payload.source)
+    result = page_add(
+        source=source,
+        actor=caller,
+        slug=payload.slug,
+        title=payload.title,
+        body=payload.body,
+        type_name=payload.type,
+        summary=payload.summary,
+        tags=payload.tags,
+        frontmatter=payload.frontmatter,
+        visibility=payload.visibility,
+        effective_date=payload.effective_date,
+        provenance=payload.provenance,
+        relations=[RelationInput(r.type, r.to, r.context) for r in payload.relations],
+    )
+    return 201, write_out(result)
+
+
+@router.post("/pages/{path:slug}", response=WriteOut)
+def update_page(
+    request: HttpRequest, slug: str, payload: PageUpdateIn
+) -> dict[str, Any]:
+    """Append to (default) or replace a page's body, keeping its frontmatter; a
+    missing page is ``not_found`` with a pointer to add_page (SPEC §2.3)."""
+    caller = request.auth
+    source = caller.write_source(payload.source)
+    result = page_update(
+        mode=payload.mode,
+        source=source,
+        actor=caller,
+        slug=slug,
+        title=payload.title,
+        body=payload.body,
+        summary=payload.summary,
+        tags=payload.tags,
+        frontmatter=payload.frontmatter,
+        visibility=payload.visibility,
+        effective_date=payload.effective_date,
+        allow_empty=payload.allow_empty,
+        provenance=payload.provenance,
+        relations=[RelationInput(r.type, r.to, r.context) for r in payload.relations],
+    )
+    return write_out(result)

@@ -1,0 +1,129 @@
+"""Schemas of the page tools (SPEC §4): search, get_page, list_pages, add_page,
+update_page. Every response carries ``protocol_version: 1``; omitted optional inputs
+echo as ``null``."""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from typing import Any, Literal
+
+from ninja import Field, Schema
+
+from brain.exceptions import PROTOCOL_VERSION
+
+
+class SearchResultOut(Schema):
+    """One hit: a chunk of a page with its evidence (SPEC §3)."""
+
+    slug: str
+    title: str
+    source_id: str
+    type: str
+    chunk: str
+    score: float
+    similarity: float | None = Field(None, description="Raw query↔chunk cosine.")
+    evidence: Literal[
+        "alias_hit",
+        "exact_title_match",
+        "high_vector_match",
+        "keyword_exact",
+        "weak_semantic",
+    ]
+    create_safety: Literal["exists", "probable", "unknown"]
+    provenance: dict[str, Any] = Field(default_factory=dict)
+
+
+class SearchOut(Schema):
+    query: str
+    results: list[SearchResultOut]
+    search_degraded: bool
+    budget_tokens: int | None = None
+    budget_used: int | None = None
+    dropped_count: int | None = None
+    protocol_version: int = PROTOCOL_VERSION
+
+
+class PageSummaryOut(Schema):
+    """A page in a listing (no body)."""
+
+    slug: str
+    source_id: str
+    type: str
+    title: str
+    summary: str
+    tags: list[str]
+    visibility: str
+    updated_at: datetime
+
+    @staticmethod
+    def resolve_type(obj: Any) -> str:
+        """A Page row gives its PageType; a dict already holds the name."""
+        value = obj["type"] if isinstance(obj, dict) else obj.type
+        return value if isinstance(value, str) else value.name
+
+
+class PageOut(PageSummaryOut):
+    """A whole page."""
+
+    frontmatter: dict[str, Any]
+    body: str
+    effective_date: date | None = None
+    created_at: datetime
+    content_hash: str
+    index_current: bool
+    protocol_version: int = PROTOCOL_VERSION
+
+
+class RelationIn(Schema):
+    """An explicit typed edge to an existing page of the same source."""
+
+    type: str = Field(..., description="A Schema relation type, e.g. works_at.")
+    to: str = Field(..., description="Slug of the target page.")
+    context: str = Field("", max_length=200)
+
+
+class PageIn(Schema):
+    """add_page input (SPEC §2.3 Add)."""
+
+    title: str = Field(..., min_length=1, max_length=500)
+    body: str = ""
+    slug: str | None = Field(None, description="Omit to derive it from the title.")
+    type: str | None = Field(None, description="Schema page type; default from slug.")
+    summary: str | None = None
+    tags: list[str] | None = None
+    frontmatter: dict[str, Any] | None = None
+    visibility: Literal["world", "private"] | None = None
+    effective_date: date | None = None
+    provenance: dict[str, Any] | None = None
+    relations: list[RelationIn] = Field(default_factory=list)
+    source: str | None = Field(None, description="Write source; default: the key's.")
+
+
+class PageUpdateIn(Schema):
+    """update_page input (SPEC §2.3 Update)."""
+
+    mode: Literal["append", "replace"] = "append"
+    body: str | None = None
+    title: str | None = Field(None, max_length=500)
+    summary: str | None = None
+    tags: list[str] | None = None
+    frontmatter: dict[str, Any] | None = None
+    visibility: Literal["world", "private"] | None = None
+    effective_date: date | None = None
+    allow_empty: bool = False
+    provenance: dict[str, Any] | None = None
+    relations: list[RelationIn] = Field(default_factory=list)
+    source: str | None = None
+
+
+class WriteOut(Schema):
+    """Where a write went and whether the index is current (SPEC §2.3)."""
+
+    slug: str
+    source_id: str
+    created: bool
+    changed: bool
+    index_current: bool
+    operation: str
+    page: PageOut
+    protocol_version: int = PROTOCOL_VERSION
