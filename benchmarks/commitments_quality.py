@@ -251,7 +251,7 @@ def main() -> None:
         loops_by_corpus[corpus] = product_loops(source)
         tid_by_corpus[corpus] = thread_ids_of(source)
         if args.dump_candidates:
-            with open(args.dump_candidates, "a") as fh:
+            with Path(args.dump_candidates).open("a") as fh:
                 for lp in loops_by_corpus[corpus]:
                     fh.write(json.dumps({"corpus": corpus, **lp}) + "\n")
     if labels:

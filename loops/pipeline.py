@@ -31,6 +31,7 @@ from loops.definitions import collapse, is_mine, is_substantive, reply_text
 from loops.detectors import Mutes, detect_thread
 from loops.eligibility import extraction_eligibility
 from loops.extraction import extraction_enqueue
+from loops.extractors.fulfilment import kept_in
 from loops.extractors.rules import (
     DEADLINE_RE,
     resolve_due,
@@ -51,6 +52,7 @@ from loops.selectors import (
     MAILBOX_WINDOW_DAYS,
     mutes_for,
     newest_message_at,
+    reference_clock,
     reference_time,
     thread_messages,
     thread_page,
@@ -63,6 +65,7 @@ from loops.services import (
     due_end_of_day,
     loop_apply_verdict,
     loop_close,
+    loop_confirm_fulfilment,
     loop_correct_due,
     loop_mark_fulfilment_suspected,
     loop_project_commitment,
@@ -239,9 +242,11 @@ def thread_follow_up(
     open_loops: list[OpenLoop] | None = None,
 ) -> dict[str, int]:
     """Fulfilment detection and deadline corrections for the thread's open
-    commitment loops (SPEC §5.4). Returns ``{fulfilment_suspected, corrected}``."""
+    commitment loops (SPEC §5.4): a promise kept later in the thread ("The call is
+    confirmed") closes as ``fulfilled``; an attachment or delivery wording only
+    marks it suspected. Returns ``{fulfilled, fulfilment_suspected, corrected}``."""
     owners = {a.lower() for a in source.owner_addresses}
-    counts = {"fulfilment_suspected": 0, "corrected": 0}
+    counts = {"fulfilled": 0, "fulfilment_suspected": 0, "corrected": 0}
     if open_loops is None:
         open_loops = list(
             OpenLoop.objects.filter(
@@ -259,6 +264,9 @@ def thread_follow_up(
             if m.date > loop.opened_at  # type: ignore[operator]
             and m.message_id not in {e.get("message_id") for e in loop.evidence}
         ]
+        if _close_if_kept(loop=loop, later=later, owners=owners):
+            counts["fulfilled"] += 1
+            continue
         if (
             loop.loop_type == LoopType.COMMITMENT_OWED_BY_ME
             and loop.fulfilment_suspected_at is None
@@ -328,6 +336,36 @@ def thread_follow_up(
                     counts["corrected"] += 1
                 floor = m.date  # type: ignore[assignment]
     return counts
+
+
+def _close_if_kept(
+    *, loop: OpenLoop, later: Sequence[MailMessage], owners: set[str]
+) -> bool:
+    """Close ``loop`` (done, closed_by ``fulfilled``, with the message as evidence)
+    when a later message of whoever owes it says it is done (SPEC §5.4, high
+    confidence: done wording and a shared content word). Returns True if closed."""
+    promise = (loop.evidence[0].get("quote") if loop.evidence else "") or (
+        loop.summary.split(":", 1)[-1]
+    )
+    if loop.loop_type == LoopType.COMMITMENT_OWED_BY_ME:
+        kept = kept_in(promise, later, lambda m: is_mine(m, owners))
+    else:
+        owed_by = (loop.counterparty_email or "").lower()
+        kept = kept_in(
+            promise, later, lambda m: bool(owed_by) and m.from_addr.lower() == owed_by
+        )
+    if kept is None:
+        return False
+    loop_mark_fulfilment_suspected(
+        loop=loop,
+        evidence={
+            "message_id": kept.message_id,
+            "raw_record_id": kept.raw_record_id,
+            "quote": collapse(reply_text(kept.body))[:200],
+            "reason": "kept_in_thread",
+        },
+    )
+    return bool(loop_confirm_fulfilment(loop=loop, actor="detector")["closed"])
 
 
 def loops_window_sweep(*, source: Source, now: datetime) -> int:
@@ -526,8 +564,9 @@ def process_threads(
     ``source_newest`` overrides the newest message date the 30-day extraction
     window is measured from (an import passes the newest date of the whole
     mailbox, so results do not depend on its batch size). Returns ``{threads,
-    failed, opened, closed, stale}``. Never raises: failures are logged and
-    counted.
+    failed, opened, closed, stale}`` plus ``warnings`` (a list of strings) when the
+    reference time needed one (a mailbox dated wholly after the wall clock). Never
+    raises: failures are logged and counted.
     """
     report: dict[str, Any] = {
         "threads": 0,
@@ -538,7 +577,9 @@ def process_threads(
     }
     try:
         source = Source.objects.get(id=source_id)
-        ref = reference_time(source=source, as_of=now)
+        ref, warning = reference_clock(source=source, as_of=now)
+        if warning:
+            report["warnings"] = [warning]
         if source_newest is None:
             # A message dated in the future is a wrong clock, not the present.
             wall = max(ref, timezone.now())

@@ -3,6 +3,7 @@ reference times and counterparty resolution. Writes live in ``loops.services``."
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from brain.access import ReadScope
+
+logger = logging.getLogger(__name__)
 
 MAILBOX_WINDOW_DAYS = 90
 
@@ -121,12 +124,34 @@ def reference_time(*, source: Source, as_of: datetime | None = None) -> datetime
     for live sources; the newest message in the source for mailbox sources, leaving
     out messages dated after the wall clock (one message with a wrong future date
     must not make every loop stale)."""
+    return reference_clock(source=source, as_of=as_of)[0]
+
+
+def reference_clock(
+    *, source: Source, as_of: datetime | None = None
+) -> tuple[datetime, str]:
+    """``(reference time, warning)`` (see ``reference_time``); the warning is ''
+    unless every dated message of a mailbox source lies after the wall clock: then
+    the newest message is the reference time (the mailbox still gets its loops)
+    and the warning says the clock and the mail disagree."""
     if as_of is not None:
-        return as_of
+        return as_of, ""
     wall = timezone.now()
-    if source.kind == Source.Kind.MAILBOX:
-        return newest_message_at(source_id=source.id, until=wall) or wall
-    return wall
+    if source.kind != Source.Kind.MAILBOX:
+        return wall, ""
+    newest = newest_message_at(source_id=source.id, until=wall)
+    if newest is not None:
+        return newest, ""
+    future = newest_message_at(source_id=source.id)
+    if future is None:
+        return wall, ""
+    warning = (
+        f"every message of source {source.id} is dated after the wall clock "
+        f"({wall:%Y-%m-%d %H:%M} UTC); its newest message ({future:%Y-%m-%d %H:%M}"
+        " UTC) is used as the reference time"
+    )
+    logger.warning("loops: %s", warning)
+    return future, warning
 
 
 def counterparty_page(*, source_id: str, email: str) -> Page | None:

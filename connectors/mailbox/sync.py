@@ -346,16 +346,22 @@ class MailboxConnector(Connector):
         """The import's "now" for loop detection (SPEC §5.2 mailbox reference time):
         the newest message of the source once this mailbox is in, leaving out dates
         after the wall clock (a wrong clock). Every batch uses it, so the loops
-        found do not depend on the batch size or on where an import resumed."""
+        found do not depend on the batch size or on where an import resumed.
+        When every message is dated after the wall clock, the newest one is used
+        and the report says so (the mailbox still gets its loops)."""
         wall = timezone.now()
-        dates = [
-            m.date
-            for work in prepared.works
-            for m in work.messages
-            if m.date and m.date <= wall
-        ]
+        dated = [m.date for work in prepared.works for m in work.messages if m.date]
+        dates = [d for d in dated if d <= wall]
         stored = newest_message_at(source_id=self.source.id, until=wall)
-        return max([*dates, *([stored] if stored else [])], default=None)
+        reference = max([*dates, *([stored] if stored else [])], default=None)
+        if reference is None and dated:
+            reference = max(dated)
+            self.report.warnings.append(
+                f"Every message is dated after this machine's clock "
+                f"({wall:%Y-%m-%d %H:%M} UTC); open loops are computed as of the "
+                f"newest message ({reference:%Y-%m-%d %H:%M} UTC)."
+            )
+        return reference
 
     # --- apply -------------------------------------------------------------------
 

@@ -1,11 +1,20 @@
 """The offline rule extractor (``rule_extract``, SPEC §5.3): first-person future
-commitments ("I'll send…", "I will get back to you by…", "we will deliver…") and
-requests made to me with a deadline, with deadlines resolved relative to the
+commitments ("I'll send…", "I will get back to you by…", "we will deliver…") in the
+owner's and the counterparty's mail, with deadlines resolved relative to the
 message's sent date and timezone.
 
 Zero cost, no network: it runs when the LLM extractor is off or unavailable, so the
-product finds commitments with no API key. Date strings are parsed by ``dateparser``;
+product finds commitments with no API key. The rules here gate the structure of a
+sentence (a first-person subject, a future, a concrete action, an addressee, no
+condition on the reader, the direction from who wrote it); the commitment classifier
+(``loops.extractors.classifier``, logistic regression over the local MiniLM
+embeddings) then scores whether the sentence is a real promise. Sentences are split
+by pysbd (``loops.extractors.sentences``); date strings are parsed by ``dateparser``;
 the weekday and "end of day/week/month" logic is ours.
+
+Direction (SPEC §5.3, LOOPS_LABELLING.md): my sentences are ``owed_by_me``; a
+counterparty's promise addressed to me is ``owed_to_me``; a request made to me is
+not my promise unless I accepted it later in the thread ("Will do").
 """
 
 from __future__ import annotations
@@ -18,16 +27,37 @@ from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 from loops.definitions import collapse, is_mine, is_substantive, reply_text
+from loops.extractors import classifier, fulfilment
+from loops.extractors.sentences import split_sentences
+from loops.message import BULK_CATEGORIES
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Mapping, Sequence
+    from collections.abc import Callable, Collection, Mapping, Sequence
 
     from loops.message import MailMessage
 
+__all__ = [
+    "DEADLINE_RE",
+    "OWED_BY_ME",
+    "OWED_TO_ME",
+    "RuleCandidate",
+    "RuleMatch",
+    "classify_sentence",
+    "resolve_due",
+    "rule_extract",
+    "sender_timezone",
+    "split_sentences",
+]
+
 RULE_CONFIDENCE_DATED = 0.6
 RULE_CONFIDENCE_UNDATED = 0.5
+# Without the classifier (model not installed) the rules stand alone, less sure.
+RULES_ONLY_PENALTY = 0.1
 OWED_BY_ME = "owed_by_me"
 OWED_TO_ME = "owed_to_me"
+# A message to more people than this is an announcement: its "we will…" lines are
+# plans, not promises to me (LOOPS_LABELLING.md).
+MAX_RECIPIENTS_FOR_PROMISE_TO_ME = 5
 
 WEEKDAYS = {
     "monday": 0, "mon": 0, "tuesday": 1, "tue": 1, "tues": 1, "wednesday": 2, "wed": 2,
@@ -39,41 +69,11 @@ MONTH = (
     r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
     r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?"
 )
-
-# "I'll", "I will", "we are going to", … followed by a verb; negations, hedges and
-# states ("I will be out", "I will not return") are not promises.
-COMMIT_RE = re.compile(
-    r"\b(?:i|we)\s*(?:'ll|’ll|\s+will|\s+shall|'m going to|’m going to|\s+am going to|"
-    r"'re going to|\s+are going to|\s+plan to|\s+intend to)\s+"
-    r"(?!not\b|never\b|probably\b|maybe\b|perhaps\b|likely\b|"
-    r"be\s+(?!\w+ing\b|sure\s+to\b|able\s+to\b|(?:in\s+)?touch\b)|"
-    r"have\s+(?:a|an|the|to\s+be|no)\b|need\b|want\b|miss\b|let\s+you\s+know\s+if\b|"
-    r"see\s+(?:if|what|whether)\b|assume\b|keep\s+(?:you|that|this|it)\s+in\s+mind\b)"
-    r"(?:also\s+|definitely\s+|certainly\s+|then\s+|just\s+|gladly\s+)?"
-    r"(?:be\s+(?:sure\s+to\s+|able\s+to\s+)?)?(?P<verb>[a-z]+)",
-    re.I,
-)
-# "see you Monday", "we'll see you tomorrow": a meeting promise when a time is given.
-SEE_YOU_RE = re.compile(r"^(?:(?:i|we)\s*(?:'ll|’ll|\s+will)\s+)?see you\b", re.I)
-# Verbs that do not promise an action to someone.
-NON_ACTION_VERBS = frozenset(
-    """be been get? like love hope wonder think guess bet see appreciate remember
-    understand know feel try look""".split()
-)
-REQUEST_RE = re.compile(
-    r"(?:^|\b)(?:please|pls|kindly)\b|\b(?:can|could|would|will)\s+you\b|"
-    r"\bi\s+(?:need|want|would like)\s+(?:you|your)\b|\blet\s+me\s+know\b|"
-    r"\bmake\s+sure\s+(?:you|to)\b|\b(?:you|u)\s+(?:need|must|should)\s+to?\b|"
-    r"\bwhy\s+don'?t\s+you\b|\bif\s+you\s+could\b|\b(?:if|whether)\s+we\s+(?:could|can)\b|"
-    r"\b(?:i|we)(?:'d|\s+would)\s+like\s+to\s+(?:meet|discuss|talk|speak|get|have|see|review)\b|"
-    r"\bwe\s+(?:need|must|should)\s+(?:to\s+)?(?:get|meet|talk|discuss|finali[sz]e)\b",
-    re.I,
-)
-# A sentence that opens with a bare imperative ("Send me the draft by Friday").
-IMPERATIVE_RE = re.compile(
-    r"^(?:\w+,\s+)?(?:call|send|e-?mail|reply|respond|review|sign|submit|complete|return|"
-    r"confirm|join|register|apply|place|open|check|forward|schedule|get|bring|provide|"
-    r"fill|update|finish|fax|shop|book|order|pay|come|give|set up|let me know)\b",
+# An explicit calendar date: "May 7", "7 May", "5/30", "2002-01-07".
+EXPLICIT_DATE_RE = re.compile(
+    rf"\b{MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?\b(?:,?\s+\d{{4}})?|"
+    rf"\b\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?{MONTH}(?:\s+\d{{4}})?|"
+    rf"\b\d{{1,2}}/\d{{1,2}}(?:/\d{{2,4}})?\b|\b\d{{4}}-\d{{2}}-\d{{2}}\b",
     re.I,
 )
 DEADLINE_RE = re.compile(
@@ -87,9 +87,123 @@ DEADLINE_RE = re.compile(
     rf"(?:days?|weeks?)|within\s+(?:\d+|a|one|two|three)\s+(?:days?|weeks?|hours?))",
     re.I,
 )
-SENTENCE_SPLIT_RE = re.compile(
-    r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])|\n\s*\n|\n(?=\s*[-*•]\s)"
+
+# A first-person subject with a future: "I'll", "I will", "we are going to", …
+FUTURE_RE = re.compile(
+    r"\b(?P<subj>i|we)\s*(?P<aux>'ll|’ll|\s+will|\s+shall|'m\s+going\s+to|’m\s+going\s+to|"
+    r"\s+am\s+going\s+to|'re\s+going\s+to|’re\s+going\s+to|\s+are\s+going\s+to|"
+    r"\s+plan\s+to|\s+intend\s+to)\b\s*",
+    re.I,
 )
+# A reply's subject-less future: "Will fix.", "Right, will send it Monday."
+SUBJECTLESS_FUTURE_RE = re.compile(
+    r"^(?:(?:ok(?:ay)?|sure|right|yes|yep|thanks|good\s+point)[,.!]?\s+)?will\s+(?=[a-z])",
+    re.I,
+)
+# Words right after the future that make it no promise: negation, hedges, offers,
+# needs and obligations, states ("I will be out"), wishes.
+NOT_A_PROMISE_RE = re.compile(
+    r"(?:not|never|no\s+longer|probably|maybe|perhaps|likely|possibly|most\s+likely|"
+    r"hopefully|try|attempt|gladly|happily|(?:be\s+)?(?:happy|glad|pleased|delighted)\s+to|"
+    r"need|have\s+to|want|wish|would|like|love|hope|miss|assume|guess|bet|"
+    r"look\s+forward|see\s+(?:if|what|whether|how)|keep\s+(?:you|that|this|it|them)\s+in\s+mind|"
+    r"do\s+(?:my|our)\s+best|be\s+able|continue)\b",
+    re.I,
+)
+# Verbs that state, feel or meet rather than do something for someone.
+NON_ACTION_VERBS = frozenset(
+    """be been like love hope wonder think guess bet see appreciate remember
+    understand know feel meet attend go come stay sit wait leave take""".split()
+)
+# Actions that hand something over or set something up: a promise even when the
+# first verb is not one ("I'll look over the list and give you a call").
+ACTION_VERBS = frozenset(
+    """send give call email e-mail fax mail forward bring deliver provide get review
+    sign write prepare set schedule arrange update confirm check follow pick drop
+    return ship post share circulate draft finish complete fix book order pay put
+    make have find read look compile pull run respond reply submit file execute
+    overnight wire transfer handle process contact ask tell let introduce cover
+    summarize summarise resend ring phone swing""".split()
+)
+# "-ing" forms that still promise a hand-over ("I will be sending it Friday").
+TRANSFER_ING = frozenset(
+    "sending calling emailing e-mailing faxing mailing forwarding bringing "
+    "delivering providing shipping posting".split()
+)
+TRANSFER_VERBS = frozenset(
+    "send fax email e-mail mail forward give bring deliver provide ship post get".split()
+)
+# "which we will use", "what I will do": a relative or interrogative clause.
+RELATIVE_BEFORE_RE = re.compile(
+    r"\b(?:which|that|who|whom|whose|what|whatever|where|how|whether|why)\s*$", re.I
+)
+# A condition on the future: "if", "unless", "assuming this is true, I will…",
+# "…, otherwise I will take a cab", "once you send it, I will…".
+CONDITION_RE = re.compile(
+    r"\b(?:if|unless|assuming|provided|in\s+case|otherwise|or\s+else|should\s+you|"
+    r"whether|depending|as\s+long\s+as|"
+    r"(?:once|when|whenever|after|as\s+soon\s+as|until)\s+(?:you|u)\b)",
+    re.I,
+)
+# A sentence that opens with an imperative to the reader, or with what the reader
+# can do: what follows "and I will" waits on the reader ("Email me your number and
+# I will call you", "You can fill in the amounts and I will input them").
+IMPERATIVE_OPENING_RE = re.compile(
+    r"^\s*(?:(?:you|u)\s+(?:can|could|may|might)\b|"
+    r"(?:(?:please|pls|kindly|just|so)\s+)*(?:let|email|e-mail|send|call|give|have|"
+    r"tell|fax|resend|overnight|forward|get|reply|write|ring|text|contact|mail|ask|"
+    r"drop|return|sign|fill|check|read|review|look|bring|come|stop|swing)\b)",
+    re.I,
+)
+# The reader acts first: "I prefer that you elect me … and then I will sign".
+READER_FIRST_RE = re.compile(r"\b(?:you|u)\s+(?!for\b)\w+.*\band\s+(?:then\s+)?$", re.I)
+# Hedged or reported: "I think I will…", "a letter that indicates I will…".
+HEDGED_PREFIX_RE = re.compile(
+    r"\b(?:(?:i|we)\s+(?:think|guess|suppose|believe|expect|doubt|imagine|hope)|"
+    r"indicates?|says?|said|states?|shows?|means?)\s+(?:that\s+)?$",
+    re.I,
+)
+# A condition after the promise: "I will let you know next week if I need to…".
+TRAILING_CONDITION_RE = re.compile(r"\b(?:if|whether|unless)\b", re.I)
+# Vague follow-ups: promises only when they carry a deadline.
+VAGUE_RE = re.compile(
+    r"^(?:let\s+(?:you|u)\s+know|keep\s+(?:you|u)\s+(?:posted|informed|updated|advised|"
+    r"in\s+the\s+loop)|get\s+back\s+to\s+(?:you|u)|be\s+in\s+touch|follow\s+up\b(?!\s+with))",
+    re.I,
+)
+# Meetings and chat closings: "I'll see you Monday", "talk to you next week".
+MEETING_RE = re.compile(
+    r"^(?:see|talk\s+to|speak\s+(?:to|with)|meet)\s+(?:you|u)\b", re.I
+)
+# Form and boilerplate lines: blanks to fill in, RSVP choices, opt-out wording.
+FORM_LINE_RE = re.compile(
+    r"_{2,}|\[\s*\]|^\s*(?:yes|no)\s*[,:]\s*(?:i|we)\b|\bunsubscribe\b|\bopt[- ]?out\b|"
+    r"\bremove\s+(?:your|you|my)\b|\b(?:mailing|distribution)\s+list\b|"
+    r"\bno\s+longer\s+(?:wish\s+to\s+)?receive\b",
+    re.I,
+)
+ADDRESSEE_RE = re.compile(r"\b(?:you|your|yours|u)\b", re.I)
+REQUEST_RE = re.compile(
+    r"(?:^|\b)(?:please|pls|kindly)\b|\b(?:can|could|would|will)\s+you\b|"
+    r"\bi\s+(?:need|want|would like)\s+(?:you|your)\b|\blet\s+me\s+know\b|"
+    r"\bmake\s+sure\s+(?:you|to)\b|\b(?:you|u)\s+(?:need|must|should)\s+to?\b|"
+    r"\bwhy\s+don'?t\s+you\b|\bif\s+you\s+could\b",
+    re.I,
+)
+# A sentence that opens with a bare imperative ("Send me the draft by Friday").
+IMPERATIVE_RE = re.compile(
+    r"^(?:\w+,\s+)?(?:call|send|e-?mail|reply|respond|review|sign|submit|complete|return|"
+    r"confirm|forward|schedule|bring|provide|fill|update|finish|fax|set up|let me know)\b",
+    re.I,
+)
+# My later reply that takes a request on ("Will do", "Sure, I'll handle it").
+ACCEPTANCE_RE = re.compile(
+    r"^\W*(?:(?:ok(?:ay)?|sure|yes|absolutely|no\s+problem)\b[\s,.!-]*)?"
+    r"(?:will\s+do|on\s+it|consider\s+it\s+done|i(?:'ll|’ll|\s+will)\s+(?:do\s+it|do\s+that|"
+    r"take\s+care\s+of\s+it|handle\s+it|get\s+it\s+done)|no\s+problem|sure\s+thing)\b",
+    re.I,
+)
+_WORD_RE = re.compile(r"[a-z][a-z'’-]*", re.I)
 
 
 @dataclass(frozen=True)
@@ -97,12 +211,15 @@ class RuleMatch:
     """One sentence that promises or requests something.
 
     ``kind`` is ``commitment`` (the writer promises) or ``request`` (the writer asks
-    the reader, with a deadline). ``deadline`` is the matched date phrase or ''.
+    the reader, with a deadline). ``deadline`` is the date phrase the due date is
+    read from, or ''. ``person`` is ``i`` or ``we`` for commitments, '' for
+    requests.
     """
 
     kind: str
     sentence: str
     deadline: str
+    person: str = ""
 
 
 @dataclass(frozen=True)
@@ -121,30 +238,128 @@ class RuleCandidate:
     confidence: float
 
 
-def split_sentences(text: str) -> list[str]:
-    """Split a message's newest text into collapsed sentences."""
-    return [collapse(s) for s in SENTENCE_SPLIT_RE.split(text or "") if collapse(s)]
+def find_deadline(text: str) -> str:
+    """The deadline phrase of a sentence: an explicit calendar date wins over a
+    weekday or a relative word ("by Wednesday, May 7" → "May 7"); else the first
+    deadline phrase; '' when none."""
+    explicit = EXPLICIT_DATE_RE.search(text)
+    if explicit:
+        return explicit.group(0)
+    match = DEADLINE_RE.search(text)
+    return match.group(0) if match else ""
+
+
+def _words(text: str) -> list[str]:
+    return [w.lower().replace("’", "'") for w in _WORD_RE.findall(text)]
+
+
+def _promise_after(prefix: str, rest: str, person: str, *, plan: bool = False) -> bool:
+    """Structural test of one first-person future: ``prefix`` is the sentence up to
+    the subject, ``rest`` what follows the future auxiliary; ``plan`` when the
+    future is "going to" / "plan to" / "intend to" rather than "will"."""
+    if RELATIVE_BEFORE_RE.search(prefix):
+        # "the map which we will use" describes; "deals that I will fax to you"
+        # still hands something over.
+        words = _words(rest)[:2]
+        if not (words and words[0] in TRANSFER_VERBS and ADDRESSEE_RE.search(rest)):
+            return False
+    if (
+        CONDITION_RE.search(prefix)
+        or HEDGED_PREFIX_RE.search(prefix)
+        or READER_FIRST_RE.search(prefix)
+        or (prefix.strip() and IMPERATIVE_OPENING_RE.match(prefix))
+    ):
+        return False
+    rest = re.sub(
+        r"^(?:also|definitely|certainly|then|just|now|personally|still|both|all)\s+",
+        "",
+        rest.strip(),
+        flags=re.I,
+    )
+    if NOT_A_PROMISE_RE.match(rest) or MEETING_RE.match(rest):
+        return False
+    if VAGUE_RE.match(rest):
+        return bool(DEADLINE_RE.search(rest)) and not TRAILING_CONDITION_RE.search(rest)
+    words = _words(rest)
+    if not words:
+        return False
+    verb = words[0]
+    if verb == "do" and len(words) <= 2:
+        return False  # "Will do": an acceptance, nothing of its own to track
+    if verb == "be":
+        nxt = words[1] if len(words) > 1 else ""
+        if nxt in TRANSFER_ING and (person == "i" or ADDRESSEE_RE.search(rest)):
+            return True
+        if nxt == "sure" and len(words) > 3 and words[2] == "to":
+            return True
+        # "I will be in the office tomorrow and send you the report".
+        return _coordinated_action(words[1:])
+    if verb in NON_ACTION_VERBS:
+        return _coordinated_action(words[1:])
+    if plan and verb not in TRANSFER_VERBS and not ADDRESSEE_RE.search(rest):
+        # "I am going to use the proceeds…": a plan unless it hands something over.
+        return False
+    if person == "we" and not ADDRESSEE_RE.search(rest):
+        # "we will be discussing…", "we will go over pipeline flows": a plan or an
+        # agenda unless it is addressed to the reader.
+        return False
+    return True
+
+
+def _coordinated_action(words: list[str]) -> bool:
+    """True when a later "and <action verb>" in the clause promises an action."""
+    for i, word in enumerate(words[:-1]):
+        if word == "but":
+            return False
+        if word == "and":
+            nxt = words[i + 1]
+            if nxt in {"then", "also"} and i + 2 < len(words):
+                nxt = words[i + 2]
+            if nxt in ACTION_VERBS:
+                return True
+    return False
+
+
+def conditional_future(sentence: str) -> bool:
+    """True when the sentence makes a future conditional ("If we could work on this
+    basis, I will complete the design selections."): the promise-like sentences
+    right after it belong to the same conditional offer."""
+    text = collapse(sentence)
+    return any(CONDITION_RE.search(text[: f.start()]) for f in FUTURE_RE.finditer(text))
 
 
 def classify_sentence(sentence: str) -> RuleMatch | None:
-    """Classify one sentence: a first-person future commitment, a request with a
-    deadline, or None. Questions are not commitments ("Will I…?")."""
+    """Classify one sentence by structure: a first-person future commitment, a
+    request to the reader with a deadline, or None.
+
+    Not commitments: questions, form and opt-out lines, relative clauses ("the map
+    which we will use"), futures conditional on something or on the reader ("If…",
+    "Email me your number and I will call you", "otherwise I will take a cab"),
+    hedges, offers and states ("I will gladly…", "I will be out"), meetings ("I'll
+    see you Monday"), vague follow-ups without a deadline ("I'll keep you posted"),
+    and "we" plans not addressed to the reader ("At that meeting, we will be
+    discussing…").
+    """
     text = collapse(sentence)
-    if not text or len(text) > 400:
+    if not text or len(text) > 400 or FORM_LINE_RE.search(text):
         return None
-    deadline_match = DEADLINE_RE.search(text)
-    deadline = deadline_match.group(0) if deadline_match else ""
-    commit = COMMIT_RE.search(text)
-    if commit and not text.rstrip().endswith("?"):
-        verb = commit.group("verb").lower()
-        prefix = text[: commit.start()].lower()
-        conditional = re.search(
-            r"\b(?:if|unless|whether|when|once)\b[^,;]*$", prefix
-        ) or (re.match(r"\s*(?:if|unless)\b", prefix))
-        if verb not in NON_ACTION_VERBS and not conditional:
-            return RuleMatch(kind="commitment", sentence=text, deadline=deadline)
-    if deadline and SEE_YOU_RE.match(text):
-        return RuleMatch(kind="commitment", sentence=text, deadline=deadline)
+    deadline = find_deadline(text)
+    if not text.rstrip().endswith("?"):
+        bare = SUBJECTLESS_FUTURE_RE.match(text)
+        if bare and _promise_after("", text[bare.end() :], "i"):
+            return RuleMatch(
+                kind="commitment", sentence=text, deadline=deadline, person="i"
+            )
+        for future in FUTURE_RE.finditer(text):
+            person = future.group("subj").lower()
+            prefix = text[: future.start()]
+            # Only the clause the future sits in: "…; I will call you" stands alone.
+            prefix = re.split(r";\s|:\s|\s(?:—|–|--)\s", prefix)[-1]
+            plan = not re.search(r"will|shall|'ll|’ll", future.group("aux"), re.I)
+            if _promise_after(prefix, text[future.end() :], person, plan=plan):
+                return RuleMatch(
+                    kind="commitment", sentence=text, deadline=deadline, person=person
+                )
     if deadline and (REQUEST_RE.search(text) or IMPERATIVE_RE.match(text)):
         return RuleMatch(kind="request", sentence=text, deadline=deadline)
     return None
@@ -245,65 +460,143 @@ def sender_timezone(message: MailMessage, raw_content: str | None = None) -> tzi
     return ZoneInfo(settings.BRAIN_TIME_ZONE)
 
 
+def _is_bulk(message: MailMessage) -> bool:
+    """A mass mailing: List-Unsubscribe, or a bulk category (Gmail's, or the one the
+    mailbox connector infers from list headers and opt-out wording)."""
+    return message.list_unsubscribe or any(
+        label in BULK_CATEGORIES for label in message.labels
+    )
+
+
+def _accepted_later(later: Sequence[MailMessage], owners: set[str]) -> bool:
+    """True when a later message of mine in the thread takes the request on."""
+    for m in later:
+        if is_mine(m, owners) and ACCEPTANCE_RE.search(reply_text(m.body)):
+            return True
+    return False
+
+
+def _writer(p: _Pending, owners: set[str]) -> Callable[[MailMessage], bool]:
+    """Who can keep the promise: me for mine, the counterparty for theirs."""
+    if p.direction == OWED_BY_ME:
+        return lambda m: is_mine(m, owners)
+    sender = (p.message.from_addr or "").lower()
+    return lambda m: (m.from_addr or "").lower() == sender
+
+
+@dataclass(frozen=True)
+class _Pending:
+    direction: str
+    match: RuleMatch
+    message: MailMessage
+    counterparty: str
+    name: str
+    later: tuple[MailMessage, ...]
+    accepted_request: bool
+
+
 def rule_extract(
     messages: Sequence[MailMessage],
     *,
     owner_addresses: Collection[str],
     timezones: Mapping[str, tzinfo] | None = None,
+    use_classifier: bool = True,
 ) -> list[RuleCandidate]:
-    """Find commitments in a thread without any model (SPEC §5.3 rule extractor).
+    """Find commitments in a thread without any language model (SPEC §5.3 rule
+    extractor).
 
-    Messages of mine: first-person future sentences → ``owed_by_me`` (counterparty =
-    first To that is not me). Messages of theirs addressed to me: first-person future
-    sentences → ``owed_to_me``; requests with a deadline → ``owed_by_me``
-    (counterparty = the sender). ``timezones`` maps message id → sender tz.
-    Returns candidates oldest message first, one per distinct lower-cased text.
+    - My messages (to someone other than me): first-person future promises →
+      ``owed_by_me``, counterparty = first To/Cc that is not me.
+    - Their messages with me in To, not mass mail, to at most
+      ``MAX_RECIPIENTS_FOR_PROMISE_TO_ME`` people: their promises → ``owed_to_me``,
+      counterparty = the sender. A request with a deadline made to me becomes
+      ``owed_by_me`` only when a later message of mine accepts it ("Will do").
+    - Each structural candidate is scored by the commitment classifier when the
+      local embedding model is available (``use_classifier``); below its threshold
+      it is dropped. Without the model the rules stand alone, with lower confidence.
+    - A promise kept later in the thread (``fulfilment.kept_in``: "The call is
+      confirmed", "Attached is the report") opens nothing.
+
+    ``timezones`` maps message id → the sender's tz for deadlines. Returns
+    candidates oldest message first, one per direction and lower-cased text.
     """
     owners = {a.lower() for a in owner_addresses}
-    found: list[RuleCandidate] = []
+    subs = sorted((m for m in messages if is_substantive(m)), key=lambda m: m.date)  # type: ignore[arg-type,return-value]
+    pending: list[_Pending] = []
     seen: set[tuple[str, str]] = set()
-    for m in sorted((m for m in messages if is_substantive(m)), key=lambda m: m.date):  # type: ignore[arg-type,return-value]
+    for index, m in enumerate(subs):
         mine = is_mine(m, owners)
+        recipients = [a.lower() for a in [*m.to, *m.cc] if a]
         if mine:
-            others = [
-                a.lower() for a in [*m.to, *m.cc] if a and a.lower() not in owners
-            ]
+            others = [a for a in recipients if a not in owners]
             if not others:
                 continue
             counterparty, name = others[0], ""
         else:
-            if m.list_unsubscribe or not owners & {a.lower() for a in m.to}:
+            if _is_bulk(m) or not owners & {a.lower() for a in m.to}:
                 continue
             counterparty, name = (m.from_addr or "").lower(), m.from_name or ""
+        crowd = len(recipients) > MAX_RECIPIENTS_FOR_PROMISE_TO_ME
+        later = tuple(subs[index + 1 :])
+        offer = False  # the previous sentence made a conditional offer
         for sentence in split_sentences(reply_text(m.body)):
             match = classify_sentence(sentence)
-            if match is None or (match.kind == "request" and mine):
+            follows_offer, offer = offer, conditional_future(sentence)
+            if match is None or (follows_offer and match.kind == "commitment"):
                 continue
+            accepted = False
             if match.kind == "commitment":
+                if not mine and crowd:
+                    continue
                 direction = OWED_BY_ME if mine else OWED_TO_ME
             else:
-                direction = OWED_BY_ME
-            due = None
-            if match.deadline:
-                # Looked up only here: reading a sender's timezone costs a query.
-                tz = timezones.get(m.message_id) if timezones is not None else None
-                due = resolve_due(match.deadline, m.date, tz)  # type: ignore[arg-type]
+                # A request is the asker's loop, not a promise: mine opens nothing
+                # here, theirs only once I took it on.
+                if mine or not _accepted_later(later, owners):
+                    continue
+                direction, accepted = OWED_BY_ME, True
             key = (direction, match.sentence.lower())
             if key in seen:
                 continue
             seen.add(key)
-            found.append(
-                RuleCandidate(
-                    direction=direction,
-                    text=match.sentence[:500],
-                    quote=match.sentence[:200],
-                    due=due,
-                    counterparty_email=counterparty,
-                    counterparty_name=name,
-                    message=m,
-                    confidence=RULE_CONFIDENCE_DATED
-                    if due
-                    else RULE_CONFIDENCE_UNDATED,
-                )
+            pending.append(
+                _Pending(direction, match, m, counterparty, name, later, accepted)
             )
+    if not pending:
+        return []
+    scores = (
+        classifier.score([p.match.sentence for p in pending])
+        if use_classifier
+        else None
+    )
+    found: list[RuleCandidate] = []
+    for p, probability in zip(pending, scores or [None] * len(pending), strict=True):
+        if (
+            probability is not None
+            and not p.accepted_request
+            and probability < classifier.threshold()
+        ):
+            continue
+        if fulfilment.kept_in(p.match.sentence, p.later, _writer(p, owners)):
+            continue
+        due = None
+        if p.match.deadline:
+            # Looked up only here: reading a sender's timezone costs a query.
+            tz = timezones.get(p.message.message_id) if timezones is not None else None
+            due = resolve_due(p.match.deadline, p.message.date, tz)  # type: ignore[arg-type]
+        confidence = RULE_CONFIDENCE_DATED if due else RULE_CONFIDENCE_UNDATED
+        if scores is None:
+            confidence -= RULES_ONLY_PENALTY
+        found.append(
+            RuleCandidate(
+                direction=p.direction,
+                text=p.match.sentence[:500],
+                quote=p.match.sentence[:200],
+                due=due,
+                counterparty_email=p.counterparty,
+                counterparty_name=p.name,
+                message=p.message,
+                confidence=round(confidence, 2),
+            )
+        )
     return found
