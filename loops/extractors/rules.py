@@ -152,7 +152,8 @@ IMPERATIVE_OPENING_RE = re.compile(
     r"^\s*(?:(?:you|u)\s+(?:can|could|may|might)\b|"
     r"(?:(?:please|pls|kindly|just|so)\s+)*(?:let|email|e-mail|send|call|give|have|"
     r"tell|fax|resend|overnight|forward|get|reply|write|ring|text|contact|mail|ask|"
-    r"drop|return|sign|fill|check|read|review|look|bring|come|stop|swing)\b)",
+    r"drop|return|sign|fill|check|read|review|look|bring|come|stop|swing|click|visit|"
+    r"register|order|act|hurry|respond|subscribe|sign\s+up|join|enter|buy|try)\b)",
     re.I,
 )
 # The reader acts first: "I prefer that you elect me … and then I will sign".
@@ -168,7 +169,8 @@ TRAILING_CONDITION_RE = re.compile(r"\b(?:if|whether|unless)\b", re.I)
 # Vague follow-ups: promises only when they carry a deadline.
 VAGUE_RE = re.compile(
     r"^(?:let\s+(?:you|u)\s+know|keep\s+(?:you|u)\s+(?:posted|informed|updated|advised|"
-    r"in\s+the\s+loop)|get\s+back\s+to\s+(?:you|u)|be\s+in\s+touch|follow\s+up\b(?!\s+with))",
+    r"in\s+the\s+loop)|get\s+back\s+to\s+(?:you|u)|be\s+in\s+touch|follow\s+up\b(?!\s+with)|"
+    r"(?:also\s+)?tell\s+(?:you|u)\s+(?:which|what|who|how|whether|when|where|about))",
     re.I,
 )
 # Meetings and chat closings: "I'll see you Monday", "talk to you next week".

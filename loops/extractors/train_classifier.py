@@ -16,9 +16,10 @@ evaluates):
   specific promise. Held out: SHA-1 mod 10 < 3. Weighted ×3: they are the target.
 
 Model: scikit-learn logistic regression (balanced classes, C=1) over the unit-length
-all-MiniLM-L6-v2 embeddings. Threshold: the probability that maximises F0.5
-(precision first) on 5-fold cross-validated predictions for our training sentences
-that the rules shape as commitments.
+all-MiniLM-L6-v2 embeddings. Threshold: a veto, the highest probability that still
+keeps 95% of the real promises among our training sentences the rules shape as
+commitments, on 5-fold cross-validated predictions (the rules already reach a
+precision of about 0.9 there; the classifier removes what it is sure is none).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -33,6 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 OURS = ROOT / "tests" / "data" / "loops" / "commitment_sentences.tsv"
 OURS_WEIGHT = 3.0
+MIN_RECALL = 0.95
 
 
 def shared_data() -> Path:
@@ -110,24 +113,15 @@ def training_rows() -> tuple[list[str], list[int], list[float], list[bool]]:
     return texts, labels, weights, target
 
 
-def best_threshold(probabilities, labels) -> float:  # type: ignore[no-untyped-def]
-    """The probability cut maximising F0.5 (ties: the higher cut)."""
-    best, best_score = 0.5, -1.0
-    for cut in sorted(set(round(p, 3) for p in probabilities)):
-        tp = sum(
-            1 for p, y in zip(probabilities, labels, strict=True) if p >= cut and y
-        )
-        fp = sum(
-            1 for p, y in zip(probabilities, labels, strict=True) if p >= cut and not y
-        )
-        fn = sum(1 for p, y in zip(probabilities, labels, strict=True) if p < cut and y)
-        if not tp:
-            continue
-        precision, recall = tp / (tp + fp), tp / (tp + fn)
-        f = 1.25 * precision * recall / (0.25 * precision + recall)
-        if f >= best_score:
-            best, best_score = cut, f
-    return best
+def veto_threshold(probabilities, labels, min_recall: float = MIN_RECALL) -> float:  # type: ignore[no-untyped-def]
+    """The highest probability cut that keeps at least ``min_recall`` of the real
+    promises: the classifier vetoes only what it is sure is no promise (the rules
+    already shape the candidates; precision comes from both)."""
+    positives = sorted(p for p, y in zip(probabilities, labels, strict=True) if y)
+    if not positives:
+        return 0.5
+    keep = max(1, math.ceil(min_recall * len(positives)))
+    return round(positives[len(positives) - keep] - 1e-3, 3)
 
 
 def main() -> None:
@@ -152,8 +146,11 @@ def main() -> None:
         model, x, y, cv=folds, method="predict_proba", params={"sample_weight": w}
     )[:, 1]
     mask = np.array(target)
-    cut = best_threshold(cv[mask].tolist(), y[mask].tolist())
-    print(f"threshold (F0.5 on {int(mask.sum())} of our commitment-shaped): {cut:.3f}")
+    cut = veto_threshold(cv[mask].tolist(), y[mask].tolist())
+    print(
+        f"threshold (recall >= {MIN_RECALL} on {int(mask.sum())} of our "
+        f"commitment-shaped, cross-validated): {cut:.3f}"
+    )
     model.fit(x, y, sample_weight=w)
     meta = {
         "model": classifier.MODEL_NAME,
@@ -161,6 +158,7 @@ def main() -> None:
         "positives": int(sum(labels)),
         "ours_weight": OURS_WEIGHT,
         "C": 1.0,
+        "threshold_rule": f"veto: cross-validated recall >= {MIN_RECALL}",
         "script": "loops/extractors/train_classifier.py",
     }
     if args.dry_run:

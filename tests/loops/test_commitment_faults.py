@@ -1,0 +1,302 @@
+"""Issue 14, commitments: one test per fault kind found on real mail, each built
+from a small invented message (invented people: Robin Vale owns the mailbox, Dana
+Okafor and Lee Marsh write to her)."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta
+
+import pytest
+
+from brain.models import Source
+from loops.extractors import classifier
+from loops.extractors.rules import (
+    OWED_BY_ME,
+    OWED_TO_ME,
+    classify_sentence,
+    rule_extract,
+)
+from loops.extractors.sentences import split_sentences
+from loops.message import MailMessage
+from loops.models import LoopStatus, LoopType, OpenLoop
+from loops.pipeline import process_threads
+from tests.factories import SourceFactory
+
+ROBIN = "robin@example.org"
+DANA = "dana@example.com"
+LEE = "lee@example.net"
+CROWD = tuple(f"trader{i}@example.org" for i in range(42))
+MONDAY = datetime(2025, 3, 3, 15, 0, tzinfo=UTC)  # Monday 3 March 2025
+
+
+def mail(
+    n: int,
+    body: str,
+    *,
+    frm: str = DANA,
+    to: tuple[str, ...] = (ROBIN,),
+    cc: tuple[str, ...] = (),
+    at: datetime = MONDAY,
+    hours: float = 0,
+    thread: str = "t-dana",
+    **extra: object,
+) -> MailMessage:
+    return MailMessage(
+        message_id=f"<{n}.{thread}@example>",
+        thread_id=thread,
+        subject="Re: the Harbour lease",
+        from_addr=frm,
+        to=list(to),
+        cc=list(cc),
+        date=at + timedelta(hours=hours),
+        is_mine=frm == ROBIN,
+        body=body,
+        **extra,  # type: ignore[arg-type]
+    )
+
+
+def found(*messages: MailMessage) -> list[tuple[str, str]]:
+    return [
+        (c.direction, c.text) for c in rule_extract(messages, owner_addresses=[ROBIN])
+    ]
+
+
+def test_request_to_me_is_not_my_promise():
+    to_the_desk = mail(
+        1,
+        "Lee Marsh is taking the lead for the client arriving on Wednesday, please "
+        "help him with his requirements.\n\nDana",
+        to=(ROBIN, *CROWD),
+    )
+    to_me = mail(2, "Robin,\n\nPlease send me the signed lease by Friday.\n\nDana")
+    assert found(to_the_desk) == []
+    assert found(to_me) == []
+
+
+def test_request_i_accepted_is_my_promise():
+    ask = mail(1, "Robin,\n\nPlease send me the signed lease by Friday.\n\nDana")
+    yes = mail(2, "Will do.\n\nRobin", frm=ROBIN, to=(DANA,), hours=2)
+    assert found(ask, yes) == [
+        (OWED_BY_ME, "Please send me the signed lease by Friday.")
+    ]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "See you on June 3!",
+        "Register today.",
+        "Order your report today for $100 off the regular price.",
+        "We'll tell you which stocks have the edge.",
+        "Click here today and we'll send you a free digital camera!",
+    ],
+)
+def test_marketing_lines_are_not_commitments(line):
+    assert found(mail(1, f"Dear Robin,\n\n{line}\n\nThe Acme Team")) == []
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "We will then promptly remove your name from our mailing list.",
+        "Yes, I will attend ____",
+        "[ ] I will bring a guest",
+    ],
+)
+def test_boilerplate_and_form_lines_are_not_commitments(line):
+    assert classify_sentence(line) is None
+    assert found(mail(1, line)) == []
+
+
+def test_plans_agendas_and_organisation_statements_are_not_commitments():
+    agenda = mail(
+        1,
+        "At that meeting, we will be discussing the budget. We will go over "
+        "storage balances and weather.",
+    )
+    farewell = mail(
+        2,
+        "I resigned today. I will probably be heading up to Denver in January.",
+        to=(ROBIN, *CROWD[:20]),
+        thread="t-farewell",
+    )
+    plan = mail(3, "I am going to use the proceeds to buy another building.")
+    assert found(agenda) == [] and found(farewell) == [] and found(plan) == []
+
+
+def test_announcement_to_many_is_not_a_promise_to_me():
+    note = mail(1, "I will send you the new rota tomorrow.", to=(ROBIN, *CROWD[:8]))
+    assert found(note) == []
+    assert found(mail(2, "I will send you the new rota tomorrow.")) == [
+        (OWED_TO_ME, "I will send you the new rota tomorrow.")
+    ]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Here is the map which we will use for the walk.",
+        "I am not sure what I will do at this point.",
+    ],
+)
+def test_relative_clauses_are_not_commitments(line):
+    assert classify_sentence(line) is None
+
+
+def test_relative_clause_that_hands_something_over_is_a_promise():
+    match = classify_sentence("There are three other deals that I will fax to you.")
+    assert match is not None and match.kind == "commitment"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Just let me know, otherwise I will take a cab.",
+        "I will gladly talk further.",
+        "Email me your number and I will call you.",
+        "If you agree, I will draft the side letter.",
+        "Assuming this is true, I will work directly with him.",
+        "You can fill in the amounts and I will input them.",
+        "I think I will sell some more of the summer contracts.",
+    ],
+)
+def test_offers_and_conditionals_are_not_commitments(line):
+    assert classify_sentence(line) is None
+
+
+def test_promise_right_after_a_conditional_offer_belongs_to_it():
+    offer = mail(
+        1,
+        "If we could work together on this basis, I will complete the selections. "
+        "I will make the adjustments as we get quotes.",
+        frm=ROBIN,
+        to=(DANA,),
+    )
+    assert found(offer) == []
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "I'll keep you posted.",
+        "I will let you know.",
+        "I will let you know next week if I need to see the inside.",
+        "I will get back to you with more.",
+    ],
+)
+def test_vague_keep_you_posted_is_not_a_commitment(line):
+    assert classify_sentence(line) is None
+
+
+def test_vague_follow_up_with_a_deadline_is_a_commitment():
+    match = classify_sentence("I will get back to you by Friday.")
+    assert match is not None and match.kind == "commitment"
+
+
+def test_sentence_splitting_does_not_break_at_abbreviations():
+    text = (
+        "Mr. Abel met Dr. Brandt of Quill Inc. at 5 p.m. and J. R. Tamsin agreed. "
+        "I will send you the minutes tomorrow."
+    )
+    assert split_sentences(text) == [
+        "Mr. Abel met Dr. Brandt of Quill Inc. at 5 p.m. and J. R. Tamsin agreed.",
+        "I will send you the minutes tomorrow.",
+    ]
+    promise = mail(1, text, frm=ROBIN, to=(DANA,))
+    assert found(promise) == [(OWED_BY_ME, "I will send you the minutes tomorrow.")]
+
+
+def test_explicit_date_beats_weekday():
+    promise = mail(
+        1, "I'll send you the deck by Wednesday, May 7.", frm=ROBIN, to=(DANA,)
+    )
+    (candidate,) = rule_extract([promise], owner_addresses=[ROBIN])
+    assert MONDAY.date() == date(2025, 3, 3) and MONDAY.weekday() == 0
+    assert candidate.due == date(2025, 5, 7)
+
+
+def test_non_action_verb_filter_keeps_real_promises():
+    for line in (
+        "I'll look over the list and give you a call.",
+        "I will be in the office tomorrow and send you the report then.",
+        "I WILL TALK TO LEE ABOUT HIS SHARE OF THE LEGAL BILLS.",
+    ):
+        match = classify_sentence(line)
+        assert match is not None and match.kind == "commitment", line
+    assert classify_sentence("I will talk to you next week.") is None
+
+
+def test_subjectless_reply_promise_is_a_commitment():
+    match = classify_sentence("Right, will fix.")
+    assert match is not None and match.kind == "commitment"
+    assert classify_sentence("Will do.") is None  # an acceptance, nothing to track
+
+
+def test_promise_kept_later_in_the_thread_is_fulfilled():
+    promise = mail(
+        1, "I'll set up a call with Lee for Thursday.", frm=ROBIN, to=(DANA,)
+    )
+    kept = mail(2, "The call is confirmed for 10 am.", frm=ROBIN, to=(DANA,), hours=3)
+    assert found(promise) == [(OWED_BY_ME, "I'll set up a call with Lee for Thursday.")]
+    assert found(promise, kept) == []
+
+
+@pytest.fixture
+def robins_mailbox(db: None) -> Source:
+    return SourceFactory(
+        id="robin", kind=Source.Kind.MAILBOX, owner_addresses=[ROBIN], federated=False
+    )
+
+
+def test_promise_kept_later_in_the_thread_closes_its_open_loop(robins_mailbox, store):
+    promise = mail(
+        1, "I'll set up a call with Lee for Thursday.", frm=ROBIN, to=(DANA,)
+    )
+    store(robins_mailbox, [promise])
+    process_threads(source_id=robins_mailbox.id, thread_ids=["t-dana"])
+    loop = OpenLoop.objects.get(
+        source=robins_mailbox, loop_type=LoopType.COMMITMENT_OWED_BY_ME
+    )
+    assert loop.status == LoopStatus.OPEN
+    kept = mail(2, "The call is confirmed for 10 am.", frm=ROBIN, to=(DANA,), hours=3)
+    store(robins_mailbox, [kept])
+    process_threads(source_id=robins_mailbox.id, thread_ids=["t-dana"])
+    loop.refresh_from_db()
+    assert (loop.status, loop.closed_by) == (LoopStatus.DONE, "fulfilled")
+    assert loop.fulfilment_evidence["message_id"] == "<2.t-dana@example>"
+    assert loop.events.filter(event_type="fulfilment_suspected").exists()
+
+
+def test_mailbox_dated_after_the_wall_clock_still_gets_loops_with_a_warning(
+    db, tmp_path
+):
+    from connectors.mailbox.sync import mailbox_import
+
+    future = "Mon, 03 Mar 2031 09:00:00 +0000"
+    (tmp_path / "1.eml").write_text(
+        f"From: Robin Vale <{ROBIN}>\nTo: Dana Okafor <{DANA}>\n"
+        f"Subject: Harbour lease\nDate: {future}\nMessage-ID: <1.future@example>\n\n"
+        "Dana,\n\nI will send you the signed lease by Friday.\n\nRobin\n"
+    )
+    report = mailbox_import(source_id="robin-2031", path=tmp_path, owners=[ROBIN])
+    assert any("after this machine's clock" in w for w in report.warnings)
+    loop = OpenLoop.objects.get(
+        source_id="robin-2031", loop_type=LoopType.COMMITMENT_OWED_BY_ME
+    )
+    assert loop.due_at.date() == date(2031, 3, 7)
+    result = process_threads(source_id="robin-2031", thread_ids=[loop.thread_id])
+    assert "after the wall clock" in result["warnings"][0]
+
+
+@pytest.mark.slow
+def test_commitment_classifier_ships_as_weights_and_separates_promises():
+    weights = classifier.weights()
+    assert len(weights["coef"]) == 384 and 0 < weights["threshold"] < 1
+    assert weights["meta"]["script"] == "loops/extractors/train_classifier.py"
+    promise, pitch = classifier.score(
+        [
+            "I will fax you the signed lease tomorrow morning.",
+            "Click here today and we'll send you a free digital camera!",
+        ]
+    )
+    assert promise >= classifier.threshold() and promise > pitch
