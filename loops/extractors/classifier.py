@@ -24,6 +24,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from brain.embeddings import EmbeddingUnavailable, LocalProvider
+
 logger = logging.getLogger(__name__)
 
 WEIGHTS = Path(__file__).resolve().parent / "data" / "commitment_classifier.npz"
@@ -52,9 +54,7 @@ def threshold() -> float:
     return weights()["threshold"]
 
 
-def _provider():  # type: ignore[no-untyped-def]
-    from brain.embeddings import LocalProvider
-
+def _provider() -> LocalProvider:
     with _lock:
         if "provider" not in _state:
             _state["provider"] = LocalProvider(MODEL_NAME)
@@ -64,8 +64,6 @@ def _provider():  # type: ignore[no-untyped-def]
 def embed(sentences: list[str]) -> list[list[float]] | None:
     """Unit-length MiniLM vectors for ``sentences``, or None when the local model is
     unavailable (logged once per process)."""
-    from brain.embeddings import EmbeddingUnavailable
-
     if _state.get("unavailable"):
         return None
     try:

@@ -9,6 +9,7 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 
 from brain.models import Source
+from connectors.mailbox.sync import mailbox_import
 from loops.extractors import classifier
 from loops.extractors.rules import (
     OWED_BY_ME,
@@ -270,8 +271,6 @@ def test_promise_kept_later_in_the_thread_closes_its_open_loop(robins_mailbox, s
 def test_mailbox_dated_after_the_wall_clock_still_gets_loops_with_a_warning(
     db, tmp_path
 ):
-    from connectors.mailbox.sync import mailbox_import
-
     future = "Mon, 03 Mar 2031 09:00:00 +0000"
     (tmp_path / "1.eml").write_text(
         f"From: Robin Vale <{ROBIN}>\nTo: Dana Okafor <{DANA}>\n"
