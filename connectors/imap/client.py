@@ -21,6 +21,7 @@ from __future__ import annotations
 import imaplib
 import socket
 import ssl
+import types
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -112,11 +113,14 @@ def _text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
-def _guard(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Wrap ``imaplib.IMAP4._command`` so that no mailbox-changing command (plain or
-    under ``UID``) is ever sent."""
+def _guard(imap: imaplib.IMAP4) -> None:
+    """Replace ``imap._command`` so that no mailbox-changing command (plain or under
+    ``UID``) is ever sent. The replacement is a bound method, as imaplib expects:
+    it tells a SASL continuation (AUTHENTICATE, XOAUTH2) from a literal by
+    comparing ``type(literal)`` with ``type(self._command)``."""
+    command = imap._command
 
-    def guarded(name: str, *args: Any) -> Any:
+    def guarded(_imap: imaplib.IMAP4, name: str, *args: Any) -> Any:
         verb = name.upper()
         if verb == "UID" and args:
             verb = _text(args[0]).upper()
@@ -127,7 +131,7 @@ def _guard(command: Callable[..., Any]) -> Callable[..., Any]:
             )
         return command(name, *args)
 
-    return guarded
+    imap._command = types.MethodType(guarded, imap)  # type: ignore[method-assign]
 
 
 class ImapReader:
@@ -170,7 +174,7 @@ class ImapReader:
             raise self._tls(exc) from None
         except (OSError, IMAPClientError, imaplib.IMAP4.error) as exc:
             raise self._lost(exc, "connect") from None
-        conn._imap._command = _guard(conn._imap._command)
+        _guard(conn._imap)
         self._conn = conn
         try:
             if s.security == "starttls":

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 import grp
+import json
 import os
 import pwd
 import shutil
@@ -26,11 +27,14 @@ import socket
 import ssl
 import subprocess
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import parse_qs
 
 import pytest
 from imapclient import IMAPClient
@@ -105,6 +109,7 @@ class DovecotServer:
     mail_uid: int
     mail_gid: int
     process: subprocess.Popen[bytes]
+    identity: ThreadingHTTPServer | None = None
     accounts_used: int = 0
 
     def doveadm(self, *args: str) -> str:
@@ -181,6 +186,13 @@ class ImapAccount:
             "mailbox", "update", "-u", self.user, "--uid-validity", str(value), folder
         )
 
+    def issue_token(self) -> str:
+        """An OAuth 2.0 access token for this account (XOAUTH2), valid at the fake
+        identity provider Dovecot asks."""
+        token = f"ya29.{uuid.uuid4().hex}"
+        _Introspection.tokens[token] = self.user
+        return token
+
     def kick(self) -> None:
         """Drop every open IMAP connection of this account (server side)."""
         self.server.doveadm("kick", self.user)
@@ -219,6 +231,41 @@ def seed_maildir(
             os.chown(Path(dirpath) / name, uid, gid)
 
 
+def _oauth2_conf(introspection_port: int) -> str:
+    """Dovecot's OAuth 2.0 passdb: tokens are checked at the fake identity
+    provider's RFC 7662 introspection endpoint."""
+    return (
+        "introspection_mode = post\n"
+        f"introspection_url = http://127.0.0.1:{introspection_port}/introspect\n"
+        "username_attribute = username\n"
+        "active_attribute = active\n"
+        "active_value = true\n"
+    )
+
+
+class _Introspection(BaseHTTPRequestHandler):
+    """RFC 7662 token introspection of the fake identity provider: a token issued
+    by ``ImapAccount.issue_token`` is active for its account."""
+
+    tokens: dict[str, str] = {}
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        length = int(self.headers.get("content-length") or 0)
+        form = parse_qs(self.rfile.read(length).decode())
+        token = (form.get("token") or [""])[0]
+        user = self.tokens.get(token)
+        body = {"active": "true", "username": user} if user else {"active": "false"}
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        return
+
+
 def _conf(root: Path, port: int, tls_port: int, cert: Path, key: Path) -> str:
     if os.geteuid() == 0:
         login_user, internal_user = "dovenull", "dovecot"
@@ -243,14 +290,20 @@ first_valid_uid = {mail.pw_uid}
 last_valid_uid = {mail.pw_uid}
 mail_location = maildir:~/Maildir
 disable_plaintext_auth = no
-auth_mechanisms = plain login
+auth_mechanisms = plain login xoauth2
 auth_verbose = yes
 auth_failure_delay = 0
 ssl = yes
 ssl_cert = <{cert}
 ssl_key = <{key}
 passdb {{
+  driver = oauth2
+  mechanisms = xoauth2
+  args = {root}/oauth2.conf.ext
+}}
+passdb {{
   driver = passwd-file
+  mechanisms = plain login
   args = scheme=PLAIN username_format=%u {root}/passwd
 }}
 userdb {{
@@ -317,6 +370,9 @@ def start_dovecot() -> DovecotServer:
     )
     cert, key = _self_signed(root)
     port, tls_port = _free_port(), _free_port()
+    identity = ThreadingHTTPServer(("127.0.0.1", 0), _Introspection)
+    threading.Thread(target=identity.serve_forever, daemon=True).start()
+    (root / "oauth2.conf.ext").write_text(_oauth2_conf(identity.server_port))
     conf = root / "dovecot.conf"
     conf.write_text(_conf(root, port, tls_port, cert, key))
     internal = "dovecot" if os.geteuid() == 0 else pwd.getpwuid(os.geteuid()).pw_name
@@ -337,6 +393,7 @@ def start_dovecot() -> DovecotServer:
         mail_uid=mail.pw_uid,
         mail_gid=mail.pw_gid,
         process=process,
+        identity=identity,
     )
     _wait_listening(server, time.monotonic() + 20)
     return server
@@ -345,6 +402,9 @@ def start_dovecot() -> DovecotServer:
 def stop_dovecot(server: DovecotServer) -> None:
     """Stop the server and remove its temp folder (kept when
     ``BRAIN_KEEP_DOVECOT`` is set, for reading its log)."""
+    if server.identity is not None:
+        server.identity.shutdown()
+        server.identity.server_close()
     server.process.terminate()
     try:
         server.process.wait(timeout=10)

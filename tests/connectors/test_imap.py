@@ -299,3 +299,14 @@ def test_a_reply_by_a_member_counts_as_mine(imap_account: ImapAccount) -> None:
         source_id="shared-allen", metadata__subject="Re: Example renewal"
     )
     assert MailMessage.from_metadata(raw.metadata).is_mine
+
+
+def test_xoauth2_logs_in_with_an_access_token(imap_account: ImapAccount) -> None:
+    token = imap_account.issue_token()
+    settings = imap_account.settings(auth="xoauth2", secret=token)
+    with ImapReader(settings) as reader:
+        assert reader.examine("INBOX").exists == INBOX_FILES
+    expired = imap_account.settings(auth="xoauth2", secret="ya29.not-issued")
+    with pytest.raises(PermanentError) as caught, ImapReader(expired):
+        pass
+    assert caught.value.code == "auth_failed"
