@@ -308,7 +308,7 @@ passdb {{
 }}
 userdb {{
   driver = static
-  args = uid={mail.pw_uid} gid={mail.pw_gid} home={root}/home/%u
+  args = uid={mail.pw_uid} gid={mail.pw_gid} home={root}/home/%u allow_all_users=yes
 }}
 service imap-login {{
 {chroot}  inet_listener imap {{
