@@ -114,7 +114,9 @@ def _with_resume(ctx: JobContext, result: Any) -> Any:
 
 def sync_source(job: Job, ctx: JobContext) -> Any:
     """Sync one source (``params.source_id``) through its connector (SPEC §6): a
-    Google account from its cursor, a mailbox source by re-importing its path."""
+    Google account (or Workspace shared mailbox) from its cursor, an IMAP shared
+    mailbox from its UIDVALIDITY + UID cursor, a mailbox source by re-importing its
+    path."""
     source_id = require(job, "source_id")
     sync = service("connectors.dispatch.source_sync")
     progress = ConnectorProgress(ctx)

@@ -38,7 +38,9 @@ if TYPE_CHECKING:
 
 STALE_AFTER = timedelta(hours=24)
 LOOPS_PER_GROUP = 5
-MAIL_KINDS = (Source.Kind.GOOGLE, Source.Kind.MAILBOX)
+MAIL_KINDS = (Source.Kind.GOOGLE, Source.Kind.MAILBOX, Source.Kind.IMAP)
+# Live sources sync on a schedule: stale when no successful sync for 24 h (SPEC §5.5).
+LIVE_KINDS = (Source.Kind.GOOGLE, Source.Kind.IMAP)
 NO_COUNTERPARTY = "no_counterparty"
 
 
@@ -208,7 +210,7 @@ def _freshness(sources: Sequence[Source], now: datetime) -> dict[str, Any]:
     stale = [
         s
         for s in mail
-        if s.kind == Source.Kind.GOOGLE
+        if s.kind in LIVE_KINDS
         and (s.last_success_at is None or s.last_success_at < now - STALE_AFTER)
     ]
     ages = {

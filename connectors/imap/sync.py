@@ -111,6 +111,12 @@ class ImapChunkConnector(MailboxConnector):
         """The fetched messages of this chunk (folder = canonical folder name)."""
         return self._entries
 
+    def _reference_time(self, prepared: Any) -> None:
+        """A shared mailbox is live: loop detection runs at the wall clock, as for
+        Google (``loops.selectors.reference_time``), not at the newest message of
+        the source as for an exported mailbox file (SPEC §5.2)."""
+        return None
+
 
 def imap_sync(
     *,

@@ -214,3 +214,19 @@ def test_the_waiting_view_filters_per_mailbox() -> None:
     assert '<option value="shared-deals">' in html
     every = client.get(url)
     assert {"shared-deals", "shared-support"} <= set(every.context["report"]["sources"])
+
+
+def test_an_imap_mailbox_not_synced_for_a_day_makes_waiting_stale() -> None:
+    from django.utils import timezone
+
+    from brain.access import local_caller
+    from loops.waiting import waiting_report
+
+    mailbox = _imap_mailbox()
+    report = waiting_report(caller=local_caller(), sources=[mailbox.source_id])
+    assert report["stale"] and report["stale_sources"] == [mailbox.source_id]
+    Source.objects.filter(pk=mailbox.source_id).update(
+        last_success_at=timezone.now() - timezone.timedelta(hours=2)
+    )
+    report = waiting_report(caller=local_caller(), sources=[mailbox.source_id])
+    assert not report["stale"] and report["stale_sources"] == []
