@@ -13,7 +13,9 @@ from django.contrib.auth import get_user_model
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
+from brain.admin import SourceAdmin
 from brain.exceptions import BrainError
+from brain.models import Source
 from connectors.base import ConnectorError
 from connectors.dispatch import source_sync
 from connectors.google.delegation import DELEGATION_SCOPES
@@ -331,3 +333,19 @@ class WorkspaceServiceAccountAdmin(admin.ModelAdmin):
         return format_html_join(
             "", "<p>{}</p>", [(workspace_steps(),), (f"Scopes: {DELEGATION_SCOPES}",)]
         )
+
+
+class MemberAwareSourceAdmin(SourceAdmin):
+    """The Sources list, where a shared mailbox's source shows only to superusers
+    and the mailbox's members (SPEC §6.1a: members see it in the admin)."""
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Source]:
+        qs = super().get_queryset(request)
+        if request.user.is_superuser:
+            return qs
+        hidden = SharedMailbox.objects.exclude(members=request.user).values("source_id")
+        return qs.exclude(pk__in=hidden)
+
+
+admin.site.unregister(Source)
+admin.site.register(Source, MemberAwareSourceAdmin)

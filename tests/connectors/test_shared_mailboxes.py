@@ -230,3 +230,17 @@ def test_an_imap_mailbox_not_synced_for_a_day_makes_waiting_stale() -> None:
     )
     report = waiting_report(caller=local_caller(), sources=[mailbox.source_id])
     assert not report["stale"] and report["stale_sources"] == []
+
+
+def test_the_sources_list_hides_a_shared_mailbox_from_non_members() -> None:
+    from django.contrib.auth.models import Permission
+
+    member, member_client = _staff("dana")
+    outsider, outsider_client = _staff("eli")
+    for user in (member, outsider):
+        user.user_permissions.add(*Permission.objects.filter(codename="view_source"))
+    _imap_mailbox(members=[member])
+    url = reverse("admin:brain_source_changelist")
+    assert "shared-deals" in member_client.get(url).content.decode()
+    seen = outsider_client.get(url).content.decode()
+    assert "shared-deals" not in seen and "default" in seen
