@@ -26,11 +26,13 @@ from connectors.imap.client import (
     ImapReader,
     ImapSettings,
 )
+from connectors.mail.threading import folder_labels
 from connectors.mailbox.client import MailboxEntry
 from connectors.mailbox.sync import BATCH_THREADS, MailboxConnector
 from connectors.models import SharedMailbox
 from connectors.secrets import secret_decrypt
 from connectors.services import sync_run_finish, sync_run_start
+from loops.message import SENT
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -79,7 +81,8 @@ def imap_settings_for(mailbox: SharedMailbox) -> ImapSettings:
 def folders_to_sync(folders: list[ImapFolder], wanted: list[str]) -> list[ImapFolder]:
     """The folders a sync reads: those named in ``wanted`` (case-insensitive for
     INBOX, exact otherwise), or by default INBOX and every ``\\Sent`` folder
-    (SPECIAL-USE, RFC 6154), INBOX first. ``\\Noselect`` folders are left out."""
+    (SPECIAL-USE, RFC 6154), INBOX first; on a server without SPECIAL-USE, the
+    folders whose name says sent. ``\\Noselect`` folders are left out."""
     usable = [f for f in folders if "\\Noselect" not in f.flags]
     if wanted:
         names = {w.upper() if w.upper() == "INBOX" else w for w in wanted}
@@ -90,6 +93,10 @@ def folders_to_sync(folders: list[ImapFolder], wanted: list[str]) -> list[ImapFo
         ]
     inbox = [f for f in usable if f.name.upper() == "INBOX"]
     sent = [f for f in usable if f.special_use == "\\Sent"]
+    if not sent:
+        # A server without SPECIAL-USE: the folder names the mail rules call sent
+        # ("Sent", "Sent Items", "Gesendet"…, the same rule as mailbox files).
+        sent = [f for f in usable if SENT in folder_labels(f.name)]
     return inbox + sent
 
 

@@ -256,6 +256,13 @@ def test_sent_folder_is_found_by_special_use_whatever_its_name() -> None:
         "INBOX",
         "Archive",
     ]
+    # A server without SPECIAL-USE: the sent folder is known by its name.
+    plain = [
+        ImapFolder("INBOX", ()),
+        ImapFolder("INBOX/Sent Items", ()),
+        ImapFolder("Drafts", ()),
+    ]
+    assert [f.name for f in folders_to_sync(plain, [])] == ["INBOX", "INBOX/Sent Items"]
 
 
 def test_sync_source_command_prints_counts_and_a_second_run_imports_nothing(
