@@ -9,17 +9,26 @@ threads already stored, person pages, loop detection, held and skipped items) wi
 the fetched messages in place of files; nothing of that path is copied here. The
 cursor ``{folder: {uidvalidity, last_uid}}`` is saved after each stored chunk, so a
 sync killed or cut off mid-way resumes at the chunk it was in and the ledger turns
-the messages it had already stored into "already imported". A changed UIDVALIDITY
+the messages it had already stored into "already imported"; a dropped connection is
+first retried in the same run (reconnect with backoff, SPEC §6). A changed UIDVALIDITY
 re-lists the folder from UID 1; the ledger keeps that free of duplicates.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from typing import TYPE_CHECKING, Any
 
 from brain.models import Source
-from connectors.base import PermanentError, ProgressFn, SyncReport, TransientError
+from connectors.base import (
+    MAX_ATTEMPTS,
+    PermanentError,
+    ProgressFn,
+    SyncReport,
+    TransientError,
+    backoff_delay,
+)
 from connectors.imap.client import (
     FolderStatus,
     ImapFolder,
@@ -134,16 +143,21 @@ def imap_sync(
     reader_factory: Callable[[ImapSettings], ImapReader] = ImapReader,
     chunk: int = FETCH_CHUNK,
     embed: bool = False,
+    attempts: int = MAX_ATTEMPTS,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> SyncReport:
     """Sync an ``imap`` source from its cursor (SPEC §6.1a); returns the report.
 
     Counts: ``fetched`` (messages read from the server) plus the mailbox import's
     messages, threads, pages, people; skips: already imported, duplicate copy,
     unparseable…; ``uidvalidity_resets`` when a folder's UIDVALIDITY changed.
-    ``settings`` overrides the stored ones (tests, benchmarks). Raises
-    ``TransientError`` (connection lost: the run is marked failed, the cursor of
-    the last stored chunk is kept, the next sync resumes) or ``PermanentError``
-    (login refused, missing credentials).
+    ``settings`` overrides the stored ones (tests, benchmarks). A lost connection
+    is retried in the same run up to ``attempts`` sessions in all (SPEC §6: 6, with
+    ``backoff_delay`` waits through ``sleep``), each resuming after the last stored
+    chunk (count ``reconnects``). Raises ``TransientError`` when the last attempt
+    fails too (the run is marked failed, the cursor of the last stored chunk is
+    kept, the next sync resumes) or ``PermanentError`` (login refused, missing
+    credentials).
     """
     mailbox = SharedMailbox.objects.filter(source=source).first()
     if settings is None:
@@ -168,66 +182,86 @@ def imap_sync(
         source.cursor = merged
         Source.objects.filter(pk=source.pk).update(cursor=merged)
 
-    try:
-        with reader_factory(settings) as reader:
-            plan = _plan(reader, folders_to_sync(reader.folders(), wanted), state)
-            for folder, status, _uids, reset_from in plan:
-                if reset_from is not None:
-                    report.counts["uidvalidity_resets"] += 1
-                    report.warnings.append(
-                        f"{folder.name}: UIDVALIDITY changed ({reset_from} → "
-                        f"{status.uidvalidity}); the folder was re-listed, stored "
-                        "messages were recognised."
-                    )
-            work = [(index, uid) for index, p in enumerate(plan) for uid in p[2]]
-            for start in range(0, len(work), chunk):
-                part = work[start : start + chunk]
-                entries: list[MailboxEntry] = []
-                last: dict[int, int] = {}
-                for index in sorted({i for i, _uid in part}):
-                    folder, status, _uids, _reset = plan[index]
-                    uids = [uid for i, uid in part if i == index]
-                    if reader.examine(folder.name).uidvalidity != status.uidvalidity:
-                        raise TransientError(
-                            f"{folder.name}: UIDVALIDITY changed during the sync; "
-                            "the next sync re-lists it.",
-                            code="imap_uidvalidity_changed",
-                        )
-                    fetched = reader.fetch(uids)
-                    report.counts["fetched"] += len(fetched)
-                    if len(fetched) < len(uids):
-                        missing = len(uids) - len(fetched)
-                        report.skipped["expunged before fetch"] += missing
-                    label = _CANONICAL.get(folder.special_use, folder.name)
-                    entries += [
-                        MailboxEntry(
-                            label,
-                            f"imap://{settings.host}/{folder.name};"
-                            f"UIDVALIDITY={status.uidvalidity}/;UID={uid}",
-                            data,
-                        )
-                        for uid, data in sorted(fetched.items())
-                    ]
-                    last[index] = uids[-1]
-                _store_chunk(
-                    source=source,
-                    entries=entries,
-                    owners=owners,
-                    account=account,
-                    report=report,
-                    embed=embed,
+    resets: set[str] = set()
+
+    def session(reader: ImapReader) -> None:
+        plan = _plan(reader, folders_to_sync(reader.folders(), wanted), state)
+        for folder, status, _uids, reset_from in plan:
+            if reset_from is not None and folder.name not in resets:
+                resets.add(folder.name)
+                report.counts["uidvalidity_resets"] += 1
+                report.warnings.append(
+                    f"{folder.name}: UIDVALIDITY changed ({reset_from} → "
+                    f"{status.uidvalidity}); the folder was re-listed, stored "
+                    "messages were recognised."
                 )
-                for index, uid in last.items():
-                    save(plan[index][0].name, plan[index][1].uidvalidity, uid)
-                if progress:
-                    progress("imap", start + len(part), len(work))
-            for folder, status, uids, _reset in plan:
-                if (
-                    not uids
-                    and (state.get(folder.name) or {}).get("uidvalidity")
-                    != status.uidvalidity
-                ):
-                    save(folder.name, status.uidvalidity, 0)
+        work = [(index, uid) for index, p in enumerate(plan) for uid in p[2]]
+        for start in range(0, len(work), chunk):
+            part = work[start : start + chunk]
+            entries: list[MailboxEntry] = []
+            last: dict[int, int] = {}
+            for index in sorted({i for i, _uid in part}):
+                folder, status, _uids, _reset = plan[index]
+                uids = [uid for i, uid in part if i == index]
+                if reader.examine(folder.name).uidvalidity != status.uidvalidity:
+                    raise TransientError(
+                        f"{folder.name}: UIDVALIDITY changed during the sync; "
+                        "the next sync re-lists it.",
+                        code="imap_uidvalidity_changed",
+                    )
+                fetched = reader.fetch(uids)
+                report.counts["fetched"] += len(fetched)
+                if len(fetched) < len(uids):
+                    missing = len(uids) - len(fetched)
+                    report.skipped["expunged before fetch"] += missing
+                label = _CANONICAL.get(folder.special_use, folder.name)
+                entries += [
+                    MailboxEntry(
+                        label,
+                        f"imap://{settings.host}/{folder.name};"
+                        f"UIDVALIDITY={status.uidvalidity}/;UID={uid}",
+                        data,
+                    )
+                    for uid, data in sorted(fetched.items())
+                ]
+                last[index] = uids[-1]
+            _store_chunk(
+                source=source,
+                entries=entries,
+                owners=owners,
+                account=account,
+                report=report,
+                embed=embed,
+            )
+            for index, uid in last.items():
+                save(plan[index][0].name, plan[index][1].uidvalidity, uid)
+            if progress:
+                progress("imap", start + len(part), len(work))
+        for folder, status, uids, _reset in plan:
+            if (
+                not uids
+                and (state.get(folder.name) or {}).get("uidvalidity")
+                != status.uidvalidity
+            ):
+                save(folder.name, status.uidvalidity, 0)
+
+    try:
+        for attempt in range(1, attempts + 1):
+            try:
+                with reader_factory(settings) as reader:
+                    session(reader)
+                break
+            except TransientError as exc:
+                if attempt >= attempts:
+                    raise
+                # SPEC §6: retry with backoff; the cursor of the last stored chunk
+                # is in ``state``, so the new session resumes there.
+                report.counts["reconnects"] += 1
+                report.warnings.append(
+                    f"IMAP connection lost ({exc.code}); reconnected and resumed "
+                    "after the last stored chunk."
+                )
+                sleep(backoff_delay(attempt, exc.retry_after))
     except BaseException as exc:
         report.status = "failed"
         code = getattr(exc, "code", type(exc).__name__)

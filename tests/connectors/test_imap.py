@@ -149,7 +149,7 @@ def test_connection_dropped_mid_sync_resumes_without_duplicates(
 
     monkeypatch.setattr(ImapReader, "fetch", fetch_then_drop)
     with pytest.raises(TransientError) as caught:
-        imap_sync(source=mailbox.source, chunk=4)
+        imap_sync(source=mailbox.source, chunk=4, attempts=1)  # no retry in-run
     assert caught.value.code == "imap_connection_lost"
     failed = SyncRun.objects.get(source_id="shared-allen")
     assert failed.status == SyncRun.Status.FAILED
@@ -176,6 +176,32 @@ def test_connection_dropped_mid_sync_resumes_without_duplicates(
     ).count() == (
         Page.objects.filter(source_id="shared-clean", type__name="email").count()
     )
+
+
+def test_a_dropped_connection_is_retried_in_the_same_run_with_backoff(
+    imap_account: ImapAccount, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mailbox = _mailbox(imap_account)
+    real_fetch = ImapReader.fetch
+    calls = {"n": 0}
+
+    def fetch_then_drop(self: ImapReader, uids: list[int]) -> dict[int, bytes]:
+        calls["n"] += 1
+        if calls["n"] in (2, 3):
+            imap_account.kick()  # dropped twice in a row
+        return real_fetch(self, uids)
+
+    monkeypatch.setattr(ImapReader, "fetch", fetch_then_drop)
+    waits: list[float] = []
+    report = imap_sync(source=mailbox.source, chunk=4, sleep=waits.append)
+    assert report.status == "succeeded"
+    assert report.counts["reconnects"] == 2 and len(waits) == 2
+    assert 0 < waits[0] <= waits[1] * 2  # exponential backoff with jitter
+    ledger = ImportedItem.objects.filter(source_id="shared-allen").count()
+    assert ledger == INBOX_FILES + SENT_FILES  # every message once, none twice
+    assert report.counts["fetched"] == INBOX_FILES + SENT_FILES
+    run = SyncRun.objects.get(source_id="shared-allen")
+    assert run.status == SyncRun.Status.SUCCEEDED
 
 
 def test_reader_refuses_every_write_and_leaves_the_mailbox_unchanged(
