@@ -26,12 +26,12 @@ def source_sync(
     gmail from its stored cursor; a ``mailbox`` source re-imports its stored path
     (only new messages are written); an ``imap`` source reads the folders of its
     shared mailbox from the stored UIDVALIDITY + UID cursor (SPEC §6.1a). Idempotent
-    and resumable from
-    ``Source.cursor``; returns the ``SyncReport``.
+    and resumable from ``Source.cursor``; returns the ``SyncReport``.
 
     Raises ``NotFound`` for an unknown source and ``InvalidParams`` for a source
     kind without a connector (markdown has its own command) or a mailbox source
-    without a stored path. ``options`` go to the Google sync (``http``, ``sleep``).
+    without a stored path. ``options`` go to the Google sync (``http``, ``sleep``)
+    or the IMAP sync (``settings``, ``sleep``, ``chunk``…).
     """
     source = Source.objects.filter(pk=source_id).first()
     if source is None:
