@@ -30,6 +30,9 @@ logger = logging.getLogger(__name__)
 
 WEIGHTS = Path(__file__).resolve().parent / "data" / "commitment_classifier.npz"
 MODEL_NAME = "all-MiniLM-L6-v2"
+# Scores are remembered per sentence text (mailbox copies repeat sentences; one
+# model call costs about a second on a busy CPU).
+SCORE_CACHE = 10_000
 _lock = threading.Lock()
 _state: dict[str, Any] = {}
 
@@ -83,7 +86,8 @@ def probability(vector: list[float]) -> float:
 
 def score(sentences: list[str]) -> list[float] | None:
     """Probabilities (0..1) for ``sentences`` in order, or None when the classifier
-    cannot run (no embedding model or no weights file)."""
+    cannot run (no embedding model or no weights file). Each distinct sentence is
+    embedded once per process (cache of ``SCORE_CACHE`` sentences)."""
     if not sentences:
         return []
     try:
@@ -91,7 +95,13 @@ def score(sentences: list[str]) -> list[float] | None:
     except (FileNotFoundError, KeyError, ValueError):
         logger.warning("commitment classifier off: no weights at %s", WEIGHTS)
         return None
-    vectors = embed(sentences)
-    if vectors is None:
-        return None
-    return [probability(v) for v in vectors]
+    cache: dict[str, float] = _state.setdefault("scores", {})
+    todo = list(dict.fromkeys(s for s in sentences if s not in cache))
+    if todo:
+        vectors = embed(todo)
+        if vectors is None:
+            return None
+        if len(cache) > SCORE_CACHE:
+            cache.clear()
+        cache.update(zip(todo, map(probability, vectors), strict=True))
+    return [cache[s] for s in sentences]

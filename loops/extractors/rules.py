@@ -184,6 +184,13 @@ FORM_LINE_RE = re.compile(
     r"\bno\s+longer\s+(?:wish\s+to\s+)?receive\b",
     re.I,
 )
+# Out-of-office replies: "I will respond to your message when I return."
+AUTO_REPLY_RE = re.compile(
+    r"\bout\s+of\s+(?:the\s+)?office\b.*\b(?:respond|reply|answer|return|get\s+back)\b|"
+    r"\b(?:respond|reply|answer|return|get\s+back)\b.{0,60}\b(?:when|once|upon|after)\s+"
+    r"(?:i\s+(?:return|get\s+back|am\s+back)|my\s+return)\b",
+    re.I,
+)
 ADDRESSEE_RE = re.compile(r"\b(?:you|your|yours|u)\b", re.I)
 REQUEST_RE = re.compile(
     r"(?:^|\b)(?:please|pls|kindly)\b|\b(?:can|could|would|will)\s+you\b|"
@@ -206,6 +213,14 @@ ACCEPTANCE_RE = re.compile(
     re.I,
 )
 _WORD_RE = re.compile(r"[a-z][a-z'’-]*", re.I)
+# Cheap test before sentence splitting: a message without any of these has neither
+# a promise nor a request (most mail; pysbd costs about a millisecond a paragraph).
+TRIGGER_RE = re.compile(
+    r"\b(?:will|shall|going\s+to|plan\s+to|intend\s+to|please|pls|kindly|can\s+you|"
+    r"could\s+you|would\s+you|let\s+me\s+know|make\s+sure|need|must|should)\b|"
+    r"[’']ll\b|" + IMPERATIVE_RE.pattern.replace("^", "(?m:^\\s*)", 1),
+    re.I,
+)
 
 
 @dataclass(frozen=True)
@@ -343,7 +358,12 @@ def classify_sentence(sentence: str) -> RuleMatch | None:
     discussing…").
     """
     text = collapse(sentence)
-    if not text or len(text) > 400 or FORM_LINE_RE.search(text):
+    if (
+        not text
+        or len(text) > 400
+        or FORM_LINE_RE.search(text)
+        or AUTO_REPLY_RE.search(text)
+    ):
         return None
     deadline = find_deadline(text)
     if not text.rstrip().endswith("?"):
@@ -540,8 +560,11 @@ def rule_extract(
             counterparty, name = (m.from_addr or "").lower(), m.from_name or ""
         crowd = len(recipients) > MAX_RECIPIENTS_FOR_PROMISE_TO_ME
         later = tuple(subs[index + 1 :])
+        text = reply_text(m.body)
+        if not TRIGGER_RE.search(text):
+            continue
         offer = False  # the previous sentence made a conditional offer
-        for sentence in split_sentences(reply_text(m.body)):
+        for sentence in split_sentences(text):
             match = classify_sentence(sentence)
             follows_offer, offer = offer, conditional_future(sentence)
             if match is None or (follows_offer and match.kind == "commitment"):

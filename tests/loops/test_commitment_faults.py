@@ -102,6 +102,8 @@ def test_marketing_lines_are_not_commitments(line):
         "We will then promptly remove your name from our mailing list.",
         "Yes, I will attend ____",
         "[ ] I will bring a guest",
+        "I will respond to your message when I return on Monday.",
+        "I am out of the office and will reply to your e-mail next week.",
     ],
 )
 def test_boilerplate_and_form_lines_are_not_commitments(line):
