@@ -5,9 +5,14 @@ other path goes to Django. Static files (the admin's CSS and JS) are served by
 ``ASGIStaticFilesHandler`` so ``uvicorn gbrain_site.asgi:application`` shows a working
 admin without a separate web server; a production deployment may still put a CDN or
 reverse proxy in front of ``STATIC_URL``.
+
+The lifespan's shutdown releases this process's handle on the embedded PostgreSQL
+(``gbrain_site.embedded_db.release``): uvicorn and gunicorn own SIGTERM, finish their
+graceful shutdown and then re-raise the signal, so ``atexit`` would never run.
 """
 
 import os
+from typing import Any
 
 from django.core.asgi import get_asgi_application
 
@@ -19,4 +24,27 @@ from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: 
 
 from interfaces.mcp.http import with_mcp  # noqa: E402
 
-application = with_mcp(ASGIStaticFilesHandler(django_application))
+
+def releasing_embedded_db(app: Any) -> Any:
+    """Wrap an ASGI app so the lifespan's ``shutdown.complete`` first releases the
+    embedded database handle (a no-op with ``DATABASE_URL`` set)."""
+    from gbrain_site import embedded_db
+
+    async def wrapped(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "lifespan":
+            await app(scope, receive, send)
+            return
+
+        async def send_then_release(message: dict[str, Any]) -> None:
+            if message.get("type") == "lifespan.shutdown.complete":
+                embedded_db.release()
+            await send(message)
+
+        await app(scope, receive, send_then_release)
+
+    return wrapped
+
+
+application = releasing_embedded_db(
+    with_mcp(ASGIStaticFilesHandler(django_application))
+)

@@ -6,12 +6,30 @@ repository root). ``pgserver`` keeps an on-disk list of the processes holding a 
 so the web process, the django-q2 worker and the test runner share one server safely;
 the server stops when the last of them exits (``BRAIN_EMBEDDED_KEEP_RUNNING=1`` keeps
 it up between commands, which makes repeated commands faster).
+
+Process lifecycle (SPEC §11, operations): a handle is released on normal exit, on
+SIGINT and on SIGTERM (what systemd, Docker and Kubernetes send):
+
+- a process whose SIGTERM disposition is still the default gets a handler that turns
+  the signal into ``SystemExit``, so ``atexit`` (where pgserver releases the handle)
+  runs; commands, the worker and the test runner are covered this way;
+- servers that own the signal (uvicorn re-raises SIGTERM after its graceful shutdown,
+  with the default disposition restored) release the handle from the ASGI lifespan's
+  shutdown instead (``gbrain_site.asgi``), through :func:`release`;
+- a handle left by a process that was SIGKILLed is pruned at the next start
+  (:func:`prune_stale_handles`), so the server is stopped by the last *live* holder
+  and a restart finds exactly one postmaster.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import os
+import signal
+import sys
+import threading
 import warnings
 from pathlib import Path
 from typing import Any
@@ -19,6 +37,9 @@ from typing import Any
 DATABASE_NAME = "brain"
 
 _settings_cache: dict[str, Any] | None = None
+_server: Any = None
+
+HANDLE_LIST = ".handle_pids.json"  # pgserver's list of holders, in the data directory
 
 
 def data_dir(base_dir: Path) -> Path:
@@ -46,6 +67,8 @@ def database_settings(base_dir: Path) -> dict[str, Any]:
 
     keep = os.environ.get("BRAIN_EMBEDDED_KEEP_RUNNING", "").lower() in {"1", "true"}
     pgdata = data_dir(base_dir) / "pgdata"
+    prune_stale_handles(pgdata)
+    _exit_on_sigterm()
     try:
         server = pgserver.get_server(pgdata, cleanup_mode=None if keep else "stop")
     except Exception as exc:  # noqa: BLE001 - re-raised with the log for people
@@ -55,6 +78,8 @@ def database_settings(base_dir: Path) -> dict[str, Any]:
             f"The embedded PostgreSQL in {pgdata} did not start: {exc}\n{tail}"
         ) from exc
 
+    global _server
+    _server = server
     info = server.get_postmaster_info()
     # On POSIX the server listens only on a Unix socket (no TCP port to collide).
     host = str(info.socket_dir) if info.socket_dir else info.hostname
@@ -84,3 +109,76 @@ def _ensure_database(server: Any) -> None:
         ).fetchone()
         if not exists:
             conn.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
+
+
+def release() -> None:
+    """Give up this process's handle on the embedded server now (idempotent).
+
+    The last live holder stops the server (unless ``BRAIN_EMBEDDED_KEEP_RUNNING``).
+    Called from the ASGI lifespan shutdown; ``atexit`` calls the same cleanup, and a
+    second call does nothing. Connections of this process are closed first so the
+    server's smart shutdown does not wait for them.
+    """
+    global _server, _settings_cache
+    server, _server = _server, None
+    if server is None:
+        return
+    with contextlib.suppress(Exception):  # Django may not be set up (early exit)
+        from django.db import connections
+
+        connections.close_all()
+    server.cleanup()
+    _settings_cache = None
+
+
+def prune_stale_handles(pgdata: Path) -> list[int]:
+    """Remove the pids of dead processes from pgserver's handle list.
+
+    A process killed with SIGKILL cannot release its handle; without this, the
+    server would never be stopped by the last live holder. Runs under pgserver's
+    own inter-process lock. Returns the pids removed (empty when the list is clean
+    or missing).
+    """
+    import pgserver
+    import psutil
+
+    path = pgdata / HANDLE_LIST
+    if not path.exists():
+        return []
+    with pgserver.PostgresServer._lock:
+        try:
+            pids = [int(p) for p in json.loads(path.read_text() or "[]")]
+        except (ValueError, TypeError):
+            pids = []
+        alive = [p for p in pids if _alive(p, psutil)]
+        dead = [p for p in pids if p not in alive]
+        if dead or len(alive) != len(pids):
+            path.write_text(json.dumps(alive))
+    if dead:
+        logging.getLogger(__name__).warning(
+            "Embedded PostgreSQL: removed stale handles of dead processes %s", dead
+        )
+    return dead
+
+
+def _alive(pid: int, psutil: Any) -> bool:
+    """True when ``pid`` is a running process that is not a zombie."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _exit_on_sigterm() -> None:
+    """Turn SIGTERM into ``SystemExit`` in this process when nothing else handles it,
+    so ``atexit`` runs and the handle is released (see the module docstring)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def _terminate(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM kills
+        sys.exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, _terminate)

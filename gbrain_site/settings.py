@@ -145,7 +145,12 @@ TEMPLATES = [
 
 # --- database (SPEC §1) -------------------------------------------------------------
 
-if env_str("DATABASE_URL"):
+# Files that belong to one brain (the embedded database, the demo's admin password,
+# logs, locks) live under BRAIN_DATA_DIR (default: var/ in the checkout).
+BRAIN_DATA_DIR = Path(env_str("BRAIN_DATA_DIR") or BASE_DIR / "var")
+BRAIN_EMBEDDED_DB = not env_str("DATABASE_URL")
+
+if not BRAIN_EMBEDDED_DB:
     import dj_database_url
 
     DATABASES = {

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 from brain.models import TimeStampedModel
 
@@ -138,3 +139,23 @@ class Job(TimeStampedModel):
         if not total:
             return None
         return max(0, min(100, int(100 * step / total)))
+
+
+class WorkerHeartbeat(models.Model):
+    """One row per running ``manage.py worker`` (its ``host:pid``), beaten every
+    ``BRAIN_WORKER_BEAT_SECONDS`` (15 s) while its django-q2 cluster is alive.
+
+    ``manage.py doctor`` and ``/api/health`` read it to say whether any worker is
+    alive (a queued job with no live worker never runs). A clean stop deletes the
+    row; a killed worker's row simply ages.
+    """
+
+    name = models.CharField(max_length=200, unique=True, help_text="host:pid")
+    started_at = models.DateTimeField(default=timezone.now)
+    beat_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["-beat_at"]
+
+    def __str__(self) -> str:
+        return f"worker {self.name}"

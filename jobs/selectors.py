@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from django.utils import timezone
+
 from brain.exceptions import NotFound
-from jobs.models import Job
+from jobs.models import Job, WorkerHeartbeat
 
 if TYPE_CHECKING:
     from django.db.models import QuerySet
@@ -31,3 +34,10 @@ def job_get(*, job_id: int) -> Job:
             detail={"job_id": job_id},
         )
     return job
+
+
+def worker_heartbeats(*, alive_within_seconds: float) -> QuerySet[WorkerHeartbeat]:
+    """Workers whose last beat is at most ``alive_within_seconds`` old, newest
+    first (``manage.py worker`` beats every ``BRAIN_WORKER_BEAT_SECONDS``)."""
+    since = timezone.now() - timedelta(seconds=alive_within_seconds)
+    return WorkerHeartbeat.objects.filter(beat_at__gte=since)

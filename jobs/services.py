@@ -33,7 +33,7 @@ from django.utils import timezone
 
 from brain.exceptions import AlreadyExists, InvalidParams, NotFound
 from jobs.exceptions import JobInterrupted
-from jobs.models import Job
+from jobs.models import Job, WorkerHeartbeat
 from jobs.registry import kind_spec
 
 logger = logging.getLogger(__name__)
@@ -48,7 +48,13 @@ def _setting(name: str, default: float) -> float:
 
 def worker_name() -> str:
     """``host:pid`` of this process, stored on claimed jobs for the admin."""
-    return f"{socket.gethostname()}:{os.getpid()}"
+    return worker_name_of(os.getpid())
+
+
+def worker_name_of(pid: int) -> str:
+    """``host:pid`` of process ``pid`` on this host (the form :func:`worker_name`
+    stores on claimed jobs)."""
+    return f"{socket.gethostname()}:{pid}"
 
 
 # --- enqueue and dispatch ---
@@ -486,8 +492,14 @@ def job_retry(*, job_id: int, actor: str) -> Job:
     return job
 
 
-def job_reap_stalled(*, stale_after_seconds: float | None = None) -> list[int]:
+def job_reap_stalled(
+    *, stale_after_seconds: float | None = None, workers: list[str] | None = None
+) -> list[int]:
     """Re-queue running jobs whose worker stopped heartbeating (SPEC §7).
+
+    ``workers`` (``host:pid`` names) limits the reap to jobs claimed by those
+    processes; ``manage.py worker`` passes the processes it has just killed, with
+    ``stale_after_seconds=0``.
 
     A job is stalled when ``heartbeat_at`` is older than ``stale_after_seconds``
     (default ``BRAIN_JOB_STALL_SECONDS``, 120 s; a live worker beats every
@@ -504,6 +516,7 @@ def job_reap_stalled(*, stale_after_seconds: float | None = None) -> list[int]:
         stalled = (
             Job.objects.select_for_update(skip_locked=True)
             .filter(status=Job.Status.RUNNING)
+            .filter(Q(worker__in=workers) if workers is not None else Q())
             .filter(
                 Q(heartbeat_at__isnull=True)
                 | Q(heartbeat_at__lt=now - timedelta(seconds=stale))
@@ -544,3 +557,21 @@ def job_reap_stalled(*, stale_after_seconds: float | None = None) -> list[int]:
     if requeued:
         logger.warning("Re-queued stalled jobs %s", requeued)
     return requeued
+
+
+# --- worker liveness (operations: doctor, /api/health) ---
+
+
+def worker_beat(*, name: str) -> None:
+    """Record that worker ``name`` (``host:pid``) is alive now (upsert)."""
+    now = timezone.now()
+    updated = WorkerHeartbeat.objects.filter(name=name).update(beat_at=now)
+    if not updated:
+        WorkerHeartbeat.objects.get_or_create(
+            name=name, defaults={"started_at": now, "beat_at": now}
+        )
+
+
+def worker_gone(*, name: str) -> None:
+    """Forget worker ``name`` after a clean stop (idempotent)."""
+    WorkerHeartbeat.objects.filter(name=name).delete()
