@@ -1,0 +1,117 @@
+"""``manage.py worker`` stops cleanly under a process manager (operations issue):
+SIGTERM to its whole process group (systemd's and Docker's stop) ends the cluster
+within 10 s, finishing or re-queuing the task in hand."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from jobs.models import Job, WorkerHeartbeat
+from jobs.services import job_enqueue
+from tests.jobs.test_worker_kill import ROOT, child_env, real_queue
+
+pytestmark = pytest.mark.slow
+
+__all__ = ["real_queue"]  # a fixture of the kill tests, used here too
+
+STOP_LIMIT = 10.0  # seconds: the operations issue's bound for a clean stop
+WAIT_SECONDS = 60  # a guard against hanging, not a speed assertion
+
+
+def start_worker(log: Path, *args: str) -> subprocess.Popen[bytes]:
+    """``manage.py worker`` in a new process group, as a process manager runs it."""
+    return subprocess.Popen(  # noqa: S603
+        [sys.executable, str(ROOT / "manage.py"), "worker", *args],
+        cwd=ROOT,
+        env=child_env("tests.jobs.worker_settings", BRAIN_LOG_LEVEL="INFO"),
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def wait_for(condition, what: str, log: Path) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + WAIT_SECONDS
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"gave up waiting for {what}:\n{log.read_text()[-3000:]}")
+
+
+def cluster_processes(proc: subprocess.Popen[bytes]) -> list[psutil.Process]:
+    return [
+        psutil.Process(proc.pid),
+        *psutil.Process(proc.pid).children(recursive=True),
+    ]
+
+
+def stop_group_and_time(
+    proc: subprocess.Popen[bytes],
+) -> tuple[float, list[psutil.Process]]:
+    """SIGTERM the worker's whole process group; seconds until every process of the
+    worker and its cluster is gone, and the processes still alive after the guard."""
+    members = cluster_processes(proc)
+    started = time.monotonic()
+    os.killpg(proc.pid, signal.SIGTERM)
+    gone, alive = psutil.wait_procs(members, timeout=WAIT_SECONDS)
+    elapsed = time.monotonic() - started
+    for p in alive:
+        p.kill()
+    return elapsed, alive
+
+
+def test_sigterm_to_the_worker_process_group_stops_it_within_10_seconds(
+    restore_migrated_rows: None, transactional_db: None, tmp_path: Path
+) -> None:
+    log = tmp_path / "worker.log"
+    proc = start_worker(log)
+    wait_for(lambda: WorkerHeartbeat.objects.exists(), "the worker's heartbeat", log)
+    wait_for(lambda: len(cluster_processes(proc)) >= 4, "the cluster processes", log)
+
+    elapsed, alive = stop_group_and_time(proc)
+
+    assert not alive, f"still running after {WAIT_SECONDS} s: {alive}"
+    assert elapsed < STOP_LIMIT, f"stopped in {elapsed:.1f} s"
+    assert proc.wait(timeout=WAIT_SECONDS) == 0, log.read_text()[-2000:]
+    assert not WorkerHeartbeat.objects.exists(), "a clean stop removes the heartbeat"
+
+
+def test_a_task_that_does_not_finish_in_time_is_killed_and_requeued(
+    restore_migrated_rows: None,
+    transactional_db: None,
+    test_kinds: dict[str, str],
+    real_queue: None,
+    tmp_path: Path,
+) -> None:
+    hold = tmp_path / "hold"
+    hold.write_text("hold")
+    job, _ = job_enqueue(
+        kind="test_items",
+        params={"items": 6, "hold_after": 2, "hold_file": str(hold)},
+        idempotency_key="stop-test",
+    )
+    log = tmp_path / "worker.log"
+    proc = start_worker(log, "--stop-timeout", "1")
+    wait_for(
+        lambda: Job.objects.filter(pk=job.pk, checkpoint={"next": 2}).exists(),
+        "two committed items",
+        log,
+    )
+
+    elapsed, alive = stop_group_and_time(proc)
+
+    assert not alive
+    assert elapsed < STOP_LIMIT, f"stopped in {elapsed:.1f} s"
+    job.refresh_from_db()
+    assert job.status == Job.Status.QUEUED, (job.status, log.read_text()[-2000:])
+    assert job.checkpoint == {"next": 2}, "the next attempt resumes after item 2"
+    assert "re-queued" in log.read_text()
