@@ -277,17 +277,18 @@ def _sources() -> list[Check]:
     for source in Source.objects.order_by("id"):
         n_held = held.get(source.id, 0)
         parts = [f"kind {source.kind}"]
-        parts.append(
-            f"last success {_when(source.last_success_at)}"
-            if source.last_success_at
-            else "never synced successfully"
-        )
+        live = source.kind in LIVE_KINDS
+        if source.last_success_at:
+            parts.append(f"last success {_when(source.last_success_at)}")
+        elif live:
+            parts.append("never synced successfully")
+        else:
+            parts.append("no scheduled sync (imported or written directly)")
         if n_held:
             parts.append(f"{n_held} held item(s)")
         if source.last_error:
             parts.append(f"last error: {source.last_error.splitlines()[0][:120]}")
         status, fix = OK, ""
-        live = source.kind in LIVE_KINDS
         if live and (
             source.last_success_at is None or now - source.last_success_at > STALE_AFTER
         ):

@@ -14,10 +14,13 @@ from django.core.exceptions import RequestDataTooBig
 from django.db import DataError, connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
-from ninja import NinjaAPI, Schema
+from ninja import Field, NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
-from brain.exceptions import PROTOCOL_VERSION, BrainError, envelope
+from brain.access import Caller
+from brain.exceptions import PROTOCOL_VERSION, BrainError, ScopeDenied, envelope
+from interfaces.callers import caller_for_bearer, caller_for_user
+from interfaces.doctor import doctor_report, health_degraded
 from interfaces.http.auth import api_auth
 
 logger = logging.getLogger(__name__)
@@ -131,22 +134,59 @@ def on_unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
     )
 
 
+class HealthCheckOut(Schema):
+    name: str
+    status: str = Field(description="ok | warn | fail")
+    seen: str
+    fix: str = Field("", description="The exact command or admin path that fixes it.")
+
+
 class HealthOut(Schema):
-    status: str
+    status: str = Field(
+        description="ok, or degraded when a doctor check fails (the names are in "
+        "`failing`); the full report comes with `detail=1` for admin keys."
+    )
     database: str
+    failing: list[str] = Field(default_factory=list)
+    checks: list[HealthCheckOut] | None = Field(
+        None, description="Only with detail=1: every doctor line."
+    )
     protocol_version: int = PROTOCOL_VERSION
 
 
-@api.get("/health", auth=None, response=HealthOut, tags=["system"])
-def health(request: HttpRequest) -> dict[str, Any]:
-    """Liveness: answers without a key; checks the database connection."""
+@api.get("/health", auth=None, response=HealthOut, tags=["system"], exclude_none=True)
+def health(request: HttpRequest, *, detail: bool = False) -> dict[str, Any]:
+    """Health without a key: the database answers and no cheap doctor check fails
+    (``degraded`` names the failing ones: a stale source, no live worker, unapplied
+    migrations…). ``detail=1`` returns the whole ``manage.py doctor`` report and needs
+    an admin key (or a staff session)."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
-    return {
-        "status": "ok",
-        "database": connection.vendor,
-        "protocol_version": PROTOCOL_VERSION,
-    }
+    out: dict[str, Any] = {"database": connection.vendor}
+    if detail:
+        caller = _optional_caller(request)
+        if caller is None or not caller.can("admin"):
+            raise ScopeDenied(
+                "The detailed health report needs an admin key.",
+                suggestion="Send 'Authorization: Bearer <admin key>', or run "
+                "`manage.py doctor` on the server.",
+            )
+        report = doctor_report(load_models=False, deploy=True)
+        out["checks"] = report["checks"]
+        out["failing"] = [c["name"] for c in report["checks"] if c["status"] == "fail"]
+    else:
+        out["failing"] = health_degraded()
+    out["status"] = "degraded" if out["failing"] else "ok"
+    return out
+
+
+def _optional_caller(request: HttpRequest) -> Caller | None:
+    """The caller of a request on a route without required auth: a bearer key (rate
+    limited like every call), else a staff session, else None."""
+    header = request.headers.get("Authorization", "")
+    if header.lower().startswith("bearer "):
+        return caller_for_bearer(header[7:].strip(), client="health")
+    return caller_for_user(getattr(request, "user", None))
 
 
 @csrf_exempt

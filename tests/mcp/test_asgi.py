@@ -25,7 +25,7 @@ def test_the_asgi_app_serves_django_the_admin_static_files_and_mcp(live_asgi) ->
             }
 
     seen = anyio.run(go)
-    assert seen["/api/health"].json()["status"] == "ok"
+    assert seen["/api/health"].json()["database"] == "postgresql"
     assert seen["/admin/login/"].status_code == 200
     assert seen["/static/admin/css/base.css"].status_code == 200
     assert "text/css" in seen["/static/admin/css/base.css"].headers["content-type"]

@@ -168,8 +168,10 @@ class Command(BaseCommand):
         )
 
     def _ensure_admin(self) -> str:
-        """Create the local admin once; its password is kept in var/admin-password."""
-        path = settings.BASE_DIR / "var" / "admin-password"
+        """Create the local admin once; its password is kept in the data directory's
+        ``admin-password`` (``BRAIN_DATA_DIR``, default ``var/``), so two data
+        directories never overwrite each other's password."""
+        path = Path(settings.BRAIN_DATA_DIR) / "admin-password"
         path.parent.mkdir(parents=True, exist_ok=True)
         if path.exists() and User.objects.filter(username=ADMIN_USERNAME).exists():
             return path.read_text().strip()
