@@ -27,7 +27,11 @@ from interfaces.mcp.http import with_mcp  # noqa: E402
 
 def releasing_embedded_db(app: Any) -> Any:
     """Wrap an ASGI app so the lifespan's ``shutdown.complete`` first releases the
-    embedded database handle (a no-op with ``DATABASE_URL`` set)."""
+    embedded database handle (a no-op with ``DATABASE_URL`` set, or with
+    ``BRAIN_EMBEDDED_RELEASE_ON_SHUTDOWN = False``: the test settings, whose process
+    runs many lifespans and goes on using the database)."""
+    from django.conf import settings
+
     from gbrain_site import embedded_db
 
     async def wrapped(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -36,7 +40,9 @@ def releasing_embedded_db(app: Any) -> Any:
             return
 
         async def send_then_release(message: dict[str, Any]) -> None:
-            if message.get("type") == "lifespan.shutdown.complete":
+            if message.get("type") == "lifespan.shutdown.complete" and getattr(
+                settings, "BRAIN_EMBEDDED_RELEASE_ON_SHUTDOWN", True
+            ):
                 embedded_db.release()
             await send(message)
 
