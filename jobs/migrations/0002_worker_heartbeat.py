@@ -5,22 +5,37 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('jobs', '0001_job'),
+        ("jobs", "0001_job"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='WorkerHeartbeat',
+            name="WorkerHeartbeat",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(help_text='host:pid', max_length=200, unique=True)),
-                ('started_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('beat_at', models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                (
+                    "name",
+                    models.CharField(help_text="host:pid", max_length=200, unique=True),
+                ),
+                ("started_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "beat_at",
+                    models.DateTimeField(
+                        db_index=True, default=django.utils.timezone.now
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-beat_at'],
+                "ordering": ["-beat_at"],
             },
         ),
     ]
