@@ -112,6 +112,45 @@ def test_a_task_that_does_not_finish_in_time_is_killed_and_requeued(
     assert not alive
     assert elapsed < STOP_LIMIT, f"stopped in {elapsed:.1f} s"
     job.refresh_from_db()
-    assert job.status == Job.Status.QUEUED, (job.status, log.read_text()[-2000:])
+    assert job.status == Job.Status.QUEUED, (job.status, log.read_text()[-3000:])
     assert job.checkpoint == {"next": 2}, "the next attempt resumes after item 2"
-    assert "re-queued" in log.read_text()
+    assert "re-queued" in log.read_text().lower()
+
+
+def test_sigterm_to_the_master_alone_requeues_a_stuck_task(
+    restore_migrated_rows: None,
+    transactional_db: None,
+    test_kinds: dict[str, str],
+    real_queue: None,
+    tmp_path: Path,
+) -> None:
+    """KillMode=mixed (the deploy/ unit): only the master gets SIGTERM; the task in
+    hand does not finish within --stop-timeout, so it is stopped and its job
+    re-queued from the checkpoint."""
+    hold = tmp_path / "hold"
+    hold.write_text("hold")
+    job, _ = job_enqueue(
+        kind="test_items",
+        params={"items": 6, "hold_after": 2, "hold_file": str(hold)},
+        idempotency_key="stop-master-test",
+    )
+    log = tmp_path / "worker.log"
+    proc = start_worker(log, "--stop-timeout", "1")
+    wait_for(
+        lambda: Job.objects.filter(pk=job.pk, checkpoint={"next": 2}).exists(),
+        "two committed items",
+        log,
+    )
+    members = cluster_processes(proc)
+    started = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    gone, alive = psutil.wait_procs(members, timeout=WAIT_SECONDS)
+    elapsed = time.monotonic() - started
+
+    assert not alive
+    assert elapsed < STOP_LIMIT, f"stopped in {elapsed:.1f} s"
+    proc.wait(timeout=WAIT_SECONDS)
+    job.refresh_from_db()
+    assert job.status == Job.Status.QUEUED, (job.status, log.read_text()[-3000:])
+    assert job.checkpoint == {"next": 2}
+    assert "re-queued" in log.read_text().lower()

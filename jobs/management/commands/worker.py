@@ -1,19 +1,22 @@
 """``manage.py worker``: run the django-q2 cluster that executes jobs and schedules,
 and stop it cleanly under a process manager (SPEC §7, operations).
 
-The cluster (``qcluster``: a master, its sentinel, the pusher, the monitor and the
-workers) runs as a child in its own process group. This command only supervises it:
+The cluster (a master — this process —, its sentinel, the pusher, the monitor and the
+workers) stays in this process's group, so a SIGKILL of the group takes all of it
+down, like a lost machine. What this command changes is the master's stop:
 
-- SIGTERM or SIGINT to this command, or to its whole process group (systemd's
-  default stop), reaches the cluster's master alone. A process-group SIGTERM that hits
-  the sentinel and the workers at once leaves the django-q2 master blocked forever on
-  a condition variable the dead children held; forwarding avoids that.
-- The master finishes the task in hand and exits (about 3 s when idle). If the cluster
-  is still alive after ``--stop-timeout`` seconds (default 8, so the whole stop stays
-  under 10 s), its process group is killed and the jobs those processes were running
-  go back to the queue from their checkpoint at once (``job_reap_stalled``), instead
-  of waiting for the stall timeout.
-- While the cluster runs, the supervisor beats a ``WorkerHeartbeat`` row every
+- django-q2's own handler stops the cluster by setting a multiprocessing event; when
+  the whole process group got SIGTERM (systemd's and Docker's stop), the sentinel and
+  the workers are already dead and that call blocks forever on a condition they held.
+  Here the stop runs in a helper thread, and the master waits for it at most
+  ``--stop-timeout`` seconds (default 8, so a stop stays under 10 s).
+- On SIGTERM or SIGINT to the master alone, the cluster finishes the task in hand and
+  exits (about 3 s when idle).
+- Whatever is still alive at the deadline is killed, and the jobs that this cluster's
+  processes were running go back to the queue from their checkpoint at once
+  (``job_reap_stalled``), instead of waiting for the stall timeout. Workers killed
+  by a group SIGTERM are re-queued the same way.
+- While the cluster runs, the master beats a ``WorkerHeartbeat`` row every
   ``BRAIN_WORKER_BEAT_SECONDS`` (15 s), so ``manage.py doctor`` and ``/api/health``
   can tell whether a worker is alive; a clean stop removes the row.
 """
@@ -22,18 +25,16 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import signal
-import subprocess
-import sys
+import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import psutil
 from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import DatabaseError, connections
+from django_q.cluster import Cluster
 
 from jobs.services import (
     job_reap_stalled,
@@ -47,7 +48,7 @@ logger = logging.getLogger(__name__)
 
 
 class Command(BaseCommand):
-    help = "Run the job worker (django-q2 qcluster) in the foreground."
+    help = "Run the job worker (django-q2 cluster) in the foreground."
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument(
@@ -68,29 +69,29 @@ class Command(BaseCommand):
         )
         self.stdout.write("Schedules: manage.py setup_schedules installs them.")
         self.stdout.flush()
-        cluster = subprocess.Popen(  # noqa: S603 - our own manage.py
-            [sys.executable, str(Path(settings.BASE_DIR) / "manage.py"), "qcluster"],
-            start_new_session=True,
-        )
+        cluster = Cluster()
+        cluster.start()
         code = self._supervise(cluster, stop_timeout=options["stop_timeout"])
+        self.stdout.flush()
         if code:
-            sys.exit(code)
+            raise SystemExit(code)
 
-    def _supervise(
-        self, cluster: subprocess.Popen[bytes], *, stop_timeout: float
-    ) -> int:
-        """Wait for the cluster; forward the first stop signal to its master only,
-        kill its group after ``stop_timeout`` seconds. Returns the exit code."""
+    def _supervise(self, cluster: Cluster, *, stop_timeout: float) -> int:
+        """Beat while the cluster runs; on the first stop signal stop it from a
+        helper thread and kill what is left after ``stop_timeout`` seconds.
+        Returns the exit code (0 after a clean stop)."""
         deadline: list[float] = []
+        members: set[int] = set()
 
         def stop(signum: int, frame: Any) -> None:
-            if not deadline:
-                deadline.append(time.monotonic() + stop_timeout)
-                self.stderr.write(
-                    f"Stopping the cluster (signal {signal.Signals(signum).name}); "
-                    f"it has {stop_timeout:g} s to finish the task in hand."
-                )
-                _signal(cluster.pid, signal.SIGTERM)
+            if deadline:
+                return
+            deadline.append(time.monotonic() + stop_timeout)
+            self.stderr.write(
+                f"Stopping the cluster (signal {signal.Signals(signum).name}); "
+                f"it has {stop_timeout:g} s to finish the task in hand."
+            )
+            threading.Thread(target=cluster.stop, daemon=True).start()
 
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
@@ -98,54 +99,67 @@ class Command(BaseCommand):
         every = float(getattr(settings, "BRAIN_WORKER_BEAT_SECONDS", 15))
         next_beat = 0.0
         try:
-            while True:
+            while cluster.sentinel.is_alive():
+                members |= _descendants()
                 if not deadline and time.monotonic() >= next_beat:
                     _beat(me)
                     next_beat = time.monotonic() + every
-                try:
-                    code = cluster.wait(timeout=0.2)
-                except subprocess.TimeoutExpired:
-                    if deadline and time.monotonic() > deadline[0]:
-                        self._kill(cluster)
-                        return 1
-                    continue
-                if deadline:
-                    self.stdout.write("The cluster stopped.")
-                    return 0
-                return code
+                if deadline and time.monotonic() > deadline[0]:
+                    self._kill(members)
+                    return 1
+                time.sleep(0.1)
+            if not deadline:
+                self.stderr.write("The cluster's sentinel died; stopping.")
+            self._requeue(members, killed=False)
+            self.stdout.write("The cluster stopped.")
+            return 0 if deadline else 1
         finally:
             with contextlib.suppress(Exception):  # the database may be gone too
                 worker_gone(name=me)
 
-    def _kill(self, cluster: subprocess.Popen[bytes]) -> None:
-        """Kill the cluster's whole process group and re-queue its running jobs."""
+    def _kill(self, members: set[int]) -> None:
+        """Kill every process of the cluster still alive, then re-queue its jobs."""
+        alive = []
+        for pid in members | _descendants():
+            with contextlib.suppress(psutil.Error):
+                proc = psutil.Process(pid)
+                proc.kill()
+                alive.append(proc)
+        psutil.wait_procs(alive, timeout=5)
+        self._requeue(members, killed=True)
+
+    def _requeue(self, members: set[int], *, killed: bool) -> None:
+        """Re-queue the jobs still marked running by a process of this cluster (a
+        worker killed by a group SIGTERM, or by the deadline)."""
         try:
-            members = [cluster.pid] + [
-                p.pid for p in psutil.Process(cluster.pid).children(recursive=True)
-            ]
-        except psutil.Error:
-            members = [cluster.pid]
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(cluster.pid, signal.SIGKILL)
-        cluster.wait()
-        requeued = job_reap_stalled(
-            stale_after_seconds=0, workers=[worker_name_of(pid) for pid in members]
-        )
-        self.stderr.write(
-            f"The cluster did not stop in time and was killed; "
-            f"re-queued job(s): {requeued or 'none'}."
-        )
+            requeued = job_reap_stalled(
+                stale_after_seconds=0,
+                workers=[worker_name_of(pid) for pid in sorted(members)],
+            )
+        except DatabaseError:
+            logger.warning("could not re-queue the cluster's jobs", exc_info=True)
+            return
+        if killed:
+            self.stderr.write(
+                "The cluster did not stop in time and was killed; "
+                f"re-queued job(s): {requeued or 'none'}."
+            )
+        elif requeued:
+            self.stderr.write(f"Re-queued the job(s) its workers left: {requeued}.")
+
+
+def _descendants() -> set[int]:
+    """Pids of every process below this one (the sentinel, pusher, monitor and
+    workers)."""
+    with contextlib.suppress(psutil.Error):
+        return {p.pid for p in psutil.Process().children(recursive=True)}
+    return set()
 
 
 def _beat(name: str) -> None:
-    """Beat; a database hiccup must not stop the supervisor (it retries next time)."""
+    """Beat; a database hiccup must not stop the worker (it retries next time)."""
     try:
         worker_beat(name=name)
     except DatabaseError:
         logger.warning("worker heartbeat failed; retrying at the next beat")
         connections.close_all()
-
-
-def _signal(pid: int, signum: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signum)
