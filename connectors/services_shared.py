@@ -80,14 +80,24 @@ def shared_mailbox_create(
     ``imap_folders``, ``secret_env``). A Workspace mailbox also gets a
     ``GoogleAccount`` row recording the delegated read-only scopes.
 
-    Raises ``InvalidParams`` for an unknown provider, an address already added, or
-    a bad source id."""
+    Raises ``InvalidParams`` for an unknown provider, an address already added (or,
+    for Workspace, already connected by a person's Google sign-in), or a bad
+    source id."""
     address = address.strip().lower()
     if provider not in _KIND:
         raise InvalidParams(
             f"Unknown shared-mailbox provider {provider!r}.",
             suggestion="Use 'workspace' or 'imap'.",
             detail={"provider": provider},
+        )
+    signed_in = GoogleAccount.objects.filter(email=address).first()
+    if provider == SharedMailbox.Provider.WORKSPACE and signed_in is not None:
+        raise InvalidParams(
+            f"{address} is already connected by a Google sign-in (source "
+            f"{signed_in.source_id!r}).",
+            suggestion="Keep that source, or delete it (admin → Google accounts) "
+            "before adding the address as a shared mailbox.",
+            detail={"address": address, "source": signed_in.source_id},
         )
     if SharedMailbox.objects.filter(address=address).exists():
         raise InvalidParams(

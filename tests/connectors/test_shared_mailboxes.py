@@ -244,3 +244,21 @@ def test_the_sources_list_hides_a_shared_mailbox_from_non_members() -> None:
     assert "shared-deals" in member_client.get(url).content.decode()
     seen = outsider_client.get(url).content.decode()
     assert "shared-deals" not in seen and "default" in seen
+
+
+def test_a_workspace_address_already_signed_in_is_not_taken_over() -> None:
+    from brain.exceptions import InvalidParams
+    from connectors.google.auth import google_account_connect
+    from connectors.google.client import READONLY_SCOPES
+
+    account = google_account_connect(
+        email="founder@team.example", granted_scopes=list(READONLY_SCOPES), client=None
+    )
+    with pytest.raises(InvalidParams) as caught:
+        shared_mailbox_create(
+            address="founder@team.example", provider=SharedMailbox.Provider.WORKSPACE
+        )
+    assert account.source_id in str(caught.value)
+    account.refresh_from_db()
+    assert account.source_id == "gmail-founder"
+    assert not SharedMailbox.objects.exists()
