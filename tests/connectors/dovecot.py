@@ -17,12 +17,14 @@ which carries the ``\\Sent`` SPECIAL-USE flag).
 
 from __future__ import annotations
 
+import ctypes
 import datetime as dt
 import grp
 import json
 import os
 import pwd
 import shutil
+import signal
 import socket
 import ssl
 import subprocess
@@ -44,6 +46,16 @@ from tests.connectors.helpers import ENRON
 
 PASSWORD = "correct-horse-battery"  # noqa: S105 - a test account on a loopback server
 ACCOUNTS = 60  # accounts in the passwd-file, one per test that asks for one
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: ask Linux to send SIGTERM when the test process
+    dies (``PR_SET_PDEATHSIG``), so a killed test run leaves no Dovecot behind."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
+    except OSError:
+        pass
 
 
 def _free_port() -> int:
@@ -383,6 +395,7 @@ def start_dovecot() -> DovecotServer:
             [binary, "-F", "-c", str(conf)],
             stdout=subprocess.DEVNULL,
             stderr=stderr,
+            preexec_fn=_die_with_parent,  # noqa: PLW1509 - prctl only, no threads used
         )
     server = DovecotServer(
         root=root,
