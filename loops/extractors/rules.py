@@ -106,6 +106,7 @@ NOT_A_PROMISE_RE = re.compile(
     r"(?:not|never|no\s+longer|probably|maybe|perhaps|likely|possibly|most\s+likely|"
     r"hopefully|try|attempt|gladly|happily|(?:be\s+)?(?:happy|glad|pleased|delighted)\s+to|"
     r"need|have\s+to|want|wish|would|like|love|hope|miss|assume|guess|bet|"
+    r"have\s+(?:some|no|more|less|enough|little|much)\s+(?:free\s+)?(?:time|chance)|"
     r"look\s+forward|see\s+(?:if|what|whether|how)|keep\s+(?:you|that|this|it|them)\s+in\s+mind|"
     r"do\s+(?:my|our)\s+best|be\s+able|continue)\b",
     re.I,
@@ -135,11 +136,18 @@ TRANSFER_VERBS = frozenset(
 )
 # "which we will use", "what I will do": a relative or interrogative clause.
 RELATIVE_BEFORE_RE = re.compile(
-    r"\b(?:which|that|who|whom|whose|what|whatever|where|how|whether|why)\s*$", re.I
+    r"\b(?:which|that|who|whom|whose|what|whatever|where|how|whether|why)"
+    r"(?:\s+[\w.'’-]+){0,2}?(?:\s+and)?\s*$",
+    re.I,
+)
+# "I promise that I will…": "that" introduces the promise, not a relative clause.
+PROMISE_THAT_RE = re.compile(
+    r"\b(?:promise|assure\s+you|guarantee|confirm|agree|swear)\s+that\s*$", re.I
 )
 # A condition on the future: "if", "unless", "assuming this is true, I will…",
 # "…, otherwise I will take a cab", "once you send it, I will…".
 CONDITION_RE = re.compile(
+    r"^\s*(?:should|were|had)\s+\w+|"
     r"\b(?:if|unless|assuming|provided|in\s+case|otherwise|or\s+else|should\s+you|"
     r"whether|depending|as\s+long\s+as|"
     r"(?:once|when|whenever|after|as\s+soon\s+as|until)\s+(?:you|u)\b)",
@@ -274,7 +282,7 @@ def _promise_after(prefix: str, rest: str, person: str, *, plan: bool = False) -
     """Structural test of one first-person future: ``prefix`` is the sentence up to
     the subject, ``rest`` what follows the future auxiliary; ``plan`` when the
     future is "going to" / "plan to" / "intend to" rather than "will"."""
-    if RELATIVE_BEFORE_RE.search(prefix):
+    if RELATIVE_BEFORE_RE.search(prefix) and not PROMISE_THAT_RE.search(prefix):
         # "the map which we will use" describes; "deals that I will fax to you"
         # still hands something over.
         words = _words(rest)[:2]

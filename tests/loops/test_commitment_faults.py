@@ -140,14 +140,22 @@ def test_announcement_to_many_is_not_a_promise_to_me():
     [
         "Here is the map which we will use for the walk.",
         "I am not sure what I will do at this point.",
+        "The total cash that Lee and I will pay the sellers is $5,875.",
     ],
 )
 def test_relative_clauses_are_not_commitments(line):
     assert classify_sentence(line) is None
 
 
-def test_relative_clause_that_hands_something_over_is_a_promise():
-    match = classify_sentence("There are three other deals that I will fax to you.")
+@pytest.mark.parametrize(
+    "line",
+    [
+        "There are three other deals that I will fax to you.",
+        "I promise that I will send it tomorrow.",
+    ],
+)
+def test_relative_clause_that_hands_something_over_is_a_promise(line):
+    match = classify_sentence(line)
     assert match is not None and match.kind == "commitment"
 
 
@@ -161,6 +169,8 @@ def test_relative_clause_that_hands_something_over_is_a_promise():
         "Assuming this is true, I will work directly with him.",
         "You can fill in the amounts and I will input them.",
         "I think I will sell some more of the summer contracts.",
+        "Should completion become an issue I will then ask for your assistance.",
+        "Will have some time today to work on a utility letter.",
     ],
 )
 def test_offers_and_conditionals_are_not_commitments(line):
