@@ -31,9 +31,10 @@ from brain.models import (
     Source,
     TimelineEntry,
 )
-from brain.services.facts import fact_forget
+from brain.services.facts import fact_edit, fact_forget, fact_remember
 from brain.services.merges import merge_proposal_accept, merge_proposal_reject
 from brain.services.pages import (
+    page_hard_delete,
     page_reindex,
     page_restore,
     page_soft_delete,
@@ -210,6 +211,9 @@ class FactInline(admin.TabularInline):
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # SPEC §2.4: facts are forgotten (expired), never deleted.
+
     def get_queryset(self, request: HttpRequest) -> QuerySet[Fact]:
         return super().get_queryset(request).defer("embedding")
 
@@ -307,6 +311,15 @@ class PageAdmin(admin.ModelAdmin):
         )
         obj.pk = result.page.pk
         obj.refresh_from_db()
+
+    def delete_model(self, request: HttpRequest, obj: Page) -> None:
+        """Hard delete through the service: the page's facts expire first."""
+        page_hard_delete(page=obj, actor=staff_caller(request))
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Page]) -> None:
+        caller = staff_caller(request)
+        for page in queryset:
+            page_hard_delete(page=page, actor=caller)
 
     @admin.display(description="live", boolean=True)
     def is_live(self, obj: Page) -> bool:
@@ -439,12 +452,70 @@ class FactAdmin(admin.ModelAdmin):
         "expired_reason",
         "superseded_by",
         "created_by",
+        "subject",
+        "slot",
+        "value",
     )
     exclude = ("embedding",)
     actions = ("forget_facts",)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Fact]:
         return super().get_queryset(request).defer("embedding")
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # SPEC §2.4: facts are forgotten (expired), never deleted.
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        # An edit corrects what the fact says; where it came from stays as stored.
+        fields = tuple(super().get_readonly_fields(request, obj))
+        if obj is None:
+            return fields
+        return (
+            *fields,
+            "source",
+            "entity",
+            "provenance",
+            "raw_record",
+            "evidence",
+            "valid_from",
+        )
+
+    def save_model(
+        self,
+        request: HttpRequest,
+        obj: Fact,
+        form: Any,
+        change: bool,  # noqa: FBT001 (Django's signature)
+    ) -> None:
+        """Save through the fact service: a new fact is remembered (dedup and
+        supersession by slot); an edit is re-read, re-embedded after commit and
+        re-checked (SPEC §2.4), never ``obj.save()``."""
+        caller = staff_caller(request)
+        if change:
+            fact_edit(
+                caller=caller,
+                fact=obj,
+                text=obj.text,
+                kind=obj.kind,
+                visibility=obj.visibility,
+                confidence=obj.confidence,
+                valid_until=obj.valid_until,
+            )
+            obj.refresh_from_db()
+            return
+        written = fact_remember(
+            caller=caller,
+            source=obj.source,
+            text=obj.text,
+            provenance=obj.provenance or f"admin: {caller.actor}",
+            entity=obj.entity,
+            kind=obj.kind,
+            visibility=obj.visibility,
+            confidence=obj.confidence,
+            valid_until=obj.valid_until,
+        )
+        obj.pk = written.fact.pk
+        obj.refresh_from_db()
 
     @admin.action(description="Forget selected facts")
     def forget_facts(self, request: HttpRequest, queryset: QuerySet[Fact]) -> None:

@@ -94,3 +94,30 @@ def fact_rank(facts: Iterable[Fact], *, now: datetime | None = None) -> list[Fac
         facts,
         key=lambda f: (-fact_decay_score(f, now=now), -f.created_at.timestamp(), -f.pk),
     )
+
+
+FORGOTTEN_LIMIT = 200
+
+
+def fact_list_forgotten(
+    *,
+    scope: ReadScope,
+    delivered_before: datetime,
+    expired_after: datetime,
+    now: datetime | None = None,
+    entity_ids: Iterable[int] | None = None,
+) -> QuerySet[Fact]:
+    """Facts readable in ``scope`` recorded at or before ``delivered_before`` (so a
+    delta reader already received them) that expired (forgotten, superseded, page
+    deleted, lapsed) after ``expired_after`` and by ``now``: what ``delta`` reports
+    as ``forgotten`` (SPEC §4). Oldest expiry first, at most 200; only ``pk`` and
+    ``expired_at`` are loaded."""
+    now = now or timezone.now()
+    qs = scope_queryset(Fact.objects.all(), scope).filter(
+        created_at__lte=delivered_before,
+        expired_at__gt=expired_after,
+        expired_at__lte=now,
+    )
+    if entity_ids is not None:
+        qs = qs.filter(entity_id__in=list(entity_ids))
+    return qs.only("pk", "expired_at").order_by("expired_at", "pk")[:FORGOTTEN_LIMIT]

@@ -25,6 +25,7 @@ class AuditEvent(models.Model):
         FACT_SUPERSEDED = "fact_superseded", "Fact superseded"
         FACT_FORGOTTEN = "fact_forgotten", "Fact forgotten"
         FACT_EXPIRED = "fact_expired", "Fact expired"
+        FACT_EDITED = "fact_edited", "Fact edited"
         RELATION_ADDED = "relation_added", "Relation added"
         RELATION_REMOVED = "relation_removed", "Relation removed"
         SCHEMA_CHANGED = "schema_changed", "Schema changed"

@@ -63,6 +63,15 @@ class Fact(TimeStampedModel):
     embedding = VectorField(dimensions=EMBEDDING_DIMENSIONS, null=True, blank=True)
     embedding_model = models.CharField(max_length=200, blank=True)
     created_by = models.CharField(max_length=200, blank=True)
+    # SPEC §2.4 (revised): what the fact says, derived at write time by
+    # brain.services.fact_slots. ``subject`` is "@" for the entity itself, "@name"
+    # for another name leading the text, or the name read from the text when there
+    # is no entity; ``slot`` the attribute ("employer", "status[invoice inv-4711]");
+    # ``value`` its value, prefixed "not:" (negated) or "was:" (past). Empty slot:
+    # not derived yet (read again from the text when compared).
+    subject = models.CharField(max_length=255, blank=True)
+    slot = models.CharField(max_length=200, blank=True)
+    value = models.CharField(max_length=500, blank=True)
 
     class Meta:
         constraints = [

@@ -46,7 +46,11 @@ from brain.models import (
     PageType,
     Relation,
 )
-from brain.services.facts import fact_expire, fact_supersede_duplicates
+from brain.services.facts import (
+    fact_expire,
+    fact_supersede_duplicates,
+    facts_expire_for_page,
+)
 from brain.services.pages import pages_embed_pending
 
 logger = logging.getLogger(__name__)
@@ -466,7 +470,8 @@ def phase_orphans(budget: Budget, now: Any) -> PhaseResult:
 def phase_purge(budget: Budget, now: Any) -> PhaseResult:
     """Hard-delete pages soft-deleted more than ``BRAIN_DREAM_PURGE_AFTER_HOURS``
     (72) hours ago, with their chunks, aliases and relations; facts keep their text
-    (their entity becomes empty). One audit row per purged page."""
+    (their entity becomes empty) and are expired (``page_deleted``) if a delete left
+    any active. One audit row per purged page."""
     hours = float(getattr(settings, "BRAIN_DREAM_PURGE_AFTER_HOURS", 72))
     due = list(
         Page.objects.filter(deleted_at__lt=now - timedelta(hours=hours))
@@ -487,6 +492,10 @@ def phase_purge(budget: Budget, now: Any) -> PhaseResult:
         )
         for page_id, source_id, slug, deleted in due
     )
+    # No fact outlives its page as current: the soft delete expired them; a page
+    # deleted before that rule gets them expired here.
+    for page in Page.objects.filter(pk__in=[p[0] for p in due]):
+        facts_expire_for_page(page=page, actor="dream", now=now)
     Page.objects.filter(pk__in=[p[0] for p in due]).delete()
     return PhaseResult(
         summary=f"{len(due)} page(s) soft-deleted over {hours:g} h ago purged",

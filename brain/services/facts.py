@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from django.db import connection, transaction
 from django.db.models import Count, F, Min, Q, QuerySet
 from django.db.models.functions import Lower, Trim
 from django.utils import timezone
+from django_q.tasks import async_task
 
 from brain.access import Caller, ReadScope, scope_queryset
 from brain.embeddings import embed_texts
@@ -26,20 +27,20 @@ from brain.exceptions import InvalidParams, NotFound, ProvenanceRequired
 from brain.models import AuditEvent, Fact, Page, RawRecord, Source, Visibility
 from brain.selectors_facts import fact_active_q
 from brain.services.entities import entity_resolve
+from brain.services.fact_slots import (
+    DUPLICATE,
+    SUPERSEDE,
+    FactSlot,
+    fact_slot_derive,
+    fact_slot_offline,
+    normalize_subject,
+    slot_decision,
+)
 from brain.text import slugify_title, validate_slug
 
-if TYPE_CHECKING:
-    from collections.abc import Iterable
-
-# SPEC §2.4: cosine at or above this between facts of one entity is the same claim.
-DEDUP_COSINE = 0.95
-DEDUP_CANDIDATES = 5
+# Candidates compared with a new fact: the newest active facts of its subject bucket
+# (same source and entity, or same unresolved entity reference, or no entity).
 DEDUP_SCAN = 500
-# Beyond the reference: an explicit change statement ("left Acme, now at Beta")
-# supersedes an older same-kind fact of the same entity that it names, when their
-# cosine is at least this (the plain 0.95 rule cannot see such updates; MiniLM
-# puts 'works at Acme' and 'left Acme, now at Beta' at about 0.47).
-CHANGE_COSINE = 0.3
 PROVENANCE_MAX = 500
 FACT_MAX = 4000
 REASON_MAX = 500
@@ -49,24 +50,6 @@ _ISO_DURATION = re.compile(
     r"^P(?:(?P<w>\d+)W)?(?:(?P<d>\d+)D)?(?:T(?:(?P<h>\d+)H)?(?:(?P<m>\d+)M)?"
     r"(?:\d+S)?)?$",
     re.IGNORECASE,
-)
-# A change statement names what stopped being true right after the cue:
-# "left Acme", "no longer in Paris", "moved away from Berlin", "quit the band".
-_CHANGE_CUES = re.compile(
-    r"\b(left|leaves|leaving|quit|quits|resigned from|departed|no longer(?: \w+)?|"
-    r"not \w+ any ?more|moved (?:away )?from|switched from|changed from|"
-    r"formerly(?: \w+)?|used to(?: \w+)?|replaced|instead of|stopped(?: \w+)?)\b",
-    re.IGNORECASE,
-)
-CUE_WINDOW_WORDS = 4
-_WORD = re.compile(r"[^\W\d_][\w'-]{2,}", re.UNICODE)
-_STOPWORDS = frozenset(
-    """the and for with from that this than then they them their there these those
-    was were are been being has have had not but his her hers him she he its our
-    ours you your yours who whom what when where which while will would can could
-    should shall may might must also into onto over under about after before at
-    now left moved works work working lives live living is as an a of to in on by
-    no longer more any anymore instead formerly former used changed switched""".split()
 )
 
 
@@ -172,20 +155,6 @@ def _duration_hint(match: re.Match[str]) -> str:
     return f"{minutes or 30}m" if minutes else "30d"
 
 
-def _changed_words(text: str, *, exclude: Iterable[str] = ()) -> set[str]:
-    """Content words within 4 words after each change cue of ``text``."""
-    found: set[str] = set()
-    for cue in _CHANGE_CUES.finditer(text or ""):
-        tail = " ".join((text[cue.end() :]).split()[:CUE_WINDOW_WORDS])
-        found |= _content_words(tail, exclude=exclude)
-    return found
-
-
-def _content_words(text: str, *, exclude: Iterable[str] = ()) -> set[str]:
-    skip = _STOPWORDS | {w.lower() for w in exclude}
-    return {w.lower() for w in _WORD.findall(text or "")} - skip
-
-
 def _validate(
     *,
     text: str | None,
@@ -285,25 +254,33 @@ def fact_remember(
     source: Source | None = None,
     raw_record: RawRecord | None = None,
     evidence: dict[str, Any] | None = None,
+    slot: str | None = None,
+    value: str | None = None,
+    use_llm: bool = True,
+    valid_from: datetime | None = None,
 ) -> FactWrite:
-    """Store a fact with dedup and supersession (SPEC §2.4, §4 ``remember``).
+    """Store a fact with dedup and supersession by slot (SPEC §2.4, §4 ``remember``).
 
     ``source`` defaults to the caller's write source (``ScopeDenied`` without the
     write scope). ``entity`` (name, slug or page) is resolved inside that source with
     the ``entity()`` precedence; an unresolved name is kept as ``evidence.entity_ref``
     and echoed as the slug. ``ttl`` (``30d``/``12h``/``45m``/ISO timestamp) or
-    ``valid_until`` sets the validity end.
+    ``valid_until`` sets the validity end; ``valid_from`` defaults to now.
 
-    Among the 5 nearest active facts of the same entity the caller may read: cosine
-    ≥ 0.95 and the same normalised text (or a different kind) → ``duplicate`` (nothing
-    written, the existing fact returned); cosine ≥ 0.95 and the same kind →
-    ``superseded``; an explicit change statement ("left Acme", "no longer in Paris")
-    whose changed words appear in an older same-kind fact (cosine ≥ 0.3) →
-    ``superseded``. The older fact expires with ``superseded_by`` set and an
-    audit row. Without embeddings: plain insert, ``degraded_dedup``.
+    The fact's subject, slot and value come from ``slot``/``value`` when given, else
+    the LLM when configured and ``use_llm``, else the offline reader
+    (``brain.services.fact_slots``). It is compared with the active facts of the same
+    subject bucket the caller may read (``slot_decision``): same slot, value, kind
+    and polarity (or an identical text, or a paraphrase at cosine ≥ 0.95 when a side
+    has no canonical slot) → ``duplicate`` (nothing written, the existing fact
+    returned); same slot and kind, another value → ``superseded`` (every such fact
+    expires with ``superseded_by`` set and an audit row). Other slots, subjects or
+    kinds never interact. ``degraded_dedup`` is true when there was neither an
+    embedding nor a canonical slot (a plain insert unless the text is identical).
 
     Raises ``InvalidParams`` (missing provenance, bad kind/visibility/ttl, empty
-    fact), ``ProvenanceRequired`` (blank provenance), ``ScopeDenied``.
+    fact, a ``value`` without ``slot``), ``ProvenanceRequired`` (blank provenance),
+    ``ScopeDenied``.
     """
     clean, prov, kind, visibility = _validate(
         text=text,
@@ -312,6 +289,12 @@ def fact_remember(
         visibility=visibility,
         confidence=confidence,
     )
+    if value is not None and not (slot or "").strip():
+        raise InvalidParams(
+            "'value' was given without 'slot'.",
+            suggestion="Send both, e.g. slot: 'employer', value: 'Acme', or neither.",
+            detail={"fields": [{"field": "slot", "problem": "missing"}]},
+        )
     now = timezone.now()
     until = valid_until if valid_until is not None else parse_ttl(ttl, now=now)
     source = source or caller.write_source()
@@ -335,27 +318,39 @@ def fact_remember(
                 "SELECT pg_advisory_xact_lock(hashtext(%s))",
                 [f"fact:{source.id}:{page.pk if page else entity_slug or ''}"],
             )
-        old: Fact | None = None
-        if vector is not None:
-            match = _dedup_match(
-                caller=caller,
-                source=source,
-                page=page,
-                entity_ref=entity_slug,
-                text=clean,
-                kind=kind,
-                vector=vector,
-                now=now,
+        bucket = _bucket(
+            caller=caller, source=source, page=page, entity_ref=entity_slug, now=now
+        )
+        entity_name = _entity_name(page, entity_slug)
+        known = list(bucket.exclude(slot="").values_list("slot", flat=True)[:50])
+        read = fact_slot_derive(
+            text=clean,
+            entity=entity_name,
+            kind=kind,
+            slot=slot,
+            value=value,
+            known_slots=known,
+            use_llm=use_llm,
+        )
+        subject = _relative_subject(read.subject, entity_name)
+        read = replace(read, subject=subject)
+        duplicate, stale = _slot_match(
+            bucket=bucket,
+            entity_name=entity_name,
+            text=clean,
+            kind=kind,
+            read=read,
+            vector=vector,
+        )
+        if duplicate is not None:
+            return FactWrite(
+                fact=duplicate,
+                status="duplicate",
+                entity_slug=entity_slug,
+                degraded_dedup=False,
             )
-            if match is not None:
-                decision, old = match
-                if decision == "duplicate":
-                    return FactWrite(
-                        fact=old,
-                        status="duplicate",
-                        entity_slug=entity_slug,
-                        degraded_dedup=False,
-                    )
+        degraded = vector is None and _weak_read(read)
+        facts_evidence["slot"] = {"method": read.method}
         fact = Fact.objects.create(
             source=source,
             entity=page,
@@ -366,11 +361,14 @@ def fact_remember(
             raw_record=raw_record,
             evidence=facts_evidence,
             confidence=confidence,
-            valid_from=now,
+            valid_from=valid_from or now,
             valid_until=until,
             embedding=vector,
             embedding_model=model_name if vector is not None else "",
             created_by=caller.actor,
+            subject=read.subject,
+            slot=read.slot,
+            value=read.stored_value,
         )
         AuditEvent.objects.create(
             actor=caller.actor,
@@ -381,93 +379,163 @@ def fact_remember(
             extra_data={
                 "kind": kind,
                 "entity": entity_slug,
-                "degraded_dedup": vector is None,
+                "slot": read.slot,
+                "slot_method": read.method,
+                "degraded_dedup": degraded,
             },
         )
-        if old is not None:
-            Fact.objects.filter(pk=old.pk).update(
-                expired_at=now,
-                superseded_by=fact,
-                expired_reason=f"superseded by #{fact.pk}",
-                updated_at=now,
-            )
-            AuditEvent.objects.create(
-                actor=caller.actor,
-                action=AuditEvent.Action.FACT_SUPERSEDED,
-                source=source,
-                target_type="fact",
-                target_id=str(old.pk),
-                extra_data={"superseded_by": fact.pk, "old_text": old.text},
-            )
-            old.refresh_from_db()
+        for old in stale:
+            _supersede(old=old, new=fact, actor=caller.actor, now=now)
+    first = stale[0] if stale else None
+    if first is not None:
+        first.refresh_from_db()
     return FactWrite(
         fact=fact,
-        status="superseded" if old is not None else "inserted",
+        status="superseded" if stale else "inserted",
         entity_slug=entity_slug,
-        degraded_dedup=vector is None,
-        superseded=old,
+        degraded_dedup=degraded,
+        superseded=first,
     )
 
 
-def _dedup_match(
+def _supersede(*, old: Fact, new: Fact, actor: str, now: datetime) -> None:
+    """Expire ``old`` in favour of ``new`` (``superseded_by``), with an audit row."""
+    Fact.objects.filter(pk=old.pk, expired_at__isnull=True).update(
+        expired_at=now,
+        superseded_by=new,
+        expired_reason=f"superseded by #{new.pk}",
+        updated_at=now,
+    )
+    AuditEvent.objects.create(
+        actor=actor,
+        action=AuditEvent.Action.FACT_SUPERSEDED,
+        source_id=new.source_id,
+        target_type="fact",
+        target_id=str(old.pk),
+        extra_data={
+            "superseded_by": new.pk,
+            "old_text": old.text,
+            "slot": new.slot,
+            "old_value": old.value,
+            "new_value": new.value,
+        },
+    )
+
+
+def _bucket(
     *,
     caller: Caller,
     source: Source,
     page: Page | None,
     entity_ref: str | None,
-    text: str,
-    kind: str,
-    vector: list[float],
     now: datetime,
-) -> tuple[str, Fact] | None:
-    """Return ``("duplicate" | "supersede", fact)`` or None (plain insert)."""
+) -> QuerySet[Fact]:
+    """The active facts a new fact of this entity is compared with: same source,
+    same entity page (or the same unresolved reference, or none), visible to the
+    caller."""
     qs = Fact.objects.filter(source=source).filter(fact_active_q(now=now))
     if not caller.trusted:
         qs = qs.filter(visibility=Visibility.WORLD)
     if page is not None:
-        qs = qs.filter(entity=page)
-    elif entity_ref:
-        qs = qs.filter(entity__isnull=True, evidence__entity_ref=entity_ref)
-    else:
-        qs = qs.filter(entity__isnull=True).exclude(evidence__has_key="entity_ref")
-    candidates = _nearest(qs, vector)
-    if not candidates:
-        return None
-    top_cosine, top = candidates[0]
-    norm = normalize_fact_text(text)
-    if top_cosine >= DEDUP_COSINE:
-        if normalize_fact_text(top.text) == norm or top.kind != kind:
-            return "duplicate", top
-        return "supersede", top
-    named = _changed_words(text, exclude=page.title.split() if page else ())
-    if named:
-        for cosine, cand in candidates:
-            if cand.kind != kind or cosine < CHANGE_COSINE:
-                continue
-            if named & _content_words(cand.text):
-                return "supersede", cand
-    return None
+        return qs.filter(entity=page)
+    if entity_ref:
+        return qs.filter(entity__isnull=True, evidence__entity_ref=entity_ref)
+    return qs.filter(entity__isnull=True).exclude(evidence__has_key="entity_ref")
 
 
-def _nearest(qs: QuerySet[Fact], vector: list[float]) -> list[tuple[float, Fact]]:
-    """The 5 facts of ``qs`` nearest to ``vector`` by cosine, best first.
+def _entity_name(page: Page | None, entity_ref: str | None) -> str | None:
+    """The name the slot reader matches leading names against."""
+    if page is not None:
+        return page.title or page.slug
+    return entity_ref or None
 
-    Exact cosine in numpy over the newest 500 embedded candidates of one entity: the
-    set is small, and the database's vector operators are not needed for it.
-    """
+
+def _relative_subject(subject: str, entity_name: str | None) -> str:
+    """Store the subject relative to the entity: ``@`` for the entity itself,
+    ``@other`` for another name leading the text (``kit rowe|bo lind`` → ``@bo
+    lind``), the name itself when there is no entity."""
+    if not entity_name:
+        return subject
+    key = normalize_subject(entity_name)
+    if subject == key:
+        return "@"
+    if subject.startswith(key + "|"):
+        return "@" + subject[len(key) + 1 :]
+    return "@" + subject
+
+
+def _weak_read(read: FactSlot) -> bool:
+    return not read.slot or read.slot.startswith(("do:", "is:"))
+
+
+def fact_slot_of(fact: Fact, *, entity_name: str | None = None) -> FactSlot:
+    """The slot of a stored fact: its ``subject/slot/value`` columns, or, for a fact
+    stored before slots existed (empty ``slot``), read offline from its text."""
+    if fact.slot:
+        return FactSlot.from_stored(
+            subject=fact.subject, slot=fact.slot, value=fact.value, text=fact.text
+        )
+    read = fact_slot_offline(fact.text, entity=entity_name, kind=fact.kind)
+    return replace(read, subject=_relative_subject(read.subject, entity_name))
+
+
+def _slot_match(
+    *,
+    bucket: QuerySet[Fact],
+    entity_name: str | None,
+    text: str,
+    kind: str,
+    read: FactSlot,
+    vector: list[float] | None,
+) -> tuple[Fact | None, list[Fact]]:
+    """(the fact ``text`` duplicates, or None; the facts it supersedes, nearest
+    first) among the newest 500 facts of ``bucket`` (SPEC §2.4)."""
+    if vector is None and _weak_read(read):
+        return None, []  # SPEC §2.4: no embedding and no slot → plain insert.
     rows = list(
-        qs.exclude(embedding__isnull=True)
-        .only("pk", "text", "kind", "embedding", "created_at")
-        .order_by("-created_at", "-pk")[:DEDUP_SCAN]
+        bucket.only(
+            "pk", "text", "kind", "embedding", "created_at", "subject", "slot", "value"
+        ).order_by("-created_at", "-pk")[:DEDUP_SCAN]
     )
     if not rows:
-        return []
-    matrix = np.asarray([np.asarray(r.embedding, dtype=np.float32) for r in rows])
+        return None, []
+    cosines = _cosines(rows, vector)
+    norm = normalize_fact_text(text)
+    order = sorted(range(len(rows)), key=lambda i: -(cosines[i] or 0.0))
+    stale: list[Fact] = []
+    for i in order:
+        row = rows[i]
+        decision = slot_decision(
+            old=fact_slot_of(row, entity_name=entity_name),
+            new=read,
+            old_kind=row.kind,
+            new_kind=kind,
+            cosine=cosines[i],
+            same_text=normalize_fact_text(row.text) == norm,
+        )
+        if decision == DUPLICATE:
+            return row, []
+        if decision == SUPERSEDE:
+            stale.append(row)
+    return None, stale
+
+
+def _cosines(rows: list[Fact], vector: list[float] | None) -> list[float | None]:
+    """Cosine of each row's embedding with ``vector`` (None where either is
+    missing); exact, in numpy, over at most 500 rows of one entity."""
+    if vector is None:
+        return [None] * len(rows)
     query = np.asarray(vector, dtype=np.float32)
-    norms = np.linalg.norm(matrix, axis=1) * (np.linalg.norm(query) or 1.0)
-    cosines = (matrix @ query) / np.where(norms == 0, 1.0, norms)
-    order = np.argsort(-cosines, kind="stable")[:DEDUP_CANDIDATES]
-    return [(float(cosines[i]), rows[i]) for i in order]
+    qnorm = float(np.linalg.norm(query)) or 1.0
+    out: list[float | None] = []
+    for row in rows:
+        if row.embedding is None:
+            out.append(None)
+            continue
+        emb = np.asarray(row.embedding, dtype=np.float32)
+        denom = (float(np.linalg.norm(emb)) or 1.0) * qnorm
+        out.append(float(emb @ query) / denom)
+    return out
 
 
 def fact_get_readable(*, caller: Caller, fact_id: str | int) -> Fact:
@@ -741,3 +809,385 @@ def fact_supersede_with(
         extra_data={"superseded_by": new_fact.pk, **audit_extra},
     )
     return new_fact
+
+
+# --- derived data that follows its source: edits, page deletes, embeddings ------------
+
+PAGE_DELETED_REASON = "page_deleted"
+
+
+def fact_edit(
+    *,
+    caller: Caller,
+    fact: Fact,
+    text: str,
+    kind: str | None = None,
+    visibility: str | None = None,
+    confidence: float | None = None,
+    valid_until: datetime | None = None,
+    slot: str | None = None,
+    value: str | None = None,
+) -> list[Fact]:
+    """Correct an active fact in place (admin edits, SPEC §2.4): text, kind,
+    visibility, confidence, ``valid_until``. The slot is read again (``slot``/
+    ``value`` when given), the old embedding is dropped at once (a stale vector is
+    never compared) and the new one is computed after commit by a queued task
+    (``fact_embed_refresh``). The edited fact is then re-checked like a new one:
+    active facts of its subject bucket in the same slot and kind with another value,
+    or the same value, are superseded by it. An expired fact is edited without the
+    re-check. Returns the facts it superseded. Raises ``InvalidParams`` (empty
+    text, bad kind/visibility/confidence) and ``ScopeDenied``."""
+    caller.write_source(fact.source_id)
+    # Entity and evidence as stored (the caller's object may carry form edits).
+    fact = Fact.objects.select_related("entity").get(pk=fact.pk)
+    clean, _, kind, visibility = _validate(
+        text=text,
+        provenance=fact.provenance or "admin",
+        kind=kind or fact.kind,
+        visibility=visibility or fact.visibility,
+        confidence=fact.confidence if confidence is None else confidence,
+    )
+    page = fact.entity
+    entity_ref = (fact.evidence or {}).get("entity_ref")
+    entity_name = _entity_name(page, entity_ref)
+    read = fact_slot_derive(
+        text=clean, entity=entity_name, kind=kind, slot=slot, value=value
+    )
+    read = replace(read, subject=_relative_subject(read.subject, entity_name))
+    now = timezone.now()
+    stale: list[Fact] = []
+    with transaction.atomic():
+        locked = Fact.objects.select_for_update().get(pk=fact.pk)
+        changed_text = normalize_fact_text(locked.text) != normalize_fact_text(clean)
+        updates: dict[str, Any] = {
+            "text": clean,
+            "kind": kind,
+            "visibility": visibility,
+            "confidence": locked.confidence if confidence is None else confidence,
+            "valid_until": valid_until,
+            "subject": read.subject,
+            "slot": read.slot,
+            "value": read.stored_value,
+            "updated_at": now,
+        }
+        if changed_text or locked.text != clean:
+            updates.update(embedding=None, embedding_model="")
+        Fact.objects.filter(pk=locked.pk).update(**updates)
+        AuditEvent.objects.create(
+            actor=caller.actor,
+            action=AuditEvent.Action.FACT_EDITED,
+            source_id=locked.source_id,
+            target_type="fact",
+            target_id=str(locked.pk),
+            extra_data={
+                "old_text": locked.text,
+                "new_text": clean,
+                "old_kind": locked.kind,
+                "kind": kind,
+                "slot": read.slot,
+            },
+        )
+        locked.refresh_from_db()
+        if locked.expired_at is None:
+            bucket = _bucket(
+                caller=caller,
+                source=locked.source,
+                page=page,
+                entity_ref=entity_ref,
+                now=now,
+            ).exclude(pk=locked.pk)
+            for row in bucket.order_by("-created_at", "-pk")[:DEDUP_SCAN]:
+                decision = slot_decision(
+                    old=fact_slot_of(row, entity_name=entity_name),
+                    new=read,
+                    old_kind=row.kind,
+                    new_kind=kind,
+                    same_text=normalize_fact_text(row.text)
+                    == normalize_fact_text(clean),
+                )
+                if decision in (DUPLICATE, SUPERSEDE):
+                    _supersede(old=row, new=locked, actor=caller.actor, now=now)
+                    stale.append(row)
+        if "embedding" in updates:
+            fact_embed_queue(fact_id=locked.pk)
+    return stale
+
+
+def fact_embed_queue(*, fact_id: int) -> None:
+    """After the current transaction commits, queue ``fact_embed_refresh`` for the
+    fact on the django-q2 broker (run inline where the cluster is synchronous, as in
+    tests); never embeds inside the caller's request."""
+
+    def enqueue() -> None:
+        async_task(
+            "brain.services.facts.fact_embed_refresh",
+            fact_id,
+            task_name=f"fact-embed-{fact_id}",
+        )
+
+    transaction.on_commit(enqueue)
+
+
+def fact_embed_refresh(fact_id: int) -> bool:
+    """Embed the current text of one fact and store the vector, unless the text
+    changed again meanwhile (then that edit's own task does it). Returns True when a
+    vector was stored; False when the fact is gone, already embedded, or the
+    provider is ``none`` or failing (``facts_embed_pending`` retries later)."""
+    fact = Fact.objects.filter(pk=fact_id, embedding__isnull=True).first()
+    if fact is None:
+        return False
+    vectors, model_name = embed_texts([fact.text])
+    if not vectors:
+        return False
+    return bool(
+        Fact.objects.filter(pk=fact_id, text=fact.text, embedding__isnull=True).update(
+            embedding=vectors[0], embedding_model=model_name
+        )
+    )
+
+
+def facts_embed_pending(*, limit: int = 1000) -> int:
+    """Embed active facts that have no vector (edited facts whose queued task did
+    not run, facts stored while the provider was down), at most ``limit``; returns
+    how many were embedded. Idempotent."""
+    ids = list(
+        Fact.objects.filter(fact_active_q(), embedding__isnull=True)
+        .order_by("pk")
+        .values_list("pk", flat=True)[:limit]
+    )
+    return sum(fact_embed_refresh(pk) for pk in ids)
+
+
+def facts_expire_for_page(*, page: Page, actor: str, now: datetime) -> int:
+    """Expire the active facts whose entity is ``page`` (it was soft-deleted or is
+    about to be deleted): ``expired_at`` = ``now``, reason ``page_deleted``, one
+    audit row. Returns how many; ``facts_revive_for_page`` undoes it."""
+    ids = list(
+        Fact.objects.filter(entity=page, expired_at__isnull=True).values_list(
+            "pk", flat=True
+        )
+    )
+    if not ids:
+        return 0
+    count = Fact.objects.filter(pk__in=ids, expired_at__isnull=True).update(
+        expired_at=now, expired_reason=PAGE_DELETED_REASON, updated_at=now
+    )
+    AuditEvent.objects.create(
+        actor=actor,
+        action=AuditEvent.Action.FACT_EXPIRED,
+        source_id=page.source_id,
+        target_type="page",
+        target_id=f"{page.source_id}:{page.slug}",
+        extra_data={"reason": PAGE_DELETED_REASON, "fact_ids": ids[:1000]},
+    )
+    return count
+
+
+def facts_revive_for_page(*, page: Page, actor: str) -> int:
+    """Bring back the facts a soft delete of ``page`` expired (reason
+    ``page_deleted``); facts forgotten or superseded for other reasons stay expired.
+    Returns how many, with one audit row."""
+    now = timezone.now()
+    ids = list(
+        Fact.objects.filter(
+            entity=page, expired_reason=PAGE_DELETED_REASON, superseded_by__isnull=True
+        ).values_list("pk", flat=True)
+    )
+    if not ids:
+        return 0
+    count = Fact.objects.filter(pk__in=ids).update(
+        expired_at=None, expired_reason="", updated_at=now
+    )
+    AuditEvent.objects.create(
+        actor=actor,
+        action=AuditEvent.Action.FACT_REMEMBERED,
+        source_id=page.source_id,
+        target_type="page",
+        target_id=f"{page.source_id}:{page.slug}",
+        extra_data={"reason": "page_restored", "fact_ids": ids[:1000]},
+    )
+    return count
+
+
+@dataclass(frozen=True)
+class FactRowInput:
+    """One row of a page's facts table as a file states it (markdown import):
+    ``struck`` rows (``~~…~~``) are facts that stopped being true."""
+
+    text: str
+    kind: str = "fact"
+    confidence: float = 1.0
+    visibility: str = "world"
+    valid_from: datetime | None = None
+    valid_until: datetime | None = None
+    provenance: str = ""
+    context: str = ""
+    struck: bool = False
+
+
+@dataclass
+class FactRowsReport:
+    """Counts of ``facts_apply_rows``: rows inserted, duplicates of live facts,
+    facts superseded or expired by struck rows, facts expired because their row was
+    removed, struck rows stored as history."""
+
+    added: int = 0
+    duplicate: int = 0
+    superseded: int = 0
+    expired: int = 0
+    removed: int = 0
+    history: int = 0
+
+
+def facts_apply_rows(
+    *, caller: Caller, source: Source, entity: Page, rows: list[FactRowInput]
+) -> FactRowsReport:
+    """Make the active facts of ``entity`` follow its facts table (SPEC §2.4, §6.3).
+
+    Live rows go through ``fact_remember`` (dedup and supersession by slot; a row
+    whose text is already live is left alone). A struck row expires the live fact
+    with its text: superseded by the live row of the same slot and kind when the
+    table has one (``superseded_by`` set), else expired with the row's context as
+    reason; a struck row never stored is kept as expired history. A fact this
+    writer (``caller.actor``) stored earlier whose row is gone from the table
+    expires (reason ``removed from markdown``). Facts from other writers are never
+    touched by a missing row. Idempotent. Raises what ``fact_remember`` raises."""
+    report = FactRowsReport()
+    now = timezone.now()
+    live_by_text = {
+        normalize_fact_text(f.text): f
+        for f in Fact.objects.filter(entity=entity, source=source).filter(
+            fact_active_q(now=now)
+        )
+    }
+    kept: list[Fact] = []
+    for row in rows:
+        if row.struck or not row.text.strip():
+            continue
+        existing = live_by_text.get(normalize_fact_text(row.text))
+        if existing is not None:
+            kept.append(existing)
+            continue
+        written = fact_remember(
+            caller=caller,
+            source=source,
+            entity=entity,
+            text=row.text,
+            provenance=row.provenance or f"markdown:{entity.slug}",
+            kind=row.kind if row.kind in Fact.Kind.values else Fact.Kind.FACT,
+            visibility=row.visibility,
+            confidence=row.confidence,
+            valid_until=row.valid_until,
+            valid_from=row.valid_from,
+        )
+        kept.append(written.fact)
+        if written.status == "duplicate":
+            report.duplicate += 1
+        else:
+            report.added += 1
+            report.superseded += 1 if written.status == "superseded" else 0
+            live_by_text[normalize_fact_text(written.fact.text)] = written.fact
+    entity_name = _entity_name(entity, None)
+    kept_slots = [(f, fact_slot_of(f, entity_name=entity_name)) for f in kept]
+    stated = {normalize_fact_text(r.text) for r in rows}
+    with transaction.atomic():
+        for row in rows:
+            if not row.struck or not row.text.strip():
+                continue
+            norm = normalize_fact_text(row.text)
+            live = live_by_text.pop(norm, None)
+            if live is None or live.expired_at is not None:
+                if not Fact.objects.filter(
+                    entity=entity, source=source, text=row.text
+                ).exists():
+                    _store_history(
+                        caller=caller, source=source, entity=entity, row=row, now=now
+                    )
+                    report.history += 1
+                continue
+            old_slot = fact_slot_of(live, entity_name=entity_name)
+            newer = next(
+                (
+                    f
+                    for f, s in kept_slots
+                    if f.pk != live.pk
+                    and f.kind == live.kind
+                    and s.slot
+                    and s.slot == old_slot.slot
+                    and s.subject == old_slot.subject
+                ),
+                None,
+            )
+            if newer is not None:
+                _supersede(old=live, new=newer, actor=caller.actor, now=now)
+                report.superseded += 1
+            else:
+                _expire(
+                    fact=live,
+                    actor=caller.actor,
+                    now=now,
+                    reason=f"struck in markdown: {row.context}".strip(": ")[
+                        :REASON_MAX
+                    ],
+                )
+                report.expired += 1
+        for norm, fact in live_by_text.items():
+            if norm not in stated and fact.created_by == caller.actor:
+                _expire(
+                    fact=fact,
+                    actor=caller.actor,
+                    now=now,
+                    reason="removed from markdown",
+                )
+                report.removed += 1
+    return report
+
+
+def _expire(*, fact: Fact, actor: str, now: datetime, reason: str) -> bool:
+    """Expire one active fact now with ``reason`` and a ``fact_expired`` audit row."""
+    changed = Fact.objects.filter(pk=fact.pk, expired_at__isnull=True).update(
+        expired_at=now, expired_reason=reason[:REASON_MAX], updated_at=now
+    )
+    if changed:
+        AuditEvent.objects.create(
+            actor=actor,
+            action=AuditEvent.Action.FACT_EXPIRED,
+            source_id=fact.source_id,
+            target_type="fact",
+            target_id=str(fact.pk),
+            extra_data={"reason": reason, "text": fact.text},
+        )
+    return bool(changed)
+
+
+def _store_history(
+    *, caller: Caller, source: Source, entity: Page, row: FactRowInput, now: datetime
+) -> Fact:
+    """A struck row never stored: kept as an expired fact (the page's history)."""
+    read = fact_slot_offline(row.text, entity=_entity_name(entity, None), kind=row.kind)
+    fact = Fact.objects.create(
+        source=source,
+        entity=entity,
+        text=" ".join(row.text.split())[:FACT_MAX],
+        kind=row.kind if row.kind in Fact.Kind.values else Fact.Kind.FACT,
+        visibility=row.visibility if row.visibility in Visibility.values else "private",
+        provenance=(row.provenance or f"markdown:{entity.slug}")[:PROVENANCE_MAX],
+        confidence=row.confidence,
+        valid_from=row.valid_from or now,
+        valid_until=row.valid_until,
+        expired_at=now,
+        expired_reason=(row.context or "struck in markdown")[:REASON_MAX],
+        created_by=caller.actor,
+        subject=_relative_subject(read.subject, _entity_name(entity, None)),
+        slot=read.slot,
+        value=read.stored_value,
+    )
+    AuditEvent.objects.create(
+        actor=caller.actor,
+        action=AuditEvent.Action.FACT_REMEMBERED,
+        source=source,
+        target_type="fact",
+        target_id=str(fact.pk),
+        extra_data={"struck": True, "entity": entity.slug},
+    )
+    return fact

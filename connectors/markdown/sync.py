@@ -20,8 +20,8 @@ from django.utils import timezone
 
 from brain.access import local_caller
 from brain.exceptions import BrainError
-from brain.models import Fact, Page, PageType, RawRecord, Source
-from brain.services.facts import fact_record
+from brain.models import Page, PageType, RawRecord, Source
+from brain.services.facts import FactRowInput, facts_apply_rows
 from brain.services.pages import (
     RawInput,
     TimelineInput,
@@ -136,43 +136,47 @@ def _apply_file(*, source: Source, page: MarkdownPage, report: ImportReport) -> 
 
 
 def _add_facts(*, source: Source, entity: Page, rows: list[FactRow]) -> int:
-    """Insert fence facts not yet stored for the entity (same text); struck rows are
-    stored expired. Returns the number inserted."""
-    added = 0
-    now = timezone.now()
+    """Make the entity's facts follow the file's facts table through the fact
+    service (``facts_apply_rows``): live rows are remembered (dedup and
+    supersession by slot), a struck row supersedes or expires its fact, a row
+    removed from the table expires the fact this importer stored. Returns the
+    number of rows inserted."""
+    inputs = []
     for row in rows:
-        if not row.claim or Fact.objects.filter(entity=entity, text=row.claim).exists():
+        if not row.claim:
             continue
         valid_from = _as_date(row.valid_from)
         valid_until = _as_date(row.valid_until)
-        kind = row.kind if row.kind in Fact.Kind.values else Fact.Kind.FACT
-        fact_record(
-            source_id=source.id,
-            entity=entity,
-            text=row.claim,
-            kind=kind,
-            visibility=row.visibility
-            if row.visibility in ("world", "private")
-            else "private",
-            provenance=(row.source or f"markdown:{entity.slug}")[:500],
-            confidence=row.confidence,
-            valid_from=(
-                timezone.make_aware(datetime.combine(valid_from, datetime.min.time()))
+        inputs.append(
+            FactRowInput(
+                text=row.claim,
+                kind=row.kind,
+                confidence=row.confidence,
+                visibility=row.visibility
+                if row.visibility in ("world", "private")
+                else "private",
+                valid_from=timezone.make_aware(
+                    datetime.combine(valid_from, datetime.min.time())
+                )
                 if valid_from
-                else now
-            ),
-            valid_until=(
-                timezone.make_aware(datetime.combine(valid_until, datetime.min.time()))
+                else None,
+                valid_until=timezone.make_aware(
+                    datetime.combine(valid_until, datetime.min.time())
+                )
                 if valid_until
-                else None
-            ),
-            expired_at=now if row.struck else None,
-            expired_reason=row.context[:500] if row.struck else "",
-            created_by=f"markdown:{source.id}",
-            actor=f"markdown:{source.id}",
+                else None,
+                provenance=(row.source or f"markdown:{entity.slug}")[:500],
+                context=row.context,
+                struck=row.struck,
+            )
         )
-        added += 1
-    return added
+    report = facts_apply_rows(
+        caller=local_caller(actor=f"markdown:{source.id}"),
+        source=source,
+        entity=entity,
+        rows=inputs,
+    )
+    return report.added + report.history
 
 
 def markdown_import(

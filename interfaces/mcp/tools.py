@@ -176,6 +176,20 @@ def remember(
     visibility: Annotated[
         str | None, Field(description="world (default) or private.")
     ] = None,
+    slot: Annotated[
+        str | None,
+        Field(
+            description=(
+                "Optional attribute the fact sets (employer, location, role, "
+                "preference:<topic>, status[<identifier>] ...); read from the text "
+                "when omitted. A new value in the same slot supersedes the old one."
+            )
+        ),
+    ] = None,
+    value: Annotated[
+        str | None,
+        Field(description="Optional value of 'slot' (e.g. 'Acme'); needs 'slot'."),
+    ] = None,
 ) -> dict[str, Any]:
     """remember → ``brain.services.verbs.verb_remember``."""
     return verb_remember(
@@ -186,6 +200,8 @@ def remember(
         kind=kind,
         ttl=ttl,
         visibility=visibility,
+        slot=slot,
+        value=value,
     )
 
 

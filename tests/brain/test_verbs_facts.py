@@ -83,14 +83,25 @@ def test_no_ghosts_superseded_fact_never_appears_in_recall_entity_or_pack(
     assert "Alice works at Acme" not in pack["text"] and "now at Beta" in pack["text"]
 
 
-def test_without_embeddings_remember_inserts_with_degraded_dedup(
+def test_without_embeddings_and_slot_remember_inserts_with_degraded_dedup(
     alice, settings
 ) -> None:  # type: ignore[no-untyped-def]
+    """SPEC §2.4: no embedding and no slot → plain insert, ``degraded_dedup``."""
     settings.BRAIN_EMBEDDING_PROVIDER = "none"
-    first = remember("Alice prefers green tea", entity=alice)
-    second = remember("Alice prefers green tea", entity=alice)
+    first = remember("Alice stopped by the café on Friday", entity=alice)
+    second = remember("Alice stopped by the café on Friday", entity=alice)
     assert first.degraded_dedup and second.degraded_dedup
     assert second.status == "inserted" and Fact.objects.count() == 2
+
+
+def test_without_embeddings_a_slot_still_dedups_and_supersedes(alice, settings) -> None:  # type: ignore[no-untyped-def]
+    settings.BRAIN_EMBEDDING_PROVIDER = "none"
+    first = remember("Alice prefers green tea", entity=alice)
+    again = remember("Alice prefers green tea", entity=alice)
+    assert not first.degraded_dedup and again.status == "duplicate"
+    moved = remember("Alice lives in Lisbon", entity=alice)
+    assert remember("Alice lives in Porto", entity=alice).status == "superseded"
+    assert Fact.objects.get(pk=moved.fact.pk).expired_at is not None
 
 
 def test_ttl_accepts_days_hours_minutes_and_iso_timestamps() -> None:

@@ -28,7 +28,11 @@ from brain.services.pages.inputs import (
     TimelineInput,
     WriteResult,
 )
-from brain.services.pages.lifecycle import page_restore, page_soft_delete
+from brain.services.pages.lifecycle import (
+    page_hard_delete,
+    page_restore,
+    page_soft_delete,
+)
 from brain.services.pages.write import page_add, page_update, page_write, pages_write
 
 __all__ = [
@@ -42,6 +46,7 @@ __all__ = [
     "TimelineInput",
     "WriteResult",
     "page_add",
+    "page_hard_delete",
     "page_reindex",
     "page_restore",
     "page_soft_delete",

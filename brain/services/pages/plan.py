@@ -203,12 +203,20 @@ def _plan_item(
     if not new_title:
         new_title = slug.rsplit("/", 1)[-1].replace("-", " ").strip() or slug
     new_title = new_title[:500]
+    # A summary that was only the old body's first line is derived data: when the
+    # body changes it follows the new body (an export carries it in frontmatter).
+    derived = (
+        _first_line(old_body) if page is not None and new_body != old_body else None
+    )
     if summary is not None:
         # A blank summary asks for the default (the body's first line).
         new_summary = summary.strip() or _first_line(new_body)
-    elif frontmatter and str(frontmatter.get("summary") or "").strip():
+    elif frontmatter and str(frontmatter.get("summary") or "").strip() not in (
+        "",
+        derived,
+    ):
         new_summary = str(frontmatter["summary"]).strip()
-    elif page is not None and page.summary:
+    elif page is not None and page.summary and page.summary != derived:
         new_summary = page.summary
     else:
         new_summary = _first_line(new_body)

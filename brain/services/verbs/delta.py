@@ -13,7 +13,7 @@ from brain.access import DEFAULT_SOURCE_ID, Caller, ReadScope, scope_queryset
 from brain.exceptions import PROTOCOL_VERSION, InvalidParams
 from brain.extensions import loop_views
 from brain.models import Page, SessionCursor, Source
-from brain.selectors_facts import fact_list_active
+from brain.selectors_facts import fact_list_active, fact_list_forgotten
 from brain.services.entities import (
     entity_resolve,
     iso_ms,
@@ -118,8 +118,11 @@ def verb_delta(
     idle days; a new session starts at the epoch. Keyset ``(updated_at, slug)``:
     ``has_more`` and ``next_cursor{since, slug}`` continue exactly. At-least-once: the
     session cursor advances only to the newest delivered item. ``entities`` (comma
-    list) narrows to those pages, their facts and loops. Raises ``InvalidParams`` when
-    neither ``since`` nor ``session_id`` is given.
+    list) narrows to those pages, their facts and loops. ``forgotten`` lists
+    ``{fact_id, at}`` for facts this reader already received (recorded before its
+    cursor) that expired since its previous call (or since ``since``): forgotten,
+    superseded, or gone with a deleted page. Raises ``InvalidParams`` when neither
+    ``since`` nor ``session_id`` is given.
     """
     if (since is None or not str(since).strip()) and not (session_id or "").strip():
         raise InvalidParams(
@@ -135,6 +138,10 @@ def verb_delta(
 
     cursor_row: SessionCursor | None = None
     start, after_key = EPOCH, ""
+    # What this reader already holds, for ``forgotten``: facts recorded up to
+    # ``held_until``, as of ``checked_at`` (a session's previous call, or ``since``).
+    held_until: datetime | None = None
+    checked_at: datetime | None = None
     session_key = _session_key(caller) if session_id else None
     if session_key is not None:
         cursor_row = SessionCursor.objects.filter(
@@ -147,8 +154,10 @@ def verb_delta(
             position = cursor_row.position or {}
             start = parse_since(position.get("since")) or EPOCH
             after_key = str(position.get("slug") or "")
+            held_until, checked_at = start, cursor_row.touched_at
     if since_at is not None:
         start, after_key = since_at, ""
+        held_until, checked_at = since_at, since_at
 
     entity_ids: list[int] | None = None
     names = _names(entities)
@@ -215,6 +224,19 @@ def verb_delta(
     else:
         next_cursor = {"since": _iso_us(start), "slug": after_key}
 
+    forgotten = []
+    if held_until is not None and checked_at is not None and held_until > EPOCH:
+        forgotten = [
+            {"fact_id": str(f.pk), "at": iso_ms(f.expired_at)}
+            for f in fact_list_forgotten(
+                scope=scope,
+                delivered_before=held_until,
+                expired_after=checked_at,
+                now=now,
+                entity_ids=entity_ids,
+            )
+        ]
+
     if session_key is not None:
         if cursor_row is None:
             SessionCursor.objects.update_or_create(
@@ -238,6 +260,7 @@ def verb_delta(
         "pages": [i for k, i in packed if k == "page"],
         "facts": [i for k, i in packed if k == "fact"],
         "loop_events": [i for k, i in packed if k == "loop"],
+        "forgotten": forgotten,
         "has_more": has_more,
         "next_cursor": next_cursor,
         "budget_used": used if budget is not None else None,

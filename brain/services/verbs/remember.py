@@ -26,8 +26,13 @@ def verb_remember(
     kind: str | None = None,
     ttl: str | None = None,
     visibility: str | None = None,
+    slot: str | None = None,
+    value: str | None = None,
 ) -> dict[str, Any]:
     """remember (SPEC §4, §2.4): store one fact in the caller's write source.
+
+    ``slot``/``value`` (optional, beyond the reference contract) name the attribute
+    and value when the caller knows them; else they are read from the text.
 
     Response ``{id, status, status_text, entity_slug, valid_until, degraded_dedup,
     superseded_id, kind, visibility, protocol_version}``; ``status`` is ``inserted``,
@@ -43,6 +48,8 @@ def verb_remember(
         kind=kind,
         ttl=ttl,
         visibility=visibility,
+        slot=slot,
+        value=value,
     )
     return {
         "protocol_version": PROTOCOL_VERSION,

@@ -35,6 +35,10 @@ class RememberIn(VerbIn):
     kind: str | None = None
     ttl: str | None = None
     visibility: str | None = None
+    # SPEC §2.4 (revised): the attribute slot and value when the caller knows them
+    # (e.g. slot "employer", value "Acme"); else they are read from the text.
+    slot: str | None = None
+    value: str | None = None
 
 
 class EntityIn(VerbIn):
@@ -248,6 +252,11 @@ class DeltaLoopOut(Schema):
     updated_at: str | None
 
 
+class DeltaForgottenOut(Schema):
+    fact_id: str
+    at: str
+
+
 class DeltaOut(Schema):
     protocol_version: int
     since: str | None
@@ -257,6 +266,7 @@ class DeltaOut(Schema):
     pages: list[DeltaPageOut]
     facts: list[FactOut]
     loop_events: list[DeltaLoopOut]
+    forgotten: list[DeltaForgottenOut] = []
     has_more: bool
     next_cursor: CursorOut
     budget_used: int | None
