@@ -733,6 +733,14 @@ def fact_record(
     }
     if valid_from is not None:
         fields["valid_from"] = valid_from
+    # SPEC §2.4: every stored fact carries its slot (read offline: no model call).
+    name = _entity_name(entity, None)
+    read = fact_slot_offline(fields["text"], entity=name, kind=kind)
+    fields.update(
+        subject=_relative_subject(read.subject, name),
+        slot=read.slot,
+        value=read.stored_value,
+    )
     fact = Fact.objects.create(**fields)
     AuditEvent.objects.create(
         actor=actor,
@@ -793,6 +801,9 @@ def fact_supersede_with(
         confidence=old.confidence,
         valid_until=valid_until,
         created_by=actor,
+        subject=old.subject,
+        slot=old.slot,
+        value=old.value,
     )
     Fact.objects.filter(pk=old.pk).update(
         expired_at=now,
