@@ -4,30 +4,51 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('brain', '0006_source_kind_imap'),
+        ("brain", "0006_source_kind_imap"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='fact',
-            name='slot',
+            model_name="fact",
+            name="slot",
             field=models.CharField(blank=True, max_length=200),
         ),
         migrations.AddField(
-            model_name='fact',
-            name='subject',
+            model_name="fact",
+            name="subject",
             field=models.CharField(blank=True, max_length=255),
         ),
         migrations.AddField(
-            model_name='fact',
-            name='value',
+            model_name="fact",
+            name="value",
             field=models.CharField(blank=True, max_length=500),
         ),
         migrations.AlterField(
-            model_name='auditevent',
-            name='action',
-            field=models.CharField(choices=[('page_created', 'Page created'), ('page_updated', 'Page updated'), ('page_deleted', 'Page deleted'), ('page_restored', 'Page restored'), ('page_merged', 'Page merged'), ('fact_remembered', 'Fact remembered'), ('fact_superseded', 'Fact superseded'), ('fact_forgotten', 'Fact forgotten'), ('fact_expired', 'Fact expired'), ('fact_edited', 'Fact edited'), ('relation_added', 'Relation added'), ('relation_removed', 'Relation removed'), ('schema_changed', 'Schema changed'), ('source_synced', 'Source synced'), ('key_created', 'API key created'), ('key_revoked', 'API key revoked'), ('other', 'Other')], editable=False, max_length=32),
+            model_name="auditevent",
+            name="action",
+            field=models.CharField(
+                choices=[
+                    ("page_created", "Page created"),
+                    ("page_updated", "Page updated"),
+                    ("page_deleted", "Page deleted"),
+                    ("page_restored", "Page restored"),
+                    ("page_merged", "Page merged"),
+                    ("fact_remembered", "Fact remembered"),
+                    ("fact_superseded", "Fact superseded"),
+                    ("fact_forgotten", "Fact forgotten"),
+                    ("fact_expired", "Fact expired"),
+                    ("fact_edited", "Fact edited"),
+                    ("relation_added", "Relation added"),
+                    ("relation_removed", "Relation removed"),
+                    ("schema_changed", "Schema changed"),
+                    ("source_synced", "Source synced"),
+                    ("key_created", "API key created"),
+                    ("key_revoked", "API key revoked"),
+                    ("other", "Other"),
+                ],
+                editable=False,
+                max_length=32,
+            ),
         ),
     ]
