@@ -14,8 +14,10 @@ from connectors.dispatch import source_sync
 
 class Command(BaseCommand):
     help = (
-        "Sync a source now: a Google account (contacts, calendar, gmail) from its "
-        "cursor, or a mailbox source from its stored path. Idempotent and resumable."
+        "Sync a source now: a Google account or Workspace shared mailbox (contacts, "
+        "calendar, gmail) from its cursor, an IMAP shared mailbox from its UIDVALIDITY "
+        "+ UID cursor, or a mailbox source from its stored path. Idempotent and "
+        "resumable; prints counts."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
