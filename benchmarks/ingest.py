@@ -31,7 +31,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gbrain_site.settings")
 
-DEFAULT_MBOX = Path("/work/shared/data/spamassassin_ham/easy-ham-1.mbox")
+from benchmarks.data import shared_data  # noqa: E402
+
+DEFAULT_MBOX = shared_data() / "spamassassin_ham" / "easy-ham-1.mbox"
 
 
 def _limited_copy(path: Path, limit: int, tmp: Path) -> Path:

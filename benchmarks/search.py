@@ -7,7 +7,8 @@ Usage::
 For each N it builds (once; reused on later runs) a synthetic corpus in its own
 database ``brain_bench_<N>`` on the embedded server (source ``bench``): N pages of
 about five ~300-token chunks each, whose text is real sentences recombined from the
-SpamAssassin ham and Enron mail bodies in ``/work/shared/data`` (not repeated words).
+SpamAssassin ham and Enron mail bodies in ``../shared/data`` (``BRAIN_SHARED_DATA``
+overrides it; not repeated words).
 Rows are seeded with COPY, then the GIN and HNSW indexes are built.
 
 Embedding 5·N chunks with the local model on 2 cores would take hours, so the corpus
@@ -35,7 +36,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gbrain_site.settings")
 
-DATA = Path(os.environ.get("BRAIN_SHARED_DATA", "/work/shared/data"))
+from benchmarks.data import shared_data  # noqa: E402
+
+DATA = shared_data()
 CHUNKS_PER_PAGE = 5
 SENTENCES_PER_CHUNK = (6, 10)
 TYPES = [

@@ -2,10 +2,13 @@
 
 Every connector (``connectors/<kind>/``) subclasses ``Connector``: ``fetch_changes``
 yields ``ChangeBatch`` objects read from upstream since the stored cursor (network I/O,
-outside any transaction); ``apply`` writes one batch through the services (one
-transaction per thread/event, so a crash never half-writes one) and returns counts;
-``run`` drives both and saves the cursor after each applied batch, so a killed sync
-resumes where it stopped.
+outside any transaction); ``apply`` writes one batch through the services and counts
+into the ``SyncReport`` it is given (it returns nothing). Each connector picks its
+transaction: the mail connectors (Gmail, mailbox, IMAP) write a whole batch of
+threads, their person pages and the loop detection in one transaction; Calendar and
+Contacts write each event or contact in its own. Either way a crash never
+half-writes an item. ``run`` drives both and saves the cursor after each applied
+batch, so a killed sync resumes where it stopped.
 
 Errors are typed: ``ConnectorError.permanent`` tells a job whether a retry can help.
 Transient errors (HTTP 429/5xx, timeouts) are retried with backoff inside the client;

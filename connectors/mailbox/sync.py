@@ -3,10 +3,11 @@ person pages and loop detection (SPEC §6.2).
 
 ``mailbox_import`` is idempotent and resumable: the whole mailbox is parsed and
 threaded in memory (deterministically), threads whose messages are all in the
-ledger are skipped, the rest are written in batches (one transaction and one
-``pages_write`` per batch), and ``loops.pipeline.process_threads`` runs after
-every batch. A run
-killed halfway leaves complete threads only; the next run writes the others.
+ledger are skipped, the rest are written in batches: one transaction per batch
+holding one ``pages_write`` for its thread pages (``threads_store``), one for the
+new person pages (``people_store``) and ``loops.pipeline.process_threads`` on its
+threads. A run killed halfway leaves complete threads only; the next run writes the
+others.
 """
 
 from __future__ import annotations

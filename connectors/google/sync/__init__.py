@@ -1,8 +1,8 @@
 """Google sync: contacts → calendar → gmail (SPEC §6.1).
 
 Each service is a ``Connector``: ``fetch_changes`` talks to Google (outside any
-transaction) and yields batches; ``apply`` writes them through ``page_write`` and
-the ledger. Cursors live in ``Source.cursor["google"][service]`` and are saved after
+transaction) and yields batches; ``apply`` writes them through the page services
+and the ledger. Cursors live in ``Source.cursor["google"][service]`` and are saved after
 every applied batch, so a killed sync resumes where it stopped.
 
 - Contacts: every connection → a person page ``people/<slug>`` (aliases: all
@@ -16,7 +16,9 @@ every applied batch, so a killed sync resumes where it stopped.
   page token, anchored on the profile ``historyId`` taken before listing; later
   syncs read ``history.list`` from the stored ``historyId``; an expired one (404)
   re-anchors and re-lists the window (bounded). A batch of threads is one
-  ``pages_write`` (``connectors.mail.store.threads_store``).
+  transaction: one ``pages_write`` for the thread pages
+  (``connectors.mail.store.threads_store``), one for new person pages
+  (``people_store``) and loop detection.
   A message that cannot be parsed is held (``HeldItem``) and the rest imports.
 
 One module per service (``contacts``, ``calendar``, ``gmail``) plus ``base`` and
