@@ -1,5 +1,6 @@
 """Handlers of the built-in job kinds (SPEC §7): each parses params and calls one
-service of another app, imported lazily by dotted path.
+service of another app (imported at the top: jobs sits above brain, loops and
+connectors).
 
 Every handler has the shape ``handler(job, ctx) -> JSON-safe result``. Progress
 reported by a service becomes the job's progress and checkpoint (and heartbeat), and
@@ -19,33 +20,25 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from django.utils.module_loading import import_string
-
 from brain.exceptions import InvalidParams
+from brain.services.dream import dream_run
+from brain.services.pages import pages_embed_pending
 from brain.services.verbs import session_cursor_purge as purge_idle_cursors
-from jobs.exceptions import PermanentJobError
+from connectors.dispatch import source_sync
+from connectors.mailbox.sync import mailbox_import
+from connectors.markdown.sync import markdown_import
 from loops.extraction import commitments_extract
 from loops.extractors.llm import RetryableExtraction
+from loops.pipeline import loops_sweep as loops_sweep_service
+from loops.pipeline import process_threads
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from jobs.models import Job
     from jobs.runner import JobContext
 
 # A checkpoint write per item would cost a query per message; one per second (and
 # at every change of step, and at the end) is enough to show and resume.
 CHECKPOINT_EVERY_SECONDS = 1.0
-
-
-def service(path: str) -> Callable[..., Any]:
-    """Import the service at ``path``; a missing one fails the job permanently."""
-    try:
-        return import_string(path)  # type: ignore[no-any-return]
-    except ImportError as exc:
-        raise PermanentJobError(
-            f"The service {path} is not installed in this deployment."
-        ) from exc
 
 
 def require(job: Job, name: str) -> Any:
@@ -118,7 +111,7 @@ def sync_source(job: Job, ctx: JobContext) -> Any:
     mailbox from its UIDVALIDITY + UID cursor, a mailbox source by re-importing its
     path."""
     source_id = require(job, "source_id")
-    sync = service("connectors.dispatch.source_sync")
+    sync = source_sync
     progress = ConnectorProgress(ctx)
     report = sync(source_id=source_id, progress=progress, actor=f"job:{job.pk}")
     progress.flush()
@@ -129,7 +122,7 @@ def import_mail(job: Job, ctx: JobContext) -> Any:
     """Import a mailbox file or folder (``params.source_id``, ``params.path``,
     optional ``params.owners``: the addresses that count as "me")."""
     source_id, path = require(job, "source_id"), require(job, "path")
-    run = service("connectors.mailbox.sync.mailbox_import")
+    run = mailbox_import
     progress = ConnectorProgress(ctx)
     report = run(
         source_id=source_id,
@@ -146,7 +139,7 @@ def import_markdown(job: Job, ctx: JobContext) -> Any:
     """Import a markdown folder (``params.source_id``, ``params.path``, optional
     ``params.embed``, default true)."""
     source_id, path = require(job, "source_id"), require(job, "path")
-    run = service("connectors.markdown.sync.markdown_import")
+    run = markdown_import
     files = 0
     progress = ConnectorProgress(ctx)
 
@@ -171,7 +164,7 @@ def extract_loops(job: Job, ctx: JobContext) -> Any:
     source_id, thread_ids = require(job, "source_id"), require(job, "thread_ids")
     if isinstance(thread_ids, str):
         thread_ids = [thread_ids]
-    run = service("loops.pipeline.process_threads")
+    run = process_threads
     ctx.progress(0, len(thread_ids), "threads")
     report = run(source_id=source_id, thread_ids=list(thread_ids))
     ctx.progress(len(thread_ids), len(thread_ids), "threads")
@@ -195,14 +188,14 @@ def extract_commitments(job: Job, ctx: JobContext) -> Any:
 
 def loops_sweep(job: Job, ctx: JobContext) -> Any:
     """Grace re-checks and staleness for every source, or ``params.source_ids``."""
-    run = service("loops.pipeline.loops_sweep")
+    run = loops_sweep_service
     return as_result(run(source_ids=(job.params or {}).get("source_ids") or None))
 
 
 def embed_pending(job: Job, ctx: JobContext) -> Any:
     """Embed chunks that are missing or stale (``params.limit`` and
     ``params.source_ids`` optional)."""
-    run = service("brain.services.pages.pages_embed_pending")
+    run = pages_embed_pending
     limit = (job.params or {}).get("limit")
     source_ids = (job.params or {}).get("source_ids") or None
     done = 0
@@ -224,7 +217,7 @@ def session_cursor_purge(job: Job, ctx: JobContext) -> Any:
 
 def dream(job: Job, ctx: JobContext) -> Any:
     """Nightly maintenance (SPEC §10); the JSON report is the job's result."""
-    run = service("brain.services.dream.dream_run")
+    run = dream_run
     params = job.params or {}
 
     def phase_done(step: int, total: int, name: str) -> None:
