@@ -86,7 +86,7 @@ class SourceAdmin(admin.ModelAdmin):
         "counts",
         "cursor",
     )
-    actions = ("make_federated", "make_unfederated")
+    actions: tuple[Any, ...] = ("make_federated", "make_unfederated")
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         # The id is immutable once created (SPEC §2.1).

@@ -35,6 +35,23 @@ from django.utils import timezone
 from pgvector import Vector
 
 
+def _db_column(model: type[Model], name: str) -> str:
+    """The database column of ``model``'s concrete field ``name``."""
+    field = model._meta.get_field(name)
+    if not isinstance(field, Field) or not field.column:
+        raise ValueError(f"{model.__name__}.{name} is not a concrete column.")
+    return field.column
+
+
+def _db_type(field: Field) -> str:
+    """The column type of a concrete field (raises ``ValueError`` for a field
+    without one, which has no column to insert)."""
+    db_type = field.db_type(connection)
+    if db_type is None:
+        raise ValueError(f"{field} has no database column type.")
+    return db_type
+
+
 def _column(field: Field, alias: str) -> tuple[str, str]:
     """(array parameter type, SELECT expression) for one column of the unnest row.
 
@@ -42,11 +59,11 @@ def _column(field: Field, alias: str) -> tuple[str, str]:
     flattened by ``unnest``), character columns as text (a value too long for the
     column is refused, never cut); other columns as arrays of their own type.
     """
-    db_type = field.db_type(connection)
+    db_type = _db_type(field)
     if isinstance(field, JSONField):
         return "text[]", f"{alias}::jsonb"
     if isinstance(field, ArrayField):
-        base = field.base_field.db_type(connection)
+        base = _db_type(field.base_field)
         elements = f"ARRAY(SELECT jsonb_array_elements_text({alias}::jsonb))"
         # Character elements stay text so the column refuses an over-long one.
         if base.startswith("varchar"):
@@ -71,7 +88,7 @@ def _converter(field: Field) -> Callable[[Any], Any]:
         return lambda v: None if v is None else json.dumps(v, cls=encoder)
     if isinstance(field, ArrayField):
         return lambda v: None if v is None else json.dumps(list(v))
-    if field.db_type(connection).startswith("vector"):
+    if _db_type(field).startswith("vector"):
         return lambda v: None if v is None else Vector(v).to_text()
     if isinstance(field, (CharField, TextField, IntegerField, BooleanField)):
         return lambda v: v  # their get_db_prep_save is the identity
@@ -127,7 +144,7 @@ def bulk_insert(
         else:
             values = [convert(field.get_default()) for _ in rows]
         arrays.append(values)
-        names.append(field.column)
+        names.append(_db_column(model, field.name))
         types.append(array_type)
         selects.append(select)
     aliases = [f.attname for f in fields]
@@ -137,7 +154,7 @@ def bulk_insert(
         types.append(f"{sql_type}[]")
     params: list[Any] = []
     for column, (sql, sql_params) in computed.items():
-        names.append(model._meta.get_field(column).column)
+        names.append(_db_column(model, column))
         selects.append(sql)
         params.extend(sql_params)
     quote = connection.ops.quote_name
@@ -153,19 +170,17 @@ def bulk_insert(
         f"AS r({', '.join(aliases)})"
     )
     if conflict:
-        target = ", ".join(quote(model._meta.get_field(c).column) for c in conflict)
+        target = ", ".join(quote(_db_column(model, c)) for c in conflict)
         if update:
             sets = ", ".join(
                 f"{quote(c)} = EXCLUDED.{quote(c)}"
-                for c in (model._meta.get_field(u).column for u in update)
+                for c in (_db_column(model, u) for u in update)
             )
             sql += f" ON CONFLICT ({target}) DO UPDATE SET {sets}"
         else:
             sql += f" ON CONFLICT ({target}) DO NOTHING"
     if returning:
-        sql += " RETURNING " + ", ".join(
-            quote(model._meta.get_field(c).column) for c in returning
-        )
+        sql += " RETURNING " + ", ".join(quote(_db_column(model, c)) for c in returning)
     with connection.cursor() as cursor:
         cursor.execute(sql, [*params, *arrays])
         return list(cursor.fetchall()) if returning else []

@@ -51,7 +51,7 @@ class LocalProvider:
         self._model = None
         self._lock = threading.Lock()
 
-    def _load(self):  # type: ignore[no-untyped-def]
+    def _load(self):
         with self._lock:
             if self._model is None:
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -354,17 +354,17 @@ def extract_mentions(turns: Sequence[str]) -> MentionWindow:
             size = len(words)
             for length in range(min(MAX_WEAK_TOKENS, size), 0, -1):
                 for start in range(size - length + 1):
-                    part = words[start : start + length]
-                    if part[0] in HARD_STOPWORDS or part[-1] in HARD_STOPWORDS:
+                    chosen = words[start : start + length]
+                    if chosen[0] in HARD_STOPWORDS or chosen[-1] in HARD_STOPWORDS:
                         continue
-                    if any(w in HARD_STOPWORDS for w in part):
+                    if any(w in HARD_STOPWORDS for w in chosen):
                         continue
-                    if not any(_weak_ok(w) for w in part):
+                    if not any(_weak_ok(w) for w in chosen):
                         continue
                     if n_weak >= MAX_WEAK_PER_TURN:
                         break
                     n_weak += 1
-                    surface = " ".join(part)
+                    surface = " ".join(chosen)
                     window.spans.append(
                         Span(
                             normalize_alias(surface),

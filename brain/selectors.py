@@ -7,7 +7,7 @@ are never returned.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from django.db.models import Count, QuerySet
 
@@ -90,15 +90,14 @@ def backlinks_sql(
     )
 
 
-def backlink_counts(page_ids: Sequence[int]) -> dict[int, int]:
+def backlink_counts(page_ids: Iterable[int]) -> dict[int, int]:
     """Backlinks per page (``backlinks_sql``'s definition, every source), as
     ``{page_id: count}``; pages without backlinks are absent."""
-    if not page_ids:
+    ids = list(page_ids)
+    if not ids:
         return {}
     rows = (
-        Relation.objects.filter(
-            to_page_id__in=list(page_ids), from_page__deleted_at__isnull=True
-        )
+        Relation.objects.filter(to_page_id__in=ids, from_page__deleted_at__isnull=True)
         .exclude(relation_type__name__in=NON_BACKLINK_TYPES)
         .values("to_page_id")
         .annotate(n=Count("id"))

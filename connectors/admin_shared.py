@@ -81,13 +81,12 @@ class SharedMailboxForm(forms.ModelForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        if "members" in self.fields:
-            self.fields["members"].queryset = get_user_model().objects.filter(
-                is_staff=True
-            )
+        members = self.fields.get("members")
+        if isinstance(members, forms.ModelMultipleChoiceField):
+            members.queryset = get_user_model().objects.filter(is_staff=True)
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        data = super().clean() or {}
         provider = data.get("provider") or self.instance.provider
         if provider == SharedMailbox.Provider.IMAP:
             if not data.get("imap_host"):

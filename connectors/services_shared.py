@@ -109,7 +109,7 @@ def shared_mailbox_create(
     with transaction.atomic():
         source = source_ensure(
             source_id=sid,
-            kind=_KIND[provider],
+            kind=_KIND[SharedMailbox.Provider(provider)],
             name=name or address,
             owner_addresses=[address],
         )

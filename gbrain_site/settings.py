@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -150,6 +151,7 @@ TEMPLATES = [
 BRAIN_DATA_DIR = Path(env_str("BRAIN_DATA_DIR") or BASE_DIR / "var")
 BRAIN_EMBEDDED_DB = not env_str("DATABASE_URL")
 
+DATABASES: dict[str, Any]
 if not BRAIN_EMBEDDED_DB:
     import dj_database_url
 

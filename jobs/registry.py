@@ -77,6 +77,6 @@ def handler_for(kind: str) -> Callable[..., Any]:
     handler cannot be imported (retrying would not help)."""
     path = kind_spec(kind).handler
     try:
-        return import_string(path)  # type: ignore[no-any-return]
+        return import_string(path)
     except ImportError as exc:
         raise PermanentJobError(f"handler {path} of kind {kind!r}: {exc}") from exc

@@ -51,7 +51,10 @@ def card_threads(
         status=LoopStatus.OPEN,
     ).order_by(F("due_at").asc(nulls_last=True), "-opened_at", "pk")
     for loop in rows[: limit * len(pages)]:
-        items = by_page.setdefault(loop.counterparty_id, [])
+        page_id = loop.counterparty_id
+        if page_id is None:  # excluded by the filter; narrows the type
+            continue
+        items = by_page.setdefault(page_id, [])
         if len(items) >= limit:
             continue
         items.append(
@@ -61,7 +64,7 @@ def card_threads(
                 "date": iso_ms(loop.opened_at),
                 "direction": _LOOP_DIRECTION.get(loop.loop_type, loop.loop_type),
                 "due": iso_ms(loop.due_at),
-                "counterparty": slug_of[loop.counterparty_id],
+                "counterparty": slug_of[page_id],
                 "status": loop.status,
                 "loop_id": str(loop.pk),
             }

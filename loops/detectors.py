@@ -156,8 +156,7 @@ def detect_thread(
         if mutes.thread_muted(thread_id) or mutes.sender_muted(counterparty):
             verdict.reason = "muted"
             return verdict
-        started = questions[0].date
-        assert started is not None
+        started = questions[0].sent_at
         if now - started < OUTBOUND_GRACE:
             verdict.recheck_at = started + OUTBOUND_GRACE
             verdict.reason = "grace"
@@ -170,7 +169,7 @@ def detect_thread(
                 counterparty_name="",
                 summary=f'Waiting on {counterparty}: "{subject}"',
                 opened_at=started,
-                last_activity_at=last.date,  # type: ignore[arg-type]
+                last_activity_at=last.sent_at,
                 evidence=[_evidence(last)],
             )
         )
@@ -189,8 +188,7 @@ def detect_thread(
     if verdict.reason:
         return verdict
     addressed = [m for m in run if owners & {a.lower() for a in m.to}]
-    started = (addressed or run)[0].date
-    assert started is not None
+    started = (addressed or run)[0].sent_at
     if now - started < INBOUND_GRACE:
         verdict.recheck_at = started + INBOUND_GRACE
         verdict.reason = "grace"
@@ -203,7 +201,7 @@ def detect_thread(
             counterparty_name=last.from_name or "",
             summary=f'Reply owed to {sender}: "{subject}"',
             opened_at=started,
-            last_activity_at=last.date,  # type: ignore[arg-type]
+            last_activity_at=last.sent_at,
             evidence=[_evidence(last)],
         )
     )

@@ -17,7 +17,7 @@ from brain.models import Source
 from loops.extractors.llm import llm_extract
 from loops.selectors import mutes_for, newest_message_at, thread_messages, thread_page
 
-ExtractionQueue = Callable[..., None]
+ExtractionQueue = Callable[..., object]
 _queue: dict[str, ExtractionQueue] = {}
 
 

@@ -52,6 +52,14 @@ class MailMessage:
     link: str | None = None
     raw_record_id: int | None = None
 
+    @property
+    def sent_at(self) -> datetime:
+        """``date`` of a message known to have one (the pipeline and extractors
+        only reach dated messages); raises ``ValueError`` for an undated one."""
+        if self.date is None:
+            raise ValueError(f"Message {self.message_id} has no usable Date.")
+        return self.date
+
     def to_metadata(self) -> dict[str, Any]:
         """JSON-safe dict for ``RawRecord.metadata`` (date as ISO 8601 UTC)."""
         # A shallow copy per field (not ``asdict``'s deep copy: SPEC §11 ingest rate).

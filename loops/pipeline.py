@@ -136,7 +136,7 @@ class SenderTimezones(Mapping[str, tzinfo]):
                 )
             )
             self._zones = {
-                m.message_id: sender_timezone(m, heads.get(m.raw_record_id))  # type: ignore[arg-type]
+                m.message_id: sender_timezone(m, heads.get(m.raw_record_id))
                 for m in self._messages
             }
         return self._zones
@@ -204,8 +204,8 @@ def thread_rule_extract(
                         counterparty_name=c.counterparty_name,
                         message_id=c.message.message_id,
                         raw_record_id=c.message.raw_record_id,
-                        message_date=c.message.date,
-                        confidence=c.confidence,  # type: ignore[arg-type]
+                        message_date=c.message.sent_at,
+                        confidence=c.confidence,
                         link=c.message.link or "",
                     ),
                     detector=Detector.RULE_EXTRACT,
@@ -256,12 +256,14 @@ def thread_follow_up(
     loops = [lp for lp in open_loops if lp.loop_type in COMMITMENT_TYPES]
     if not loops:
         return counts
-    ordered = sorted((m for m in messages if is_substantive(m)), key=lambda m: m.date)  # type: ignore[arg-type,return-value]
+    ordered = sorted(
+        (m for m in messages if is_substantive(m)), key=lambda m: m.sent_at
+    )
     for loop in loops:
         later = [
             m
             for m in ordered
-            if m.date > loop.opened_at  # type: ignore[operator]
+            if m.sent_at > loop.opened_at
             and m.message_id not in {e.get("message_id") for e in loop.evidence}
         ]
         if _close_if_kept(loop=loop, later=later, owners=owners):
@@ -310,14 +312,14 @@ def thread_follow_up(
         )
         floor = datetime.fromisoformat(stamp) if stamp else loop.opened_at
         for m in later:
-            if m.date <= floor:  # type: ignore[operator]
+            if m.sent_at <= floor:
                 continue
             for sentence in split_sentences(reply_text(m.body)):
                 trigger = CORRECTION_RE.search(sentence)
                 when = DEADLINE_RE.search(sentence, trigger.end()) if trigger else None
                 if not when:
                     continue
-                day = resolve_due(when.group(0), m.date)  # type: ignore[arg-type]
+                day = resolve_due(when.group(0), m.sent_at)
                 if day is None:
                     continue
                 new_due = due_end_of_day(day)
@@ -330,11 +332,11 @@ def thread_follow_up(
                             "message_id": m.message_id,
                             "raw_record_id": m.raw_record_id,
                             "quote": sentence[:200],
-                            "message_date": m.date.isoformat(),
-                        },  # type: ignore[union-attr]
+                            "message_date": m.sent_at.isoformat(),
+                        },
                     )
                     counts["corrected"] += 1
-                floor = m.date  # type: ignore[assignment]
+                floor = m.sent_at
     return counts
 
 
@@ -441,13 +443,13 @@ def thread_process(
     Returns a per-thread report."""
     if messages is None:
         messages = thread_messages(source_id=source.id, thread_id=thread_id)
-    subs = [m for m in messages if is_substantive(m) and m.date <= now]  # type: ignore[operator]
+    subs = [m for m in messages if is_substantive(m) and m.sent_at <= now]
     report: dict[str, Any] = {"thread_id": thread_id}
     if not subs:
         report["detector"] = "no_substantive_messages"
         return report
-    newest = max(m.date for m in subs)  # type: ignore[type-var]
-    if source.kind == Source.Kind.MAILBOX and newest < now - MAILBOX_WINDOW:  # type: ignore[operator]
+    newest = max(m.sent_at for m in subs)
+    if source.kind == Source.Kind.MAILBOX and newest < now - MAILBOX_WINDOW:
         report["detector"] = "outside_90_day_window"
         return report
     if page is False:

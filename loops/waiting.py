@@ -294,9 +294,9 @@ def waiting_report(
         group = groups.setdefault(key, {"counterparty": key, "loops": []})
         group["loops"].append(view)
     backlinks = backlink_counts(
-        {v.counterparty_page_id for v in views if v.counterparty_page_id}  # type: ignore[misc]
+        {v.counterparty_page_id for v in views if v.counterparty_page_id}
     )
-    ranked = []
+    ranked: list[dict[str, Any]] = []
     for key, group in groups.items():
         loops: list[LoopView] = group["loops"]
         nearest = min((v.due_at for v in loops if v.due_at), default=None)

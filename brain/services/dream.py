@@ -358,11 +358,11 @@ def phase_duplicates(budget: Budget, now: Any) -> PhaseResult:
                     evidence=evidence,
                     created_by=ACTOR,
                 )
-    known = set()
+    known: set[tuple[int, int]] = set()
     if pairs:
-        ids = {a for a, _ in pairs} | {b for _, b in pairs}
+        paired = {a for a, _ in pairs} | {b for _, b in pairs}
         for a, b in MergeProposal.objects.filter(
-            Q(keep_page_id__in=ids) | Q(merge_page_id__in=ids)
+            Q(keep_page_id__in=paired) | Q(merge_page_id__in=paired)
         ).values_list("keep_page_id", "merge_page_id"):
             known.add((min(a, b), max(a, b)))
     new = [p for key, p in pairs.items() if key not in known]
@@ -487,7 +487,7 @@ def phase_purge(budget: Budget, now: Any) -> PhaseResult:
             extra={
                 "purged": True,
                 "page_id": page_id,
-                "deleted_at": deleted.isoformat(),
+                "deleted_at": deleted.isoformat() if deleted else None,
             },
         )
         for page_id, source_id, slug, deleted in due
@@ -583,7 +583,7 @@ def dream_run(
             if budget_usd is not None
             else getattr(settings, "BRAIN_DREAM_BUDGET_USD", 0.5)
         ),
-        max_items=int(max_items or getattr(settings, "BRAIN_DREAM_MAX_ITEMS", 1000)),
+        max_items=max_items or int(getattr(settings, "BRAIN_DREAM_MAX_ITEMS", 1000)),
     )
     started = timezone.now()
     clock = time.monotonic()

@@ -176,8 +176,8 @@ def entity_suggestions(*, scope: ReadScope, name: str) -> list[dict[str, Any]]:
             "slug": p.slug,
             "title": p.title,
             "type": page_type_name(p),
-            "similarity": round(float(p.similarity), 3),  # type: ignore[attr-defined]
-            "create_safety": "probable" if p.similarity >= 0.6 else "unknown",  # type: ignore[attr-defined]
+            "similarity": round(float(p.similarity), 3),
+            "create_safety": "probable" if p.similarity >= 0.6 else "unknown",
         }
         for p in found
     ]
@@ -300,7 +300,7 @@ def entity_card(
     One query of depth-1 indexed sub-selects (plus one for loops when installed).
     """
     now = now or timezone.now()
-    params = {
+    params: dict[str, Any] = {
         "page": page.pk,
         "source": page.source_id,
         "sources": list(scope.source_ids),
@@ -316,7 +316,7 @@ def entity_card(
         aka, timeline, facts, edges_out, edges_in, backlinks = cursor.fetchone()
     timeline_rows = [(date.fromisoformat(d), summary) for d, summary in timeline]
     commitments = [
-        (pk, text, _dt(valid_from), _dt(valid_until))
+        (pk, text, datetime.fromisoformat(valid_from), _dt(valid_until))
         for pk, text, kind, valid_from, valid_until in facts
         if kind == Fact.Kind.COMMITMENT
     ]

@@ -267,7 +267,7 @@ def _lookup(
         page_type=PageType._meta.db_table,
         push=PushEvent._meta.db_table,
     )
-    params = {
+    params: dict[str, Any] = {
         "sources": list(scope.source_ids),
         "visibilities": list(scope.visibilities),
         "alias_keys": sorted(alias_keys),
@@ -386,7 +386,7 @@ def resolve_window(window: MentionWindow, lookups: Lookups) -> Resolution:
 
 def _is_person(lookups: Lookups, match: Match) -> bool:
     page = lookups.pages.get(next(iter(match.page_ids)))
-    return bool(page) and page["type__name"] == PERSON_TYPE
+    return page is not None and page["type__name"] == PERSON_TYPE
 
 
 def _record(out: Resolution, span: Span, match: Match | None) -> None:

@@ -163,7 +163,7 @@ class GoogleClient:
 
         def attempt() -> dict[str, Any]:
             try:
-                return make_request().execute(num_retries=0)  # type: ignore[no-any-return]
+                return make_request().execute(num_retries=0)
             except HttpError as exc:
                 raise classify_http_error(exc, what=what) from None
             except RefreshError as exc:
@@ -193,7 +193,7 @@ class GoogleClient:
                     detail={"what": what},
                 ) from None
 
-        return call_with_retry(attempt, sleep=self.sleep, attempts=MAX_ATTEMPTS)  # type: ignore[no-any-return]
+        return call_with_retry(attempt, sleep=self.sleep, attempts=MAX_ATTEMPTS)
 
     # --- Gmail ------------------------------------------------------------------------
 

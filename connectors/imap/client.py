@@ -105,7 +105,14 @@ class FolderStatus:
     exists: int
 
 
-_SPECIAL_USE = ("\\All", "\\Archive", "\\Drafts", "\\Flagged", "\\Junk", "\\Sent")
+_SPECIAL_USE: tuple[str, ...] = (
+    "\\All",
+    "\\Archive",
+    "\\Drafts",
+    "\\Flagged",
+    "\\Junk",
+    "\\Sent",
+)
 _SPECIAL_USE += ("\\Trash",)
 
 

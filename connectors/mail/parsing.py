@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import email
 import email.policy
+import functools
 import hashlib
 import json
 import re
@@ -440,17 +441,27 @@ def _rfc822_parts(msg: Message) -> Iterator[_Part]:
         if part.is_multipart():
             continue
         raw_payload = part.get_payload()
+        method = part.get_param("method")
         yield _Part(
             content_type=part.get_content_type(),
             disposition=part.get_content_disposition(),
             filename=part.get_filename(),
             charset=part.get_content_charset(),
-            method=part.get_param("method")
-            if isinstance(part.get_param("method"), str)
-            else None,
+            method=method if isinstance(method, str) else None,
             size=len(raw_payload) if isinstance(raw_payload, str) else 0,
-            payload=lambda p=part: p.get_payload(decode=True) or b"",
+            payload=functools.partial(_decoded_payload, part),
         )
+
+
+def _decoded_payload(part: Message) -> bytes:
+    """The transfer-decoded bytes of a MIME leaf (empty when it has none)."""
+    data = part.get_payload(decode=True)
+    return data if isinstance(data, bytes) else b""
+
+
+def _gmail_payload(body: dict[str, Any]) -> bytes:
+    """The bytes of a Gmail API part body (``data`` is base64url; empty without)."""
+    return _b64url(body["data"]) if body.get("data") else b""
 
 
 def _b64url(data: str) -> bytes:
@@ -479,7 +490,7 @@ def _gmail_parts(part: dict[str, Any]) -> Iterator[_Part]:
         charset=probe.get_content_charset() or "utf-8",
         method=method if isinstance(method, str) else None,
         size=int(body.get("size") or 0),
-        payload=lambda b=body: _b64url(b["data"]) if b.get("data") else b"",
+        payload=functools.partial(_gmail_payload, body),
         extra=extra,
     )
 

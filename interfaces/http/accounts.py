@@ -6,6 +6,7 @@ from django.http import HttpRequest
 from ninja import Router, Schema
 
 from brain.exceptions import PROTOCOL_VERSION
+from interfaces.http.auth import request_caller
 from interfaces.operations import op_whoami
 
 router = Router(tags=["system"])
@@ -24,4 +25,4 @@ class WhoAmIOut(Schema):
 @router.get("/whoami", response=WhoAmIOut)
 def whoami(request: HttpRequest) -> dict:
     """The caller behind the key: scopes, write source, readable sources (null = all)."""
-    return op_whoami(request.auth)
+    return op_whoami(request_caller(request))

@@ -1,7 +1,8 @@
 """django-ninja authentication: bearer API keys and staff sessions (SPEC §8).
 
-Both return a ``brain.access.Caller``, which every endpoint passes to the services
-as ``request.auth``.
+Both return a ``brain.access.Caller`` (through ``interfaces.callers``), which ninja
+keeps as ``request.auth``; handlers read it with ``request_caller`` and pass it to the
+operations and services.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from django.http import HttpRequest
 from ninja.security import APIKeyCookie, HttpBearer
 
 from brain.access import Caller
+from brain.exceptions import ScopeDenied
 from interfaces.callers import caller_for_bearer, caller_for_user
 
 
@@ -35,3 +37,16 @@ class StaffSessionAuth(APIKeyCookie):
 def api_auth() -> list[Any]:
     """The authentication chain every protected operation uses."""
     return [BearerKeyAuth(), StaffSessionAuth(csrf=True)]
+
+
+def request_caller(request: HttpRequest) -> Caller:
+    """The ``Caller`` the authentication chain attached to ``request`` (ninja's
+    ``request.auth``). Raises ``ScopeDenied`` for a request that did not pass it
+    (an operation declared without ``auth``)."""
+    caller = getattr(request, "auth", None)
+    if not isinstance(caller, Caller):
+        raise ScopeDenied(
+            "This request carries no API key.",
+            suggestion="Send 'Authorization: Bearer <key>'; admin → API keys.",
+        )
+    return caller

@@ -9,6 +9,7 @@ from ninja import Router
 
 from brain.access import Caller
 from connectors.dispatch import source_sync
+from interfaces.http.auth import request_caller
 from interfaces.http.schemas.connectors import SyncReportOut
 
 router = Router(tags=["connectors"])
@@ -18,7 +19,7 @@ router = Router(tags=["connectors"])
 def sync_source_now(request: HttpRequest, source_id: str) -> dict[str, Any]:
     """Sync a source now and return the report (admin scope). Idempotent: a second
     call imports nothing new. Long syncs belong in the ``sync_source`` job."""
-    caller: Caller = request.auth  # type: ignore[attr-defined]
+    caller: Caller = request_caller(request)
     caller.require("admin")
     report = source_sync(source_id=source_id, actor=f"api:{caller.actor}")
     return report.as_dict()

@@ -10,6 +10,7 @@ from django.http import HttpRequest
 from ninja import Query, Router, Status
 from ninja.pagination import paginate
 
+from interfaces.http.auth import request_caller
 from interfaces.http.schemas.jobs import JobEnqueueOut, JobFilter, JobIn, JobOut
 from jobs.models import Job
 from jobs.selectors import job_get, job_list
@@ -19,7 +20,7 @@ router = Router(tags=["jobs"])
 
 
 def _admin(request: HttpRequest) -> str:
-    caller = request.auth  # type: ignore[attr-defined]
+    caller = request_caller(request)
     caller.require("admin")
     return str(caller.actor)
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ninja import Field, Router, Schema
 
 from brain.exceptions import PROTOCOL_VERSION, InvalidParams
+from interfaces.http.auth import request_caller
 from interfaces.operations import (
     loop_for_write,
     op_loops_close,
@@ -28,7 +29,6 @@ from loops.waiting import loop_view, waiting_report
 if TYPE_CHECKING:
     from django.http import HttpRequest
 
-    from brain.access import Caller
 
 router = Router(tags=["loops"])
 
@@ -92,10 +92,6 @@ class WaitingOut(Schema):
     protocol_version: int = PROTOCOL_VERSION
 
 
-def _caller(request: HttpRequest) -> Caller:
-    return request.auth  # type: ignore[attr-defined,no-any-return]
-
-
 @router.get("/open_loops", response=OpenLoopsOut)
 def open_loops(
     request: HttpRequest,
@@ -107,7 +103,7 @@ def open_loops(
 ) -> dict[str, Any]:
     """Flat list of loops in the caller's readable sources (SPEC §4 ``open_loops``)."""
     return op_open_loops(
-        _caller(request),
+        request_caller(request),
         status=status,
         loop_type=loop_type,
         counterparty=counterparty,
@@ -120,7 +116,10 @@ def open_loops(
 def loops_close(request: HttpRequest, payload: LoopsCloseIn) -> dict[str, Any]:
     """Close a loop as done or dropped; expires its commitment fact (SPEC §5.4)."""
     return op_loops_close(
-        _caller(request), loop_id=payload.id, status=payload.status, note=payload.note
+        request_caller(request),
+        loop_id=payload.id,
+        status=payload.status,
+        note=payload.note,
     )
 
 
@@ -129,7 +128,7 @@ def loops_correct_due(
     request: HttpRequest, payload: LoopsCorrectDueIn
 ) -> dict[str, Any]:
     """Move a loop's deadline (or clear it); the old value is kept in a LoopEvent."""
-    caller = _caller(request)
+    caller = request_caller(request)
     loop = loop_for_write(caller, payload.id)
     loop = loop_correct_due(
         loop=loop,
@@ -149,7 +148,7 @@ def loops_correct_due(
 def loops_mute(request: HttpRequest, payload: LoopsMuteIn) -> dict[str, Any]:
     """Mute a sender or thread in the caller's write source (SPEC §5)."""
     return op_loops_mute(
-        _caller(request),
+        request_caller(request),
         kind=payload.kind,
         value=payload.value,
         source=payload.source_id,
@@ -160,7 +159,7 @@ def loops_mute(request: HttpRequest, payload: LoopsMuteIn) -> dict[str, Any]:
 def loops_unmute(request: HttpRequest, payload: LoopsMuteIn) -> dict[str, Any]:
     """Remove a mute; ``removed: false`` when there was none (still success)."""
     return op_loops_unmute(
-        _caller(request),
+        request_caller(request),
         kind=payload.kind,
         value=payload.value,
         source=payload.source_id,
@@ -175,7 +174,7 @@ def waiting(
     top: int | None = None,
 ) -> dict[str, Any]:
     """The waiting view (SPEC §5.5), redacted for remote callers."""
-    caller = _caller(request)
+    caller = request_caller(request)
     if top is not None and not 1 <= top <= 50:
         raise InvalidParams("top must be 1..50.", suggestion="Use top=10.")
     return waiting_report(

@@ -12,6 +12,7 @@ from ninja.pagination import LimitOffsetPagination, paginate
 from brain.exceptions import PROTOCOL_VERSION
 from brain.selectors import page_get, page_list
 from brain.services.pages import RelationInput, page_add, page_update
+from interfaces.http.auth import request_caller
 from interfaces.http.schemas.pages import (
     PageIn,
     PageOut,
@@ -45,7 +46,7 @@ def search(request: HttpRequest, params: Query[SearchQuery]) -> dict[str, Any]:
     """Hybrid search over pages (SPEC §3). ``source`` and ``type`` take one value or a
     comma list; no ``source`` means the federated sources the key may read."""
     return op_search(
-        request.auth,
+        request_caller(request),
         query=params.query,
         sources=_sources(params.source),
         types=_sources(params.type),
@@ -74,7 +75,7 @@ class ListQuery(Schema):
 @paginate(ProtocolPagination)
 def list_pages(request: HttpRequest, filters: Query[ListQuery]) -> Any:
     """Every live page the key may read, newest first (exhaustive, unlike search)."""
-    scope = request.auth.read_scope(_sources(filters.source))
+    scope = request_caller(request).read_scope(_sources(filters.source))
     return page_list(
         scope=scope,
         types=_sources(filters.type),
@@ -88,7 +89,7 @@ def get_page(
     request: HttpRequest, slug: str, source: str | None = None
 ) -> dict[str, Any]:
     """One page by slug, in the sources the key may read (``not_found`` otherwise)."""
-    scope = request.auth.read_scope(_sources(source))
+    scope = request_caller(request).read_scope(_sources(source))
     return page_out(page_get(scope=scope, slug=slug))
 
 
@@ -96,7 +97,7 @@ def get_page(
 def add_page(request: HttpRequest, payload: PageIn) -> tuple[int, dict[str, Any]]:
     """Create a page in the key's write source; an existing slug is refused with a
     pointer to update_page (SPEC §2.3)."""
-    caller = request.auth
+    caller = request_caller(request)
     source = caller.write_source(payload.source)
     result = page_add(
         source=source,
@@ -122,7 +123,7 @@ def update_page(
 ) -> dict[str, Any]:
     """Append to (default) or replace a page's body, keeping its frontmatter; a
     missing page is ``not_found`` with a pointer to add_page (SPEC §2.3)."""
-    caller = request.auth
+    caller = request_caller(request)
     source = caller.write_source(payload.source)
     result = page_update(
         mode=payload.mode,

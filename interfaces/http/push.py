@@ -7,6 +7,7 @@ from typing import Any
 from django.http import HttpRequest
 from ninja import Router
 
+from interfaces.http.auth import request_caller
 from interfaces.http.schemas.push import PushContextIn, PushContextOut
 from interfaces.operations import op_push_context
 
@@ -25,7 +26,7 @@ def push_context(request: HttpRequest, payload: PushContextIn) -> dict[str, Any]
         for t in payload.turns
     ]
     return op_push_context(
-        request.auth,
+        request_caller(request),
         turns=turns,
         session_id=payload.session_id,
         source=payload.source,

@@ -19,6 +19,7 @@ from brain.services.verbs import (
     verb_remember,
     verb_synthesize,
 )
+from interfaces.http.auth import request_caller
 from interfaces.http.schemas.verbs import (
     ContextPackIn,
     ContextPackOut,
@@ -42,40 +43,40 @@ router = Router(tags=["verbs"])
 @router.post("/recall", response=RecallOut)
 def recall(request: HttpRequest, payload: RecallIn) -> dict[str, Any]:
     """Facts about an entity or matching a query, plus hybrid page search results."""
-    return verb_recall(caller=request.auth, **payload.dict())
+    return verb_recall(caller=request_caller(request), **payload.dict())
 
 
 @router.post("/remember", response=RememberOut)
 def remember(request: HttpRequest, payload: RememberIn) -> dict[str, Any]:
     """Store a fact (dedup and supersession by embedding similarity)."""
-    return verb_remember(caller=request.auth, **payload.dict())
+    return verb_remember(caller=request_caller(request), **payload.dict())
 
 
 @router.post("/entity", response=EntityOut)
 def entity(request: HttpRequest, payload: EntityIn) -> dict[str, Any]:
     """Resolve a name to a page and return its entity card, or near-miss suggestions."""
-    return verb_entity(caller=request.auth, **payload.dict())
+    return verb_entity(caller=request_caller(request), **payload.dict())
 
 
 @router.post("/synthesize", response=SynthesizeOut)
 def synthesize(request: HttpRequest, payload: SynthesizeIn) -> dict[str, Any]:
     """Answer a question from retrieved pages and facts with one LLM call."""
-    return verb_synthesize(caller=request.auth, **payload.dict())
+    return verb_synthesize(caller=request_caller(request), **payload.dict())
 
 
 @router.post("/forget", response=ForgetOut)
 def forget(request: HttpRequest, payload: ForgetIn) -> dict[str, Any]:
     """Expire a fact (never deleted); idempotent."""
-    return verb_forget(caller=request.auth, **payload.dict())
+    return verb_forget(caller=request_caller(request), **payload.dict())
 
 
 @router.post("/context_pack", response=ContextPackOut)
 def context_pack(request: HttpRequest, payload: ContextPackIn) -> dict[str, Any]:
     """Cards, open threads and hot facts for up to 8 entities, plus a text block."""
-    return verb_context_pack(caller=request.auth, **payload.dict())
+    return verb_context_pack(caller=request_caller(request), **payload.dict())
 
 
 @router.post("/delta", response=DeltaOut)
 def delta(request: HttpRequest, payload: DeltaIn) -> dict[str, Any]:
     """What changed after a cursor (since or a session), oldest first."""
-    return verb_delta(caller=request.auth, **payload.dict())
+    return verb_delta(caller=request_caller(request), **payload.dict())

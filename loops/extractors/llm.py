@@ -361,7 +361,7 @@ def llm_extract(
     client = anthropic_client()
     if client is None:
         raise RetryableExtraction("llm_unavailable")
-    ordered = sorted((m for m in messages if m.date), key=lambda m: m.date)  # type: ignore[arg-type,return-value]
+    ordered = sorted((m for m in messages if m.date), key=lambda m: m.sent_at)
     last_theirs = next(
         (m for m in reversed(ordered) if not is_mine(m, owners)), ordered[-1]
     )
@@ -370,8 +370,8 @@ def llm_extract(
         thread_id=thread_id,
         sender=(last_theirs.from_addr or "").lower(),
         subject=normalise_subject(ordered[-1].subject),
-        newest=newest,
-    )  # type: ignore[arg-type]
+        newest=ordered[-1].sent_at,
+    )
     prompt = build_prompt(
         messages=ordered,
         owners=owners,
@@ -510,8 +510,8 @@ def llm_extract(
                     counterparty_name=name,
                     message_id=origin.message_id,
                     raw_record_id=origin.raw_record_id,
-                    message_date=origin.date,
-                    confidence=confidence,  # type: ignore[arg-type]
+                    message_date=origin.sent_at,
+                    confidence=confidence,
                     same_as_loop_id=same_as,
                     link=origin.link or "",
                 ),

@@ -551,7 +551,7 @@ def rule_extract(
     candidates oldest message first, one per direction and lower-cased text.
     """
     owners = {a.lower() for a in owner_addresses}
-    subs = sorted((m for m in messages if is_substantive(m)), key=lambda m: m.date)  # type: ignore[arg-type,return-value]
+    subs = sorted((m for m in messages if is_substantive(m)), key=lambda m: m.sent_at)
     pending: list[_Pending] = []
     seen: set[tuple[str, str]] = set()
     for index, m in enumerate(subs):
@@ -616,7 +616,7 @@ def rule_extract(
         if p.match.deadline:
             # Looked up only here: reading a sender's timezone costs a query.
             tz = timezones.get(p.message.message_id) if timezones is not None else None
-            due = resolve_due(p.match.deadline, p.message.date, tz)  # type: ignore[arg-type]
+            due = resolve_due(p.match.deadline, p.message.sent_at, tz)
         confidence = RULE_CONFIDENCE_DATED if due else RULE_CONFIDENCE_UNDATED
         if scores is None:
             confidence -= RULES_ONLY_PENALTY

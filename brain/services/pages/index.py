@@ -169,9 +169,10 @@ def _embed_pages(pages: Sequence[tuple[int, str]]) -> set[int]:
     )
     model = provider.name
     for offset in range(0, len(chunks), EMBED_BATCH):
-        model = _embed_chunks(chunks[offset : offset + EMBED_BATCH], titles)
-        if model is None:
+        embedded_with = _embed_chunks(chunks[offset : offset + EMBED_BATCH], titles)
+        if embedded_with is None:
             return set()
+        model = embedded_with
     return _mark_indexed(titles, model)
 
 

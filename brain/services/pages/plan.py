@@ -92,6 +92,14 @@ class _Plan:
     previous: dict[str, Any]
     relation_types: list[RelationType] = field(default_factory=list)
 
+    @property
+    def stored(self) -> Page:
+        """The page this plan writes: the existing one, or the new one once
+        ``_save_pages`` created it (``RuntimeError`` before that)."""
+        if self.page is None:
+            raise RuntimeError(f"The page {self.slug!r} is not saved yet.")
+        return self.page
+
 
 def _plan_slug(item: PageInput, schema: _SchemaCache) -> tuple[str, PageType | None]:
     """Check the item's mode and visibility; return its slug and requested type."""
@@ -256,6 +264,7 @@ def _plan_item(
     schema_required_fields(page_type=page_type, frontmatter=fm)
 
     new_visibility = item.visibility or (page.visibility if page else Visibility.WORLD)
+    new_effective: date | None
     if item.effective_date is not None:
         new_effective = item.effective_date
     else:

@@ -232,8 +232,8 @@ def _write_batch(
             for plan in plans:
                 plan.relation_types = []
             newly = _plan_relations(src=src, plans=plans, schema=schema)
-            for index, exc in newly.items():
-                refuse(index, exc)
+            for index, error in newly.items():
+                refuse(index, error)
             plans = [p for p in plans if p.index not in refused]
             if not newly:
                 break
@@ -241,21 +241,21 @@ def _write_batch(
         changed = [p for p in plans if p.changed]
         created = _save_pages(src=src, plans=changed, now=now)
         raw_records = _store_raws(
-            src=src, raws=[(r, p.page) for p in plans for r in p.raws]
+            src=src, raws=[(r, p.stored) for p in plans for r in p.raws]
         )
         linked = []
         for plan in plans:
             for raw in plan.raws:
                 record = raw_records[raw.external_id[:512]]
-                if record.page_id != plan.page.pk:
-                    record.page = plan.page
+                if record.page_id != plan.stored.pk:
+                    record.page = plan.stored
                     linked.append(record)
         if linked:
             RawRecord.objects.bulk_update(linked, ["page"])
         bulk_insert_objects(
             [
                 PageRevision(
-                    page=p.page,
+                    page=p.stored,
                     actor=actor.actor[:200],
                     provenance=p.provenance,
                     operation=p.operation,
@@ -273,7 +273,7 @@ def _write_batch(
         )
         Alias.objects.bulk_create(
             [
-                Alias(source=src, page=p.page, alias=a, kind=_alias_kind(a))
+                Alias(source=src, page=p.stored, alias=a, kind=_alias_kind(a))
                 for p in changed
                 for a in _aliases_from(p.title, p.frontmatter)
             ],
@@ -283,28 +283,28 @@ def _write_batch(
         _add_timeline(plans=plans)
         waiting = _rebuild_chunks_many(
             [
-                p.page
+                p.stored
                 for p in changed
-                if p.content_changed or p.page.indexed_hash != p.content_hash
+                if p.content_changed or p.stored.indexed_hash != p.content_hash
             ]
         )
-        current_ids = [p.page.pk for p in changed if waiting.get(p.page.pk, 0) == 0]
+        current_ids = [p.stored.pk for p in changed if waiting.get(p.stored.pk, 0) == 0]
         if current_ids:
             # Nothing to embed (provider none, or every vector was reused).
             Page.objects.filter(pk__in=current_ids).update(
                 indexed_hash=F("content_hash")
             )
         for p in changed:
-            if p.page.pk in current_ids:
-                p.page.indexed_hash = p.content_hash
+            if p.stored.pk in current_ids:
+                p.stored.indexed_hash = p.content_hash
 
     results: list[Any] = [refused.get(i) for i in range(len(items))]
     for p in plans:
         results[p.index] = WriteResult(
-            page=p.page,
-            created=p.page.pk in created,
+            page=p.stored,
+            created=p.stored.pk in created,
             changed=p.changed,
-            index_current=p.changed and p.page.indexed_hash == p.content_hash,
+            index_current=p.changed and p.stored.indexed_hash == p.content_hash,
             raw_records=[raw_records[r.external_id[:512]] for r in p.raws],
             operation=p.operation,
         )
@@ -439,7 +439,7 @@ def _add_relations(*, src: Source, plans: list[_Plan], actor: Caller) -> None:
         [
             Relation(
                 source=src,
-                from_page=p.page,
+                from_page=p.stored,
                 to_page_id=targets[rel.to_slug],
                 relation_type=relation_type,
                 context=rel.context[:200],
@@ -457,7 +457,7 @@ def _add_timeline(*, plans: list[_Plan]) -> None:
     """Insert the plans' timeline entries; the dedup constraint drops repeats."""
     rows = [
         TimelineEntry(
-            page=p.page,
+            page=p.stored,
             date=e.date,
             summary=e.summary.strip(),
             summary_hash=sha256_hex(e.summary.strip()),

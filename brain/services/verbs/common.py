@@ -105,7 +105,9 @@ def fact_wire(fact: Fact) -> dict[str, Any]:
     ``fact``, ``kind``, ``entity_slug``, ``provenance``, ``valid_until``,
     ``visibility``, ``confidence``, ``created_at`` (SPEC §4 recall)."""
     entity_slug = (
-        fact.entity.slug if fact.entity_id else (fact.evidence or {}).get("entity_ref")
+        fact.entity.slug
+        if fact.entity is not None
+        else (fact.evidence or {}).get("entity_ref")
     )
     return {
         "id": fact.pk,
@@ -177,7 +179,7 @@ def _facts_for_query(
     the query names exactly (alias or title)."""
     config = settings.BRAIN_FTS_LANGUAGE
     base = fact_list_active(scope=scope, since=since)
-    matched = list(
+    matched: list[Fact] = list(
         base.annotate(_tsv=SearchVector("text", config=config))
         .filter(_tsv=SearchQuery(query, config=config, search_type="websearch"))
         .order_by("-created_at")[:FACT_FETCH_CAP]

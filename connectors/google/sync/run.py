@@ -62,16 +62,16 @@ def google_sync(
         .select_related("social_auth")
         .first()
     )
-    if account is None and http is None:
-        raise InvalidParams(
-            f"Source {source.id!r} has no connected Google account.",
-            suggestion="Connect it: sign in at /login/google-oauth2/ with the mailbox account.",
-            detail={"source": source.id},
-        )
+    if http is None:
+        if account is None:
+            raise InvalidParams(
+                f"Source {source.id!r} has no connected Google account.",
+                suggestion="Connect it: sign in at /login/google-oauth2/ with the mailbox account.",
+                detail={"source": source.id},
+            )
+        http = authorized_http(account)
     email = account.email if account else (source.owner_addresses or [""])[0]
-    client = GoogleClient(
-        http=http if http is not None else authorized_http(account), sleep=sleep
-    )  # type: ignore[arg-type]
+    client = GoogleClient(http=http, sleep=sleep)
     report = SyncReport(source_id=source.id, kind="google")
     granted = (
         set(account.granted_scopes)
