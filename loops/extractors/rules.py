@@ -603,7 +603,10 @@ def rule_extract(
         else None
     )
     found: list[RuleCandidate] = []
-    for p, probability in zip(pending, scores or [None] * len(pending), strict=True):
+    probabilities: list[float | None] = (
+        list(scores) if scores else [None] * len(pending)
+    )
+    for p, probability in zip(pending, probabilities, strict=True):
         if (
             probability is not None
             and not p.accepted_request

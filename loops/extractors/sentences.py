@@ -20,7 +20,7 @@ _SHORT_LINE = 40
 
 
 @lru_cache(maxsize=1)
-def _segmenter():  # type: ignore[no-untyped-def]
+def _segmenter():
     import pysbd
 
     return pysbd.Segmenter(language="en", clean=False)

@@ -113,7 +113,7 @@ def training_rows() -> tuple[list[str], list[int], list[float], list[bool]]:
     return texts, labels, weights, target
 
 
-def veto_threshold(probabilities, labels, min_recall: float = MIN_RECALL) -> float:  # type: ignore[no-untyped-def]
+def veto_threshold(probabilities, labels, min_recall: float = MIN_RECALL) -> float:
     """The highest probability cut that keeps at least ``min_recall`` of the real
     promises: the classifier vetoes only what it is sure is no promise (the rules
     already shape the candidates; precision comes from both)."""
