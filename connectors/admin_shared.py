@@ -342,7 +342,9 @@ class MemberAwareSourceAdmin(SourceAdmin):
         qs = super().get_queryset(request)
         if request.user.is_superuser:
             return qs
-        hidden = SharedMailbox.objects.exclude(members=request.user).values("source_id")
+        hidden = SharedMailbox.objects.exclude(members=request.user.pk).values(
+            "source_id"
+        )
         return qs.exclude(pk__in=hidden)
 
 

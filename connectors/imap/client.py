@@ -138,7 +138,7 @@ def _guard(imap: imaplib.IMAP4) -> None:
             )
         return command(name, *args)
 
-    imap._command = types.MethodType(guarded, imap)  # type: ignore[method-assign]
+    imap._command = types.MethodType(guarded, imap)  # type: ignore[attr-defined]  # imaplib keeps _command private
 
 
 class ImapReader:
