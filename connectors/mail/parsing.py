@@ -10,8 +10,8 @@ structure because the header registry of ``policy.default`` costs ~2.5 ms a mess
 Parsing never raises on malformed mail: broken charsets are decoded with
 replacement, NUL characters are removed from every derived string (PostgreSQL text
 cannot hold them; the raw bytes keep them), a date that cannot be read or lies
-outside 1970-01-01 .. now + 1 day becomes ``None`` (never shifted: a year written
-``0001`` is not read as 2001), MIME nested deeper than the stdlib parser's recursion
+outside 1970-01-01 .. now + 1 day is kept as written and flagged (never shifted: a
+year written ``0001``, which the stdlib reads as 2001, becomes ``None``), MIME nested deeper than the stdlib parser's recursion
 allows is read for its headers only, and every such repair is listed in
 ``ParsedMail.defects``. Only input that is not mail at all raises ``MailParseError``.
 """
@@ -281,21 +281,24 @@ def parse_references(value: Any) -> list[str]:
 
 def parse_date(value: Any) -> datetime | None:
     """RFC 5322 date → aware UTC datetime; naive dates are taken as UTC; None when
-    missing, unparseable or out of range (``date_problem`` says why)."""
+    missing, unparseable or misread (``date_problem`` says why). A date outside
+    1970 .. now + 1 day is returned as written and flagged."""
     return _parse_date(value)[0]
 
 
 # SPEC §6 "Every importer": dates outside 1970 .. now + 1 day are flagged, never
-# shifted, and never become the reference time.
+# shifted; the loops' reference time leaves out dates after the wall clock.
 EARLIEST_DATE = datetime(1970, 1, 1, tzinfo=UTC)
 FUTURE_SLACK = timedelta(days=1)
 _YEAR = re.compile(r"(?<![\d:])(\d{4})(?![\d:])")
 
 
 def date_problem(value: Any) -> str:
-    """Why the Date header ``value`` gives no date: '' (fine or absent),
-    ``unparseable``, or ``out_of_range`` (before 1970, after now + 1 day, or a
-    four-digit year the stdlib would read as another one: ``0001`` → 2001)."""
+    """What is wrong with the Date header ``value``: '' (fine or absent),
+    ``unparseable``, ``misread_year`` (a four-digit year the stdlib reads as
+    another one, ``0001`` → 2001: no date is better than a shifted one; the raw
+    bytes keep it) or ``out_of_range`` (before 1970 or after now + 1 day: the
+    date is kept as written and flagged)."""
     return _parse_date(value)[1]
 
 
@@ -312,7 +315,7 @@ def _parse_date(value: Any) -> tuple[datetime | None, str]:
     years = _YEAR.findall(text)
     if years and int(years[0]) != parsed.year:
         # parsedate maps years < 100 to 19xx/20xx, also when written with 4 digits.
-        return None, "out_of_range"
+        return None, "misread_year"
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
     try:
@@ -320,7 +323,7 @@ def _parse_date(value: Any) -> tuple[datetime | None, str]:
     except (OverflowError, ValueError):
         return None, "out_of_range"
     if parsed < EARLIEST_DATE or parsed > datetime.now(UTC) + FUTURE_SLACK:
-        return None, "out_of_range"
+        return parsed, "out_of_range"
     return parsed, ""
 
 
