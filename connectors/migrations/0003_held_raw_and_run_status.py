@@ -11,7 +11,7 @@ def partial_to_with_holds(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("brain", "0007_rawrecord_data"),
+        ("brain", "0008_rawrecord_data"),
         ("connectors", "0002_shared_mailbox"),
     ]
 
