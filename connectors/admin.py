@@ -6,11 +6,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
+from django.db.models.functions import Length
 
 from brain.admin import SourceAdmin
 from brain.exceptions import BrainError
 from connectors.base import ConnectorError
-from connectors.dispatch import source_sync
+from connectors.dispatch import held_items_retry, source_sync
 from connectors.models import GoogleAccount, HeldItem, ImportedItem, SyncRun
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ def sync_now(
             )
             continue
         counts = (
-            ", ".join(f"{v} {k}" for k, v in sorted(report.counts.items()))
+            ", ".join(f"{v} {k}" for k, v in sorted(report.counts.items()) if v)
             or "nothing new"
         )
         level = messages.WARNING if report.held or report.warnings else messages.SUCCESS
@@ -75,34 +76,101 @@ class ImportedItemAdmin(_ReadOnly):
     readonly_fields = ("external_id", "content_hash", "imported_at")
 
 
+@admin.action(description="Retry: re-import the held raw bytes")
+def retry_held(
+    modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[HeldItem]
+) -> None:
+    """Re-import the selected held items from their kept bytes (SPEC §6 "Every
+    importer"): stored or duplicate → released; still failing → held again."""
+    try:
+        counts = held_items_retry(
+            held_ids=list(queryset.values_list("pk", flat=True)),
+            actor=f"admin:{request.user}",
+        )
+    except (BrainError, ConnectorError) as exc:
+        modeladmin.message_user(request, f"Retry failed: {exc}", level=messages.ERROR)
+        return
+    level = messages.SUCCESS if not counts["still_held"] else messages.WARNING
+    modeladmin.message_user(
+        request,
+        f"Retried {counts['retried']}: {counts['released']} stored and released, "
+        f"{counts['still_held']} still held (see their reason), "
+        f"{counts['no_bytes']} without bytes to retry.",
+        level=level,
+    )
+
+
 @admin.register(HeldItem)
 class HeldItemAdmin(admin.ModelAdmin):
+    """Held items: what an importer could not store, with the typed reason, where
+    it was read and its raw bytes; "retry" re-imports them."""
+
     list_display = (
-        "external_id",
+        "location_or_id",
         "source",
         "kind",
-        "error_code",
+        "reason",
+        "message_short",
+        "size",
         "attempts",
         "last_failed_at",
         "released_at",
     )
-    list_filter = ("kind", "error_code", "source")
-    search_fields = ("external_id", "message")
+    list_filter = (
+        ("released_at", admin.EmptyFieldListFilter),
+        "error_code",
+        "kind",
+        "source",
+    )
+    search_fields = ("external_id", "message", "location")
     list_select_related = ("source",)
+    actions = (retry_held,)
     readonly_fields = (
         "source",
         "external_id",
         "kind",
         "error_code",
         "message",
+        "location",
+        "folder",
+        "size",
+        "preview",
         "attempts",
         "first_failed_at",
         "last_failed_at",
         "released_at",
     )
+    exclude = ("raw",)
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[HeldItem]:
+        # The list never loads the bytes (the preview on the change page does).
+        return (
+            super().get_queryset(request).defer("raw").annotate(raw_size=Length("raw"))
+        )
+
+    @admin.display(description="item", ordering="location")
+    def location_or_id(self, obj: HeldItem) -> str:
+        return obj.location or obj.external_id
+
+    @admin.display(description="reason", ordering="error_code")
+    def reason(self, obj: HeldItem) -> str:
+        labels = dict(HeldItem.Reason.choices)
+        return labels.get(obj.error_code, obj.error_code)
+
+    @admin.display(description="message")
+    def message_short(self, obj: HeldItem) -> str:
+        return obj.message[:120]
+
+    @admin.display(description="bytes")
+    def size(self, obj: HeldItem) -> int:
+        return int(getattr(obj, "raw_size", 0) or 0)
+
+    @admin.display(description="raw bytes (first 2,000, as text)")
+    def preview(self, obj: HeldItem) -> str:
+        return bytes(obj.raw or b"")[:2000].decode("utf-8", errors="replace")
 
 
 @admin.register(SyncRun)

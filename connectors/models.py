@@ -80,8 +80,31 @@ class ImportedItem(models.Model):
 
 
 class HeldItem(models.Model):
-    """An item that failed permanently: held and reported, the rest of the sync
-    continues (SPEC §6). Released (``released_at``) when a later sync stores it."""
+    """An item an importer could not store: held with a typed reason and its raw
+    bytes, reported, and the rest of the import continues (SPEC §6 "Every
+    importer"). ``raw`` is exactly what was read (b'' when there was nothing to
+    read: a FIFO, a link outside the root). Released (``released_at``) when a later
+    run or the admin's "retry" stores it."""
+
+    class Reason(models.TextChoices):
+        # Mail (mailbox files, IMAP, Gmail)
+        NOT_MAIL = "not_mail", "Not a mail message"
+        EMPTY = "empty", "Empty file"
+        PARSE_ERROR = "parse_error", "The parser failed on it"
+        STORAGE_REFUSED = "storage_refused", "The write was refused"
+        STORAGE_ERROR = "storage_error", "The database rejected it"
+        MAILDIR_TMP = "maildir_tmp", "Unfinished maildir delivery (tmp/)"
+        # Folder walk
+        SYMLINK_OUTSIDE_ROOT = "symlink_outside_root", "Link outside the import folder"
+        SYMLINK_LOOP = "symlink_loop", "Link loop or folder read twice"
+        NOT_REGULAR_FILE = "not_regular_file", "FIFO, socket or device"
+        UNREADABLE = "unreadable", "Unreadable file"
+        # Markdown
+        INVALID_FRONTMATTER = "invalid_frontmatter", "Invalid frontmatter value"
+        SLUG_COLLISION = "slug_collision", "Two files map to one slug"
+        # Google and anything else a connector reports
+        API_ERROR = "api_error", "The API refused the item"
+        OTHER = "other", "Other permanent error"
 
     source = models.ForeignKey(
         Source, on_delete=models.CASCADE, related_name="held_items"
@@ -90,6 +113,13 @@ class HeldItem(models.Model):
     kind = models.CharField(max_length=32)
     error_code = models.CharField(max_length=64)
     message = models.TextField(blank=True)
+    location = models.CharField(
+        max_length=1000, blank=True, help_text="Where the item was read (file, line)."
+    )
+    folder = models.CharField(max_length=300, blank=True)
+    raw = models.BinaryField(
+        null=True, blank=True, help_text="The item's bytes exactly as read."
+    )
     attempts = models.PositiveIntegerField(default=1)
     first_failed_at = models.DateTimeField(default=timezone.now, editable=False)
     last_failed_at = models.DateTimeField(default=timezone.now)
@@ -102,6 +132,9 @@ class HeldItem(models.Model):
                 name="%(app_label)s_%(class)s_unique_item",
             ),
         ]
+        indexes = [
+            models.Index(fields=["source", "released_at"], name="connectors_held_open"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.source_id}:{self.kind}:{self.external_id}"
@@ -113,7 +146,7 @@ class SyncRun(models.Model):
     class Status(models.TextChoices):
         RUNNING = "running", "Running"
         SUCCEEDED = "succeeded", "Succeeded"
-        PARTIAL = "partial", "Partial (items held)"
+        SUCCEEDED_WITH_HOLDS = "succeeded_with_holds", "Succeeded, items held"
         FAILED = "failed", "Failed"
 
     source = models.ForeignKey(
@@ -122,7 +155,7 @@ class SyncRun(models.Model):
     kind = models.CharField(max_length=32, editable=False)
     actor = models.CharField(max_length=200, editable=False)
     status = models.CharField(
-        max_length=16, choices=Status.choices, default=Status.RUNNING, editable=False
+        max_length=24, choices=Status.choices, default=Status.RUNNING, editable=False
     )
     started_at = models.DateTimeField(
         default=timezone.now, editable=False, db_index=True

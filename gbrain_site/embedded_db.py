@@ -70,7 +70,14 @@ def database_settings(base_dir: Path) -> dict[str, Any]:
     prune_stale_handles(pgdata)
     _exit_on_sigterm()
     try:
-        server = pgserver.get_server(pgdata, cleanup_mode=None if keep else "stop")
+        try:
+            server = pgserver.get_server(pgdata, cleanup_mode=None if keep else "stop")
+        except AssertionError:
+            # pgserver asserts on a postmaster.pid cut short (a crash on a full
+            # disk); a stale one is removed and the start tried once more.
+            if not clear_stale_pid(pgdata):
+                raise
+            server = pgserver.get_server(pgdata, cleanup_mode=None if keep else "stop")
     except Exception as exc:  # noqa: BLE001 - re-raised with the log for people
         log = pgdata / "log"
         tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
@@ -96,6 +103,34 @@ def database_settings(base_dir: Path) -> dict[str, Any]:
         "TEST": {"NAME": f"test_{DATABASE_NAME}"},
     }
     return dict(_settings_cache)
+
+
+def clear_stale_pid(pgdata: Path) -> bool:
+    """Remove ``pgdata/postmaster.pid`` when it is malformed (fewer lines than a
+    running server writes, e.g. cut short by a full disk) and its PID is not a
+    live process. Returns True when a file was removed."""
+    pid_file = pgdata / "postmaster.pid"
+    try:
+        lines = pid_file.read_text(errors="replace").splitlines()
+    except OSError:
+        return False
+    if len(lines) >= 8:
+        return False  # well-formed: pgserver reads it itself
+    try:
+        pid = int(lines[0].strip()) if lines else 0
+    except ValueError:
+        pid = 0
+    if pid > 0:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            return False  # alive, someone else's
+        else:
+            return False  # alive
+    pid_file.unlink(missing_ok=True)
+    return True
 
 
 def _ensure_database(server: Any) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from connectors.services import sync_runs_reap
 from jobs import runner, services
 
 
@@ -27,7 +28,9 @@ def enqueue_kind(kind: str, **params: Any) -> str:
 
 
 def reap_and_dispatch() -> str:
-    """Every minute: re-queue stalled jobs, then send tasks for due queued jobs."""
+    """Every minute: re-queue stalled jobs, close sync runs of killed imports
+    (SPEC §6), then send tasks for due queued jobs."""
     reaped = services.job_reap_stalled()
+    runs = sync_runs_reap()
     sent = services.job_dispatch_due()
-    return f"reaped {len(reaped)}, dispatched {len(sent)}"
+    return f"reaped {len(reaped)}, closed {runs} dead sync runs, dispatched {len(sent)}"

@@ -18,8 +18,42 @@ def test_health_answers_without_a_key() -> None:
         "status": "degraded",
         "database": "postgresql",
         "failing": ["worker", "schedules"],
+        "imports": {
+            "status": "ok",
+            "sources_failed": 0,
+            "sources_with_holds": 0,
+            "running": 0,
+            "held": 0,
+        },
         "protocol_version": 1,
     }
+
+
+def test_health_shows_held_items_and_failed_imports(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """SPEC §6 "Every importer": a run with holds and a failed import are visible
+    in /api/health (regression: a crashed markdown import left health "ok")."""
+    from connectors.mailbox.sync import mailbox_import
+    from connectors.models import SyncRun
+
+    (tmp_path / "notes.txt").write_bytes(b"shopping: pears\n")
+    (tmp_path / "1.eml").write_bytes(
+        b"From: ada@example.org\nSubject: Hi\nMessage-ID: <hi@example.org>\n\nHi\n"
+    )
+    mailbox_import(source_id="box", path=tmp_path, owners=[])
+    imports = Client().get("/api/health").json()["imports"]
+    assert imports == {
+        "status": "held",
+        "sources_failed": 0,
+        "sources_with_holds": 1,
+        "running": 0,
+        "held": 1,
+    }
+    SyncRun.objects.create(
+        source_id="box", kind="import_mail", actor="cli", status="failed"
+    )
+    body = Client().get("/api/health").json()
+    assert body["status"] == "degraded" and "imports" in body["failing"]
+    assert body["imports"]["sources_failed"] == 1
 
 
 def test_openapi_schema_is_served() -> None:

@@ -33,7 +33,15 @@ class RawRecord(models.Model):
     )
     external_id = models.CharField(max_length=512)
     kind = models.CharField(max_length=24, choices=Kind.choices)
-    content = models.TextField(blank=True, help_text="The original bytes as text.")
+    content = models.TextField(
+        blank=True, help_text="The original as text (derived: NULs removed)."
+    )
+    data = models.BinaryField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="The original bytes exactly (RFC 822 messages, markdown files).",
+    )
     payload = models.JSONField(null=True, blank=True, help_text="The original JSON.")
     metadata = models.JSONField(default=dict, blank=True)
     content_hash = models.CharField(max_length=64)

@@ -8,7 +8,11 @@ structure because the header registry of ``policy.default`` costs ~2.5 ms a mess
 (ingestion must reach 300 messages/s, SPEC §11); headers are decoded explicitly.
 
 Parsing never raises on malformed mail: broken charsets are decoded with
-replacement, a bad date becomes ``None``, and every defect is listed in
+replacement, NUL characters are removed from every derived string (PostgreSQL text
+cannot hold them; the raw bytes keep them), a date that cannot be read or lies
+outside 1970-01-01 .. now + 1 day is kept as written and flagged (never shifted: a
+year written ``0001``, which the stdlib reads as 2001, becomes ``None``), MIME nested deeper than the stdlib parser's recursion
+allows is read for its headers only, and every such repair is listed in
 ``ParsedMail.defects``. Only input that is not mail at all raises ``MailParseError``.
 """
 
@@ -16,13 +20,14 @@ from __future__ import annotations
 
 import base64
 import email
+import email.parser
 import email.policy
 import functools
 import hashlib
 import json
 import re
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from email.header import Header, decode_header, make_header
 from email.message import Message
 from email.utils import getaddresses, parsedate_to_datetime
@@ -101,6 +106,11 @@ class ParsedMail:
     full_text: str
     fingerprint: str
     raw: str = ""
+    # sha256 of the bytes exactly as read; the bytes themselves are attached by
+    # the importer (``raw_bytes``), not carried through the parse pool.
+    raw_hash: str = ""
+    raw_bytes: bytes | None = None
+    location: str = ""
     has_quote: bool = False
     list_unsubscribe: bool = False
     auto_submitted: str | None = None
@@ -212,11 +222,23 @@ def decode_header_value(value: Any) -> str:
                 decode_bytes(chunk, charset)[0] if isinstance(chunk, bytes) else chunk
             )
         text = "".join(parts)
-    if any(0xDC80 <= ord(ch) <= 0xDCFF for ch in text):
+    if any(0xD800 <= ord(ch) <= 0xDFFF for ch in text):
         # compat32 carries undecodable header bytes as surrogates.
         raw = text.encode("utf-8", errors="surrogateescape")
         text = decode_bytes(raw, None)[0]
-    return _WS.sub(" ", text).strip()
+        text = text.encode("utf-8", errors="replace").decode("utf-8")
+    return _WS.sub(" ", clean_text(text)).strip()
+
+
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def clean_text(text: str) -> str:
+    """``text`` without the characters PostgreSQL text refuses (NUL, lone
+    surrogates): derived text only, the raw bytes keep them."""
+    if "\x00" not in text and not _UNSTORABLE.search(text):
+        return text
+    return _UNSTORABLE.sub("", text)
 
 
 def parse_addresses(values: list[Any]) -> list[Address]:
@@ -235,7 +257,7 @@ def parse_addresses(values: list[Any]) -> list[Address]:
     found: list[Address] = []
     seen: set[str] = set()
     for name, addr in getaddresses(raw):
-        addr = addr.strip().strip("<>").lower()
+        addr = clean_text(addr.strip().strip("<>").lower())
         if "@" not in addr or addr in seen:
             continue
         seen.add(addr)
@@ -260,21 +282,50 @@ def parse_references(value: Any) -> list[str]:
 
 def parse_date(value: Any) -> datetime | None:
     """RFC 5322 date → aware UTC datetime; naive dates are taken as UTC; None when
-    missing or unparseable."""
+    missing, unparseable or misread (``date_problem`` says why). A date outside
+    1970 .. now + 1 day is returned as written and flagged."""
+    return _parse_date(value)[0]
+
+
+# SPEC §6 "Every importer": dates outside 1970 .. now + 1 day are flagged, never
+# shifted; the loops' reference time leaves out dates after the wall clock.
+EARLIEST_DATE = datetime(1970, 1, 1, tzinfo=UTC)
+FUTURE_SLACK = timedelta(days=1)
+_YEAR = re.compile(r"(?<![\d:])(\d{4})(?![\d:])")
+
+
+def date_problem(value: Any) -> str:
+    """What is wrong with the Date header ``value``: '' (fine or absent),
+    ``unparseable``, ``misread_year`` (a four-digit year the stdlib reads as
+    another one, ``0001`` → 2001: no date is better than a shifted one; the raw
+    bytes keep it) or ``out_of_range`` (before 1970 or after now + 1 day: the
+    date is kept as written and flagged)."""
+    return _parse_date(value)[1]
+
+
+def _parse_date(value: Any) -> tuple[datetime | None, str]:
     if not value:
-        return None
+        return None, ""
+    text = str(value)
     try:
-        parsed = parsedate_to_datetime(str(value))
+        parsed = parsedate_to_datetime(text)
     except (TypeError, ValueError, IndexError, OverflowError):
-        return None
+        return None, "unparseable"
     if parsed is None:
-        return None
+        return None, "unparseable"
+    years = _YEAR.findall(text)
+    if years and int(years[0]) != parsed.year:
+        # parsedate maps years < 100 to 19xx/20xx, also when written with 4 digits.
+        return None, "misread_year"
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
     try:
-        return parsed.astimezone(UTC)
+        parsed = parsed.astimezone(UTC)
     except (OverflowError, ValueError):
-        return None
+        return None, "out_of_range"
+    if parsed < EARLIEST_DATE or parsed > datetime.now(UTC) + FUTURE_SLACK:
+        return parsed, "out_of_range"
+    return parsed, ""
 
 
 def html_to_text(html: str) -> str:
@@ -436,10 +487,22 @@ def _extract(parts: Iterator[_Part]) -> _Body:
     return out
 
 
-def _rfc822_parts(msg: Message) -> Iterator[_Part]:
-    for part in msg.walk():
+def _walk(msg: Message) -> Iterator[Message]:
+    """``Message.walk`` without recursion (a deeply nested multipart would raise
+    ``RecursionError``): the leaf parts, depth first, in order."""
+    stack = [msg]
+    while stack:
+        part = stack.pop()
         if part.is_multipart():
+            children = part.get_payload()
+            if isinstance(children, list):
+                stack.extend(reversed(children))
             continue
+        yield part
+
+
+def _rfc822_parts(msg: Message) -> Iterator[_Part]:
+    for part in _walk(msg):
         raw_payload = part.get_payload()
         method = part.get_param("method")
         yield _Part(
@@ -516,19 +579,21 @@ def _finish(
     from_ = from_list[0] if from_list else None
     if from_ and not from_.name:
         from_.name = exchange_display_name(decode_header_value(one("x-from")))
-    date = parse_date(one("date"))
-    if one("date") and date is None:
+    date, problem = _parse_date(one("date"))
+    if problem == "unparseable":
         defects.append("date: unparseable")
-    message_id = normalize_message_id(one("message-id"))
-    in_reply = parse_references(one("in-reply-to"))
-    refs = parse_references(" ".join(str(v) for v in headers("references")))
+    elif problem:
+        defects.append(f"date: {problem}: {clean_text(str(one('date')))[:80]}")
+    message_id = clean_text(normalize_message_id(one("message-id")))
+    in_reply = parse_references(clean_text(str(one("in-reply-to") or "")))
+    refs = parse_references(clean_text(" ".join(str(v) for v in headers("references"))))
     if body.plain is not None and body.plain.strip():
         text = body.plain
     elif body.html is not None:
         text = html_to_text(body.html)
     else:
         text = body.plain or ""
-    text = text.replace("\r\n", "\n").replace("\x00", "")
+    text = clean_text(text.replace("\r\n", "\n"))
     reply, has_quote = split_reply(text)
     auto = one("auto-submitted")
     key = f"<{message_id}>" if message_id else f"sha256:{raw_hash}"
@@ -551,7 +616,8 @@ def _finish(
         has_quote=has_quote,
         full_text=text,
         fingerprint=fingerprint(from_.addr if from_ else "", date, subject, text),
-        raw=raw,
+        raw=clean_text(raw),
+        raw_hash=raw_hash,
         list_unsubscribe=bool(one("list-unsubscribe")),
         auto_submitted=str(auto).strip().lower() if auto else None,
         calendar_method=body.calendar_method,
@@ -576,7 +642,15 @@ def parse_rfc822(data: bytes, *, folder: str = "") -> ParsedMail:
     if nul_removed:
         # PostgreSQL text cannot hold NUL; an 8-bit UTF-16 part is the usual cause.
         data = data.replace(b"\x00", b"")
-    msg = email.message_from_bytes(data, policy=email.policy.compat32)
+    too_deep = False
+    try:
+        msg = email.message_from_bytes(data, policy=email.policy.compat32)
+    except RecursionError:
+        # MIME nested deeper than the stdlib parser recurses: headers only.
+        msg = email.parser.BytesParser(policy=email.policy.compat32).parsebytes(
+            data, headersonly=True
+        )
+        too_deep = True
     if not msg.keys():
         raise MailParseError("No mail headers found.", detail={"folder": folder})
     if not any(msg.get(name) for name in _CORE_HEADERS):
@@ -589,10 +663,15 @@ def parse_rfc822(data: bytes, *, folder: str = "") -> ParsedMail:
     defects = [type(d).__name__ for d in msg.defects]
     if nul_removed:
         defects.append("NUL bytes removed")
+    if too_deep:
+        defects.append("MIME nesting too deep: body parts not read")
+        body = _Body()
+    else:
+        body = _extract(_rfc822_parts(msg))
     raw = data.decode("utf-8", errors="replace")
     return _finish(
         headers=lambda name: msg.get_all(name) or [],
-        body=_extract(_rfc822_parts(msg)),
+        body=body,
         raw=raw,
         raw_hash=hashlib.sha256(data).hexdigest(),
         folder=folder,

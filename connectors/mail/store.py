@@ -19,7 +19,13 @@ from brain.access import local_caller
 from brain.bulk import bulk_insert_objects
 from brain.exceptions import BrainError
 from brain.models import Alias, Page, RawRecord, Source
-from brain.services.pages import PageInput, RawInput, WriteResult, pages_write
+from brain.services.pages import (
+    PageInput,
+    RawInput,
+    WriteResult,
+    pages_write,
+    raws_store,
+)
 from connectors.mail.render import (
     correspondents,
     is_noise_thread,
@@ -123,6 +129,7 @@ def _raw_input(parsed: ParsedMail, message: MailMessage, *, kind: str) -> RawInp
         content=parsed.raw,
         payload=None,
         metadata=metadata,
+        data=parsed.raw_bytes,
     )
 
 
@@ -140,15 +147,18 @@ def threads_store(
     ``pages_write`` call), the raw records of their new messages and the ledger
     rows, with a constant number of statements per batch (SPEC §11 ingest rate).
 
-    Threads whose every message is from a noise sender are not rendered; their
-    messages are ledgered as skipped. Returns, per thread id, the page, ``None``
-    (noise) or the ``BrainError`` that refused the thread's page; nothing of a
-    refused thread is stored (no raw record, no ledger row), so a re-run retries it.
+    Threads whose every message is from a noise sender are not rendered: their
+    messages are stored as raw records without a page and ledgered with the
+    reason ``noise-only thread`` (counted ``noise``). Returns, per thread id, the
+    page, ``None`` (noise) or the ``BrainError`` that refused the thread's page;
+    nothing of a refused thread is stored (no raw record, no ledger row): the
+    caller holds its messages.
     """
     outcome: dict[str, Page | BrainError | None] = {}
     rows: list[ImportedItem] = []
     writing: list[ThreadWork] = []
     items: list[PageInput] = []
+    noise: list[ThreadWork] = []
     with transaction.atomic():
         pages = threads_pages(
             source_id=source.id, thread_ids=[w.thread_id for w in works]
@@ -156,13 +166,9 @@ def threads_store(
         for work in works:
             new_count = len(work.new_keys & set(work.parsed))
             if is_noise_thread(work.messages):
-                rows += _ledger_rows(
-                    source=source,
-                    work=work,
-                    page=None,
-                    outcome=ImportedItem.Outcome.SKIPPED,
-                )
+                noise.append(work)
                 report.skipped[NOISE_REASON] += new_count
+                report.counts["noise"] += new_count
                 outcome[work.thread_id] = None
                 continue
             rendered = render_thread(
@@ -193,6 +199,23 @@ def threads_store(
                 )
             )
             writing.append(work)
+        noise_raws = raws_store(
+            source=source,
+            raws=[
+                _raw_input(work.parsed[k], m, kind=kind)
+                for work in noise
+                for k, m in work.entries
+                if k in work.new_keys and k in work.parsed
+            ],
+        )
+        for work in noise:
+            rows += _ledger_rows(
+                source=source,
+                work=work,
+                page=None,
+                outcome=ImportedItem.Outcome.SKIPPED,
+                raw_ids={key: r.pk for key, r in noise_raws.items()},
+            )
         results = pages_write(
             source=source,
             actor=local_caller(actor=actor),

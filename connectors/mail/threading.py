@@ -25,7 +25,7 @@ from loops.definitions import is_noise_sender
 from loops.message import SENT, SPAM, TRASH
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
     from connectors.mail.parsing import ParsedMail
 
@@ -72,10 +72,17 @@ class _UnionFind:
 
 def dedupe(
     messages: Iterable[ParsedMail],
+    *,
+    rekey: Callable[[ParsedMail], None] | None = None,
 ) -> tuple[list[ParsedMail], list[tuple[ParsedMail, ParsedMail]]]:
-    """Drop copies of one message: same Message-ID, else same fingerprint (From,
-    Date, subject, body). The first copy (input order) is kept and gains the other
-    copies' labels, so a copy in a sent folder makes the message mine.
+    """Drop copies of one message: same Message-ID and same fingerprint, or same
+    fingerprint (From, Date, subject, body) under another Message-ID. The first
+    copy (input order) is kept and gains the other copies' labels, so a copy in a
+    sent folder makes the message mine.
+
+    A message whose Message-ID is taken by different content is not a copy: with
+    ``rekey`` given it is re-keyed (``rekey(msg)`` sets a new ``msg.key``) and
+    kept (SPEC §6.2: both are kept); without, it counts as a copy (legacy callers).
 
     Returns (unique messages, [(duplicate, kept)]).
     """
@@ -84,7 +91,14 @@ def dedupe(
     by_fp: dict[str, ParsedMail] = {}
     duplicates: list[tuple[ParsedMail, ParsedMail]] = []
     for msg in messages:
-        original = by_key.get(msg.key) or by_fp.get(msg.fingerprint)
+        original = by_fp.get(msg.fingerprint)
+        same_key = by_key.get(msg.key)
+        if original is None and same_key is not None:
+            if rekey is None:
+                original = same_key
+            else:
+                rekey(msg)
+                original = by_key.get(msg.key)
         if original is not None:
             for label in msg.labels:
                 if label not in original.labels:

@@ -8,6 +8,13 @@ holding one ``pages_write`` for its thread pages (``threads_store``), one for th
 new person pages (``people_store``) and ``loops.pipeline.process_threads`` on its
 threads. A run killed halfway leaves complete threads only; the next run writes the
 others.
+
+Every item read is stored, a duplicate or held (SPEC §6 "Every importer", the rule
+in ``connectors.mail.intake``): the report's ``items`` equals ``stored +
+duplicates + held``. A batch the database refuses is retried thread by thread and
+only the failing threads' messages are held; one bad message never aborts the
+import. ``mail_entries_import`` runs the same pipeline on entries read elsewhere
+(IMAP, the admin's "retry" of held items).
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from django.db import InterfaceError, OperationalError
 from django.utils import timezone
 
 from brain.exceptions import BrainError
@@ -30,11 +38,18 @@ from brain.services.sources import source_ensure
 from connectors.base import (
     ChangeBatch,
     Connector,
-    ConnectorError,
     ProgressFn,
     SyncReport,
 )
-from connectors.mail.parsing import ParsedMail, parse_rfc822
+from connectors.mail.intake import (
+    TWIN_DEFECT,
+    Hold,
+    Tally,
+    classify,
+    hold_key,
+    parse_entry,
+)
+from connectors.mail.parsing import ParsedMail
 from connectors.mail.render import display_names
 from connectors.mail.store import (
     ThreadWork,
@@ -45,43 +60,31 @@ from connectors.mail.store import (
 )
 from connectors.mail.threading import (
     KnownMessage,
-    bulk_labels,
-    dedupe,
-    folder_labels,
     sent_folder_senders,
     thread_messages,
 )
-from connectors.mailbox.client import MailboxEntry, iter_mailbox
-from connectors.models import ImportedItem
-from connectors.services import sync_run_finish, sync_run_start
+from connectors.mailbox.client import MailboxEntry, MailboxReader
+from connectors.models import HeldItem, ImportedItem
+from connectors.services import (
+    HeldInput,
+    held_items_record,
+    held_items_release,
+    sync_run_finish,
+    sync_run_start,
+)
 from loops.definitions import is_mine
 from loops.message import MailMessage
 from loops.pipeline import process_threads
 from loops.selectors import newest_message_at
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterable, Iterator
 
 BATCH_THREADS = 200
 PARALLEL_PARSE_MIN = 400  # messages; below this a process pool costs more than it saves
 PARALLEL_PARSE_MAX_WORKERS = 4
 PARALLEL_PARSE_CHUNK = 50
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def parse_entry(entry: MailboxEntry) -> ParsedMail | str:
-    """Parse one mailbox entry and label it (folder labels, inferred bulk label;
-    SPEC §6.2). Returns the ``ParsedMail`` or, for a file that is not mail, the
-    skip reason."""
-    try:
-        msg = parse_rfc822(entry.data, folder=entry.folder)
-    except ConnectorError as exc:
-        return f"unparseable: {exc.message}"
-    msg.labels = sorted(
-        set(folder_labels(entry.folder))
-        | set(bulk_labels(raw=msg.raw, text=msg.full_text))
-    )
-    return msg
 
 
 def _exit_with_parent(parent: int) -> None:
@@ -97,7 +100,7 @@ def _exit_with_parent(parent: int) -> None:
     threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
-def parse_entries(entries: list[MailboxEntry]) -> Iterator[ParsedMail | str]:
+def parse_entries(entries: list[MailboxEntry]) -> Iterator[ParsedMail | Hold]:
     """``parse_entry`` over ``entries``, in order, on every core (SPEC §11 ingest
     rate: parsing is pure CPU work and needs no database).
 
@@ -137,6 +140,20 @@ class _Prepared:
     owners: set[str] = field(default_factory=set)
 
 
+class _ProgressStop(BaseException):
+    """Carries an exception raised by the progress callback past the per-thread
+    fallback (which must not hold threads because the import was stopped)."""
+
+    def __init__(self, original: Exception) -> None:
+        super().__init__(str(original))
+        self.original = original
+
+
+# Database errors that are about one item's data, not the connection: the batch is
+# retried thread by thread and the failing thread's messages are held.
+_TRANSIENT_DB_ERRORS = (OperationalError, InterfaceError)
+
+
 class MailboxConnector(Connector):
     """Reads a mailbox path and writes its threads (SPEC §6.2).
 
@@ -156,6 +173,7 @@ class MailboxConnector(Connector):
         embed: bool = False,
         progress: ProgressFn | None = None,
         batch_threads: int = BATCH_THREADS,
+        entries: Iterable[MailboxEntry] | None = None,
     ) -> None:
         self.source = source
         self.path = Path(path)
@@ -163,34 +181,53 @@ class MailboxConnector(Connector):
         self.embed = embed
         self.progress = progress
         self.batch_threads = batch_threads
+        self._given_entries = entries
         self.report = SyncReport(source_id=source.id, kind=self.kind)
         self.account = ", ".join(sorted(self.owners)) or str(self.path)
+        self.tally = Tally()
+        self.holds: list[Hold] = []
+        self.metadata_files: list[str] = []
+        self._stored_hashes: list[str] = []
+        self._held_keys: set[tuple[str, str]] = set()
 
     # --- fetch -------------------------------------------------------------------
 
     def entries(self) -> list[MailboxEntry]:
-        """The raw messages to import, in a stable order. Messages at the top of
-        the path belong to the folder the path names, so importing ``…/sent_items``
-        alone still marks them as sent (SPEC §6.2). The IMAP connector overrides
-        this with the messages it fetched (SPEC §6.1a)."""
+        """The items to import, in a stable order: the entries given (the admin's
+        retry of held items), else every entry under the path (``MailboxReader``;
+        mailbox-format metadata files are listed in ``metadata_files``). Messages at
+        the top of the path belong to the folder the path names, so importing
+        ``…/sent_items`` alone still marks them as sent (SPEC §6.2). The IMAP
+        connector overrides this with the messages it fetched (SPEC §6.1a)."""
+        if self._given_entries is not None:
+            return list(self._given_entries)
+        reader = MailboxReader(self.path)
         root = self.path.stem
-        return [
-            entry if entry.folder else replace(entry, folder=root)
-            for entry in iter_mailbox(self.path)
+        entries = [
+            entry if entry.folder else replace(entry, folder=root) for entry in reader
         ]
+        self.metadata_files = reader.metadata
+        return entries
 
     def _parse_all(self) -> list[ParsedMail]:
         entries = self.entries()
         total = len(entries)
         parsed: list[ParsedMail] = []
-        for index, result in enumerate(parse_entries(entries), 1):
-            if isinstance(result, str):
-                self.report.skipped[result] += 1
+        for index, (entry, result) in enumerate(
+            zip(entries, parse_entries(entries), strict=True), 1
+        ):
+            if isinstance(result, Hold):
+                self.holds.append(result)
             else:
+                result.raw_bytes = entry.data
+                result.location = entry.location
                 parsed.append(result)
             if self.progress and (index % 200 == 0 or index == total):
                 self.progress("parse", index, total)
         self.report.counts["files"] = total
+        self.tally.items = total
+        if self.metadata_files:
+            self.report.counts["metadata_files"] = len(self.metadata_files)
         return parsed
 
     def _learn_owners(self, messages: list[ParsedMail]) -> None:
@@ -208,30 +245,18 @@ class MailboxConnector(Connector):
         parsed = self._parse_all()
         self._learn_owners(parsed)
         self.names = display_names(parsed)
-        unique, duplicates = dedupe(parsed)
+        decided = classify(source=self.source, messages=parsed)
+        unique, duplicates = decided.unique, decided.copies
         if duplicates:
             self.report.skipped["duplicate copy"] += len(duplicates)
-
+        twins = sum(1 for m in unique if TWIN_DEFECT in m.defects)
+        if twins:
+            self.report.counts["same_message_id_kept"] = twins
+        self.tally.duplicates += len(duplicates) + len(decided.already)
         ledger = ImportedItem.objects.filter(source=self.source)
         keys = [m.key for m in unique]
-        hashes = [m.fingerprint for m in unique]
-        stored_by_key: dict[str, str] = {}
-        for key, tid in ledger.filter(external_id__in=keys).values_list(
-            "external_id", "thread_id"
-        ):
-            stored_by_key[key] = tid
-        stored_hashes: dict[str, str] = {}
-        for content_hash, key in ledger.filter(content_hash__in=hashes).values_list(
-            "content_hash", "external_id"
-        ):
-            stored_hashes[content_hash] = key
-        # Messages already stored (by key, or as a copy with another Message-ID).
-        already = {
-            m.key
-            for m in unique
-            if m.key in stored_by_key
-            or stored_hashes.get(m.fingerprint) not in (None, m.key)
-        }
+        stored_by_key = decided.stored_threads
+        already = decided.already
         subject_keys = {m.subject_key for m in unique if m.subject_key}
         known_rows = (
             ledger.filter(subject_key__in=list(subject_keys))
@@ -321,8 +346,10 @@ class MailboxConnector(Connector):
         return merged
 
     def fetch_changes(self, cursor: dict[str, Any]) -> Iterator[ChangeBatch]:
-        """Yield batches of ``batch_threads`` threads with new messages."""
+        """Yield batches of ``batch_threads`` threads with new messages (the items
+        that could not be parsed are held first)."""
         prepared = self.prepare()
+        self._record_holds(self.holds)
         if self.owners - set(self.source.owner_addresses):
             # Detection reads the source's owners: addresses learned from sent
             # folders must count from the first batch on.
@@ -369,17 +396,75 @@ class MailboxConnector(Connector):
     def apply(self, batch: ChangeBatch, report: SyncReport) -> None:
         """Write the batch's threads and their person pages and run loop detection
         on them, in one transaction: an import killed at any point leaves no
-        stored thread without its detection (a re-run writes and detects it)."""
+        stored thread without its detection (a re-run writes and detects it).
+
+        When the database refuses the batch (bad data in one message), the batch
+        is rolled back and written again thread by thread; a thread that still
+        fails has its new messages held (``storage_error``) and the rest goes on.
+        Connection errors (transient) propagate: the job retries."""
+        works: list[ThreadWork] = list(batch.items)
+        try:
+            try:
+                self._apply_works(works, report)
+            except _TRANSIENT_DB_ERRORS:
+                raise
+            except Exception as exc:  # noqa: BLE001 - one bad thread never aborts
+                for work in works:
+                    try:
+                        if len(works) == 1:
+                            raise exc
+                        self._apply_works([work], report)
+                    except _TRANSIENT_DB_ERRORS:
+                        raise
+                    except Exception as one:  # noqa: BLE001
+                        self._hold_work(work, HeldItem.Reason.STORAGE_ERROR, one)
+                        self._advance(1)
+        except _ProgressStop as stop:
+            # The progress callback stopped the import (Ctrl-C, SIGTERM, a test):
+            # the batch in flight rolled back whole.
+            raise stop.original from None
+
+    def _advance(self, threads: int) -> None:
+        """Count ``threads`` done and call ``progress`` (inside the batch's
+        transaction: an exception it raises rolls the batch back)."""
+        self._done += threads
+        if self.progress:
+            try:
+                self.progress("threads", self._done, self._total)
+            except Exception as exc:
+                raise _ProgressStop(exc) from exc
+
+    def _apply_works(self, works: list[ThreadWork], report: SyncReport) -> None:
+        scratch = SyncReport(source_id=self.source.id, kind=self.kind)
         stored: dict[str, list[MailMessage]] = {}
+        refused: list[tuple[ThreadWork, BrainError]] = []
+        written: list[ThreadWork] = []
         with bulk_transaction():
-            self._apply_threads(batch, report, stored)
+            outcome = threads_store(
+                source=self.source,
+                works=works,
+                account=self.account,
+                kind=RawRecord.Kind.RFC822,
+                actor=f"connector:{self.kind}",
+                embed=self.embed,
+                report=scratch,
+            )
+            for work in works:
+                result = outcome.get(work.thread_id)
+                if isinstance(result, BrainError):
+                    # Nothing of this thread was stored: its messages are held.
+                    refused.append((work, result))
+                    continue
+                written.append(work)
+                if result is not None:
+                    stored[work.thread_id] = work.messages
             people_store(
                 source=self.source,
                 threads=stored,
                 owner_addresses=self.owners,
                 actor=f"connector:{self.kind}",
                 embed=self.embed,
-                report=report,
+                report=scratch,
                 names=getattr(self, "names", None),
             )
             if stored:
@@ -390,35 +475,68 @@ class MailboxConnector(Connector):
                     now=reference,
                     source_newest=reference,
                 )
+            self._advance(len(works))
+        report.merge(scratch)
+        for work in written:
+            new = [work.parsed[k] for k in work.new_keys if k in work.parsed]
+            self.tally.stored += len(new)
+            self._stored_hashes.extend(f"sha256:{m.raw_hash}" for m in new)
+        for work, error in refused:
+            self._hold_work(work, HeldItem.Reason.STORAGE_REFUSED, error)
 
-    def _apply_threads(
-        self,
-        batch: ChangeBatch,
-        report: SyncReport,
-        stored: dict[str, list[MailMessage]],
-    ) -> None:
-        outcome = threads_store(
-            source=self.source,
-            works=batch.items,
-            account=self.account,
-            kind=RawRecord.Kind.RFC822,
-            actor=f"connector:{self.kind}",
-            embed=self.embed,
-            report=report,
+    def _hold_work(self, work: ThreadWork, code: str, error: BaseException) -> None:
+        """Hold the new messages of a thread that could not be stored."""
+        message = (
+            f"{error.code}: {error.message}"
+            if isinstance(error, BrainError)
+            else f"{type(error).__name__}: {error}"
         )
-        for work in batch.items:
-            result = outcome.get(work.thread_id)
-            if isinstance(result, BrainError):
-                # Nothing of this thread was stored; a re-run retries it.
-                report.skipped[f"thread refused: {result.code}"] += len(work.new_keys)
-            elif result is not None:
-                stored[work.thread_id] = work.messages
-        self._done += len(batch.items)
-        if self.progress:
-            self.progress("threads", self._done, self._total)
+        holds = [
+            Hold(
+                MailboxEntry(
+                    work.parsed[key].folder,
+                    work.parsed[key].location,
+                    work.parsed[key].raw_bytes or b"",
+                ),
+                str(code),
+                message[:2000],
+            )
+            for key in sorted(work.new_keys)
+            if key in work.parsed
+        ]
+        self._record_holds(holds)
+
+    def _record_holds(self, holds: list[Hold]) -> None:
+        """Hold these items (one row each); a byte-identical copy of an item held
+        in this run is a duplicate of it, not a second row."""
+        if not holds:
+            return
+        items: dict[tuple[str, str], HeldInput] = {}
+        for h in holds:
+            kind = "message" if h.entry.data else "file"
+            key = (kind, hold_key(h.entry))
+            if key in items or key in self._held_keys:
+                self.tally.duplicates += 1
+                self.report.skipped["copy of a held item"] += 1
+                continue
+            items[key] = HeldInput(
+                kind=kind,
+                external_id=key[1],
+                code=h.code,
+                message=h.message,
+                location=h.entry.location,
+                folder=h.entry.folder,
+                raw=h.entry.data,
+            )
+        self._held_keys |= set(items)
+        held_items_record(
+            source=self.source, items=list(items.values()), report=self.report
+        )
+        self.tally.held += len(items)
 
     def finish(self) -> None:
-        """Ledger the duplicate copies (after every thread is stored)."""
+        """Ledger the duplicate copies (after every thread is stored), release
+        held items this run stored, and put the accounting on the report."""
         rows = [
             ImportedItem(
                 source=self.source,
@@ -433,6 +551,19 @@ class MailboxConnector(Connector):
             for dup, kept, thread_id in getattr(self, "_duplicates", [])
         ]
         ImportedItem.objects.bulk_create(rows, ignore_conflicts=True, batch_size=500)
+        if self._stored_hashes:
+            released = held_items_release(
+                source=self.source, external_ids=self._stored_hashes
+            )
+            if released:
+                self.report.counts["released"] += released
+        self.report.counts.update(self.tally.as_counts())
+        if self.tally.lost:
+            # A bug, never expected: say so loudly rather than report success.
+            self.report.warnings.append(
+                f"{self.tally.lost} items neither stored, duplicate nor held."
+            )
+        self.report.counts["lost"] = self.tally.lost
 
 
 def mailbox_import(
@@ -444,18 +575,28 @@ def mailbox_import(
     embed: bool = False,
     actor: str = "cli",
     batch_threads: int = BATCH_THREADS,
+    entries: Iterable[MailboxEntry] | None = None,
+    kind: str = "import_mail",
 ) -> SyncReport:
     """Import a mailbox file or folder into the ``mailbox`` source ``source_id``
     (created when missing, SPEC §2.1, §6.2).
 
-    Returns a ``SyncReport`` with counts messages, threads, pages, people, files
-    and skipped reasons (already imported, duplicate copy, noise-only thread,
-    unparseable). Idempotent: a second run stores nothing. Raises
-    ``MailboxPathError`` (permanent) for a missing path and ``InvalidParams`` for a
-    bad source id. Threads are committed in batches of ``batch_threads`` (one
-    transaction each). ``progress(step, done, total)`` is called while parsing and
-    after each batch; an exception it raises stops the import: the batch in
-    flight rolls back whole, earlier batches stay, a re-run writes the rest.
+    Returns a ``SyncReport`` whose counts hold the accounting (``items`` read,
+    ``stored``, ``duplicates``, ``held``, ``lost`` = 0) and the work done
+    (messages on thread pages, threads, pages, people, noise, files); ``skipped``
+    details duplicates (already imported, duplicate copy) and noise. Status is
+    ``succeeded_with_holds`` when items were held. Idempotent: a second run stores
+    nothing. Imports of one source are serialised (``sync_run_start`` takes the
+    source's lock). Raises ``MailboxPathError`` (permanent) for a missing path or
+    a FIFO/device and ``InvalidParams`` for a bad source id. Threads are committed
+    in batches of ``batch_threads`` (one transaction each). ``progress(step,
+    done, total)`` is called while parsing and after each batch; an exception it
+    raises stops the import: the batch in flight rolls back whole, earlier batches
+    stay, a re-run writes the rest.
+
+    ``entries`` replaces reading ``path`` (IMAP, the admin's retry of held items):
+    the same rule applies to them; ``path`` then only names the import and the
+    source's stored path is left alone.
     """
     path = Path(path)
     source = source_ensure(
@@ -464,11 +605,12 @@ def mailbox_import(
         name=source_id,
         owner_addresses=owners,
     )
-    # The stored path lets ``sync_source`` re-run the import (new mail appended).
-    config = dict(source.config or {})
-    if config.get("path") != str(path.resolve()):
-        config["path"] = str(path.resolve())
-        Source.objects.filter(pk=source.pk).update(config=config)
+    if entries is None:
+        # The stored path lets ``sync_source`` re-run the import (new mail appended).
+        config = dict(source.config or {})
+        if config.get("path") != str(path.resolve()):
+            config["path"] = str(path.resolve())
+            Source.objects.filter(pk=source.pk).update(config=config)
     connector = MailboxConnector(
         source=source,
         path=path,
@@ -476,14 +618,17 @@ def mailbox_import(
         embed=embed,
         progress=progress,
         batch_threads=batch_threads,
+        entries=entries,
     )
-    run = sync_run_start(source=source, kind="import_mail", actor=actor)
+    run = sync_run_start(source=source, kind=kind, actor=actor)
     report = connector.report
     report.run_id = run.pk
     try:
         connector.run(
             cursor=dict((source.cursor or {}).get("mailbox", {})),
-            save_cursor=lambda c: _save_cursor(source, c),
+            save_cursor=(lambda c: _save_cursor(source, c))
+            if entries is None
+            else (lambda c: None),
             report=report,
         )
         connector.finish()

@@ -17,6 +17,12 @@ No database access here. A page file is::
     - **YYYY-MM-DD** | summary
 
 The path relative to the folder, without ``.md``, is the slug.
+
+Input rules (SPEC §6 "Every importer", §6.3): a UTF-8 byte-order mark is stripped;
+YAML dates are read as text and checked by the importer, so an impossible value
+such as ``effective_date: 2026-02-30`` is a ``MarkdownFileError`` naming the line,
+as is a NUL byte; never an exception that stops the import. Page-less facts are
+exported to ``FACTS_FILE`` (hidden, so page readers skip it) and read back.
 """
 
 from __future__ import annotations
@@ -53,6 +59,31 @@ _TIMELINE_LINE = re.compile(
     r"^\s*[-*]\s+\*\*(\d{4}-\d{2}-\d{2})\*\*\s*(?:\||--|-|\u2013|\u2014)\s*(.+?)\s*$"
 )
 _CELL_SPLIT = re.compile(r"(?<!\\)\|")
+FACTS_FILE = ".facts.md"
+BOM = "\ufeff"
+# Frontmatter keys whose values must be ISO dates.
+DATE_KEYS = ("effective_date",)
+
+
+class _TextDatesLoader(yaml.SafeLoader):
+    """SafeLoader that leaves timestamps as text: an impossible date
+    (``2026-02-30``) is then a value the importer rejects with its line, instead
+    of a ``ValueError`` thrown from inside the YAML constructor."""
+
+
+_TextDatesLoader.yaml_implicit_resolvers = {
+    first: [
+        (tag, regexp) for tag, regexp in resolvers if not tag.endswith(":timestamp")
+    ]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+class _Handler(frontmatter.YAMLHandler):
+    def load(self, fm: str, **kwargs: Any) -> Any:
+        return yaml.load(fm, Loader=_TextDatesLoader)  # noqa: S506 - a SafeLoader
+
+
 _FACTS_BLOCK = re.compile(
     r"(?:^##\s+Facts\s*\n+)?" + re.escape(FACTS_BEGIN) + r".*?" + re.escape(FACTS_END),
     re.S | re.M,
@@ -60,10 +91,20 @@ _FACTS_BLOCK = re.compile(
 
 
 class MarkdownFileError(Exception):
-    """A file that cannot be read as a page (bad YAML, not UTF-8). ``permanent`` is
-    True: retrying the same bytes fails the same way."""
+    """A file that cannot be read as a page (bad YAML, an invalid frontmatter
+    value, a NUL byte, not UTF-8). ``permanent`` is True: retrying the same bytes
+    fails the same way. ``code`` is a ``HeldItem.Reason`` value, ``line`` the
+    1-based line of the problem (0 when unknown)."""
 
     permanent = True
+
+    def __init__(
+        self, message: str, *, code: str = "invalid_frontmatter", line: int = 0
+    ):
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.line = line
 
 
 @dataclass
@@ -160,14 +201,46 @@ def _parse_facts(block: str) -> list[FactRow]:
     return rows
 
 
+def _line_of(text: str, needle: str) -> int:
+    for number, line in enumerate(text.splitlines(), 1):
+        if needle in line:
+            return number
+    return 0
+
+
 def parse_page(text: str, *, relpath: str) -> MarkdownPage:
-    """Parse one page file. Raises ``MarkdownFileError`` on unreadable frontmatter."""
+    """Parse one page file (a leading BOM is stripped). Raises ``MarkdownFileError``
+    on unreadable frontmatter, an invalid date in ``DATE_KEYS`` or a NUL byte, with
+    the line and the reason."""
+    text = text.removeprefix(BOM)
+    if "\x00" in text:
+        line = _line_of(text, "\x00")
+        raise MarkdownFileError(
+            f"{relpath}: line {line}: a NUL byte (not text)", line=line
+        )
     try:
-        post = frontmatter.loads(text)
+        post = frontmatter.loads(text, handler=_Handler())
     except yaml.YAMLError as exc:
-        raise MarkdownFileError(f"{relpath}: bad YAML frontmatter: {exc}") from exc
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 2 if mark is not None else 0  # +1 based, +1 for "---"
+        raise MarkdownFileError(
+            f"{relpath}: line {line}: bad YAML frontmatter: {exc}", line=line
+        ) from exc
     if not isinstance(post.metadata, dict):
-        raise MarkdownFileError(f"{relpath}: frontmatter is not a mapping")
+        raise MarkdownFileError(f"{relpath}: frontmatter is not a mapping", line=1)
+    for key in DATE_KEYS:
+        value = post.metadata.get(key)
+        if value in (None, ""):
+            continue
+        try:
+            date.fromisoformat(str(value).strip()[:10])
+        except ValueError:
+            line = _line_of(text, f"{key}:")
+            raise MarkdownFileError(
+                f"{relpath}: line {line}: {key} {str(value)!r} is not a date "
+                "(YYYY-MM-DD)",
+                line=line,
+            ) from None
     content = post.content
     timeline: list[tuple[date, str]] = []
     if TIMELINE_SENTINEL in content:
@@ -200,13 +273,27 @@ def iter_folder(directory: Path) -> Iterator[Path]:
 
 
 def read_file(path: Path, *, directory: Path) -> MarkdownPage:
-    """Read and parse one file. Raises ``MarkdownFileError`` when it is not UTF-8."""
+    """Read and parse one file. Raises ``MarkdownFileError`` when it is not UTF-8
+    (see ``parse_page`` for the rest)."""
     relpath = path.relative_to(directory).as_posix()
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise MarkdownFileError(f"{relpath}: not UTF-8 text") from exc
+        raise MarkdownFileError(
+            f"{relpath}: not UTF-8 text (byte {exc.start})", code="unreadable"
+        ) from exc
     return parse_page(text, relpath=relpath)
+
+
+def parse_facts_file(text: str) -> list[FactRow]:
+    """The rows of a ``FACTS_FILE`` (page-less facts)."""
+    return _parse_facts(text.removeprefix(BOM))
+
+
+def render_facts_file(rows: list[FactRow]) -> str:
+    """A ``FACTS_FILE``: the facts fence of the page-less facts."""
+    page = render_page(frontmatter_data={}, body="", facts=rows, timeline=[])
+    return page.split("\n\n", 1)[1] if rows else ""
 
 
 def _cell(value: Any) -> str:

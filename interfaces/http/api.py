@@ -19,6 +19,7 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 
 from brain.access import Caller
 from brain.exceptions import PROTOCOL_VERSION, BrainError, ScopeDenied, envelope
+from connectors.selectors import imports_health
 from interfaces.callers import caller_for_bearer, caller_for_user
 from interfaces.doctor import doctor_report, health_degraded
 from interfaces.http.auth import api_auth
@@ -141,6 +142,14 @@ class HealthCheckOut(Schema):
     fix: str = Field("", description="The exact command or admin path that fixes it.")
 
 
+class ImportsHealthOut(Schema):
+    status: str = Field(description="ok | held | failed")
+    sources_failed: int
+    sources_with_holds: int
+    running: int
+    held: int
+
+
 class HealthOut(Schema):
     status: str = Field(
         description="ok, or degraded when a doctor check fails (the names are in "
@@ -148,6 +157,11 @@ class HealthOut(Schema):
     )
     database: str
     failing: list[str] = Field(default_factory=list)
+    imports: ImportsHealthOut | None = Field(
+        None,
+        description="Importers (SPEC §6): sources whose last import failed, sources "
+        "whose last run held items, open held items (counts only).",
+    )
     checks: list[HealthCheckOut] | None = Field(
         None, description="Only with detail=1: every doctor line."
     )
@@ -158,7 +172,8 @@ class HealthOut(Schema):
 def health(request: HttpRequest, *, detail: bool = False) -> dict[str, Any]:
     """Health without a key: the database answers and no cheap doctor check fails
     (``degraded`` names the failing ones: a stale source, no live worker, unapplied
-    migrations…). ``detail=1`` returns the whole ``manage.py doctor`` report and needs
+    migrations…, ``imports`` when the last import of a source failed; ``imports``
+    counts them and the open held items, SPEC §6). ``detail=1`` returns the whole ``manage.py doctor`` report and needs
     an admin key (or a staff session)."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
@@ -176,6 +191,9 @@ def health(request: HttpRequest, *, detail: bool = False) -> dict[str, Any]:
         out["failing"] = [c["name"] for c in report["checks"] if c["status"] == "fail"]
     else:
         out["failing"] = health_degraded()
+    out["imports"] = imports_health()
+    if out["imports"]["status"] == "failed" and "imports" not in out["failing"]:
+        out["failing"].append("imports")
     out["status"] = "degraded" if out["failing"] else "ok"
     return out
 

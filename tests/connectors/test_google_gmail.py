@@ -4,6 +4,8 @@ connecting an account and its scopes."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from googleapiclient.http import HttpMockSequence
 
@@ -132,9 +134,13 @@ def test_backfill_writes_thread_pages_raw_records_and_anchors_history(
     assert page.body.count("## → ") == 1  # my answer, sent from the alias
     assert "mail.google.com" in page.body
     raws = RawRecord.objects.filter(
-        source=google_source, kind="gmail_message"
+        source=google_source, kind="gmail_message", page__isnull=False
     ).order_by("external_id")
     assert [r.external_id for r in raws] == ["m1", "m2"]
+    # The noise-only thread is stored (raw layer, SPEC §6 "Every importer"), not
+    # rendered.
+    noise = RawRecord.objects.get(source=google_source, external_id="m3")
+    assert noise.page_id is None
     assert raws[0].payload["id"] == "m1"  # the Gmail JSON is the raw record
     mine = [MailMessage.from_metadata(r.metadata).is_mine for r in raws]
     assert mine == [False, True]
@@ -178,7 +184,9 @@ def test_incremental_history_sync_adds_a_reply_to_the_existing_thread(
     assert page.frontmatter["from"] == "ann@example.net"
     assert "Thanks, Thursday works." in page.body
     assert (
-        RawRecord.objects.filter(source=google_source, kind="gmail_message").count()
+        RawRecord.objects.filter(
+            source=google_source, kind="gmail_message", page=page
+        ).count()
         == 3
     )
     assert (
@@ -310,11 +318,13 @@ def test_a_permanently_failing_message_is_held_while_the_rest_imports(
     }
     assert set(held) == {("gmail_message", "mbad"), ("gmail_thread", "t9")}
     assert held[("gmail_message", "mbad")].error_code == "unparseable_message"
+    # The API's JSON of the held message is kept as its raw bytes.
+    assert json.loads(bytes(held[("gmail_message", "mbad")].raw))["id"] == "mbad"
     assert report.counts["held"] == 2
     assert report.counts["threads"] == 2
     pages = Page.objects.filter(source=google_source, type__name="email")
     assert sorted(p.frontmatter["thread_id"] for p in pages) == ["t1", "t3"]
-    assert SyncRun.objects.get(source=google_source).status == "partial"
+    assert SyncRun.objects.get(source=google_source).status == "succeeded_with_holds"
     assert not ImportedItem.objects.filter(
         source=google_source, external_id="mbad"
     ).exists()

@@ -57,7 +57,7 @@ def test_admin_sync_now_action_runs_the_sync() -> None:
     )
     assert response.status_code == 200
     notes = [str(m) for m in response.context["messages"]]
-    assert notes == ["sa (succeeded): 26 files."]
+    assert notes == ["sa (succeeded): 26 duplicates, 26 files, 26 items."]
     assert SyncRun.objects.filter(source_id="sa").count() == 2
 
 

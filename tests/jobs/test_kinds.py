@@ -140,3 +140,22 @@ def test_extract_loops_and_loops_sweep_jobs_on_real_mail_twice_are_noops() -> No
     swept = execute_job(job_id=sweep.pk)
     assert swept is not None and swept.status == Job.Status.SUCCEEDED, swept.error
     assert swept.result["failed"] == 0 and swept.result["sources"] >= 1
+
+
+def test_an_import_markdown_job_with_a_bad_file_succeeds_with_the_file_held(
+    settings,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+) -> None:
+    """Regression: a file with ``effective_date: 2026-02-30`` failed the job, which
+    was retried as if the error were transient. Now the file is held and the job
+    succeeds once (a retry could not help)."""
+    settings.BRAIN_EMBEDDING_PROVIDER = "none"
+    (tmp_path / "a.md").write_text("---\ntitle: A\n---\nAlpha.\n")
+    (tmp_path / "b.md").write_text("---\neffective_date: 2026-02-30\n---\nBeta.\n")
+    params = {"source_id": "notes", "path": str(tmp_path)}
+    job, _ = job_enqueue(kind="import_markdown", params=params, dispatch=False)
+    done = execute_job(job_id=job.pk)
+    assert done is not None and done.status == Job.Status.SUCCEEDED, done.error
+    assert done.attempts == 1
+    assert (done.result["created"], done.result["held"]) == (1, 1)
+    assert done.result["status"] == "succeeded_with_holds"

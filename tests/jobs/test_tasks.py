@@ -46,8 +46,14 @@ def test_reap_and_dispatch_twice_is_noop(
         heartbeat_at=timezone.now() - timedelta(hours=1)
     )
     with django_capture_on_commit_callbacks(execute=True):
-        assert tasks.reap_and_dispatch() == "reaped 1, dispatched 0"
+        assert (
+            tasks.reap_and_dispatch()
+            == "reaped 1, closed 0 dead sync runs, dispatched 0"
+        )
     job.refresh_from_db()
     assert (job.status, job.attempts) == (Job.Status.SUCCEEDED, 2)
     with django_capture_on_commit_callbacks(execute=True):
-        assert tasks.reap_and_dispatch() == "reaped 0, dispatched 0"
+        assert (
+            tasks.reap_and_dispatch()
+            == "reaped 0, closed 0 dead sync runs, dispatched 0"
+        )

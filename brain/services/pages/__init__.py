@@ -33,7 +33,13 @@ from brain.services.pages.lifecycle import (
     page_restore,
     page_soft_delete,
 )
-from brain.services.pages.write import page_add, page_update, page_write, pages_write
+from brain.services.pages.write import (
+    page_add,
+    page_update,
+    page_write,
+    pages_write,
+    raws_store,
+)
 
 __all__ = [
     "AGENT_INPUT_TAG",
@@ -54,4 +60,5 @@ __all__ = [
     "page_write",
     "pages_embed_pending",
     "pages_write",
+    "raws_store",
 ]

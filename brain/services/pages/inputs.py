@@ -39,6 +39,9 @@ class RawInput:
     content: str = ""
     payload: Any = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    # The original bytes exactly (SPEC §6 "Every importer"); ``content`` is then
+    # derived text and the content hash is the bytes' hash.
+    data: bytes | None = None
 
 
 @dataclass(frozen=True)

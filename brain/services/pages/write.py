@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -38,6 +39,7 @@ from brain.services.pages.inputs import (
     _resolve_source,
 )
 from brain.services.pages.plan import (
+    _check_raws,
     _Plan,
     _plan_item,
     _plan_relations,
@@ -376,6 +378,17 @@ def _save_pages(*, src: Source, plans: list[_Plan], now: Any) -> set[int]:
     return {page.pk for page in new_pages}
 
 
+def raws_store(
+    *, source: Source | str, raws: Sequence[RawInput]
+) -> dict[str, RawRecord]:
+    """Store raw records that belong to no page (a mail thread that is not rendered,
+    SPEC §6.1 noise) in one statement; an existing (source, external_id) record is
+    reused untouched. Returns the records by external id. Raises ``InvalidParams``
+    for a raw record without an id or of an unknown kind."""
+    _check_raws(raws)
+    return _store_raws(src=_resolve_source(source), raws=[(raw, None) for raw in raws])
+
+
 def _store_raws(
     *, src: Source, raws: Sequence[tuple[RawInput, Page | None]]
 ) -> dict[str, RawRecord]:
@@ -389,6 +402,11 @@ def _store_raws(
     for raw, page in raws:
         payload = _json_safe(raw.payload) if raw.payload is not None else None
         digest_source = raw.content or json.dumps(payload, sort_keys=True)
+        digest = (
+            hashlib.sha256(raw.data).hexdigest()
+            if raw.data is not None
+            else sha256_hex(digest_source or "")
+        )
         external_id = raw.external_id[:512]
         rows.setdefault(
             external_id,
@@ -399,7 +417,8 @@ def _store_raws(
                 "content": raw.content,
                 "payload": payload,
                 "metadata": _json_safe(raw.metadata),
-                "content_hash": sha256_hex(digest_source or ""),
+                "content_hash": digest,
+                "data": raw.data,
                 "page_id": page.pk if page is not None else None,
             },
         )

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
+from typing import Any
 
 from django.utils import timezone
 
@@ -54,13 +56,23 @@ class _GoogleService(Connector):
         self.now = now or timezone.now()
         self.caller = local_caller(actor=ACTOR)
 
-    def _hold(self, *, kind: str, external_id: str, error: ConnectorError) -> None:
+    def _hold(
+        self,
+        *,
+        kind: str,
+        external_id: str,
+        error: ConnectorError,
+        item: dict[str, Any] | None = None,
+    ) -> None:
+        """Hold an item (SPEC §6 "Every importer"), with the API's JSON for it as
+        the raw bytes when there is one."""
         held_item_record(
             source=self.source,
             kind=kind,
             external_id=external_id,
             error=error,
             report=self.report,
+            raw=json.dumps(item, sort_keys=True).encode() if item else None,
         )
 
     def _ledger_item(self, external_id: str) -> ImportedItem | None:

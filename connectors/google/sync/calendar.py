@@ -82,7 +82,10 @@ class CalendarConnector(_GoogleService):
                 self._store(event, report)
             except PermanentError as exc:
                 self._hold(
-                    kind="calendar_event", external_id=str(event.get("id")), error=exc
+                    kind="calendar_event",
+                    external_id=str(event.get("id")),
+                    error=exc,
+                    item=event,
                 )
 
     def _store(self, event: dict[str, Any], report: SyncReport) -> None:

@@ -247,7 +247,10 @@ class GmailConnector(_GoogleService):
                 item = parse_gmail_message(message)
             except ConnectorError as exc:
                 self._hold(
-                    kind="gmail_message", external_id=str(message.get("id")), error=exc
+                    kind="gmail_message",
+                    external_id=str(message.get("id")),
+                    error=exc,
+                    item=message,
                 )
                 continue
             item.fingerprint = _gmail_version(item)

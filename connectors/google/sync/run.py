@@ -52,7 +52,7 @@ def google_sync(
 
     ``http`` overrides the account's authorised HTTP (tests pass
     ``HttpMockSequence``). Contacts or calendar failures are reported as warnings
-    (status ``partial``); a Gmail failure marks the run failed and re-raises the
+    (status ``succeeded_with_holds``); a Gmail failure marks the run failed and re-raises the
     ``ConnectorError`` (``permanent`` tells a job whether to retry), with the cursor
     of the last applied batch saved. Raises ``InvalidParams`` when the source has no
     connected account and no ``http`` is given.

@@ -88,10 +88,25 @@ class Command(BaseCommand):
             f"{counts['pages']} pages, {counts['people']} people "
             f"(from {counts['files']} files)."
         )
+        self.stdout.write(
+            f"Every item accounted for ({report.status}): {counts['items']} read = "
+            f"{counts['stored']} stored + {counts['duplicates']} duplicates + "
+            f"{counts['held']} held."
+        )
         if report.skipped:
-            self.stdout.write("Skipped:")
+            self.stdout.write("Not written again (duplicates, noise):")
             for reason, count in sorted(report.skipped.items()):
                 self.stdout.write(f"  {count:6d}  {reason}")
+        if report.held:
+            self.stdout.write(
+                "Held (admin → Held items, where 'retry' re-imports them):"
+            )
+            for item in report.held[:20]:
+                self.stdout.write(
+                    f"  {item['code']:<20} {item.get('location') or item['external_id']}"
+                )
+            if counts["held"] > 20:
+                self.stdout.write(f"  … and {counts['held'] - 20} more")
         for warning in report.warnings:
             self.stdout.write(f"Note: {warning}")
         if not options["embed"] and counts["pages"]:

@@ -44,7 +44,7 @@ class Command(BaseCommand):
             f"{report.created} created, {report.updated} updated, "
             f"{report.unchanged} unchanged, {report.deleted} soft-deleted, "
             f"{report.facts_added} facts added, {report.embedded} chunks embedded, "
-            f"{len(report.errors)} error(s)."
+            f"{report.held} held (admin → Held items)."
         )
         for line in report.errors:
             self.stderr.write(f"  {line}")
