@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("brain", "0006_source_kind_imap"),
+        ("brain", "0007_fact_slot"),
     ]
 
     operations = [
