@@ -18,6 +18,7 @@ from brain.models import (
     Alias,
     AuditEvent,
     Chunk,
+    DanglingLink,
     Fact,
     MergeProposal,
     Page,
@@ -380,6 +381,35 @@ class AliasAdmin(admin.ModelAdmin):
     list_select_related = ("page", "source")
     autocomplete_fields = ("page",)
     readonly_fields = ("created_at",)
+
+
+@admin.register(DanglingLink)
+class DanglingLinkAdmin(admin.ModelAdmin):
+    """Wiki-links whose target page does not exist yet (SPEC §2.3): read-only; a row
+    turns into a relation by itself when a page with that slug, title or alias is
+    written, and goes away when its link is removed from the body."""
+
+    list_display = ("target", "type_name", "from_page", "source", "created_at")
+    list_filter = ("source", "type_name")
+    search_fields = ("target", "key", "from_page__slug", "context")
+    list_select_related = ("from_page", "source")
+    readonly_fields = (
+        "source",
+        "from_page",
+        "target",
+        "key",
+        "type_name",
+        "context",
+        "created_at",
+    )
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(
+        self, request: HttpRequest, obj: DanglingLink | None = None
+    ) -> bool:
+        return False
 
 
 @admin.register(Relation)

@@ -23,6 +23,7 @@ from brain.models.curation import MergeProposal
 from brain.models.facts import Fact
 from brain.models.pages import (
     Alias,
+    DanglingLink,
     Page,
     PageRevision,
     RawRecord,
@@ -37,6 +38,7 @@ __all__ = [
     "Alias",
     "AuditEvent",
     "Chunk",
+    "DanglingLink",
     "EMBEDDING_DIMENSIONS",
     "Fact",
     "MergeProposal",

@@ -218,6 +218,37 @@ class Relation(TimeStampedModel):
         return f"{self.from_page_id} -{self.relation_type_id}-> {self.to_page_id}"
 
 
+class DanglingLink(TimeStampedModel):
+    """A ``[[wiki-link]]`` whose target matched no page of the source when its page
+    was written (SPEC §2.3). ``key`` is the target normalised as an alias; when a
+    page with that slug, title or alias is written later, ``pages_write`` turns the
+    row into a relation of type ``type_name`` and deletes it. Rewriting the from
+    page replaces its rows. Listed in the admin for curators."""
+
+    source = models.ForeignKey(
+        Source, on_delete=models.CASCADE, related_name="dangling_links"
+    )
+    from_page = models.ForeignKey(
+        Page, on_delete=models.CASCADE, related_name="dangling_links"
+    )
+    target = models.CharField(max_length=320)
+    key = models.CharField(max_length=320)
+    type_name = models.CharField(max_length=64, default="mentions")
+    context = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["from_page", "key", "type_name"],
+                name="%(app_label)s_%(class)s_unique_link",
+            ),
+        ]
+        indexes = [models.Index(fields=["source", "key"])]
+
+    def __str__(self) -> str:
+        return f"{self.from_page_id} -> [[{self.target}]]"
+
+
 class TimelineEntry(models.Model):
     """A dated line in a page's timeline, deduplicated on (page, date, summary hash,
     source reference) (SPEC §2.3)."""

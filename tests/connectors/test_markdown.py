@@ -231,3 +231,43 @@ def test_commands_print_what_they_did(tmp_path: Path, source_a: Source) -> None:
         stderr=StringIO(),
     )
     assert "1 created" in out.getvalue()
+
+
+def _link_set(source_id: str) -> set[tuple[str, str, str]]:
+    from brain.models import Relation
+
+    return set(
+        Relation.objects.filter(source_id=source_id).values_list(
+            "from_page__slug", "to_page__slug", "relation_type__name"
+        )
+    )
+
+
+def test_markdown_wikilinks_become_relations_and_export_import_round_trips_them(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "in"
+    (folder / "people").mkdir(parents=True)
+    (folder / "companies").mkdir()
+    (folder / "people" / "ada-quill.md").write_text(
+        "---\ntype: person\ntitle: Ada Quill\n---\n"
+        "Ada works at [[companies/zinc-works|Zinc]] and knows [[Bo Lantern]].\n"
+    )
+    (folder / "people" / "bo-lantern.md").write_text(
+        "---\ntype: person\ntitle: Bo Lantern\n---\nFriend of [[people/ada-quill]].\n"
+    )
+    (folder / "companies" / "zinc-works.md").write_text(
+        "---\ntype: company\ntitle: Zinc Works\n---\nA company.\n"
+    )
+    markdown_import(source_id="wiki", directory=folder, embed=False)
+    expected = {
+        ("people/ada-quill", "companies/zinc-works", "works_at"),
+        ("people/ada-quill", "people/bo-lantern", "mentions"),
+        ("people/bo-lantern", "people/ada-quill", "mentions"),
+    }
+    assert _link_set("wiki") == expected  # ada's link to bo resolved once bo appeared
+    out = tmp_path / "out"
+    markdown_export(source_id="wiki", directory=out)
+    assert "[[companies/zinc-works|Zinc]]" in (out / "people/ada-quill.md").read_text()
+    markdown_import(source_id="copy", directory=out, embed=False)
+    assert _link_set("copy") == expected

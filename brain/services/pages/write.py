@@ -38,6 +38,7 @@ from brain.services.pages.inputs import (
     _json_safe,
     _resolve_source,
 )
+from brain.services.pages.links import _sync_links
 from brain.services.pages.plan import (
     _check_raws,
     _Plan,
@@ -79,7 +80,12 @@ def page_write(
     never rewritten) and linked to the page; with no raws, a changed write stores the
     submitted text as an ``agent_input`` raw record. ``relations`` are explicit
     ``RelationInput(type, to_slug, context)`` edges to existing pages of the source
-    (``NotFound`` otherwise); nothing is ever extracted from free text here.
+    (``NotFound`` otherwise). Body wiki-links (``[[slug]]``, ``[[slug|label]]``,
+    ``[[Title]]``) of trusted writers become relations (``mentions``, or the type
+    the words before the link imply when the Schema allows it, ``brain.links``),
+    resolved by slug, then a title or alias naming one page of the source;
+    unresolved ones are kept as ``DanglingLink`` rows and resolve when their target
+    page is written; a link removed from the body loses its relation.
     ``timeline`` entries are added (duplicates ignored) even when the body is unchanged.
 
     Everything above happens in one transaction. Chunks (text + tsvector) are rebuilt
@@ -282,6 +288,7 @@ def _write_batch(
             ignore_conflicts=True,
         )
         _add_relations(src=src, plans=changed, actor=actor)
+        _sync_links(src=src, plans=changed, actor=actor, schema=schema)
         _add_timeline(plans=plans)
         waiting = _rebuild_chunks_many(
             [
