@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("brain", "0007_fact_slot"),
+        ("brain", "0008_rawrecord_data"),
     ]
 
     operations = [
