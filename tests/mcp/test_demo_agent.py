@@ -57,6 +57,8 @@ def test_after_the_demo_mcp_stdio_finds_a_person_from_the_waiting_list(
     )
     # The demo says it made the mailbox readable by unqualified searches.
     assert f"federated source '{SOURCE}'" in shown
+    # …and says how search stands: keyword-only here (no embedding provider).
+    assert "embeddings: provider none, search is keyword-only" in shown
     report = json.loads(
         _manage(
             "waiting", "--json", "--stale-ok", "--source", SOURCE, data_dir=tmp_path
