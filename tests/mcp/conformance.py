@@ -16,7 +16,7 @@ response schema (JSON Schema: extra fields allowed, a wrong type or a ``null`` w
 type is required fails, so a field that is absent unless asked for must be absent)
 and every ``expect`` predicate holds over its dotted path (``equals``, ``oneOf``,
 ``type``, ``gte``, ``lte``, ``nonEmptyString``, ``absentOrNotContains``,
-``notContains``).
+``notContains``, ``contains``; our ``duplicateOf``).
 
 A transport is anything with ``call(verb, params) -> (ok, body)``, ``tools() ->
 [{name, description, input_schema}]`` and ``seed_entity(slug, title) -> bool``;
@@ -490,7 +490,8 @@ OWN_CASES: tuple[Case, ...] = (
             "kind": "fact",
         },
         schema=REMEMBER,
-        expect=(("status", "equals", "duplicate"), ("id", "equals", "{{id:fact}}")),
+        expect=(("<root>", "duplicateOf", "{{id:fact}}"),),
+        save=("fact_copy", "id"),
     ),
     Case(
         "no_ghosts_forget_the_fact",
@@ -498,6 +499,12 @@ OWN_CASES: tuple[Case, ...] = (
         {"id": "{{id:fact}}", "reason": "conformance: no ghosts"},
         schema=FORGET,
         expect=(("expired", "equals", True),),
+    ),
+    Case(
+        "no_ghosts_forget_any_copy",
+        "forget",
+        {"id": "{{id:fact_copy}}", "reason": "conformance: no ghosts"},
+        schema=FORGET,
     ),
     Case(
         "no_ghosts_recall_by_entity_omits_it",
@@ -597,7 +604,21 @@ def lookup(body: Any, path: str) -> Any:
     return value
 
 
+def _duplicate_of(body: Any, want: str) -> str | None:
+    """SPEC §2.4: the same fact again is ``duplicate`` with the first id; only when
+    the brain says it could not check (``degraded_dedup: true``, no embeddings and
+    no slot) may it be a plain ``inserted``."""
+    status, got = body.get("status"), body.get("id")
+    if status == "duplicate" and got == want:
+        return None
+    if body.get("degraded_dedup") is True and status == "inserted":
+        return None
+    return f"not a duplicate of {want}: status {status!r}, id {got!r}"
+
+
 def _check(body: Any, path: str, op: str, want: Any) -> str | None:
+    if op == "duplicateOf":
+        return _duplicate_of(body, want)
     got = lookup(body, path)
     text = json.dumps(got, default=str) if got is not _MISSING else ""
     if op == "absentOrNotContains":

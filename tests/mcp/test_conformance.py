@@ -159,8 +159,11 @@ def test_conformance_over_mcp_stdio(default_source: Any) -> None:  # noqa: ARG00
 
 
 def test_conformance_over_http_api(  # type: ignore[no-untyped-def]
-    api_client, make_key, default_source, no_embeddings
+    api_client, make_key, default_source, settings
 ) -> None:
+    """With the local embedding model (the product default), so dedup is real: the
+    same fact again must come back as a duplicate of the first id."""
+    settings.BRAIN_EMBEDDING_PROVIDER = "local"
     key = make_key(default_source).plaintext
     outcomes = run_contract(HttpTransport(api_client(key)))
     assert_conforms(outcomes)
