@@ -267,6 +267,19 @@ def test_case_16_delta_echoes_since_normalised_to_milliseconds(verb, world) -> N
     assert status == 200 and body["since"] == "1970-01-01T00:00:00.000Z"
 
 
+def test_delta_threads_restate_commitments_and_page_changes(verb, world) -> None:  # type: ignore[no-untyped-def]
+    """SPEC §4 delta ``threads: [{kind, text, date}]`` (the card's thread shape)."""
+    remember(verb, world, kind="commitment", fact="Conformance will send the deck")
+    remember(verb, world, fact="Conformance likes green tea")
+    _, body = verb(world["key"], "delta", {"since": "1970-01-01T00:00:00Z"})
+    threads = [(t["kind"], t["text"]) for t in body["threads"]]
+    assert threads == [
+        ("recent_event", f"Conformance {MARKER}: created"),
+        ("commitment", "Conformance will send the deck"),
+    ]
+    assert all(ISO.match(t["date"]) for t in body["threads"])
+
+
 def test_case_17_delta_without_since_or_session_is_invalid_params(verb, world) -> None:  # type: ignore[no-untyped-def]
     status, body = verb(world["key"], "delta", {})
     assert_error(status, body, "invalid_params")
