@@ -11,6 +11,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from django.db.models import Q
+
 from brain.exceptions import ScopeDenied
 from brain.models import Source, Visibility
 
@@ -82,8 +84,9 @@ class Caller:
         """Resolve the sources a read covers; the one scoping function (SPEC §8).
 
         ``requested`` (explicit source ids) must all be readable, else ``ScopeDenied``;
-        none requested means the federated sources the caller may read. Private rows
-        only for trusted callers, and only if ``include_private`` is not False.
+        none requested means the federated sources the caller may read plus the
+        caller's own write source (a caller always reads back what it wrote). Private
+        rows only for trusted callers, and only if ``include_private`` is not False.
         """
         self.require("read")
         wanted = [s for s in (requested or []) if s]
@@ -105,7 +108,8 @@ class Caller:
                 )
             ids = tuple(sorted(set(wanted)))
         else:
-            qs = Source.objects.filter(federated=True)
+            own = self.write_source_id if self.can("write") else None
+            qs = Source.objects.filter(Q(federated=True) | Q(id=own))
             if self.readable_source_ids is not None:
                 qs = qs.filter(id__in=self.readable_source_ids)
             ids = tuple(qs.order_by("id").values_list("id", flat=True))

@@ -65,6 +65,16 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 # --- Sources and Schema ---------------------------------------------------------------
 
 
+FEDERATION_HELP = (
+    "Federated: searched whenever a caller names no source (recall, entity, search, "
+    "push context, MCP tools). Unfederated: searched only by callers that name it "
+    "(source=<id>) and by keys that write to it; other callers get a hint saying it "
+    "has matches. Which keys may read it at all is set on each API key; private pages "
+    "and facts stay hidden from untrusted keys either way. Imported mailboxes start "
+    "unfederated."
+)
+
+
 @admin.register(Source)
 class SourceAdmin(admin.ModelAdmin):
     list_display = (
@@ -89,6 +99,15 @@ class SourceAdmin(admin.ModelAdmin):
     )
     actions: tuple[Any, ...] = ("make_federated", "make_unfederated")
 
+    def formfield_for_dbfield(
+        self, db_field: Any, request: HttpRequest, **kwargs: Any
+    ) -> Any:
+        """Explain federation where the curator sets it (SPEC §4, §8)."""
+        field = super().formfield_for_dbfield(db_field, request, **kwargs)
+        if db_field.name == "federated" and field is not None:
+            field.help_text = FEDERATION_HELP
+        return field
+
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         # The id is immutable once created (SPEC §2.1).
         fields = tuple(super().get_readonly_fields(request, obj))
@@ -110,7 +129,11 @@ class SourceAdmin(admin.ModelAdmin):
         changed = source_set_federated(
             sources=list(queryset), federated=True, actor=request.user.get_username()
         )
-        self.message_user(request, f"{changed} source(s) federated.", messages.SUCCESS)
+        self.message_user(
+            request,
+            f"{changed} source(s) federated: unqualified searches now include them.",
+            messages.SUCCESS,
+        )
 
     @admin.action(description="Exclude from unqualified searches")
     def make_unfederated(
@@ -120,7 +143,9 @@ class SourceAdmin(admin.ModelAdmin):
             sources=list(queryset), federated=False, actor=request.user.get_username()
         )
         self.message_user(
-            request, f"{changed} source(s) unfederated.", messages.SUCCESS
+            request,
+            f"{changed} source(s) unfederated: searched only when a caller names them.",
+            messages.SUCCESS,
         )
 
 

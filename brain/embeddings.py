@@ -12,10 +12,13 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from functools import lru_cache
 from typing import Protocol
 
 from django.conf import settings
+
+from brain.models import Chunk
 
 logger = logging.getLogger(__name__)
 
@@ -162,3 +165,40 @@ def embed_texts(texts: list[str]) -> tuple[list[Vector] | None, str]:
             "embedding provider %s unavailable", provider.name, exc_info=True
         )
         return None, ""
+
+
+def embedding_backlog(
+    *, source_ids: list[str], sample: int = 32
+) -> dict[str, float | int | str | None]:
+    """How much embedding is left in ``source_ids`` and how long it takes here.
+
+    Returns ``{provider, pending, total, chunks_per_second, seconds}``: chunks
+    without an embedding out of all chunks, and (when a provider is configured and
+    something is pending) the rate measured by embedding up to ``sample`` pending
+    chunk texts once (nothing is written) and the estimated seconds for the rest.
+    With provider ``none`` the rate and estimate are None (search stays
+    keyword-only).
+    """
+    chunks = Chunk.objects.filter(source_id__in=source_ids)
+    pending_qs = chunks.filter(embedding__isnull=True)
+    pending, total = pending_qs.count(), chunks.count()
+    provider = get_provider()
+    out: dict[str, float | int | str | None] = {
+        "provider": provider.name if provider else "none",
+        "pending": pending,
+        "total": total,
+        "chunks_per_second": None,
+        "seconds": None,
+    }
+    if provider is None or not pending:
+        return out
+    texts = list(pending_qs.values_list("text", flat=True)[:sample])
+    started = time.perf_counter()
+    try:
+        provider.embed(texts)
+    except EmbeddingUnavailable:
+        return out
+    rate = len(texts) / max(time.perf_counter() - started, 1e-6)
+    out["chunks_per_second"] = round(rate, 1)
+    out["seconds"] = round(pending / rate)
+    return out

@@ -8,6 +8,7 @@ next (SPEC §4, §11).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 PROTOCOL_VERSION = 1
@@ -19,21 +20,34 @@ def envelope(
 ) -> dict[str, Any]:
     """Build the SPEC §4 error envelope ``{error, message, suggestion, detail,
     protocol_version}``: the one builder, used by ``BrainError.envelope``, the HTTP
-    error handlers and the MCP transport."""
+    error handlers and the MCP transport. ``detail`` is sent as a string
+    (``detail_text``)."""
     return {
         "error": code,
         "message": message,
         "suggestion": suggestion,
-        "detail": detail,
+        "detail": detail_text(detail),
         "protocol_version": PROTOCOL_VERSION,
     }
+
+
+def detail_text(detail: Any) -> str:
+    """The envelope's ``detail`` as the string SPEC §4 requires: text as is, data
+    (field lists, allowed values, ids) as compact JSON with sorted keys, nothing as
+    an empty string."""
+    if detail is None:
+        return ""
+    if isinstance(detail, str):
+        return detail
+    return json.dumps(detail, sort_keys=True, separators=(",", ":"), default=str)
 
 
 class BrainError(Exception):
     """Base of every error a caller can see.
 
     ``code`` is one of the SPEC §4 error codes; ``http_status`` the HTTP status the API
-    answers with; ``detail`` is JSON-safe extra data (allowed values, ids).
+    answers with; ``detail`` is JSON-safe extra data (allowed values, ids), sent as
+    a string (``detail_text``).
     """
 
     code = "internal"

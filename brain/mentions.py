@@ -203,6 +203,10 @@ class MentionWindow:
         """Index of the newest turn in the window."""
         return self.n_turns - 1
 
+    def newest_spans(self) -> list[Span]:
+        """The candidate spans of the newest turn (the only turn that may push)."""
+        return [s for s in self.spans if s.turn == self.newest_turn]
+
     def keys(self, *kinds: str) -> set[str]:
         """Distinct keys of the spans of the given kinds (all kinds when none)."""
         return {s.key for s in self.spans if not kinds or s.kind in kinds}

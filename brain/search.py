@@ -16,8 +16,10 @@ Pipeline, for one query inside one ``ReadScope`` (the only scoping input, SPEC �
 5. at most 2 chunks per page, ``limit`` results, ``evidence`` and ``create_safety``
    stamped on each, then the token budget (chars/4) applied to whole results.
 
-With provider ``none`` or a failing provider the vector arm is skipped and the
-response says ``search_degraded: true``. Soft-deleted pages have no chunks and are
+``search_degraded`` is None when search is whole, else a string naming why: with
+provider ``none`` or a failing provider the vector arm is skipped
+(``vector_search_unavailable: …``); when some searched chunks have no embedding yet
+(``embeddings_pending: N of M``) the vector arm cannot see them. Soft-deleted pages have no chunks and are
 filtered again when results are hydrated.
 """
 
@@ -128,12 +130,13 @@ class SearchResponse:
     """The answer to one search: results best first, plus budget accounting.
 
     ``budget_used`` and ``dropped_count`` are set only when a budget was given;
-    ``search_degraded`` is True when the vector arm could not run.
+    ``search_degraded`` is None when search is whole, else why it is not (see the
+    module docstring).
     """
 
     query: str
     results: list[SearchResult]
-    search_degraded: bool
+    search_degraded: str | None
     budget_tokens: int | None = None
     budget_used: int | None = None
     dropped_count: int | None = None
@@ -332,6 +335,44 @@ def _recency_boost(type_name: str, when: date | datetime, now: datetime) -> floa
     return 1 + RECENCY_STRENGTH * coefficient * half_life / (half_life + age_days)
 
 
+_PENDING_SQL = """
+SELECT EXISTS(
+    SELECT 1 FROM brain_chunk
+    WHERE source_id = ANY(%(sources)s) AND visibility = ANY(%(visibilities)s)
+      AND embedding IS NULL
+)
+"""
+_PENDING_COUNT_SQL = """
+SELECT count(*) FILTER (WHERE embedding IS NULL), count(*) FROM brain_chunk
+WHERE source_id = ANY(%(sources)s) AND visibility = ANY(%(visibilities)s)
+"""
+
+
+def _degradation(
+    source_ids: Sequence[str], visibilities: Sequence[str], *, vector_ok: bool
+) -> str | None:
+    """Why search is not whole, or None (SPEC §3, §4 ``search_degraded``).
+
+    ``vector_search_unavailable: provider <name>`` when the query could not be
+    embedded; else ``embeddings_pending: N of M`` when N of the M searched chunks have
+    no embedding yet (one indexed EXISTS on ``brain_chunk_embedding_pending`` when
+    every chunk is embedded; the counts only when some are not).
+    """
+    if not vector_ok:
+        return (
+            f"vector_search_unavailable: provider {settings.BRAIN_EMBEDDING_PROVIDER}"
+            " (keyword-only)"
+        )
+    params = {"sources": list(source_ids), "visibilities": list(visibilities)}
+    with connection.cursor() as cursor:
+        cursor.execute(_PENDING_SQL, params)
+        if not cursor.fetchone()[0]:
+            return None
+        cursor.execute(_PENDING_COUNT_SQL, params)
+        pending, total = cursor.fetchone()
+    return f"embeddings_pending: {pending} of {total}"
+
+
 def _query_vector(query: str) -> list[float] | None:
     vectors, _model = embeddings.embed_texts([query])
     return vectors[0] if vectors else None
@@ -381,7 +422,7 @@ def page_search(
     empty = SearchResponse(
         query=text,
         results=[],
-        search_degraded=False,
+        search_degraded=None,
         budget_tokens=budget_tokens,
         budget_used=0 if budget_tokens is not None else None,
         dropped_count=0 if budget_tokens is not None else None,
@@ -393,6 +434,8 @@ def page_search(
         list(query_embedding) if query_embedding is not None else _query_vector(text)
     )
     degraded = vector is None
+    reason = _degradation(source_ids, list(scope.visibilities), vector_ok=not degraded)
+    empty.search_degraded = reason
     literal = Vector(vector).to_text() if vector is not None else ""
     visibilities = list(scope.visibilities)
     norm_query = normalize_alias(text)
@@ -441,7 +484,6 @@ def page_search(
         )
 
     if not rows:
-        empty.search_degraded = degraded
         return empty
     hydrated = {row.chunk_id: row for row in rows}
     alias_hits = alias_pages
@@ -510,7 +552,7 @@ def page_search(
         if len(results) >= limit:
             break
 
-    response = SearchResponse(query=text, results=results, search_degraded=degraded)
+    response = SearchResponse(query=text, results=results, search_degraded=reason)
     if budget_tokens is not None:
         kept: list[SearchResult] = []
         used = 0

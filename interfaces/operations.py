@@ -14,6 +14,7 @@ from typing import Any
 
 from brain.access import Caller
 from brain.exceptions import PROTOCOL_VERSION, InvalidParams
+from brain.hints import unsearched_sources_hint
 from brain.models import Page, Source
 from brain.search import page_search
 from brain.services.pages import WriteResult
@@ -89,8 +90,10 @@ def op_search(
     budget_tokens: int | None,
 ) -> dict[str, Any]:
     """Hybrid page search (SPEC §3) in the caller's read scope over ``sources`` (None:
-    the federated sources it may read): ``{query, results, search_degraded,
-    budget_tokens, budget_used, dropped_count, protocol_version}``."""
+    the federated sources it may read and its write source): ``{query, results,
+    budget_tokens, budget_used, dropped_count, protocol_version}``, plus
+    ``search_degraded`` (the reason) only when search is not whole and ``hint`` only
+    when readable sources outside the search also match (``brain.hints``)."""
     response = page_search(
         scope=caller.read_scope(sources),
         query=query,
@@ -98,15 +101,20 @@ def op_search(
         types=types,
         budget_tokens=budget_tokens,
     )
-    return {
+    out: dict[str, Any] = {
         "query": response.query,
         "results": [r.as_dict() for r in response.results],
-        "search_degraded": response.search_degraded,
         "budget_tokens": response.budget_tokens,
         "budget_used": response.budget_used,
         "dropped_count": response.dropped_count,
         "protocol_version": PROTOCOL_VERSION,
     }
+    if response.search_degraded:
+        out["search_degraded"] = response.search_degraded
+    hint = unsearched_sources_hint(caller=caller, requested=sources, query=query)
+    if hint:
+        out["hint"] = hint
+    return out
 
 
 # --- loops (SPEC §4, §5): remote callers get redacted loops (§5.5) -------------------

@@ -100,3 +100,14 @@ def test_admin_creates_an_api_key_and_shows_it_once(staff_client: Client) -> Non
     assert response.status_code == 200
     shown = [str(m) for m in response.context["messages"]]
     assert any("gbr_" in m and "shown only once" in m for m in shown), shown
+
+
+def test_the_source_form_explains_federation_where_it_is_set(
+    staff_client: Client,
+) -> None:
+    """Issue 18: the curator learns what federation means at the checkbox."""
+    response = staff_client.get("/admin/brain/source/default/change/")
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "searched whenever a caller names no source" in page
+    assert "Imported mailboxes start unfederated" in page

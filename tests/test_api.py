@@ -71,7 +71,7 @@ def test_a_missing_or_wrong_key_gets_the_error_envelope(api_client) -> None:  # 
             "error": "scope_denied",
             "message": "Missing or invalid API key.",
             "suggestion": body["suggestion"],
-            "detail": None,
+            "detail": "",  # SPEC §4: detail is always a string
             "protocol_version": 1,
         }
         assert "admin → API keys" in body["suggestion"]

@@ -121,8 +121,13 @@ def test_entity_never_resolves_or_suggests_across_sources(brain) -> None:  # typ
     assert leaks(card, SECRETS) == [] and card["card"]["active_fact_count"] == 1
     _, trusted = verb("trusted_a", "entity", {"name": "Secret Sam"})
     assert trusted["found"] is True
+    # SPEC §4: a card never carries private fact text, even for a trusted key;
+    # the trusted key reads the private fact through recall.
     _, trusted_card = verb("trusted_a", "entity", {"name": "Alice Example"})
-    assert trusted_card["card"]["active_fact_count"] == 2
+    assert "PRIVATE-FACT-A" not in str(trusted_card["card"])
+    assert trusted_card["card"]["active_fact_count"] == 1
+    _, recalled = verb("trusted_a", "recall", {"entity": "Alice Example"})
+    assert "PRIVATE-FACT-A" in str(recalled["facts"])
 
 
 def test_remember_writes_only_to_the_key_source_and_never_dedups_across(brain) -> None:  # type: ignore[no-untyped-def]

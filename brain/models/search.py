@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVectorField
 from django.db import models
+from django.db.models import Q
 from pgvector.django import HnswIndex, VectorField
 
 from brain.models.base import EMBEDDING_DIMENSIONS, Visibility
@@ -47,6 +48,13 @@ class Chunk(models.Model):
                 opclasses=["vector_cosine_ops"],
             ),
             models.Index(fields=["source", "visibility"]),
+            # search_degraded: "is any searched chunk still without an embedding?"
+            # stays one index probe when every chunk is embedded (SPEC §3).
+            models.Index(
+                fields=["source", "visibility"],
+                condition=Q(embedding__isnull=True),
+                name="brain_chunk_embedding_pending",
+            ),
         ]
 
     def __str__(self) -> str:

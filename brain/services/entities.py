@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from brain.access import ReadScope, scope_queryset
 from brain.extensions import loop_views
-from brain.models import Fact, Page, TimelineEntry
+from brain.models import Fact, Page, TimelineEntry, Visibility
 from brain.selectors import backlinks_sql
 from brain.selectors_facts import fact_list_active
 from brain.text import normalize_alias, slugify_title
@@ -250,7 +250,7 @@ SELECT
                             ORDER BY f.created_at DESC, f.id DESC), '[]') FROM (
      SELECT id, text, kind, valid_from, valid_until, created_at FROM brain_fact
       WHERE entity_id = %(page)s AND source_id = ANY(%(sources)s)
-        AND visibility = ANY(%(visibilities)s) AND expired_at IS NULL
+        AND visibility = %(world)s AND expired_at IS NULL
         AND (valid_until IS NULL OR valid_until > %(now)s)
       ORDER BY created_at DESC, id DESC LIMIT %(facts)s
    ) f) AS facts,
@@ -297,6 +297,9 @@ def entity_card(
     entries of the last 90 days (among the latest 5). Edges exclude ``mentions``,
     outgoing first, both ends in the page's source, live and readable. Counts exclude
     ``mentions`` and rows the scope may not read; ``active_fact_count`` stops at 100.
+    Facts in the card (commitment threads, ``active_fact_count``) are world-visibility
+    only, whoever asks: private detail comes from recall or
+    ``context_pack(include_private)``.
     One query of depth-1 indexed sub-selects (plus one for loops when installed).
     """
     now = now or timezone.now()
@@ -305,6 +308,8 @@ def entity_card(
         "source": page.source_id,
         "sources": list(scope.source_ids),
         "visibilities": list(scope.visibilities),
+        # A card never carries private fact text, for any caller (SPEC §4).
+        "world": Visibility.WORLD,
         "now": now,
         "aka": CARD_AKA,
         "timeline": TIMELINE_LOOKBACK,

@@ -1,8 +1,9 @@
 """Push context (SPEC §9): the brain volunteers the pages an agent needs, no LLM.
 
 ``push_context`` reads the last 4 conversation turns, extracts mentions
-(``brain.mentions``), resolves them against the caller's read scope with a handful of
-indexed queries, and returns at most ``max_pages`` pages it is confident about, each
+(``brain.mentions``), resolves them against the caller's read scope with one indexed
+query, and returns at most ``max_pages`` pages the newest turn mentions and it is
+confident about (earlier turns give context and suppression, never a late push), each
 with a safe one-line synopsis and the due open loops with that person. Precision over
 recall: an ambiguous mention yields nothing, and pages already pushed in the session
 are not pushed again. Every pushed page is logged as a ``PushEvent``.
@@ -75,8 +76,8 @@ class Resolution:
     )
     # page ids a partial-name sighting made unsafe.
     unsafe: set[int] = field(default_factory=set)
-    # (surface, reason) for mentions that matched but were silenced.
-    skipped: list[tuple[str, str]] = field(default_factory=list)
+    # (surface, reason, turn) for mentions that matched but were silenced.
+    skipped: list[tuple[str, str, int]] = field(default_factory=list)
 
 
 def push_context(
@@ -90,7 +91,8 @@ def push_context(
     """Return the pages an agent should know about now (SPEC §9, scoping §8).
 
     ``turns``: oldest first, each a string or ``{"role", "text"}``; the last 4 are
-    read. A single string holding ``user:`` / ``assistant:`` lines is split into
+    read, and only pages the newest turn mentions are pushed (the older turns add
+    the two-turn bonus and silence ambiguous or partial names). A single string holding ``user:`` / ``assistant:`` lines is split into
     turns. ``session_id``: suppresses pages already pushed in that session (per caller)
     and logs what is pushed; without it nothing is suppressed or logged. ``source``:
     read only that source (else the caller's federated sources). ``max_pages``:
@@ -124,7 +126,9 @@ def push_context(
         "protocol_version": PROTOCOL_VERSION,
     }
     window = extract_mentions(texts)
-    if window.spans and scope.source_ids:
+    # Only the newest turn can push (SPEC §9: never a late push); with nothing in it
+    # there is nothing to look up.
+    if window.newest_spans() and scope.source_ids:
         lookups = _lookup(window, scope, session_id=session_id, client=caller.actor)
         resolution = resolve_window(window, lookups)
         _select(
@@ -242,22 +246,33 @@ _COLUMNS = (
 )
 
 
-def _lookup(
+def lookup_query(
     window: MentionWindow, scope: ReadScope, *, session_id: str | None, client: str
-) -> Lookups:
-    """Find every candidate key of the window in one indexed query inside the read
-    scope (sources and visibilities from ``Caller.read_scope``), with each page's
-    "already pushed in this session" flag."""
-    found = Lookups()
-    alias_keys = window.keys()
+) -> tuple[str, dict[str, Any], set[str], set[str], set[str]]:
+    """The one indexed lookup of a window: ``(sql, params, title_keys, surname_keys,
+    tail_keys)``. ``benchmarks/push.py`` times this bare SQL as the latency floor.
+
+    Only the newest turn's keys are looked up, plus every key of an older run that
+    shares one of them: only the newest turn's mentions can push, and an older
+    sighting matters only through such a run (the two-turn bonus, an ambiguous key,
+    "Sarah Johnson" earlier making a later "Sarah" unsafe, "Nadia Petrov" earlier
+    explaining a later "nadia").
+    """
+    newest = window.newest_spans()
+    wanted = {s.key for s in newest}
+    runs = {s.run for s in window.spans if s.run >= 0 and s.key in wanted}
+    spans = newest + [
+        s for s in window.spans if s.run in runs and s.turn != window.newest_turn
+    ]
+    alias_keys = {s.key for s in spans}
     # A handle matches its alias with or without the "@"; a bare lower-case word
     # matches a handle alias too ("dalvarez" for "@dalvarez").
-    for key in window.keys("handle"):
-        alias_keys.add(key.lstrip("@"))
-    for key in window.keys("weak"):
-        if " " not in key:
-            alias_keys.add("@" + key)
-    strong = [s for s in window.spans if s.kind == "strong"]
+    for span in spans:
+        if span.kind == "handle":
+            alias_keys.add(span.key.lstrip("@"))
+        elif span.kind == "weak" and " " not in span.key:
+            alias_keys.add("@" + span.key)
+    strong = [s for s in spans if s.kind == "strong"]
     title_keys = {s.key for s in strong}
     surname_keys = {s.key for s in strong if s.length == 1}
     tail_keys = {slugify_title(s.surface) for s in strong} - {""}
@@ -277,6 +292,19 @@ def _lookup(
         "session": session_id or "",
         "client": client,
     }
+    return sql, params, title_keys, surname_keys, tail_keys
+
+
+def _lookup(
+    window: MentionWindow, scope: ReadScope, *, session_id: str | None, client: str
+) -> Lookups:
+    """Find every candidate key of the window in one indexed query inside the read
+    scope (sources and visibilities from ``Caller.read_scope``), with each page's
+    "already pushed in this session" flag."""
+    found = Lookups()
+    sql, params, title_keys, surname_keys, tail_keys = lookup_query(
+        window, scope, session_id=session_id, client=client
+    )
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = [dict(zip(_COLUMNS, row, strict=True)) for row in cursor.fetchall()]
@@ -378,7 +406,7 @@ def resolve_window(window: MentionWindow, lookups: Lookups) -> Resolution:
                 )
             ):
                 out.unsafe |= match.page_ids
-                out.skipped.append((span.surface, "partial_name"))
+                out.skipped.append((span.surface, "partial_name", span.turn))
                 continue
             _record(out, span, match)
     return out
@@ -393,7 +421,7 @@ def _record(out: Resolution, span: Span, match: Match | None) -> None:
     if match is None:
         return
     if match.ambiguous:
-        out.skipped.append((span.surface, "ambiguous"))
+        out.skipped.append((span.surface, "ambiguous", span.turn))
         return
     (page_id,) = match.page_ids
     out.sightings[page_id].append((match.arm, span.turn, span.surface))
@@ -428,13 +456,31 @@ def _select(
     session_id: str | None,
     limit: int,
 ) -> None:
-    """Apply suppression, the gate and the cap; fill ``result`` and log the pushes."""
+    """Apply suppression, the gate and the cap; fill ``result`` and log the pushes.
+
+    Only pages sighted in the newest turn are candidates (SPEC §9): earlier turns
+    add the two-turn bonus and silence (ambiguity, partial names, pages already
+    pushed), never a page of their own, so a page skipped on an earlier turn (over
+    the cap, say) is not pushed on a later turn that does not mention it. ``skipped``
+    likewise lists only the newest turn's mentions.
+    """
+    newest = window.newest_turn
     skipped = result["skipped"]
-    skipped.extend({"mention": m, "reason": r} for m, r in resolution.skipped)
+    skipped.extend(
+        {"mention": m, "reason": r}
+        for m, r, turn in resolution.skipped
+        if turn == newest
+    )
     candidates = []
     for page_id, sightings in resolution.sightings.items():
-        first = sightings[0][2]
+        now = [s for s in sightings if s[1] == newest]
+        if not now:
+            continue
+        first = now[0][2]
         if page_id in resolution.unsafe:
+            # Silenced by a partial name ("Sarah Johnson") in this or an older turn.
+            if not any(k == (first, "partial_name") for k in _reasons(skipped)):
+                skipped.append({"mention": first, "reason": "partial_name"})
             continue
         confidence, arm = page_confidence(sightings, newest_turn=window.newest_turn)
         last_turn = max(turn for _, turn, _ in sightings)
@@ -499,6 +545,10 @@ def _select(
             ],
             ignore_conflicts=True,
         )
+
+
+def _reasons(skipped: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    return [(s["mention"], s["reason"]) for s in skipped]
 
 
 _FENCE = re.compile(r"^\s*(```|~~~)")

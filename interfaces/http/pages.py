@@ -41,7 +41,7 @@ class SearchQuery(Schema):
     budget_tokens: int | None = None
 
 
-@router.get("/search", response=SearchOut)
+@router.get("/search", response=SearchOut, exclude_unset=True)
 def search(request: HttpRequest, params: Query[SearchQuery]) -> dict[str, Any]:
     """Hybrid search over pages (SPEC §3). ``source`` and ``type`` take one value or a
     comma list; no ``source`` means the federated sources the key may read."""

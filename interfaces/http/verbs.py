@@ -40,7 +40,7 @@ from interfaces.http.schemas.verbs import (
 router = Router(tags=["verbs"])
 
 
-@router.post("/recall", response=RecallOut)
+@router.post("/recall", response=RecallOut, exclude_unset=True)
 def recall(request: HttpRequest, payload: RecallIn) -> dict[str, Any]:
     """Facts about an entity or matching a query, plus hybrid page search results."""
     return verb_recall(caller=request_caller(request), **payload.dict())
@@ -52,7 +52,7 @@ def remember(request: HttpRequest, payload: RememberIn) -> dict[str, Any]:
     return verb_remember(caller=request_caller(request), **payload.dict())
 
 
-@router.post("/entity", response=EntityOut)
+@router.post("/entity", response=EntityOut, exclude_unset=True)
 def entity(request: HttpRequest, payload: EntityIn) -> dict[str, Any]:
     """Resolve a name to a page and return its entity card, or near-miss suggestions."""
     return verb_entity(caller=request_caller(request), **payload.dict())
@@ -60,7 +60,8 @@ def entity(request: HttpRequest, payload: EntityIn) -> dict[str, Any]:
 
 @router.post("/synthesize", response=SynthesizeOut)
 def synthesize(request: HttpRequest, payload: SynthesizeIn) -> dict[str, Any]:
-    """Answer a question from retrieved pages and facts with one LLM call."""
+    """[EXPENSIVE: one LLM call, costs money] Answer a question from retrieved pages
+    and facts, citing them; ``unavailable`` when no LLM is configured."""
     return verb_synthesize(caller=request_caller(request), **payload.dict())
 
 
@@ -70,13 +71,13 @@ def forget(request: HttpRequest, payload: ForgetIn) -> dict[str, Any]:
     return verb_forget(caller=request_caller(request), **payload.dict())
 
 
-@router.post("/context_pack", response=ContextPackOut)
+@router.post("/context_pack", response=ContextPackOut, exclude_unset=True)
 def context_pack(request: HttpRequest, payload: ContextPackIn) -> dict[str, Any]:
     """Cards, open threads and hot facts for up to 8 entities, plus a text block."""
     return verb_context_pack(caller=request_caller(request), **payload.dict())
 
 
-@router.post("/delta", response=DeltaOut)
+@router.post("/delta", response=DeltaOut, exclude_unset=True)
 def delta(request: HttpRequest, payload: DeltaIn) -> dict[str, Any]:
     """What changed after a cursor (since or a session), oldest first."""
     return verb_delta(caller=request_caller(request), **payload.dict())

@@ -714,10 +714,11 @@ TOOLS: tuple[ToolSpec, ...] = (
         fn=synthesize,
         title="Synthesize an answer",
         description=(
-            "Answer a question from retrieved pages and facts with one LLM call, "
-            "citing its sources and naming gaps. Costs money; returns `unavailable` "
-            "when no LLM is configured. Never fabricates: with nothing retrieved the "
-            "answer is empty."
+            "[EXPENSIVE: one LLM call, costs money] Answer a question from retrieved "
+            "pages and facts, citing its sources and naming gaps. Returns "
+            "`unavailable` when no LLM is configured; use recall or context_pack "
+            "(no LLM) first. Never fabricates: with nothing retrieved the answer is "
+            "empty."
         ),
         read_only=True,
     ),
@@ -818,10 +819,10 @@ TOOLS: tuple[ToolSpec, ...] = (
         fn=brain_query,
         title="Ask the brain",
         description=(
-            "Answer a question in prose from retrieved pages, with numbered citations "
-            "(slug, title, excerpt) and the gaps it could not answer. Uses the LLM "
-            "(costs money); returns `unavailable` when none is configured: then use "
-            "brain_search or recall."
+            "[EXPENSIVE: one LLM call, costs money] Answer a question in prose from "
+            "retrieved pages, with numbered citations (slug, title, excerpt) and the "
+            "gaps it could not answer; returns `unavailable` when no LLM is "
+            "configured: then use brain_search or recall."
         ),
         read_only=True,
     ),

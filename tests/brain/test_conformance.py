@@ -1,6 +1,8 @@
-"""Memory verbs v1 conformance (SPEC §4; reference digest §7): every fixture case,
-run against the HTTP endpoints with a remote (untrusted) key, plus the SPEC §4
-details (null echoes, string ids, enums, budget arithmetic, since normalisation)."""
+"""Memory verbs v1 over HTTP, beyond the reference cases (SPEC §4; digest §7): exact
+values the cases only type-check (string ids, null echoes of omitted inputs, fields
+absent unless asked for, budget arithmetic, since normalisation, card counts), with a
+remote (untrusted) key. The reference cases themselves run on every transport in
+``tests/mcp/test_conformance.py``."""
 
 from __future__ import annotations
 
@@ -54,6 +56,7 @@ def assert_error(
     assert set(body) == {"error", "message", "suggestion", "detail", "protocol_version"}
     assert body["error"] == code and body["error"] in ERROR_CODES
     assert body["protocol_version"] == 1
+    assert isinstance(body["detail"], str)  # SPEC §4: detail is a string
     if suggestion:
         assert body["suggestion"].strip()
 
@@ -140,9 +143,9 @@ def test_case_08_recall_budget_echo_and_arithmetic(verb, world) -> None:  # type
     )
     assert status == 200 and body["total"] >= 1
     assert body["budget_tokens"] == 10000
-    # Everything fits the generous budget: something is used, nothing dropped.
-    assert 0 < body["budget_used"] <= 10000
-    assert body["dropped_count"] == 0
+    assert 0 <= body["budget_used"] <= 10000
+    assert body["dropped_count"] == 0  # everything fits in 10,000 tokens
+    assert body["budget_used"] > 0 and body["total"] == len(body["facts"]) >= 1
 
 
 def test_case_09_budget_smaller_than_first_item_drops_everything(verb, world) -> None:  # type: ignore[no-untyped-def]
@@ -206,14 +209,14 @@ def test_case_11_entity_card_has_every_schema_field(verb, world, source_a) -> No
     assert [(e["direction"], e["type"]) for e in card["edges"]] == [
         ("in", "related_to")
     ]
+    assert isinstance(body["latency_ms"], int)
 
 
 def test_case_12_entity_miss_is_found_false_with_suggestions_array(verb, world) -> None:  # type: ignore[no-untyped-def]
     status, body = verb(world["key"], "entity", {"name": f"Conformence {MARKER}x"})
     assert status == 200
-    assert body["found"] is False and isinstance(body["suggestions"], list)
-    # The misspelt name is a near miss of the seeded entity: it is suggested.
-    assert world["slug"] in [sg["slug"] for sg in body["suggestions"]]
+    assert body["found"] is False and "card" not in body  # a miss has no card key
+    assert [s["slug"] for s in body["suggestions"]] == [world["slug"]]
     for suggestion in body["suggestions"]:
         assert {"slug", "title", "create_safety"} <= set(suggestion)
     status, body = verb(world["key"], "entity", {"name": "zzqxv-nothing-like-it"})
@@ -277,6 +280,19 @@ def test_case_16_delta_echoes_since_normalised_to_milliseconds(verb, world) -> N
     assert status == 200 and body["since"] == "1970-01-01T00:00:00.000Z"
 
 
+def test_delta_threads_restate_commitments_and_page_changes(verb, world) -> None:  # type: ignore[no-untyped-def]
+    """SPEC §4 delta ``threads: [{kind, text, date}]`` (the card's thread shape)."""
+    remember(verb, world, kind="commitment", fact="Conformance will send the deck")
+    remember(verb, world, fact="Conformance likes green tea")
+    _, body = verb(world["key"], "delta", {"since": "1970-01-01T00:00:00Z"})
+    threads = [(t["kind"], t["text"]) for t in body["threads"]]
+    assert threads == [
+        ("recent_event", f"Conformance {MARKER}: created"),
+        ("commitment", "Conformance will send the deck"),
+    ]
+    assert all(ISO.match(t["date"]) for t in body["threads"])
+
+
 def test_case_17_delta_without_since_or_session_is_invalid_params(verb, world) -> None:  # type: ignore[no-untyped-def]
     status, body = verb(world["key"], "delta", {})
     assert_error(status, body, "invalid_params")
@@ -301,16 +317,12 @@ def test_case_18_every_error_is_the_envelope(verb, world) -> None:  # type: igno
 
 def test_omitted_optionals_echo_as_null(verb, world) -> None:  # type: ignore[no-untyped-def]
     _, recall = verb(world["key"], "recall", {"entity": world["slug"]})
-    for key in (
-        "query",
-        "since",
-        "limit",
-        "session_id",
-        "budget_tokens",
-        "budget_used",
-        "dropped_count",
-    ):
+    for key in ("query", "since", "limit", "session_id"):
         assert recall[key] is None
+    # SPEC §4: budget accounting only when a budget is given; search_degraded only
+    # when search is not whole (no query here, so no search ran).
+    for key in ("budget_tokens", "budget_used", "dropped_count", "search_degraded"):
+        assert key not in recall
     _, pack = verb(world["key"], "context_pack", {"entities": world["slug"]})
     assert pack["budget_tokens"] is None and pack["since"] is None
     assert pack["include_private"] is None

@@ -160,7 +160,8 @@ def test_search_endpoint_returns_spec_fields_and_is_source_scoped(
     response = client.get(reverse("api:search"), {"query": "kayak trip"})
     assert response.status_code == 200, response.json()
     body = response.json()
-    assert body["protocol_version"] == 1 and body["search_degraded"] is True
+    assert body["protocol_version"] == 1
+    assert body["search_degraded"].startswith("vector_search_unavailable")
     assert body["budget_tokens"] is None
     assert {r["source_id"] for r in body["results"]} == {"team-a"}
     assert {

@@ -51,7 +51,7 @@ def test_exact_title_query_returns_exact_title_match_and_exists(
     top = response.results[0]
     assert top.slug == corpus["Moscow bomber"]
     assert (top.evidence, top.create_safety) == ("exact_title_match", "exists")
-    assert response.search_degraded is False
+    assert response.search_degraded is None  # whole: every chunk embedded
 
 
 def test_every_result_carries_the_spec_fields(corpus: dict[str, str]) -> None:
@@ -92,7 +92,9 @@ def test_keyword_only_mode_says_search_degraded(
 ) -> None:  # type: ignore[no-untyped-def]
     settings.BRAIN_EMBEDDING_PROVIDER = "none"
     response = page_search(scope=trusted_scope(), query="Eircom NAT VoIP")
-    assert response.search_degraded is True
+    assert response.search_degraded == (
+        "vector_search_unavailable: provider none (keyword-only)"
+    )
     assert response.results[0].slug == corpus["Eircom aDSL Nat'ing"]
     assert response.results[0].similarity is None
 
@@ -108,8 +110,23 @@ def test_failing_provider_degrades_to_keyword_only(
 
     monkeypatch.setattr(embeddings, "get_provider", lambda: Down())
     response = page_search(scope=trusted_scope(), query="Klez virus")
-    assert response.search_degraded is True
+    assert response.search_degraded.startswith("vector_search_unavailable")
     assert response.results[0].slug == corpus[KLEZ]
+
+
+def test_search_degraded_names_chunks_still_waiting_for_embeddings(
+    corpus: dict[str, str],
+) -> None:
+    """SPEC §3/§4: a chunk without an embedding is invisible to the vector arm, so
+    the answer says how many of the searched chunks are pending."""
+    from brain.models import Chunk
+
+    total = Chunk.objects.filter(source_id="default").count()
+    pending = Chunk.objects.filter(source_id="default").order_by("pk")[:3]
+    Chunk.objects.filter(pk__in=[c.pk for c in pending]).update(embedding=None)
+    response = page_search(scope=trusted_scope(), query="Klez virus")
+    assert response.search_degraded == f"embeddings_pending: 3 of {total}"
+    assert response.results  # keyword and vector arms still answer
 
 
 def test_a_query_against_an_unrequested_source_returns_nothing_from_it(

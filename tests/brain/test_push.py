@@ -8,7 +8,7 @@ from django.utils import timezone
 from brain.access import Caller, local_caller
 from brain.exceptions import InvalidParams, ScopeDenied
 from brain.models import Page, PushEvent, Source, Visibility
-from brain.services.push import page_synopsis, push_context
+from brain.services.push import page_confidence, page_synopsis, push_context
 from tests.factories import AliasFactory, PageFactory, SourceFactory, page_type
 
 pytestmark = pytest.mark.django_db
@@ -62,30 +62,62 @@ def cast(default_source: Source) -> dict[str, Page]:
 
 
 def test_resolution_confidence_per_arm(local: Caller, cast: dict[str, Page]) -> None:
-    """alias 0.9, exact title 0.8, surname 0.72 (mentioned once, not in the newest
-    turn, so no salience bonus)."""
+    """alias 0.9, exact title 0.8, surname 0.72 as base confidences; a pushed page is
+    always mentioned in the newest turn, so it carries the 0.05 salience bonus."""
     for text, arm, confidence in (
-        ("Ask Priya about it.", "alias", 0.9),
-        ("Ask Globex about it.", "title", 0.8),
-        ("Ask Raman about it.", "surname", 0.72),
+        ("Ask Priya about it.", "alias", 0.95),
+        ("Ask Globex about it.", "title", 0.85),
+        ("Ask Raman about it.", "surname", 0.77),
     ):
-        result = push_context(caller=local, turns=[text, "Thanks, sounds good."])
+        result = push_context(caller=local, turns=["Morning.", text])
         assert [(p["arm"], p["confidence"]) for p in result["pages"]] == [
             (arm, confidence)
         ]
+    assert page_confidence([("alias", 0, "Priya")], newest_turn=1) == (0.9, "alias")
+    assert page_confidence([("title", 0, "Globex")], newest_turn=1) == (0.8, "title")
+    assert page_confidence([("surname", 0, "Raman")], newest_turn=1) == (
+        0.72,
+        "surname",
+    )
 
 
-def test_salience_bonus_for_newest_turn_or_two_turns(
+def test_salience_bonus_for_newest_turn_or_two_turns() -> None:
+    assert page_confidence([("alias", 0, "Priya")], newest_turn=1)[0] == 0.9
+    assert page_confidence([("alias", 1, "Priya")], newest_turn=1)[0] == 0.95
+    two_turns = [("alias", 0, "Priya"), ("title", 1, "Priya Raman")]
+    assert page_confidence(two_turns, newest_turn=2) == (0.95, "alias")
+
+
+def test_no_late_push_a_page_only_in_older_turns_stays_silent(
     local: Caller, cast: dict[str, Page]
 ) -> None:
-    older_only = push_context(caller=local, turns=["Ask Priya.", "OK."])
-    newest = push_context(caller=local, turns=["OK.", "Ask Priya."])
-    two_turns = push_context(
-        caller=local, turns=["Ask Priya.", "Priya Raman agreed.", "OK."]
-    )
-    assert older_only["pages"][0]["confidence"] == 0.9
-    assert newest["pages"][0]["confidence"] == 0.95
-    assert two_turns["pages"][0]["confidence"] == 0.95
+    """SPEC §9: the older turns give context, never a push of their own."""
+    result = push_context(caller=local, turns=["Ask Priya.", "Thanks, sounds good."])
+    assert result["pages"] == [] and result["skipped"] == []
+
+
+def test_over_cap_carry_over_four_entities_then_a_silent_turn(
+    local: Caller, default_source: Source
+) -> None:
+    """Regression (issue 18): four people in turn 1 with the cap of 3; the fourth is
+    skipped as over the cap on turn 1 only, and turn 3 (no mention) pushes nothing,
+    though turn 1 is still inside the 4-turn window."""
+    names = ["Odile Fenwick", "Rasmus Quill", "Yara Baptiste", "Tobias Wren"]
+    for name in names:
+        make_page(default_source, name)
+    turns = [f"Set up a call with {', '.join(names[:3])} and {names[3]}."]
+    first = push_context(caller=local, turns=turns, session_id="carry")
+    assert len(first["pages"]) == 3
+    assert [s["reason"] for s in first["skipped"]] == ["over_cap"]
+    (dropped,) = [s["mention"] for s in first["skipped"]]
+    turns += ["Done: invitations sent.", "Great, book the big room too."]
+    third = push_context(caller=local, turns=turns, session_id="carry")
+    assert third["pages"] == [] and third["skipped"] == []
+    # Named again, the skipped person is pushed on that turn.
+    turns.append(f"Actually, send {dropped} the agenda first.")
+    fourth = push_context(caller=local, turns=turns, session_id="carry")
+    assert slugs(fourth) == [f"people/{dropped.lower().replace(' ', '-')}"]
+    assert PushEvent.objects.filter(session_id="carry").count() == 4
 
 
 def test_gate_drops_slug_suffix_matches_below_0_7(
@@ -226,10 +258,12 @@ def test_only_the_last_4_turns_are_read(local: Caller, cast: dict[str, Page]) ->
 
 def test_turns_may_be_role_text_objects(local: Caller, cast: dict[str, Page]) -> None:
     turns = [
+        {"role": "assistant", "text": "Anything else?"},
         {"role": "user", "text": "Ask Priya."},
-        {"role": "assistant", "text": "Sure."},
     ]
     assert slugs(push_context(caller=local, turns=turns)) == ["people/priya-raman"]
+    turns.append({"role": "assistant", "text": "Sure."})
+    assert push_context(caller=local, turns=turns)["pages"] == []
 
 
 def test_zero_candidates_returns_silence(local: Caller, cast: dict[str, Page]) -> None:
@@ -429,8 +463,8 @@ def test_a_turn_costs_a_handful_of_queries(
 ) -> None:
     """Scope, one lookup for every candidate, the push log (loops only for people)."""
     turns = [
-        "Sarah Chen, Priya, Will Turner and Globex.",
         "Raman and @schen, then globex and Atlas Holdings.",
+        "Sarah Chen, Priya, Will Turner and Globex.",
     ]
     with django_assert_max_num_queries(4):
         result = push_context(caller=local, turns=turns, session_id="q")
@@ -456,9 +490,9 @@ def test_title_alias_from_the_write_path_counts_as_the_title_arm(
         type_name="company",
         frontmatter={"aliases": ["Globex Corporation", "gx-logistics"]},
     )
-    titled = push_context(caller=local, turns=["Ask Globex.", "OK."])
+    titled = push_context(caller=local, turns=["OK.", "Ask Globex."])
     assert [(p["slug"], p["arm"], p["confidence"]) for p in titled["pages"]] == [
-        ("companies/globex", "title", 0.8)
+        ("companies/globex", "title", 0.85)
     ]
     assert (
         titled["pages"][0]["synopsis"]
@@ -476,5 +510,18 @@ def test_a_pasted_transcript_is_split_into_turns(
 ) -> None:
     transcript = "user: Ask Priya.\nassistant: Sure.\nuser: ok\nassistant: ok\nuser: ok"
     assert push_context(caller=local, turns=[transcript])["pages"] == []
-    short = "user: Ask Priya.\nassistant: Sure,\nshe is in.\nuser: thanks"
+    short = "user: Hi.\nassistant: Hello,\nhow can I help?\nuser: Ask Priya."
     assert slugs(push_context(caller=local, turns=[short])) == ["people/priya-raman"]
+
+
+def test_older_turns_silence_a_partial_name_but_never_push(
+    local: Caller, cast: dict[str, Page]
+) -> None:
+    """An earlier "Sarah Johnson" (someone else) keeps a later bare "Sarah" silent;
+    an earlier "Sarah Chen" lets a later "sarah" through."""
+    other = push_context(
+        caller=local, turns=["Sarah Johnson called.", "Tell Sarah yes."]
+    )
+    assert other["pages"] == [] and reasons(other) == {"Sarah": "partial_name"}
+    same = push_context(caller=local, turns=["Sarah Chen called.", "tell sarah yes"])
+    assert slugs(same) == ["people/sarah-chen"]

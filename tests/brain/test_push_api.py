@@ -24,7 +24,7 @@ def test_push_context_endpoint_returns_pages_and_logs_the_session(
 ) -> None:  # type: ignore[no-untyped-def]
     issued = make_key(default_source, readable=(default_source,))
     body = {
-        "turns": [{"role": "user", "text": "Ask Priya Raman."}, "And Felix Brandt."],
+        "turns": ["And Felix Brandt.", {"role": "user", "text": "Ask Priya Raman."}],
         "session_id": "sess-1",
     }
     response = api_client(issued.plaintext).post(

@@ -73,7 +73,7 @@ def test_a_miss_returns_up_to_three_trigram_suggestions(default_source) -> None:
     for title in ("Margaret Hamilton", "Margarete Hamel", "Margot Hamm", "Marge Ham"):
         add_page(default_source, title=title)
     body = verb_entity(caller=local_caller(), name="Margaret Hamiltn")
-    assert body["found"] is False and body["card"] is None
+    assert body["found"] is False and "card" not in body  # SPEC §4: no card key
     # Four near names exist; near-miss suggestions are capped at three (SPEC §4).
     assert len(body["suggestions"]) == 3
     assert body["suggestions"][0]["slug"] == "people/margaret-hamilton"

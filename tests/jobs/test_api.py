@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -78,4 +80,4 @@ def test_jobs_api_needs_the_admin_scope_and_names_missing_jobs(
         "/api/jobs", {"kind": "nope"}, content_type="application/json"
     )
     assert bad.status_code == 400
-    assert "sync_source" in bad.json()["detail"]["allowed"]
+    assert "sync_source" in json.loads(bad.json()["detail"])["allowed"]

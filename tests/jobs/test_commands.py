@@ -159,3 +159,28 @@ def test_idle_delta_cursors_are_purged_nightly_by_a_schedule(
     job = Job.objects.get(kind="session_cursor_purge")
     assert job.status == Job.Status.SUCCEEDED and job.result == {"purged": 1}
     assert list(SessionCursor.objects.values_list("pk", flat=True)) == [fresh.pk]
+
+
+@pytest.mark.django_db
+def test_demo_closing_lines_say_how_to_finish_embedding(settings) -> None:  # type: ignore[no-untyped-def]
+    """Issue 18: pending embeddings, how to finish them and how long it takes on
+    this machine (measured with the real local model)."""
+    from io import StringIO
+
+    from brain.models import Chunk
+    from interfaces.management.commands import demo
+    from tests.brain.conftest import add_page
+    from tests.factories import SourceFactory
+
+    settings.BRAIN_EMBEDDING_PROVIDER = "local"
+    mailbox = SourceFactory(id="mail-x")
+    for n in range(3):
+        add_page(mailbox, title=f"Thread {n}", body=f"Budget review number {n}.")
+    total = Chunk.objects.filter(source=mailbox).count()
+    assert total and not Chunk.objects.filter(embedding__isnull=False).exists()
+    command = demo.Command(stdout=StringIO())
+    command._embedding_report("mail-x", serving=False)
+    line = command.stdout.getvalue()
+    assert f"{total} of {total} chunks pending" in line and "search_degraded" in line
+    assert "manage.py worker" in line and "run_job embed_pending" in line
+    assert "on this machine (" in line and "chunks/s measured)" in line

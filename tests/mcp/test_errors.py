@@ -8,6 +8,7 @@ cases over stdio and HTTP.
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -47,28 +48,28 @@ def test_unknown_tool_is_an_mcp_error_with_the_envelope() -> None:
     body = envelope(_call(_local, "drop_database", {}))
     assert body["error"] == "invalid_params"
     assert body["message"] == "Unknown tool 'drop_database' on the 'full' surface."
-    assert body["detail"]["reason"] == "unknown_tool"
-    assert "recall" in body["detail"]["available"]
+    assert json.loads(body["detail"])["reason"] == "unknown_tool"
+    assert "recall" in json.loads(body["detail"])["available"]
 
 
 def test_bad_argument_type_is_invalid_params_naming_the_field() -> None:
     body = envelope(_call(_local, "recall", {"query": "x", "limit": "many"}))
     assert body["error"] == "invalid_params"
     assert body["message"] == "Invalid or missing argument(s): limit."
-    assert body["detail"]["fields"][0]["field"] == "limit"
+    assert json.loads(body["detail"])["fields"][0]["field"] == "limit"
 
 
 def test_missing_required_argument_is_invalid_params() -> None:
     """SPEC §4: remember without provenance is ``invalid_params``."""
     body = envelope(_call(_local, "remember", {"fact": "the sky is blue"}))
     assert body["error"] == "invalid_params"
-    assert [f["field"] for f in body["detail"]["fields"]] == ["provenance"]
+    assert [f["field"] for f in json.loads(body["detail"])["fields"]] == ["provenance"]
 
 
 def test_unknown_argument_is_invalid_params_listing_the_allowed_ones() -> None:
     body = envelope(_call(_local, "entity", {"nam": "Ada"}))
     assert body["error"] == "invalid_params"
-    assert body["detail"]["allowed"] == ["name", "source"]
+    assert json.loads(body["detail"])["allowed"] == ["name", "source"]
     assert body["suggestion"] == "Use only: name, source."
 
 
@@ -81,7 +82,7 @@ def test_a_brain_error_keeps_its_code_message_and_suggestion() -> None:
         "error": "scope_denied",
         "message": "No key.",
         "suggestion": "Send a key.",
-        "detail": {"why": "test"},
+        "detail": '{"why":"test"}',
         "protocol_version": 1,
     }
 

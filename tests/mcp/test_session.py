@@ -82,19 +82,19 @@ def _assert_session(r: dict[str, Any], *, remote: bool, loop_id: str) -> None:
 
     unknown = envelope(r["unknown_tool"])
     assert unknown["error"] == "invalid_params"
-    assert unknown["detail"]["reason"] == "unknown_tool"
+    assert json.loads(unknown["detail"])["reason"] == "unknown_tool"
     bad = envelope(r["bad_type"])
     assert (
         bad["error"] == "invalid_params"
-        and bad["detail"]["fields"][0]["field"] == "limit"
+        and json.loads(bad["detail"])["fields"][0]["field"] == "limit"
     )
     missing = envelope(r["missing"])
     assert missing["error"] == "invalid_params"
-    assert missing["detail"]["fields"][0]["field"] == "provenance"
+    assert json.loads(missing["detail"])["fields"][0]["field"] == "provenance"
     unknown_arg = envelope(r["unknown_arg"])
     assert (
         unknown_arg["error"] == "invalid_params"
-        and "query" in unknown_arg["detail"]["allowed"]
+        and "query" in json.loads(unknown_arg["detail"])["allowed"]
     )
 
 

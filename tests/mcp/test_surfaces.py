@@ -7,6 +7,8 @@ even when called by name.
 
 from __future__ import annotations
 
+import json
+
 import anyio
 from mcp import Client
 
@@ -89,8 +91,8 @@ def test_http_lists_each_surface_and_refuses_tools_outside_it(  # type: ignore[n
     assert seen["default"] == EXPECTED["full"]
     refused = envelope(seen["verbs:search"])  # type: ignore[arg-type]
     assert refused["error"] == "invalid_params"
-    assert refused["detail"]["reason"] == "unknown_tool"
-    assert refused["detail"]["available"] == sorted(VERBS)
+    assert json.loads(refused["detail"])["reason"] == "unknown_tool"
+    assert json.loads(refused["detail"])["available"] == sorted(VERBS)
     assert not seen["starter:search"].is_error  # type: ignore[attr-defined]
 
 

@@ -145,9 +145,10 @@ def _pack(
 
 def search_pages(
     *, scope: ReadScope, query: str, limit: int
-) -> tuple[list[dict[str, Any]], bool]:
+) -> tuple[list[dict[str, Any]], str | None]:
     """The search arm shared by recall and synthesize: hybrid page search (SPEC §3,
-    ``brain.search.page_search``). Returns (results, search_degraded); each result is
+    ``brain.search.page_search``). Returns (results, search_degraded: None when whole,
+    else the reason); each result is
     ``{slug, title, source_id, chunk, score, similarity, evidence, create_safety,
     provenance}`` with ``provenance`` a string (the page's stamped provenance, else
     ``page <source>:<slug>``)."""

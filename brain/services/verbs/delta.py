@@ -12,7 +12,7 @@ from django.utils import timezone
 from brain.access import DEFAULT_SOURCE_ID, Caller, ReadScope, scope_queryset
 from brain.exceptions import PROTOCOL_VERSION, InvalidParams
 from brain.extensions import loop_views
-from brain.models import Page, SessionCursor, Source
+from brain.models import Fact, Page, SessionCursor, Source
 from brain.selectors_facts import fact_list_active, fact_list_forgotten
 from brain.services.entities import (
     entity_resolve,
@@ -101,6 +101,47 @@ def _loop_stream(
     )
 
 
+def delta_threads(packed: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The delivered delta items as threads ``{kind, text, date}`` (SPEC §4, the
+    card's thread shape), oldest first: commitment facts and loop changes as
+    ``commitment`` (loops add ``loop_id, status, due, counterparty``; facts add
+    ``fact_id, entity_slug``), page changes as ``recent_event`` ("<title>: created")."""
+    threads: list[dict[str, Any]] = []
+    for kind, item in packed:
+        if kind == "fact" and item["kind"] == Fact.Kind.COMMITMENT:
+            threads.append(
+                {
+                    "kind": "commitment",
+                    "text": item["fact"],
+                    "date": item["created_at"],
+                    "fact_id": item["fact_id"],
+                    "entity_slug": item["entity_slug"],
+                }
+            )
+        elif kind == "loop":
+            threads.append(
+                {
+                    "kind": "commitment",
+                    "text": item["summary"],
+                    "date": item["updated_at"],
+                    "loop_id": item["loop_id"],
+                    "status": item["status"],
+                    "due": item["due"],
+                    "counterparty": item["counterparty"],
+                }
+            )
+        elif kind == "page":
+            threads.append(
+                {
+                    "kind": "recent_event",
+                    "text": f"{item['title']}: {item['change']}",
+                    "date": item["updated_at"],
+                    "slug": item["slug"],
+                }
+            )
+    return threads
+
+
 def verb_delta(
     *,
     caller: Caller,
@@ -122,7 +163,8 @@ def verb_delta(
     ``{fact_id, at}`` for facts this reader already received (recorded before its
     cursor) that expired since its previous call (or since ``since``): forgotten,
     superseded, or gone with a deleted page. Raises ``InvalidParams`` when neither
-    ``since`` nor ``session_id`` is given.
+    ``since`` nor ``session_id`` is given. ``threads`` restates the delivered items
+    as ``{kind, text, date}`` (``delta_threads``).
     """
     if (since is None or not str(since).strip()) and not (session_id or "").strip():
         raise InvalidParams(
@@ -261,6 +303,7 @@ def verb_delta(
         "facts": [i for k, i in packed if k == "fact"],
         "loop_events": [i for k, i in packed if k == "loop"],
         "forgotten": forgotten,
+        "threads": delta_threads(packed),
         "has_more": has_more,
         "next_cursor": next_cursor,
         "budget_used": used if budget is not None else None,

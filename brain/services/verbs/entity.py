@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from brain.access import Caller
 from brain.exceptions import PROTOCOL_VERSION
+from brain.hints import unsearched_sources_hint
 from brain.services.entities import (
     entity_card,
     entity_resolve,
@@ -31,8 +32,9 @@ def verb_entity(
     """entity (SPEC §4): resolve ``name`` and return its card.
 
     Found: ``{found: true, card, arm, suggestions[runners-up, create_safety exists]}``.
-    Miss (never an error): ``{found: false, card: null, suggestions[≤3 near misses]}``.
-    Always ``latency_ms`` (server time to answer).
+    Miss (never an error): ``{found: false, suggestions[≤3 near misses]}`` with no
+    ``card`` key, plus a ``hint`` when the name resolves in a readable source the
+    read did not cover. Always ``latency_ms``: server time to answer, whole ms.
     """
     started = time.perf_counter()
     scope = caller.read_scope(_sources(source))
@@ -52,12 +54,20 @@ def verb_entity(
             }
             for p in resolution.runners_up
         ]
-    return {
+    out: dict[str, Any] = {
         "protocol_version": PROTOCOL_VERSION,
         "name": name,
         "found": card is not None,
         "arm": resolution.arm,
-        "card": card,
         "suggestions": suggestions,
-        "latency_ms": round((time.perf_counter() - started) * 1000, 2),
     }
+    if card is not None:
+        out["card"] = card
+    else:
+        hint = unsearched_sources_hint(
+            caller=caller, requested=_sources(source), entity=name
+        )
+        if hint:
+            out["hint"] = hint
+    out["latency_ms"] = round((time.perf_counter() - started) * 1000)
+    return out

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from brain.access import Caller
 from brain.exceptions import PROTOCOL_VERSION, InvalidParams
+from brain.hints import unsearched_sources_hint
 from brain.selectors_facts import fact_list_active, fact_rank
 from brain.services.entities import (
     entity_resolve,
@@ -52,7 +53,11 @@ def verb_recall(
     ``query``, else the newest facts in scope; ``since`` filters facts by record time;
     decay-ranked. Search arm: hybrid page search for ``query``. ``limit`` (default 50,
     max 100) applies per arm. With ``budget_tokens`` facts are packed first, whole
-    items only, ``budget_used ≤ budget_tokens``. Empty brain → empty arrays.
+    items only, ``budget_used ≤ budget_tokens``, and ``budget_tokens``,
+    ``budget_used`` and ``dropped_count`` are returned (absent without a budget).
+    ``search_degraded`` is present only when search is not whole (the reason, e.g.
+    ``embeddings_pending: 12 of 2160``); ``hint`` only when readable sources the
+    read did not cover also match (``brain.hints``). Empty brain → empty arrays.
     Raises ``InvalidParams`` (bad limit, since or budget), ``ScopeDenied``.
     """
     if limit is not None and limit < 1:
@@ -87,7 +92,7 @@ def verb_recall(
     fact_items = [fact_wire(f) for f in fact_rank(facts)[:arm_limit]]
 
     results: list[dict[str, Any]] = []
-    degraded = False
+    degraded: str | None = None
     if query_text:
         results, degraded = search_pages(scope=scope, query=query_text, limit=arm_limit)
 
@@ -96,7 +101,7 @@ def verb_recall(
     )
     out_facts = [i for k, i in packed if k == "fact"]
     out_results = [i for k, i in packed if k == "result"]
-    return {
+    out: dict[str, Any] = {
         "protocol_version": PROTOCOL_VERSION,
         "query": query,
         "entity": entity,
@@ -106,8 +111,14 @@ def verb_recall(
         "facts": out_facts,
         "results": out_results,
         "total": len(out_facts) + len(out_results),
-        "budget_tokens": budget,
-        "budget_used": used if budget is not None else None,
-        "dropped_count": dropped if budget is not None else None,
-        "search_degraded": degraded,
     }
+    if budget is not None:
+        out.update(budget_tokens=budget, budget_used=used, dropped_count=dropped)
+    if degraded:
+        out["search_degraded"] = degraded
+    hint = unsearched_sources_hint(
+        caller=caller, requested=_sources(source), query=query_text, entity=entity
+    )
+    if hint:
+        out["hint"] = hint
+    return out

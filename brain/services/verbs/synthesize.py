@@ -88,7 +88,7 @@ def verb_synthesize(
         )
     scope = caller.read_scope(_sources(source))
     results, degraded = search_pages(scope=scope, query=text, limit=SYNTH_PAGES * 2)
-    warnings: list[str] = ["search ran keyword-only"] if degraded else []
+    warnings: list[str] = [f"search degraded: {degraded}"] if degraded else []
     if since_at or until_at:
         dates = {
             p.slug: p.updated_at

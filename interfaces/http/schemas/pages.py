@@ -36,7 +36,8 @@ class SearchResultOut(Schema):
 class SearchOut(Schema):
     query: str
     results: list[SearchResultOut]
-    search_degraded: bool
+    search_degraded: str | None = None
+    hint: dict[str, Any] | None = None
     budget_tokens: int | None = None
     budget_used: int | None = None
     dropped_count: int | None = None

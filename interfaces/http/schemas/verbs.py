@@ -99,6 +99,13 @@ class SearchResultOut(Schema):
     provenance: str
 
 
+class HintOut(Schema):
+    """Readable sources an unqualified read did not cover that also match."""
+
+    sources: list[str]
+    text: str
+
+
 class RecallOut(Schema):
     protocol_version: int
     query: str | None
@@ -109,10 +116,12 @@ class RecallOut(Schema):
     facts: list[FactOut]
     results: list[SearchResultOut]
     total: int
-    budget_tokens: int | None
-    budget_used: int | None
-    dropped_count: int | None
-    search_degraded: bool
+    # Absent unless asked for or true (the routes use exclude_unset, SPEC §4).
+    budget_tokens: int | None = None
+    budget_used: int | None = None
+    dropped_count: int | None = None
+    search_degraded: str | None = None
+    hint: HintOut | None = None
 
 
 class RememberOut(Schema):
@@ -145,6 +154,8 @@ class ThreadOut(Schema):
     status: str | None = None
     loop_id: str | None = None
     fact_id: str | None = None
+    entity_slug: str | None = None
+    slug: str | None = None
 
 
 class EdgeOut(Schema):
@@ -192,9 +203,11 @@ class EntityOut(Schema):
     name: str | None
     found: bool
     arm: str | None
-    card: CardOut | None
+    # A miss has no card key (SPEC §4); the route uses exclude_unset.
+    card: CardOut | None = None
     suggestions: list[SuggestionOut]
-    latency_ms: float
+    hint: HintOut | None = None
+    latency_ms: int
 
 
 class PackCardOut(Schema):
@@ -267,6 +280,7 @@ class DeltaOut(Schema):
     facts: list[FactOut]
     loop_events: list[DeltaLoopOut]
     forgotten: list[DeltaForgottenOut] = []
+    threads: list[ThreadOut]
     has_more: bool
     next_cursor: CursorOut
     budget_used: int | None

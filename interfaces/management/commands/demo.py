@@ -3,15 +3,18 @@
 1. migrate the embedded PostgreSQL; 2. make a local admin user; 3. import a real
 mailbox as a durable ``import_mail`` job (the bundled Enron sample unless PATH is
 given), which detects open loops and extracts commitments (the LLM with a key, the
-offline rules otherwise); 4. sweep loops; 5. print who is waiting on whom; 6. install
-the schedules, start a job worker and serve the admin, the API and MCP at a printed
-address with printed credentials.
+offline rules otherwise), and offer to federate the mailbox so agents (MCP stdio,
+recall, entity) find its people without naming the source; 4. sweep loops; 5. print
+who is waiting on whom; 6. install the schedules, say how much embedding is left and
+how long it takes here, start a job worker and serve the admin, the API and MCP at a
+printed address with printed credentials.
 
 Every step is idempotent: running the demo again imports nothing twice.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -28,6 +31,9 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from accounts.models import User
+from brain.embeddings import embedding_backlog
+from brain.models import Source
+from brain.services.sources import source_set_federated
 from brain.text import slugify_title
 
 ADMIN_USERNAME = "admin"
@@ -54,6 +60,13 @@ class Command(BaseCommand):
             "--no-serve", action="store_true", help="Stop after the pipeline."
         )
         parser.add_argument("--addr", default="127.0.0.1:8000", help="Where to serve.")
+        parser.add_argument(
+            "--federate",
+            action=argparse.BooleanOptionalAction,
+            default=None,
+            help="Let unqualified searches (MCP, recall, entity) read the mailbox "
+            "(default: ask on a terminal, yes otherwise).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         started = time.monotonic()
@@ -85,6 +98,8 @@ class Command(BaseCommand):
             stdout=_Summary(self.stdout),
         )
 
+        self._federate(source_id, federate=options["federate"])
+
         self._heading("3/5 Loops sweep (grace re-checks, staleness)")
         call_command("loops_sweep", source=[source_id])
 
@@ -97,9 +112,71 @@ class Command(BaseCommand):
             "   sync every 10 min, loops sweep hourly, dream nightly at 02:00"
         )
         self.stdout.write(f"   pipeline took {time.monotonic() - started:.1f} s")
+        self._embedding_report(source_id, serving=not options["no_serve"])
         if options["no_serve"]:
             return
         self._serve(options["addr"], password)
+
+    def _federate(self, source_id: str, *, federate: bool | None) -> None:
+        """Offer to federate the imported mailbox (SPEC §4, §8) and say what it means."""
+        source = Source.objects.filter(id=source_id).first()
+        if source is None:
+            return
+        if source.federated:
+            self.stdout.write(f"   source {source_id!r} is federated already")
+            return
+        if federate is None:
+            federate = True
+            if sys.stdin.isatty():
+                answer = input(
+                    f"   Let agents (MCP, recall, entity) search {source_id!r} without "
+                    "naming it? [Y/n] "
+                )
+                federate = answer.strip().lower() not in {"n", "no"}
+        if federate:
+            source_set_federated(sources=[source], federated=True, actor="demo")
+            self.stdout.write(
+                f"   federated source '{source_id}': recall, entity, search and push "
+                "find its people without naming it (undo: admin → Sources, or run "
+                "the demo with --no-federate)"
+            )
+        else:
+            self.stdout.write(
+                f"   source '{source_id}' left unfederated: agents pass "
+                f"source='{source_id}' to read it (answers say so in a hint); "
+                "federate it in admin → Sources"
+            )
+
+    def _embedding_report(self, source_id: str, *, serving: bool) -> None:
+        """Closing lines: how much of the mailbox still lacks embeddings (search
+        is degraded until it is done), how to finish, and how long it takes here."""
+        backlog = embedding_backlog(source_ids=[source_id])
+        pending, total = backlog["pending"], backlog["total"]
+        if backlog["provider"] == "none":
+            self.stdout.write(
+                "   embeddings: provider none, search is keyword-only "
+                "(set BRAIN_EMBEDDING_PROVIDER=local for hybrid search)"
+            )
+            return
+        if not pending:
+            self.stdout.write(f"   embeddings: all {total} chunks embedded")
+            return
+        how = (
+            "the worker started below embeds them in the background"
+            if serving
+            else "start `manage.py worker` to embed them in the background"
+        )
+        estimate = ""
+        if backlog["seconds"] is not None:
+            estimate = (
+                f"; about {_duration(float(backlog['seconds']))} on this machine "
+                f"({backlog['chunks_per_second']} chunks/s measured)"
+            )
+        self.stdout.write(
+            f"   embeddings: {pending} of {total} chunks pending, so search answers "
+            f"say search_degraded until they are done; {how}, or run "
+            f"`manage.py run_job embed_pending` now{estimate}"
+        )
 
     def _mailbox(self, options: dict[str, Any]) -> tuple[str, list[str], str]:
         """Resolve PATH, owners and source id; the bundled sample needs no flags."""
@@ -188,6 +265,15 @@ class Command(BaseCommand):
 
     def _heading(self, text: str) -> None:
         self.stdout.write(self.style.MIGRATE_HEADING(f"\n{text}"))
+
+
+def _duration(seconds: float) -> str:
+    """``42 s``, ``3 min`` or ``1.5 h``."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def _stop_group(process: subprocess.Popen[bytes]) -> None:
