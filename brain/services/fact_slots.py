@@ -372,6 +372,8 @@ _ATTR_SYNONYMS = {
     "deadline": "deadline",
     "due date": "deadline",
     "diet": "diet",
+    "time zone": "timezone",
+    "tz": "timezone",
 }
 _ID_NOUN_ALIASES = {"pr": "pull request", "po": "purchase order", "inv": "invoice"}
 _STATUS_AUX = re.compile(
@@ -446,7 +448,7 @@ _PREDICATES: list[tuple[str, re.Pattern[str], frozenset[str]]] = [
     (
         "employer",
         re.compile(r"\b(?:joined|joins|join) (?P<v>.+)", _P),
-        frozenset({"cap"}),
+        frozenset({"cap", "org"}),
     ),
     (
         "employer",
@@ -477,12 +479,17 @@ _PREDICATES: list[tuple[str, re.Pattern[str], frozenset[str]]] = [
             r"\b(?:left|leaves|leave|quit|quits|resigned from|resigns from) (?P<v>.+)",
             _P,
         ),
-        frozenset({"cap", "past"}),
+        frozenset({"cap", "past", "org"}),
     ),
     (
         "manager",
         re.compile(r"\b(?:reports?|reported|report) to (?P<v>.+)", _P),
         frozenset(),
+    ),
+    (
+        "spouse",
+        re.compile(r"\b(?:is |got |be )?(?:divorced|separated) from (?P<v>.+)", _P),
+        frozenset({"past"}),
     ),
     (
         "spouse",
@@ -583,6 +590,13 @@ _SUBJECT_FILLERS = frozenset(
 # "was the CTO", "lived in", "worked at": a state that held before, not now.
 _PAST_STATE = re.compile(
     r"^(?:was|were|lived|resided|worked|reported|drove|headed|led) ", re.I
+)
+# An organisation alone: capitalised words, then nothing but a time, a role or a
+# new clause ("left Fairhaven Press in May", "joined Acme as CTO", "left Acme and").
+_ORG_ONLY = re.compile(
+    r"^[A-Z][\w&.-]*(?:\s+(?:&|of|and|de|the|for)?\s*[A-Z0-9][\w&.-]*)*"
+    r"(?:$|[,;]|\s+(?:in|on|last|this|after|before|as|and|to|for|because|since|"
+    r"at the end)\b)"
 )
 _VERB_WORD = re.compile(r"^[a-z][a-z'-]*$")
 
@@ -794,6 +808,8 @@ def _predicate_matches(text: str) -> list[tuple[str, re.Match[str], frozenset[st
                 continue
             if "cap" in flags and not value[:1].isupper():
                 continue
+            if "org" in flags and not _ORG_ONLY.match(value):
+                continue  # "left Pellworth's party early" is not about an employer
             if _has_verb_before(text[: m.start()]):
                 continue
             found.append((slot, m, flags))

@@ -160,6 +160,10 @@ def test_negation_and_used_to_retire_only_the_same_value() -> None:
 
 def test_a_paraphrase_in_the_same_slot_is_a_duplicate() -> None:
     assert (
+        decide("Mara Lindqvist's timezone is CET", "Mara Lindqvist's time zone is CET")
+        == DUPLICATE
+    )
+    assert (
         decide(
             "Bram Oakes works at Acme Rivets", "Bram Oakes is employed by Acme Rivets"
         )
@@ -320,6 +324,12 @@ def test_a_failing_llm_falls_back_to_the_offline_reader(fake_anthropic, reply) -
         ("Ana Reyes works at Acme", "Ana Reyes's former employer is Acme"),
         ("Ana Reyes's favourite drink is coffee", "Ana Reyes likes tea now"),
         ("Project Heron budget: 40,000 EUR", "Project Heron budget: 55,000 EUR"),
+        (
+            "Mara Lindqvist is married to Jon Ekberg",
+            "Mara Lindqvist is divorced from Jon Ekberg",
+        ),
+        ("Deal D-220 is in negotiation", "Deal D-220 closed won"),
+        ("Pellworth's CEO is Mara Lindqvist", "Pellworth's CEO is Jon Ekberg"),
     ],
 )
 def test_changes_named_in_other_words_supersede(old: str, new: str) -> None:
@@ -340,6 +350,19 @@ def test_changes_named_in_other_words_supersede(old: str, new: str) -> None:
             "Ana Reyes stopped by the café on Friday",
             "Ana Reyes stopped by the café on Monday",
         ),
+        (
+            "Mara Lindqvist works at Pellworth",
+            "Mara Lindqvist left Pellworth's party early",
+        ),
+        (
+            "Mara Lindqvist joined Pellworth in 2019",
+            "Mara Lindqvist joined the book club",
+        ),
+        (
+            "Mara Lindqvist is the CEO of Pellworth",
+            "Jon Ekberg is the CEO of Pellworth",
+        ),
+        ("The Q3 offsite is in Bergen", "The Q4 offsite is in Oslo"),
     ],
 )
 def test_statements_about_other_things_leave_both_live(old: str, new: str) -> None:
