@@ -150,6 +150,9 @@ TEMPLATES = [
 # logs, locks) live under BRAIN_DATA_DIR (default: var/ in the checkout).
 BRAIN_DATA_DIR = Path(env_str("BRAIN_DATA_DIR") or BASE_DIR / "var")
 BRAIN_EMBEDDED_DB = not env_str("DATABASE_URL")
+# The nightly backup job (jobs.backup): where archives go, how many are kept.
+BRAIN_BACKUP_DIR = Path(env_str("BRAIN_BACKUP_DIR") or BRAIN_DATA_DIR / "backups")
+BRAIN_BACKUP_KEEP = env_int("BRAIN_BACKUP_KEEP", 7)
 
 DATABASES: dict[str, Any]
 if not BRAIN_EMBEDDED_DB:

@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
+
 from brain.exceptions import InvalidParams
 from brain.services.dream import dream_run
 from brain.services.pages import pages_embed_pending
@@ -27,6 +29,7 @@ from brain.services.verbs import session_cursor_purge as purge_idle_cursors
 from connectors.dispatch import source_sync
 from connectors.mailbox.sync import mailbox_import
 from connectors.markdown.sync import markdown_import
+from jobs.backup import backup_nightly
 from loops.extraction import commitments_extract
 from loops.extractors.llm import RetryableExtraction
 from loops.pipeline import loops_sweep as loops_sweep_service
@@ -213,6 +216,15 @@ def session_cursor_purge(job: Job, ctx: JobContext) -> Any:
     """Delete ``delta`` session cursors idle for more than 7 days (SPEC §4);
     ``{purged: n}``."""
     return {"purged": purge_idle_cursors()}
+
+
+def backup(job: Job, ctx: JobContext) -> Any:
+    """The nightly backup (``jobs.backup.backup_nightly``): an archive in
+    ``params.directory`` (default ``BRAIN_BACKUP_DIR``), keeping the newest
+    ``params.keep`` (default ``BRAIN_BACKUP_KEEP``, 7)."""
+    directory = Path(job.params.get("directory") or settings.BRAIN_BACKUP_DIR)
+    keep = int(job.params.get("keep") or settings.BRAIN_BACKUP_KEEP)
+    return backup_nightly(directory=directory, keep=keep)
 
 
 def dream(job: Job, ctx: JobContext) -> Any:

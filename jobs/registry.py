@@ -44,6 +44,7 @@ BUILTIN_KINDS: dict[str, KindSpec] = {
     "embed_pending": KindSpec("jobs.handlers.embed_pending", timeout=1800),
     "session_cursor_purge": KindSpec("jobs.handlers.session_cursor_purge", timeout=600),
     "dream": KindSpec("jobs.handlers.dream", timeout=3000, max_attempts=2),
+    "backup": KindSpec("jobs.handlers.backup", timeout=3000, max_attempts=2),
     "import_mail": KindSpec("jobs.handlers.import_mail", timeout=3000),
     "import_markdown": KindSpec("jobs.handlers.import_markdown", timeout=1800),
 }

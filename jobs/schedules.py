@@ -85,6 +85,11 @@ def schedule_specs() -> list[ScheduleSpec]:
         ScheduleSpec(
             "dream", "jobs.tasks.enqueue_kind", "0 2 * * *", {"kind": "dream"}
         ),
+        # https://crontab.guru/#0_3_*_*_* : 03:00 every night, after dream; keeps
+        # BRAIN_BACKUP_KEEP archives in BRAIN_BACKUP_DIR
+        ScheduleSpec(
+            "backup", "jobs.tasks.enqueue_kind", "0 3 * * *", {"kind": "backup"}
+        ),
     ]
     # Shared mailboxes carry their own interval (SPEC §6.1a); others every 10 min.
     every = dict(SharedMailbox.objects.values_list("source_id", "sync_every_minutes"))

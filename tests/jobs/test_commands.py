@@ -40,14 +40,15 @@ def test_setup_schedules_twice_leaves_the_same_schedule_rows() -> None:
     second = run("setup_schedules")
     assert rows() == before
     assert [r[1] for r in before] == [
+        "backup",
         "dream",
         "jobs_reaper",
         "loops_sweep",
         "session_cursor_purge",
         "sync_source:shared-inbox",
     ]
-    assert first.count("created") == 5
-    assert second.count("unchanged") == 5 and "created" not in second
+    assert first.count("created") == 6
+    assert second.count("unchanged") == 6 and "created" not in second
     assert "https://crontab.guru/#*/10_*_*_*_*" in first
 
 
