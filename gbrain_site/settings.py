@@ -153,6 +153,9 @@ BRAIN_EMBEDDED_DB = not env_str("DATABASE_URL")
 # The nightly backup job (jobs.backup): where archives go, how many are kept.
 BRAIN_BACKUP_DIR = Path(env_str("BRAIN_BACKUP_DIR") or BRAIN_DATA_DIR / "backups")
 BRAIN_BACKUP_KEEP = env_int("BRAIN_BACKUP_KEEP", 7)
+# brain_ask (brain.services.ask): kill switch and daily spend cap in USD.
+BRAIN_ASK_ENABLED = env_bool("BRAIN_ASK_ENABLED", default=True)
+BRAIN_ASK_MAX_USD_PER_DAY = float(env_str("BRAIN_ASK_MAX_USD_PER_DAY") or "1.00")
 
 DATABASES: dict[str, Any]
 if not BRAIN_EMBEDDED_DB:

@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 from brain.access import Caller  # noqa: TC001 - resolved at runtime for the schemas
 from brain.exceptions import PROTOCOL_VERSION
 from brain.selectors import page_get, page_list
+from brain.services.ask import brain_ask
 from brain.services.pages import page_add, page_update
 from brain.services.verbs import (
     verb_context_pack,
@@ -653,6 +654,28 @@ def push_context_tool(
     )
 
 
+def brain_ask_tool(
+    caller: Caller,
+    *,
+    question: Annotated[str, Field(min_length=1, description="The question.")],
+    save: Annotated[
+        bool, Field(description="Write the answer as a page (needs write).")
+    ] = False,
+    tags: TagsArg = None,
+    max_searches: Annotated[
+        int, Field(ge=1, le=10, description="Web searches allowed (default 5).")
+    ] = 5,
+) -> dict[str, Any]:
+    """brain_ask → ``brain.services.ask.brain_ask``."""
+    return brain_ask(
+        caller=caller,
+        question=question,
+        save=save,
+        tags=tags,
+        max_searches=max_searches,
+    )
+
+
 # --- admin-ish extras (full surface) ------------------------------------------------
 
 
@@ -810,6 +833,21 @@ TOOLS: tuple[ToolSpec, ...] = (
             "frontmatter (title, summary, tags); 'replace' swaps the body and still "
             "keeps title, summary and tags unless you give new ones. Give provenance "
             "for what you add. Every change is a revision that can be reverted."
+        ),
+        read_only=False,
+    ),
+    ToolSpec(
+        name="brain_ask",
+        group=BRAIN,
+        fn=brain_ask_tool,
+        title="Ask the web",
+        description=(
+            "[EXPENSIVE: one LLM call with web search, metered against a daily cap] "
+            "Answer a question from the web with citations (url, title, quoted "
+            "span). With save=true the answer becomes a page in your write source "
+            "(provenance brain_ask) that brain_search then finds. Use it for facts "
+            "the brain does not hold; use recall first. Without an LLM configured: "
+            "`unavailable`, naming the setting."
         ),
         read_only=False,
     ),

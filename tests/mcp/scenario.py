@@ -52,6 +52,7 @@ async def run_session(
     r["get_missing"] = await call("brain_get_page", {"slug": "projects/no-such-page"})
     r["list"] = await call("brain_list_pages", {"type": "project"})
     r["query"] = await call("brain_query", {"question": "Who owns the quokka budget?"})
+    r["ask"] = await call("brain_ask", {"question": "When do quokkas breed?"})
     r["remember"] = await call(
         "remember",
         {

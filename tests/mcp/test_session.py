@@ -51,6 +51,7 @@ def _assert_session(r: dict[str, Any], *, remote: bool, loop_id: str) -> None:
     assert envelope(r["get_missing"])["error"] == "not_found"
     assert slug in [p["slug"] for p in payload(r["list"])["items"]]
     assert envelope(r["query"])["error"] == "unavailable"
+    assert envelope(r["ask"])["error"] == "unavailable"  # no LLM in the tests
 
     remembered = payload(r["remember"])
     assert remembered["status"] == "inserted" and isinstance(remembered["id"], str)

@@ -39,6 +39,7 @@ BRAIN_TOOLS = {
     "brain_add",
     "brain_update",
     "brain_query",
+    "brain_ask",
     "brain_list_pages",
 }
 LOOP_TOOLS = {"open_loops", "loops_close", "loops_mute", "loops_unmute"}
