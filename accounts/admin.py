@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
+from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from accounts.models import ApiKey, User
-from accounts.services import apikey_create, apikey_revoke
+from accounts.services import apikey_create, apikey_revoke, apikey_validate
 
 
 @admin.register(User)
@@ -19,8 +21,49 @@ class UserAdmin(BaseUserAdmin):
     """Django's user admin, registered for the custom ``accounts.User``."""
 
 
+class ApiKeyForm(forms.ModelForm):
+    """The key form: a new key is checked by ``apikey_validate``, the same rules as
+    the ``apikey`` command (SPEC §8)."""
+
+    class Meta:
+        model = ApiKey
+        fields = (
+            "name",
+            "scopes",
+            "write_source",
+            "readable_sources",
+            "trusted",
+            "rate_limit_per_minute",
+            "expires_at",
+        )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if (
+            self.instance.pk is None
+            or "scopes" in self.changed_data
+            or ("write_source" in self.changed_data)
+        ):
+            try:
+                apikey_validate(
+                    name=data.get("name") or "",
+                    scopes=data.get("scopes") or [],
+                    write_source=data.get("write_source"),
+                    expires_at=(
+                        data.get("expires_at")
+                        if self.instance.pk is None or "expires_at" in self.changed_data
+                        else None
+                    ),
+                )
+            except ValidationError as exc:
+                for field, errors in exc.message_dict.items():
+                    self.add_error(field if field in self.fields else None, errors)
+        return data
+
+
 @admin.register(ApiKey)
 class ApiKeyAdmin(admin.ModelAdmin):
+    form = ApiKeyForm
     list_display = (
         "name",
         "prefix",
@@ -28,6 +71,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
         "write_source",
         "trusted",
         "is_active",
+        "expires_at",
         "last_used_at",
         "created_at",
     )
@@ -70,6 +114,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
             readable_sources=form.cleaned_data.get("readable_sources") or [],
             trusted=obj.trusted,
             rate_limit_per_minute=obj.rate_limit_per_minute,
+            expires_at=obj.expires_at,
             created_by=request.user if request.user.is_authenticated else None,
         )
         obj.pk = issued.api_key.pk

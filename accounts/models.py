@@ -68,6 +68,11 @@ class ApiKey(models.Model):
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Optional: the key stops working at this time (UTC).",
+    )
 
     class Meta:
         verbose_name = "API key"
@@ -83,5 +88,7 @@ class ApiKey(models.Model):
 
     @property
     def is_active(self) -> bool:
-        """False once revoked."""
-        return self.revoked_at is None
+        """False once revoked or expired."""
+        return self.revoked_at is None and (
+            self.expires_at is None or self.expires_at > timezone.now()
+        )

@@ -9,7 +9,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from django.core.cache import cache
+from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from accounts.models import ApiKey, User
@@ -18,6 +20,7 @@ from brain.models import AuditEvent, Source
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
+    from datetime import datetime
 
 KEY_PREFIX = "gbr_"
 
@@ -35,6 +38,45 @@ def hash_key(plaintext: str) -> str:
     return hashlib.sha256(plaintext.encode()).hexdigest()
 
 
+def apikey_validate(
+    *,
+    name: str,
+    scopes: Iterable[str],
+    write_source: Source | None,
+    expires_at: datetime | None = None,
+) -> None:
+    """The one set of rules for a new key, shared by the admin form, the ``apikey``
+    command and ``apikey_create`` (SPEC §8).
+
+    Raises Django's ``ValidationError`` with per-field messages: a blank name, an
+    unknown or empty scope set, a write-scoped (``write`` or ``admin``) key without a
+    write source (it could write nothing), or an expiry in the past.
+    """
+    errors: dict[str, list[str]] = {}
+    wanted = set(scopes)
+    if not name or not name.strip():
+        errors.setdefault("name", []).append("A key needs a name.")
+    unknown = sorted(wanted - set(ApiKey.Scope.values))
+    if unknown:
+        errors.setdefault("scopes", []).append(
+            f"Unknown scope(s) {', '.join(unknown)}; use read, write and/or admin."
+        )
+    if not wanted:
+        errors.setdefault("scopes", []).append(
+            "Give the key at least one scope (read, write, admin)."
+        )
+    if wanted & {"write", "admin"} and write_source is None:
+        errors.setdefault("write_source", []).append(
+            "A key with the write or admin scope needs a write source: without one "
+            "it could write nothing. Pick the source its writes go to, or make the "
+            "key read-only."
+        )
+    if expires_at is not None and expires_at <= timezone.now():
+        errors.setdefault("expires_at", []).append("The expiry must be in the future.")
+    if errors:
+        raise ValidationError(errors)
+
+
 def apikey_create(
     *,
     name: str,
@@ -43,12 +85,17 @@ def apikey_create(
     readable_sources: Iterable[Source] = (),
     trusted: bool = False,
     rate_limit_per_minute: int | None = None,
+    expires_at: datetime | None = None,
     created_by: User | None = None,
 ) -> IssuedKey:
     """Create a key and return it with its plaintext (shown once, never stored).
 
-    The write source is always added to the readable sources.
+    Checked by ``apikey_validate`` first (``ValidationError``). The write source is
+    always added to the readable sources.
     """
+    apikey_validate(
+        name=name, scopes=scopes, write_source=write_source, expires_at=expires_at
+    )
     prefix = secrets.token_hex(4)
     plaintext = f"{KEY_PREFIX}{prefix}_{secrets.token_urlsafe(32)}"
     with transaction.atomic():
@@ -60,6 +107,7 @@ def apikey_create(
             write_source=write_source,
             trusted=trusted,
             rate_limit_per_minute=rate_limit_per_minute,
+            expires_at=expires_at,
             created_by=created_by,
         )
         readable = {s.pk: s for s in readable_sources}
@@ -77,18 +125,20 @@ def apikey_create(
 
 
 def apikey_authenticate(*, plaintext: str) -> ApiKey | None:
-    """Return the active key matching ``plaintext``, or None. Touches ``last_used_at``
-    at most once a minute so reads do not turn into a write per request."""
+    """Return the active key matching ``plaintext``, or None (unknown, revoked or
+    expired). Touches ``last_used_at`` at most once a minute so reads do not turn
+    into a write per request."""
     if not plaintext.startswith(KEY_PREFIX):
         return None
+    now = timezone.now()
     key = (
         ApiKey.objects.filter(key_hash=hash_key(plaintext), revoked_at__isnull=True)
+        .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
         .select_related("write_source")
         .first()
     )
     if key is None:
         return None
-    now = timezone.now()
     if key.last_used_at is None or (now - key.last_used_at).total_seconds() > 60:
         ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
     return key

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from django.db.models import Q
 
-from brain.exceptions import ScopeDenied
+from brain.exceptions import NotFound, ScopeDenied
 from brain.models import Source, Visibility
 
 if TYPE_CHECKING:
@@ -125,26 +125,59 @@ class Caller:
         ids = tuple(qs.order_by("id").values_list("id", flat=True))
         return ReadScope(source_ids=ids, include_private=self.trusted)
 
-    def write_source(self, requested: str | None = None) -> Source:
-        """Return the source a write goes to; a key writes only to its write source.
+    def may(self, action: str, *, source_id: str, visibility: str = "world") -> bool:
+        """The one authorisation predicate (SPEC §8): may this caller ``read`` or
+        ``write`` a row of ``source_id`` with ``visibility``?
 
-        Raises ``ScopeDenied`` without the write scope or for another source, and
-        ``ScopeDenied`` when the key has no write source.
+        Read: the read scope, a readable source (None = every source), and a world
+        row unless the caller is trusted. Write: the write scope, a write source
+        (none = no writes at all), the row's source is the write source (callers
+        with every source readable, i.e. local and staff, may write any source), and
+        the row is readable (an update never touches what a read would not show).
+        """
+        if action == "read":
+            return (
+                self.can("read")
+                and (
+                    self.readable_source_ids is None
+                    or source_id in self.readable_source_ids
+                )
+                and (self.trusted or visibility == Visibility.WORLD)
+            )
+        if action == "write":
+            return (
+                self.can("write")
+                and self.write_source_id is not None
+                and (
+                    self.readable_source_ids is None
+                    or source_id == self.write_source_id
+                )
+                and (self.trusted or visibility == Visibility.WORLD)
+            )
+        raise ValueError(f"Unknown action {action!r}")
+
+    def write_source(self, requested: str | None = None) -> Source:
+        """Return the source a write goes to: ``requested`` or the caller's write
+        source, when ``may("write")`` allows it (SPEC §8).
+
+        Raises ``ScopeDenied`` without the write scope, without a write source (a
+        key without one writes nothing), or for a source the caller may not write.
         """
         self.require("write")
-        target = requested or self.write_source_id
-        if target is None:
+        if self.write_source_id is None:
             raise ScopeDenied(
-                "This key has no write source.",
-                suggestion="Set a write source on the key in admin → API keys.",
+                "This key has no write source, so it may not write.",
+                suggestion="Ask an admin to set a write source on the key in "
+                "admin → API keys (or use a read-only key for reads).",
+                detail={"write_source": None},
             )
-        if self.write_source_id is not None and self.readable_source_ids is not None:
-            if target != self.write_source_id:
-                raise ScopeDenied(
-                    f"This key writes only to source '{self.write_source_id}'.",
-                    suggestion=f"Omit 'source' or use '{self.write_source_id}'.",
-                    detail={"write_source": self.write_source_id},
-                )
+        target = requested or self.write_source_id
+        if not self.may("write", source_id=target):
+            raise ScopeDenied(
+                f"This key writes only to source '{self.write_source_id}'.",
+                suggestion=f"Omit 'source' or use '{self.write_source_id}'.",
+                detail={"write_source": self.write_source_id},
+            )
         source = Source.objects.filter(id=target).first()
         if source is None:
             raise ScopeDenied(
@@ -152,6 +185,25 @@ class Caller:
                 suggestion="Create the source in admin → Sources first.",
             )
         return source
+
+    def check_existing_write(
+        self, *, source_id: str, visibility: str, slug: str
+    ) -> None:
+        """Refuse a write to an existing page the caller cannot read with exactly the
+        answer a read of that slug gives (``NotFound``): nothing written, nothing
+        revealed (SPEC §8). Call after ``write_source``."""
+        if not self.may("read", source_id=source_id, visibility=visibility):
+            raise page_not_found(slug)
+
+
+def page_not_found(slug: str, source: str | None = None) -> NotFound:
+    """The one ``not_found`` answer for a page slug, shared by reads and writes, so a
+    refused write cannot be told apart from a missing page (SPEC §8)."""
+    return NotFound(
+        f"No page {slug!r} in the sources you can read.",
+        suggestion="Use search to find the right slug, or add_page to create it.",
+        detail={"slug": slug, "source": source},
+    )
 
 
 def scope_queryset(

@@ -10,7 +10,11 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.db.models import Count, QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
+from django.middleware.csrf import get_token
+from django.shortcuts import redirect
+from django.urls import path, reverse
+from django.utils.html import format_html
 
 from brain.access import Caller, local_caller
 from brain.exceptions import BrainError
@@ -32,7 +36,13 @@ from brain.models import (
     Source,
     TimelineEntry,
 )
-from brain.services.facts import fact_edit, fact_forget, fact_remember
+from brain.services.facts import (
+    fact_edit,
+    fact_forget,
+    fact_remember,
+    facts_out_of_range_q,
+    facts_repair_timestamps,
+)
 from brain.services.merges import merge_proposal_accept, merge_proposal_reject
 from brain.services.pages import (
     page_hard_delete,
@@ -515,7 +525,57 @@ class FactAdmin(admin.ModelAdmin):
     actions = ("forget_facts",)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Fact]:
-        return super().get_queryset(request).defer("embedding")
+        # Rows with an out-of-range valid_until cannot be loaded; they are counted
+        # and repaired from the changelist instead (SPEC §8).
+        return (
+            super()
+            .get_queryset(request)
+            .defer("embedding")
+            .exclude(facts_out_of_range_q())
+        )
+
+    def get_urls(self) -> list[Any]:
+        return [
+            path(
+                "repair-timestamps/",
+                self.admin_site.admin_view(self.repair_timestamps_view),
+                name="brain_fact_repair_timestamps",
+            ),
+            *super().get_urls(),
+        ]
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        broken = Fact.objects.filter(facts_out_of_range_q()).count()
+        if broken and request.method == "GET":
+            self.message_user(
+                request,
+                format_html(
+                    "{} fact(s) have a valid_until outside years 1..9999 and are "
+                    'hidden from this list. <form method="post" action="{}" '
+                    'style="display:inline"><input type="hidden" '
+                    'name="csrfmiddlewaretoken" value="{}"><button type="submit">'
+                    "Repair them</button></form>",
+                    broken,
+                    reverse("admin:brain_fact_repair_timestamps"),
+                    get_token(request),
+                ),
+                messages.WARNING,
+            )
+        return super().changelist_view(request, extra_context)
+
+    def repair_timestamps_view(self, request: HttpRequest) -> HttpResponse:
+        """POST: clamp out-of-range ``valid_until`` values into range."""
+        if request.method != "POST" or not self.has_change_permission(request):
+            return HttpResponseNotAllowed(["POST"])
+        repaired = facts_repair_timestamps(actor=f"user:{request.user.get_username()}")
+        self.message_user(
+            request,
+            f"{repaired} fact(s) repaired: valid_until clamped into range.",
+            messages.SUCCESS,
+        )
+        return redirect("admin:brain_fact_changelist")
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # SPEC §2.4: facts are forgotten (expired), never deleted.

@@ -11,8 +11,7 @@ from collections.abc import Iterable, Sequence
 
 from django.db.models import Count, QuerySet
 
-from brain.access import ReadScope, scope_queryset
-from brain.exceptions import NotFound
+from brain.access import ReadScope, page_not_found, scope_queryset
 from brain.models import Page, Relation
 
 
@@ -51,11 +50,7 @@ def page_get(*, scope: ReadScope, slug: str, source: str | None = None) -> Page:
         qs = qs.filter(source_id=source)
     page = qs.select_related("type").order_by("-updated_at").first()
     if page is None:
-        raise NotFound(
-            f"No page {slug!r} in the sources you can read.",
-            suggestion="Use search to find the right slug, or add_page to create it.",
-            detail={"slug": slug, "source": source},
-        )
+        raise page_not_found(slug, source)
     return page
 
 

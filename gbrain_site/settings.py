@@ -82,9 +82,19 @@ def env_choice(name: str, choices: tuple[str, ...], default: str) -> str:
 
 DEBUG = env_bool("DJANGO_DEBUG", default=False)
 # A development default keeps the two README commands working on a fresh clone; the
-# deploy check ``brain.E001`` refuses it whenever DEBUG is off on a real server.
+# deploy check ``brain.E001`` refuses it whenever DEBUG is off on a real server, and a
+# deployment that says ``DJANGO_DEBUG=0`` does not start without a real secret.
 INSECURE_DEV_SECRET = "dev-only-insecure-secret-key-change-me"  # noqa: S105
 SECRET_KEY = env_secret("DJANGO_SECRET_KEY", INSECURE_DEV_SECRET)
+if (
+    os.environ.get("DJANGO_DEBUG", "") != ""
+    and not DEBUG
+    and SECRET_KEY in ("", INSECURE_DEV_SECRET)
+):
+    raise ImproperlyConfigured(
+        "DJANGO_DEBUG=0 (production) needs a real DJANGO_SECRET_KEY (or "
+        "DJANGO_SECRET_KEY_FILE); refusing to start with the public development secret."
+    )
 ALLOWED_HOSTS = [
     h.strip()
     for h in env_str(
@@ -95,6 +105,22 @@ ALLOWED_HOSTS = [
 CSRF_TRUSTED_ORIGINS = [
     o.strip() for o in env_str("DJANGO_CSRF_TRUSTED_ORIGINS").split(",") if o.strip()
 ]
+
+# --- HTTPS deployment (all off by default: the README commands serve plain http) ---
+# Production behind TLS: DJANGO_SECURE_HSTS_SECONDS=31536000,
+# DJANGO_SECURE_SSL_REDIRECT=1, DJANGO_SECURE_COOKIES=1, and behind a proxy that
+# terminates TLS DJANGO_SECURE_PROXY_SSL_HEADER=1 (trusts X-Forwarded-Proto).
+SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool(
+    "DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", default=SECURE_HSTS_SECONDS > 0
+)
+SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", default=False)
+SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", default=False)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool(
+    "DJANGO_SECURE_COOKIES", default=False
+)
+if env_bool("DJANGO_SECURE_PROXY_SSL_HEADER", default=False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -122,7 +148,9 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Outermost for /api/: every error answer leaves as the SPEC §4 envelope.
 ]
+MIDDLEWARE.insert(0, "gbrain_site.middleware.api_error_envelope")
 
 ROOT_URLCONF = "gbrain_site.urls"
 WSGI_APPLICATION = "gbrain_site.wsgi.application"

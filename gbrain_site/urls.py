@@ -10,6 +10,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", api.urls),
     # After the API routes: unknown /api/ paths answer with the error envelope.
-    re_path(r"^api/(?P<rest>.*)$", unknown_endpoint),
+    re_path(r"^api/(?P<rest>(?s:.*))$", unknown_endpoint),
     path("oauth/", include("social_django.urls", namespace="social")),
 ]

@@ -241,3 +241,52 @@ def test_a_key_without_scopes_cannot_call_the_verbs(
     assert status == 403 and body["error"] == "scope_denied"
     status, body = call(api_client(None), "recall", {})
     assert status == 401 and body["error"] == "scope_denied"
+
+
+# --- the generated matrix: every key shape × every operation and tool -------------------
+
+
+@pytest.fixture
+def matrix(settings, db):  # type: ignore[no-untyped-def]
+    from tests import isolation_matrix as m
+
+    settings.BRAIN_EMBEDDING_PROVIDER = "none"
+    return m, m.seed_two_sources(), m.make_keys()
+
+
+def _report(outcome) -> str:  # type: ignore[no-untyped-def]
+    shown = "\n".join(outcome.violations[:40])
+    return f"{len(outcome.violations)} violation(s) in {outcome.cases} cases:\n{shown}"
+
+
+def test_every_http_operation_with_every_key_shape_leaks_and_writes_nothing(
+    matrix, client
+) -> None:  # type: ignore[no-untyped-def]
+    m, seed, keys = matrix
+    schema = client.get("/api/openapi.json").json()
+    outcome = m.run_http(schema, seed, keys)
+    print(
+        f"isolation http: {outcome.cases} cases, {len(outcome.violations)} violations"
+    )
+    assert outcome.cases > 500
+    assert outcome.violations == [], _report(outcome)
+
+
+def test_every_mcp_tool_with_every_key_shape_leaks_and_writes_nothing(
+    matrix, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    from interfaces.mcp import server
+    from interfaces.mcp.server import build_server
+
+    # The tools run in this test's transaction: the transport's per-request
+    # connection hygiene would close it.
+    monkeypatch.setattr(server, "close_old_connections", lambda: None)
+
+    m, seed, keys = matrix
+    tools = build_server(
+        surface="full", resolve_caller=lambda ctx: None
+    )._tool_manager.list_tools()
+    outcome = m.run_mcp(tools, seed, keys)
+    print(f"isolation mcp: {outcome.cases} cases, {len(outcome.violations)} violations")
+    assert outcome.cases > 300
+    assert outcome.violations == [], _report(outcome)

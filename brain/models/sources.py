@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.postgres.fields import ArrayField
 from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
 
-from brain.models.base import SOURCE_ID_PATTERN, TimeStampedModel
+from brain.models.base import SOURCE_ID_PATTERN, TimeStampedModel, Visibility
 
 # --- Sources (SPEC §2.1) ------------------------------------------------------------
 
@@ -47,6 +49,15 @@ class Source(TimeStampedModel):
     last_success_at = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True)
     counts = models.JSONField(default=dict, blank=True)
+    default_visibility = models.CharField(
+        max_length=8,
+        choices=Visibility.choices,
+        blank=True,
+        default="",
+        help_text="Visibility of pages written here without an explicit one (SPEC "
+        "§8). Empty: by kind (mailbox, IMAP and Google private; markdown and "
+        "harness notes world). Remote keys read world pages only.",
+    )
 
     class Meta:
         ordering = ["id"]
@@ -59,3 +70,23 @@ class Source(TimeStampedModel):
 
     def __str__(self) -> str:
         return self.id
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        """Store the kind's default visibility when none was chosen."""
+        if not self.default_visibility:
+            self.default_visibility = visibility_default_for_kind(self.kind)
+        super().save(*args, **kwargs)
+
+    @property
+    def page_visibility(self) -> str:
+        """The visibility a page written here gets when the write names none."""
+        return self.default_visibility or visibility_default_for_kind(self.kind)
+
+
+# Mail is private until an admin makes it world-visible (SPEC §8).
+PRIVATE_SOURCE_KINDS = frozenset({"mailbox", "imap", "google"})
+
+
+def visibility_default_for_kind(kind: str) -> str:
+    """``private`` for mailbox, IMAP and Google sources, ``world`` otherwise."""
+    return Visibility.PRIVATE if kind in PRIVATE_SOURCE_KINDS else Visibility.WORLD

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -37,6 +37,7 @@ from brain.services.fact_slots import (
     slot_decision,
 )
 from brain.text import slugify_title, validate_slug
+from brain.timestamps import MAX_TIMESTAMP, MIN_TIMESTAMP, timestamp_in_range
 
 # Candidates compared with a new fact: the newest active facts of its subject bucket
 # (same source and entity, or same unresolved entity reference, or no entity).
@@ -134,8 +135,7 @@ def parse_ttl(ttl: str | None, *, now: datetime | None = None) -> datetime | Non
             "'2030-01-31T18:00:00Z'.",
             detail={"ttl": raw},
         ) from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
+    when = timestamp_in_range(when, field="ttl")
     if when <= now:
         raise InvalidParams(
             f"ttl {raw!r} is in the past.",
@@ -296,7 +296,11 @@ def fact_remember(
             detail={"fields": [{"field": "slot", "problem": "missing"}]},
         )
     now = timezone.now()
-    until = valid_until if valid_until is not None else parse_ttl(ttl, now=now)
+    until = (
+        timestamp_in_range(valid_until, field="valid_until")
+        if valid_until is not None
+        else parse_ttl(ttl, now=now)
+    )
     source = source or caller.write_source()
     page, entity_slug = _entity_target(source=source, caller=caller, entity=entity)
     vectors, model_name = embed_texts([clean])
@@ -1202,3 +1206,31 @@ def _store_history(
         extra_data={"struck": True, "entity": entity.slug},
     )
     return fact
+
+
+def facts_out_of_range_q() -> Q:
+    """Facts whose ``valid_until`` lies outside ``brain.timestamps`` range (rows
+    stored before inputs were range-checked; loading them breaks every read)."""
+    return Q(valid_until__lt=MIN_TIMESTAMP) | Q(valid_until__gt=MAX_TIMESTAMP)
+
+
+def facts_repair_timestamps(*, actor: str) -> int:
+    """Clamp out-of-range ``valid_until`` values into range, in SQL (the rows cannot
+    be loaded into Python as they are), with one audit row. Returns how many facts
+    were repaired (SPEC §8)."""
+    with transaction.atomic():
+        late = Fact.objects.filter(valid_until__gt=MAX_TIMESTAMP).update(
+            valid_until=MAX_TIMESTAMP
+        )
+        early = Fact.objects.filter(valid_until__lt=MIN_TIMESTAMP).update(
+            valid_until=MIN_TIMESTAMP
+        )
+        if late or early:
+            AuditEvent.objects.create(
+                actor=actor,
+                action=AuditEvent.Action.OTHER,
+                target_type="fact",
+                target_id="*",
+                extra_data={"repaired_valid_until": late + early},
+            )
+    return late + early

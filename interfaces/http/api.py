@@ -6,8 +6,9 @@ protocol_version}``; handlers never build error JSON themselves.
 
 from __future__ import annotations
 
+import json
 import logging
-from typing import Any
+from typing import Any, Literal
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
@@ -16,6 +17,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from ninja import Field, NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError, ValidationError
+from ninja.parser import Parser
 
 from brain.access import Caller
 from brain.exceptions import PROTOCOL_VERSION, BrainError, ScopeDenied, envelope
@@ -26,7 +28,85 @@ from interfaces.http.auth import api_auth
 
 logger = logging.getLogger(__name__)
 
-api = NinjaAPI(
+
+class BodyNotAnObject(ValueError):
+    """A JSON request body that is not an object (a string, number, list, null)."""
+
+
+class ObjectBodyParser(Parser):
+    """JSON bodies must be objects: every operation's body schema is an object, and
+    a bare string or list must not be read attribute by attribute into defaults."""
+
+    def parse_body(self, request: HttpRequest) -> dict[str, Any]:
+        data = json.loads(request.body)
+        if not isinstance(data, dict):
+            raise BodyNotAnObject(
+                f"The request body must be a JSON object, not {type(data).__name__}."
+            )
+        return data
+
+
+# Every error status an operation may answer, each with the envelope (SPEC §8).
+ERROR_STATUSES = {
+    "400": "Invalid or missing parameters (invalid_params, provenance_required).",
+    "401": "Missing, unknown, revoked or expired API key (scope_denied).",
+    "403": "The key lacks the scope or the source (scope_denied).",
+    "404": "Nothing readable by this key under that name (not_found).",
+    "405": "Method not allowed on this path (invalid_params).",
+    "409": "Already exists (invalid_params): update it instead.",
+    "413": "Request body too large (invalid_params).",
+    "429": "Over the key's per-minute rate limit (unavailable).",
+    "500": "Unexpected error; nothing was half-written (internal).",
+    "503": "A provider (LLM, embeddings) is not configured or failed (unavailable).",
+}
+
+
+class ErrorOut(Schema):
+    """The SPEC §4 error envelope: every /api error answer has exactly this shape."""
+
+    error: Literal[
+        "invalid_params",
+        "provenance_required",
+        "not_found",
+        "scope_denied",
+        "unavailable",
+        "budget_unsatisfiable",
+        "internal",
+    ]
+    message: str
+    suggestion: str = Field(..., min_length=1)
+    detail: Any = None
+    protocol_version: Literal[1]
+
+
+class ContractAPI(NinjaAPI):
+    """The NinjaAPI whose OpenAPI document lists every error status of every
+    operation with the envelope schema (``ErrorOut``), so fuzzing can hold the server
+    to it (SPEC §8)."""
+
+    def get_openapi_schema(self, **kwargs: Any) -> Any:
+        document = super().get_openapi_schema(**kwargs)
+        components = document.setdefault("components", {}).setdefault("schemas", {})
+        components["ErrorOut"] = ErrorOut.model_json_schema(
+            ref_template="#/components/schemas/{model}"
+        )
+        error_ref = {"$ref": "#/components/schemas/ErrorOut"}
+        for operations in document.get("paths", {}).values():
+            for operation in operations.values():
+                responses = operation.setdefault("responses", {})
+                for status, description in ERROR_STATUSES.items():
+                    responses.setdefault(
+                        status,
+                        {
+                            "description": description,
+                            "content": {"application/json": {"schema": error_ref}},
+                        },
+                    )
+        return document
+
+
+api = ContractAPI(
+    parser=ObjectBodyParser(),
     title="Brain API",
     version="1",
     description=(
@@ -85,9 +165,23 @@ def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
     code = {404: "not_found", 403: "scope_denied", 401: "scope_denied"}.get(
         exc.status_code, "invalid_params" if exc.status_code < 500 else "internal"
     )
+    cause = exc.__cause__
+    if isinstance(cause, json.JSONDecodeError):
+        message = f"The request body is not valid JSON: {cause.msg}."
+    elif isinstance(cause, BodyNotAnObject):
+        message = str(cause)
+    else:
+        message = str(exc)
     return api.create_response(
         request,
-        envelope(code, str(exc), "Check the request against /api/openapi.json."),
+        envelope(
+            code,
+            message,
+            "Send a JSON object body; check the request against /api/openapi.json.",
+            {"fields": [{"field": "body", "problem": message}]}
+            if cause is not None
+            else None,
+        ),
         status=exc.status_code,
     )
 

@@ -30,6 +30,16 @@ class StaffSessionAuth(APIKeyCookie):
 
     param_name = "sessionid"
 
+    def _get_key(self, request: HttpRequest) -> str | None:
+        """No session cookie, or a bearer key sent: not a session request, so no
+        CSRF check either (bearer requests are CSRF-exempt, SPEC §8); a failed
+        bearer key then answers 401, never "CSRF check Failed"."""
+        if request.headers.get("Authorization"):
+            return None
+        if not request.COOKIES.get(self.param_name):
+            return None
+        return super()._get_key(request)
+
     def authenticate(self, request: HttpRequest, key: str | None) -> Any:
         return caller_for_user(getattr(request, "user", None))
 

@@ -17,9 +17,11 @@ router = Router(tags=["connectors"])
 
 @router.post("/sources/{source_id}/sync", response=SyncReportOut)
 def sync_source_now(request: HttpRequest, source_id: str) -> dict[str, Any]:
-    """Sync a source now and return the report (admin scope). Idempotent: a second
+    """Sync a source now and return the report (admin scope, and the source must be
+    one the key may write: a sync writes into it, SPEC §8). Idempotent: a second
     call imports nothing new. Long syncs belong in the ``sync_source`` job."""
     caller: Caller = request_caller(request)
     caller.require("admin")
+    caller.write_source(source_id)
     report = source_sync(source_id=source_id, actor=f"api:{caller.actor}")
     return report.as_dict()

@@ -8,9 +8,10 @@ from __future__ import annotations
 from datetime import date, datetime  # noqa: TC003 (ninja resolves these at runtime)
 from typing import TYPE_CHECKING, Any, Literal
 
-from ninja import Field, Router, Schema
+from ninja import Field, Query, Router, Schema
 
-from brain.exceptions import PROTOCOL_VERSION, InvalidParams
+from brain.exceptions import PROTOCOL_VERSION
+from brain.timestamps import date_in_range, timestamp_in_range
 from interfaces.http.auth import request_caller
 from interfaces.operations import (
     loop_for_write,
@@ -19,7 +20,7 @@ from interfaces.operations import (
     op_loops_unmute,
     op_open_loops,
 )
-from loops.models import LoopStatus
+from loops.models import LoopStatus, LoopType
 from loops.services import (
     due_end_of_day,
     loop_correct_due,
@@ -31,6 +32,9 @@ if TYPE_CHECKING:
 
 
 router = Router(tags=["loops"])
+
+StatusParam = Literal[tuple(LoopStatus.values)]  # type: ignore[valid-type]
+LoopTypeParam = Literal[tuple(LoopType.values)]  # type: ignore[valid-type]
 
 
 class LoopsCloseIn(Schema):
@@ -95,11 +99,11 @@ class WaitingOut(Schema):
 @router.get("/open_loops", response=OpenLoopsOut)
 def open_loops(
     request: HttpRequest,
-    status: str = LoopStatus.OPEN,
-    loop_type: str | None = None,
+    status: StatusParam = LoopStatus.OPEN,
+    loop_type: LoopTypeParam | None = None,
     counterparty: str | None = None,
     source: str | None = None,
-    limit: int = 50,
+    limit: int = Query(50, ge=1, le=500),  # noqa: B008 (ninja's declaration)
 ) -> dict[str, Any]:
     """Flat list of loops in the caller's readable sources (SPEC §4 ``open_loops``)."""
     return op_open_loops(
@@ -129,6 +133,8 @@ def loops_correct_due(
 ) -> dict[str, Any]:
     """Move a loop's deadline (or clear it); the old value is kept in a LoopEvent."""
     caller = request_caller(request)
+    if payload.due is not None:
+        date_in_range(payload.due, field="due")
     loop = loop_for_write(caller, payload.id)
     loop = loop_correct_due(
         loop=loop,
@@ -171,12 +177,12 @@ def waiting(
     request: HttpRequest,
     source: str | None = None,
     as_of: datetime | None = None,
-    top: int | None = None,
+    top: int | None = Query(None, ge=1, le=50),  # noqa: B008 (ninja's declaration)
 ) -> dict[str, Any]:
     """The waiting view (SPEC §5.5), redacted for remote callers."""
     caller = request_caller(request)
-    if top is not None and not 1 <= top <= 50:
-        raise InvalidParams("top must be 1..50.", suggestion="Use top=10.")
+    if as_of is not None:
+        as_of = timestamp_in_range(as_of, field="as_of")
     return waiting_report(
         caller=caller, sources=[source] if source else None, as_of=as_of, top=top
     )

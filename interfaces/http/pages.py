@@ -6,10 +6,11 @@ raised as ``BrainError`` and mapped to the SPEC §4 envelope in ``interfaces.htt
 from typing import Any
 
 from django.http import HttpRequest
-from ninja import Query, Router, Schema
+from ninja import Field, Query, Router, Schema
 from ninja.pagination import LimitOffsetPagination, paginate
 
 from brain.exceptions import PROTOCOL_VERSION
+from brain.search import MAX_LIMIT
 from brain.selectors import page_get, page_list
 from brain.services.pages import RelationInput, page_add, page_update
 from interfaces.http.auth import request_caller
@@ -35,10 +36,10 @@ def _sources(raw: str | None) -> list[str] | None:
 
 class SearchQuery(Schema):
     query: str
-    limit: int = 10
+    limit: int = Field(10, ge=1, le=MAX_LIMIT)
     source: str | None = None
     type: str | None = None
-    budget_tokens: int | None = None
+    budget_tokens: int | None = Field(None, ge=1)
 
 
 @router.get("/search", response=SearchOut, exclude_unset=True)

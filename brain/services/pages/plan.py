@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
-from brain.access import Caller
+from brain.access import Caller, page_not_found
 from brain.exceptions import AlreadyExists, BrainError, InvalidParams, NotFound
 from brain.models import (
     Page,
@@ -148,10 +148,17 @@ def _plan_item(
     actor: Caller,
     now: Any,
     schema: _SchemaCache,
+    default_visibility: str = Visibility.WORLD,
 ) -> _Plan:
-    """Decide what ``item`` writes over ``page`` (the locked current row or None).
+    """Decide what ``item`` writes over ``page`` (the locked current row or None);
+    a new page without a visibility gets ``default_visibility`` (its source's).
     Raises the ``BrainError`` that refuses the item; writes nothing."""
     mode = item.mode
+    if page is not None:
+        # A page the caller cannot read answers exactly as a read would (SPEC §8).
+        actor.check_existing_write(
+            source_id=page.source_id, visibility=page.visibility, slug=slug
+        )
     if page is not None and page.deleted_at is not None and mode != "upsert":
         if mode == "create":
             raise AlreadyExists(
@@ -167,11 +174,8 @@ def _plan_item(
             detail={"slug": slug, "source": page.source_id},
         )
     if mode in ("append", "replace") and page is None:
-        raise NotFound(
-            f"No page {slug!r} in this source.",
-            suggestion="Use add_page to create it.",
-            detail={"slug": slug},
-        )
+        # The same answer as a page the caller may not read (SPEC §8).
+        raise page_not_found(slug)
     _check_raws(item.raws)
     operation = "create" if page is None else ("replace" if mode == "upsert" else mode)
     body, frontmatter, summary, tags = (
@@ -263,7 +267,9 @@ def _plan_item(
     fm["type"] = page_type.name
     schema_required_fields(page_type=page_type, frontmatter=fm)
 
-    new_visibility = item.visibility or (page.visibility if page else Visibility.WORLD)
+    new_visibility = item.visibility or (
+        page.visibility if page else default_visibility
+    )
     new_effective: date | None
     if item.effective_date is not None:
         new_effective = item.effective_date

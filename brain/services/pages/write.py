@@ -230,6 +230,7 @@ def _write_batch(
                         actor=actor,
                         now=now,
                         schema=schema,
+                        default_visibility=src.page_visibility,
                     )
                 )
             except BrainError as exc:

@@ -20,6 +20,7 @@ from brain.services.entities import (
     iso_ms,
 )
 from brain.text import estimate_tokens
+from brain.timestamps import timestamp_in_range
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -49,7 +50,8 @@ PACK_PREAMBLE = (
 
 def parse_since(value: str | None, *, field: str = "since") -> datetime | None:
     """Parse an ISO 8601 timestamp (``Z`` or offset; naive means UTC) into an aware
-    UTC datetime; None for None/blank. Raises ``InvalidParams``."""
+    UTC datetime; None for None/blank. Raises ``InvalidParams`` when unparsable or
+    outside the ``brain.timestamps`` range."""
     if value is None or not str(value).strip():
         return None
     raw = str(value).strip()
@@ -61,9 +63,7 @@ def parse_since(value: str | None, *, field: str = "since") -> datetime | None:
             suggestion=f"Send '{field}' like '2026-01-31T00:00:00Z'.",
             detail={"field": field, "value": raw},
         ) from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return when.astimezone(UTC)
+    return timestamp_in_range(when, field=field)
 
 
 def _iso_us(value: datetime) -> str:

@@ -6,9 +6,9 @@ Inputs mirror the MCP tool arguments; omitted optionals are ``None`` and echo as
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
-from ninja import Schema
+from ninja import Field, Schema
 from pydantic import ConfigDict
 
 
@@ -22,8 +22,8 @@ class RecallIn(VerbIn):
     query: str | None = None
     entity: str | None = None
     since: str | None = None
-    limit: int | None = None
-    budget_tokens: int | None = None
+    limit: int | None = Field(None, ge=1, description="Per arm; above 100 is capped.")
+    budget_tokens: int | None = Field(None, ge=0)
     session_id: str | None = None
     source: str | list[str] | None = None
 
@@ -34,7 +34,7 @@ class RememberIn(VerbIn):
     entity: str | None = None
     kind: str | None = None
     ttl: str | None = None
-    visibility: str | None = None
+    visibility: Literal["world", "private"] | None = None
     # SPEC §2.4 (revised): the attribute slot and value when the caller knows them
     # (e.g. slot "employer", value "Acme"); else they are read from the text.
     slot: str | None = None
@@ -60,7 +60,7 @@ class ForgetIn(VerbIn):
 
 class ContextPackIn(VerbIn):
     entities: str | list[str] | None = None
-    budget_tokens: int | None = None
+    budget_tokens: int | None = Field(None, ge=0)
     since: str | None = None
     include_private: bool | None = None
     source: str | list[str] | None = None
@@ -70,7 +70,7 @@ class DeltaIn(VerbIn):
     since: str | None = None
     session_id: str | None = None
     entities: str | list[str] | None = None
-    budget_tokens: int | None = None
+    budget_tokens: int | None = Field(None, ge=0)
     source: str | list[str] | None = None
 
 
@@ -87,7 +87,9 @@ class FactOut(Schema):
     created_at: str
 
 
-class SearchResultOut(Schema):
+class RecallResultOut(Schema):
+    """One search-arm hit of ``recall``: provenance is a one-line string (SPEC §4)."""
+
     slug: str
     title: str
     source_id: str | None
@@ -114,7 +116,7 @@ class RecallOut(Schema):
     limit: int | None
     session_id: str | None
     facts: list[FactOut]
-    results: list[SearchResultOut]
+    results: list[RecallResultOut]
     total: int
     # Absent unless asked for or true (the routes use exclude_unset, SPEC §4).
     budget_tokens: int | None = None
