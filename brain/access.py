@@ -1,8 +1,13 @@
-"""Who is calling, and what they may read: the one scoping function (SPEC §8).
+"""Who is calling, and what they may read and write: the one authorisation place
+(SPEC §8).
 
 A ``Caller`` is built once per request (from an API key, a staff session, or the local
-CLI / MCP-over-stdio) and passed to every service. ``Caller.read_scope`` is the single
-place that turns "the sources a request asked for" into the sources it may read.
+CLI / MCP-over-stdio) and passed to every service, whatever the transport.
+``Caller.may(action, source_id=, visibility=)`` is the predicate every decision rests
+on; ``Caller.read_scope`` turns "the sources a request asked for" into the sources it
+may read (for queries), ``Caller.write_source`` names the source a write may go to,
+and ``Caller.check_existing_write`` refuses a write to a page the caller cannot read
+with the answer a read gives (``page_not_found``).
 """
 
 from __future__ import annotations
