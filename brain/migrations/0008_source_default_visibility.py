@@ -24,7 +24,7 @@ def set_defaults_and_move_pages(apps, schema_editor):  # type: ignore[no-untyped
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("brain", "0006_source_kind_imap"),
+        ("brain", "0007_fact_slot"),
     ]
 
     operations = [
