@@ -24,7 +24,7 @@ def set_defaults_and_move_pages(apps, schema_editor):  # type: ignore[no-untyped
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("brain", "0007_fact_slot"),
+        ("brain", "0010_chunk_embedding_pending_index"),
     ]
 
     operations = [
