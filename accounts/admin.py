@@ -38,7 +38,7 @@ class ApiKeyForm(forms.ModelForm):
         )
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        data = super().clean() or self.cleaned_data
         if (
             self.instance.pk is None
             or "scopes" in self.changed_data

@@ -95,7 +95,7 @@ def held_items_retry(*, held_ids: Sequence[int], actor: str) -> dict[str, int]:
             MailboxEntry(
                 folder=row.folder,
                 location=row.location or row.external_id,
-                data=bytes(row.raw),
+                data=bytes(row.raw or b""),
                 mbox="#" in (row.location or ""),
             )
             for row in items

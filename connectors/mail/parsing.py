@@ -496,7 +496,7 @@ def _walk(msg: Message) -> Iterator[Message]:
         if part.is_multipart():
             children = part.get_payload()
             if isinstance(children, list):
-                stack.extend(reversed(children))
+                stack.extend(c for c in reversed(children) if not isinstance(c, str))
             continue
         yield part
 

@@ -203,8 +203,8 @@ class _StrictMbox(mailbox.mbox):
     Content-Length honoured (the stdlib splits at every line starting "From ")."""
 
     def _generate_toc(self) -> None:
-        self._file.seek(0)
-        data = self._file.read()
+        self._file.seek(0)  # type: ignore[attr-defined]  # mailbox.mbox private
+        data = self._file.read()  # type: ignore[attr-defined]
         starts = _envelope_starts(data)
         bounds = [*starts[1:], len(data)] if starts else []
         self._toc = {
@@ -363,7 +363,7 @@ class MailboxReader:
                 # One message without an envelope line: the whole file.
                 yield MailboxEntry(folder, location, path.read_bytes(), mbox=True)
                 return
-            first_start = box._toc[keys[0]][0]
+            first_start = box._toc[keys[0]][0]  # type: ignore[index]  # mbox keys are ints
             if path.stat().st_size and first_start > 0:
                 prefix = path.read_bytes()[:first_start]
                 if prefix.strip():

@@ -8,6 +8,7 @@ from django.http import HttpRequest
 from ninja import Field, Router, Schema
 
 from brain.services.ask import brain_ask
+from interfaces.http.auth import request_caller
 
 router = Router(tags=["ask"])
 
@@ -67,4 +68,4 @@ def ask(request: HttpRequest, payload: AskIn) -> dict[str, Any]:
     """[EXPENSIVE: one LLM call with web search] Answer a question from the web with
     citations; with `save`, write the answer as a page in the key's write source.
     Without ANTHROPIC_API_KEY on the server: `unavailable`."""
-    return brain_ask(caller=request.auth, **payload.dict())
+    return brain_ask(caller=request_caller(request), **payload.dict())

@@ -99,8 +99,8 @@ class WaitingOut(Schema):
 @router.get("/open_loops", response=OpenLoopsOut)
 def open_loops(
     request: HttpRequest,
-    status: StatusParam = LoopStatus.OPEN,
-    loop_type: LoopTypeParam | None = None,
+    status: StatusParam = LoopStatus.OPEN,  # type: ignore[valid-type]
+    loop_type: LoopTypeParam | None = None,  # type: ignore[valid-type]
     counterparty: str | None = None,
     source: str | None = None,
     limit: int = Query(50, ge=1, le=500),  # noqa: B008 (ninja's declaration)

@@ -116,7 +116,7 @@ def _sync_links(
     dangling link whose key is the slug, title or an alias of a page written here
     resolves: its from page is re-linked."""
     linked = [
-        _Linked(p.page.pk, p.page_type, p.body, p.provenance)
+        _Linked(p.stored.pk, p.page_type, p.body, p.provenance)
         for p in plans
         if not actor.remote and ("[[" in p.body or "[[" in p.previous["body"])
     ]
