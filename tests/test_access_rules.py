@@ -290,7 +290,7 @@ def test_the_migration_moves_imported_mail_pages_to_their_source_default(db) -> 
 
     from django.apps import apps
 
-    migration = import_module("brain.migrations.0008_source_default_visibility")
+    migration = import_module("brain.migrations.0011_source_default_visibility")
     mailbox = Source.objects.create(id="mbox-old", name="Old", kind="mailbox")
     notes = Source.objects.create(id="notes-old", name="Notes", kind="manual")
     old = add_page(mailbox, title="Old thread", type_name="email", visibility="world")
