@@ -1,0 +1,490 @@
+"""Open-loop quality on real mail nobody here wrote (SPEC §5, §11 "truth on unseen
+input"): precision and recall per loop type against the labelled dev set, per
+stratum and overall, and the verdict of every ``waiting`` top-10 group.
+
+Labels: ``tests/data/loops_dev/replies.jsonl`` (unanswered_inbound/outbound) and
+``tests/data/loops_dev/commitments.jsonl`` (commitment_owed_by_me/to_me); the format
+is one labelled thread per line (see ``tests/data/loops_dev/README.md``). Each corpus
+named by a label is imported whole from ``../shared/data`` (``BRAIN_SHARED_DATA``
+overrides) into a fresh mailbox source with the label's owners, detection and
+extraction run offline (no LLM), and the open loops at the corpus's reference time
+are compared with the labels.
+
+Run (from any worktree): ``.venv/bin/python benchmarks/loops_quality.py``
+  ``--only TYPE``     one loop type
+  ``--corpus C``      one corpus (path under the shared data, e.g. enron/allen-p)
+  ``--verbose``       every false positive and miss with its reason
+  ``--dump N``        labelling help: print up to N owner-involved, unlabelled threads
+                      (messages' newest text and the product's loops)
+  ``--reuse``         skip the import when the source already exists (detection
+                      is re-run on the stored mail)
+
+Matching (LOOPS_DEVSET.md): a product loop matches a truth item of the same type
+when its thread contains one of the labelled thread's message ids; commitments also
+need the same message and direction, several per message matched greedily by text
+similarity. Precision = matched product loops / product loops in labelled threads;
+recall = matched truth items / truth items.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import os
+import sys
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gbrain_site.settings")
+os.environ.setdefault("LOOPS_EXTRACTION_ENABLED", "false")
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.conf import settings  # noqa: E402
+
+from brain.access import local_caller  # noqa: E402
+from brain.models import RawRecord, Source  # noqa: E402
+from connectors.mailbox.sync import mailbox_import  # noqa: E402
+from loops.definitions import collapse, is_mine, reply_text  # noqa: E402
+from loops.message import MailMessage  # noqa: E402
+from loops.models import GraceHold, LoopStatus, OpenLoop  # noqa: E402
+from loops.pipeline import process_threads  # noqa: E402
+from loops.waiting import waiting_report  # noqa: E402
+
+LABELS = ROOT / "tests" / "data" / "loops_dev"
+FILES = {
+    "replies.jsonl": ("unanswered_inbound", "unanswered_outbound"),
+    "commitments.jsonl": ("commitment_owed_by_me", "commitment_owed_to_me"),
+}
+TYPES = [t for types in FILES.values() for t in types]
+STRATA = ("opened", "none")
+
+
+def shared_data() -> Path:
+    """``../shared/data`` relative to the repository root, or ``BRAIN_SHARED_DATA``;
+    the main checkout's sibling when run from a worktree elsewhere."""
+    env = os.environ.get("BRAIN_SHARED_DATA")
+    if env:
+        return Path(env)
+    for base in (ROOT.parent, Path("/work")):
+        if (base / "shared" / "data").is_dir():
+            return base / "shared" / "data"
+    raise SystemExit("shared data not found: set BRAIN_SHARED_DATA")
+
+
+@dataclass
+class Label:
+    """One labelled thread of one file (its types only)."""
+
+    corpus: str
+    owners: list[str]
+    thread: str
+    message_ids: set[str]
+    stratum: str
+    types: tuple[str, ...]
+    truth: list[dict[str, Any]]
+    rejected: list[dict[str, Any]]
+
+
+def norm_id(message_id: str | None) -> str:
+    """A Message-ID without its angle brackets and surrounding space (labels carry
+    ``<…>``, stored ids may not)."""
+    return (message_id or "").strip().strip("<>").strip()
+
+
+def load_labels() -> list[Label]:
+    """Every labelled thread of both files (a missing file is no labels)."""
+    out = []
+    for name, types in FILES.items():
+        path = LABELS / name
+        if not path.exists():
+            continue
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise SystemExit(f"{path}:{n}: not JSON: {exc}") from exc
+            out.append(
+                Label(
+                    corpus=row["corpus"],
+                    owners=[o.lower() for o in row["owners"]],
+                    thread=row["thread"],
+                    message_ids={norm_id(m) for m in row["message_ids"]}
+                    | {norm_id(row["thread"])},
+                    stratum=row.get("stratum", "none"),
+                    types=types,
+                    truth=[
+                        {**t, "message_id": norm_id(t.get("message_id"))}
+                        for t in row.get("truth", [])
+                        if t["type"] in types
+                    ],
+                    rejected=row.get("rejected", []),
+                )
+            )
+    return out
+
+
+def source_id_for(corpus: str) -> str:
+    """``lq-`` + the corpus path made slug-like (one benchmark source per corpus)."""
+    slug = "".join(c if c.isalnum() else "-" for c in corpus.lower()).strip("-")
+    return f"lq-{slug}"[:60]
+
+
+def import_corpus(corpus: str, owners: list[str], *, reuse: bool) -> tuple[str, float]:
+    """Import ``corpus`` into a fresh source (or re-run detection on a stored one
+    with ``reuse``). Returns (source id, seconds)."""
+    sid = source_id_for(corpus)
+    started = time.perf_counter()
+    existing = Source.objects.filter(id=sid).first()
+    if existing and reuse:
+        OpenLoop.objects.filter(source=existing).delete()
+        GraceHold.objects.filter(source=existing).delete()
+        from loops.models import ExtractionRun
+
+        ExtractionRun.objects.filter(source=existing).delete()
+        threads = set(
+            RawRecord.objects.filter(source=existing).values_list(
+                "metadata__thread_id", flat=True
+            )
+        )
+        process_threads(source_id=sid, thread_ids=sorted(t for t in threads if t))
+        return sid, time.perf_counter() - started
+    if existing:
+        existing.delete()
+    path = shared_data() / corpus
+    if not path.exists():
+        raise SystemExit(f"corpus not found: {path}")
+    mailbox_import(source_id=sid, path=path, owners=owners, actor="loops_quality")
+    return sid, time.perf_counter() - started
+
+
+def source_messages(sid: str) -> dict[str, list[MailMessage]]:
+    """Every stored message of the source by thread id, oldest first."""
+    threads: dict[str, list[MailMessage]] = defaultdict(list)
+    for pk, metadata in RawRecord.objects.filter(source_id=sid).values_list(
+        "id", "metadata"
+    ):
+        if metadata.get("message_id"):
+            m = MailMessage.from_metadata(metadata, raw_record_id=pk)
+            threads[m.thread_id].append(m)
+    for msgs in threads.values():
+        msgs.sort(key=lambda m: (m.date is None, m.date, m.message_id))
+    return threads
+
+
+def loop_text(loop: OpenLoop) -> str:
+    """The words a commitment loop promises (its summary after the colon)."""
+    return loop.summary.split(":", 1)[-1].strip().strip('"')
+
+
+def similarity(a: str, b: str) -> float:
+    """Text similarity of two promises, 0..1 (lower-cased, whitespace collapsed)."""
+    return difflib.SequenceMatcher(
+        None, collapse(a).lower(), collapse(b).lower()
+    ).ratio()
+
+
+@dataclass
+class Tally:
+    """Counts for one loop type (and stratum)."""
+
+    product: int = 0
+    matched: int = 0
+    truth: int = 0
+    found: int = 0
+    fps: list[str] = field(default_factory=list)
+    misses: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        p = self.matched / self.product if self.product else float("nan")
+        r = self.found / self.truth if self.truth else float("nan")
+        return (
+            f"precision {p:5.2f} ({self.matched}/{self.product})  "
+            f"recall {r:5.2f} ({self.found}/{self.truth})"
+        )
+
+
+def evaluate(
+    labels: list[Label], loops: list[OpenLoop], thread_ids: dict[str, set[str]]
+) -> tuple[dict[tuple[str, str], Tally], dict[int, bool | None]]:
+    """Score ``loops`` against ``labels``. ``thread_ids`` maps a product thread id to
+    its message ids. Returns tallies keyed (type, stratum or "all") and, per loop id,
+    True (real), False (not real) or None (not in a labelled thread)."""
+    tallies: dict[tuple[str, str], Tally] = defaultdict(Tally)
+    verdicts: dict[int, bool | None] = {}
+    by_msg: dict[str, list[Label]] = defaultdict(list)
+    for lab in labels:
+        for mid in lab.message_ids:
+            by_msg[mid].append(lab)
+    loops_by_label: dict[int, list[OpenLoop]] = defaultdict(list)
+    for loop in loops:
+        ids = set(thread_ids.get(loop.thread_id, ()))
+        ids |= {norm_id(e.get("message_id")) for e in loop.evidence}
+        hits = {
+            id(lab): lab
+            for mid in ids
+            for lab in by_msg.get(mid, ())
+            if loop.loop_type in lab.types
+        }
+        if not hits:
+            verdicts[loop.pk] = None
+        for lab in hits.values():
+            loops_by_label[id(lab)].append(loop)
+    for lab in labels:
+        product = loops_by_label.get(id(lab), [])
+        for loop_type in lab.types:
+            mine = [lp for lp in product if lp.loop_type == loop_type]
+            truth = [t for t in lab.truth if t["type"] == loop_type]
+            pairs = match(loop_type, mine, truth)
+            for key in ((loop_type, lab.stratum), (loop_type, "all")):
+                tally = tallies[key]
+                tally.product += len(mine)
+                tally.truth += len(truth)
+                tally.matched += len({lp.pk for lp, _ in pairs})
+                tally.found += len({id(t) for _, t in pairs})
+            matched_loops = {lp.pk for lp, _ in pairs}
+            matched_truth = {id(t) for _, t in pairs}
+            for lp in mine:
+                verdicts[lp.pk] = lp.pk in matched_loops
+                if lp.pk not in matched_loops:
+                    why = next(
+                        (
+                            r.get("reason", "")
+                            for r in lab.rejected
+                            if r.get("type") == loop_type
+                        ),
+                        "(no rejection reason labelled)",
+                    )
+                    tallies[(loop_type, "all")].fps.append(
+                        f"{lab.corpus} {lab.thread} → {lp.counterparty_email or '-'}: "
+                        f"{lp.summary[:90]} | {why}"
+                    )
+            for t in truth:
+                if id(t) not in matched_truth:
+                    tallies[(loop_type, "all")].misses.append(
+                        f"{lab.corpus} {t.get('message_id')} → "
+                        f"{t.get('counterparty') or '-'}: {t.get('reason', '')}"
+                    )
+    return tallies, verdicts
+
+
+def match(
+    loop_type: str, loops: list[OpenLoop], truth: list[dict[str, Any]]
+) -> list[tuple[OpenLoop, dict[str, Any]]]:
+    """Pairs (product loop, truth item). Thread loops: one per type per thread, so
+    any pairing; commitments: same message, greedy by text similarity."""
+    if not loops or not truth:
+        return []
+    if not loop_type.startswith("commitment"):
+        return list(zip(loops, truth, strict=False))
+    candidates = []
+    for lp in loops:
+        ev = {norm_id(e.get("message_id")) for e in lp.evidence}
+        for t in truth:
+            if t.get("message_id") in ev:
+                sim = similarity(loop_text(lp), t.get("text") or "")
+                candidates.append((sim, lp, t))
+    candidates.sort(key=lambda c: -c[0])
+    used_l: set[int] = set()
+    used_t: set[int] = set()
+    pairs = []
+    for _, lp, t in candidates:
+        if lp.pk in used_l or id(t) in used_t:
+            continue
+        used_l.add(lp.pk)
+        used_t.add(id(t))
+        pairs.append((lp, t))
+    return pairs
+
+
+def waiting_verdicts(sid: str, verdicts: dict[int, bool | None]) -> list[str]:
+    """The ``waiting`` top 10 of the source with a verdict per group
+    (LOOPS_LABELLING.md): yes = a real loop and no noise; partly = a real loop and
+    noise; no = no real loop; ? = a loop outside the labelled threads decides."""
+    report = waiting_report(caller=local_caller(actor="loops_quality"), sources=[sid])
+    lines = []
+    groups = report["groups"][:10]
+    by_id = {
+        lp.pk: lp
+        for lp in OpenLoop.objects.filter(source_id=sid, status=LoopStatus.OPEN)
+    }
+    for n, group in enumerate(groups, 1):
+        ids = [v["id"] for v in group["loops"]]
+        # Every loop of the group, not only the five shown.
+        email = group.get("counterparty_email") or group["counterparty"]
+        all_ids = [
+            pk
+            for pk, lp in by_id.items()
+            if (lp.counterparty_email or "") == email or pk in ids
+        ]
+        marks = [verdicts.get(pk) for pk in all_ids]
+        real = sum(1 for m in marks if m is True)
+        wrong = sum(1 for m in marks if m is False)
+        unknown = sum(1 for m in marks if m is None)
+        if real and not wrong:
+            verdict = "yes" if not unknown else "yes?"
+        elif real:
+            verdict = "partly"
+        elif wrong:
+            verdict = "no"
+        else:
+            verdict = "?"
+        kinds = ",".join(sorted({v["loop_type"] for v in group["loops"]}))
+        lines.append(
+            f"  {n:2}. {verdict:6} score {group['score']:4}  "
+            f"{group['loop_count']} loop(s) [{kinds}]  {email}  "
+            f"(real {real}, wrong {wrong}, unlabelled {unknown})"
+        )
+    extra = report.get("automated") or {}
+    if extra:
+        lines.append(f"  automated (not ranked): {extra.get('loop_count', 0)} loop(s)")
+    return lines
+
+
+def dump(sid: str, labels: list[Label], owners: list[str], limit: int) -> None:
+    """Labelling help: owner-involved threads in the detection window that no label
+    covers, with each message's newest text and the product's open loops."""
+    threads = source_messages(sid)
+    labelled = {mid for lab in labels for mid in lab.message_ids}
+    loops_by_thread: dict[str, list[OpenLoop]] = defaultdict(list)
+    for lp in OpenLoop.objects.filter(source_id=sid, status=LoopStatus.OPEN):
+        loops_by_thread[lp.thread_id].append(lp)
+    source = Source.objects.get(id=sid)
+    owner_set = set(source.owner_addresses) | set(owners)
+    newest = max(m.date for msgs in threads.values() for m in msgs if m.date)
+    from datetime import timedelta
+
+    shown = 0
+    order = sorted(
+        threads.items(),
+        key=lambda kv: (not loops_by_thread.get(kv[0]), kv[0]),
+    )
+    for tid, msgs in order:
+        if shown >= limit:
+            break
+        if any(norm_id(m.message_id) in labelled for m in msgs):
+            continue
+        last = max((m.date for m in msgs if m.date), default=None)
+        if last is None or last < newest - timedelta(days=90):
+            continue
+        involved = any(
+            is_mine(m, owner_set) or owner_set & {*m.to, *m.cc} for m in msgs
+        )
+        if not involved:
+            continue
+        shown += 1
+        print(f"=== THREAD {msgs[0].message_id}  ({len(msgs)} msgs) tid={tid}")
+        print("    ids:", json.dumps([m.message_id for m in msgs]))
+        for lp in loops_by_thread.get(tid, []):
+            print(
+                f"    LOOP {lp.loop_type} → {lp.counterparty_email}: {lp.summary[:100]}"
+            )
+        for m in msgs:
+            who = "ME" if is_mine(m, owner_set) else m.from_addr
+            to = ",".join(m.to[:4]) + (f"+{len(m.to) - 4}" if len(m.to) > 4 else "")
+            cc = f" cc={len(m.cc)}" if m.cc else ""
+            print(
+                f"  -- {m.date:%Y-%m-%d %H:%M} {who} → {to}{cc} | {m.subject[:70]}"
+                f" | {m.message_id}"
+            )
+            text = collapse(reply_text(m.body))
+            print("     " + text[:600])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", choices=TYPES)
+    parser.add_argument("--corpus")
+    parser.add_argument("--verbose", action="store_true")
+    parser.add_argument("--reuse", action="store_true")
+    parser.add_argument("--dump", type=int, default=0)
+    parser.add_argument(
+        "--owners", default="", help="owners for --dump of an unlabelled corpus"
+    )
+    args = parser.parse_args()
+    assert not settings.ANTHROPIC_API_KEY or not settings.LOOPS_EXTRACTION_ENABLED, (
+        "offline only: unset ANTHROPIC_API_KEY or LOOPS_EXTRACTION_ENABLED"
+    )
+    labels = load_labels()
+    corpora: dict[str, list[str]] = {}
+    for lab in labels:
+        corpora.setdefault(lab.corpus, [])
+        corpora[lab.corpus] = sorted(set(corpora[lab.corpus]) | set(lab.owners))
+    if args.corpus:
+        corpora = {
+            args.corpus: corpora.get(args.corpus)
+            or [o for o in args.owners.split(",") if o]
+        }
+    types = [args.only] if args.only else TYPES
+    total: dict[tuple[str, str], Tally] = defaultdict(Tally)
+    samples: dict[tuple[str, str], int] = defaultdict(int)
+    top10: dict[str, list[str]] = {}
+    for corpus, owners in corpora.items():
+        sid, seconds = import_corpus(corpus, owners, reuse=args.reuse)
+        print(f"{corpus}: imported/detected in {seconds:.1f} s (source {sid})")
+        if args.dump:
+            dump(sid, labels, owners, args.dump)
+            continue
+        mine = [lab for lab in labels if lab.corpus == corpus]
+        loops = list(
+            OpenLoop.objects.filter(
+                source_id=sid, status=LoopStatus.OPEN, loop_type__in=types
+            )
+        )
+        thread_ids = {
+            tid: {norm_id(m.message_id) for m in msgs}
+            for tid, msgs in source_messages(sid).items()
+        }
+        tallies, verdicts = evaluate(mine, loops, thread_ids)
+        for key, tally in tallies.items():
+            t = total[key]
+            t.product += tally.product
+            t.matched += tally.matched
+            t.truth += tally.truth
+            t.found += tally.found
+            t.fps += tally.fps
+            t.misses += tally.misses
+        for lab in mine:
+            for loop_type in lab.types:
+                samples[(loop_type, lab.stratum)] += 1
+                samples[(loop_type, "all")] += 1
+        all_loops = list(OpenLoop.objects.filter(source_id=sid, status=LoopStatus.OPEN))
+        _, all_verdicts = evaluate(mine, all_loops, thread_ids)
+        top10[corpus] = waiting_verdicts(sid, all_verdicts)
+    if args.dump:
+        return
+    print()
+    print("Per loop type (threads labelled; product loops matched; truth found)")
+    for loop_type in types:
+        for stratum in ("all", *STRATA):
+            n = samples.get((loop_type, stratum), 0)
+            if not n:
+                continue
+            tally = total[(loop_type, stratum)]
+            print(f"  {loop_type:22} {stratum:6} n={n:4}  {tally.line()}")
+        if args.verbose:
+            for line in total[(loop_type, "all")].fps:
+                print(f"      FP   {line}")
+            for line in total[(loop_type, "all")].misses:
+                print(f"      MISS {line}")
+    for corpus, lines in top10.items():
+        print(f"\nwaiting top 10 on {corpus}:")
+        for line in lines or ["  (no groups)"]:
+            print(line)
+        counted = [ln.split()[1] for ln in lines]
+        defensible = sum(1 for v in counted if v in ("yes", "yes?"))
+        print(f"  defensible: {defensible} of {len(lines)}")
+
+
+if __name__ == "__main__":
+    main()
