@@ -135,9 +135,13 @@ def load_labels() -> list[Label]:
 
 
 def source_id_for(corpus: str) -> str:
-    """``lq-`` + the corpus path made slug-like (one benchmark source per corpus)."""
+    """``lq-`` + the corpus path made slug-like plus a short hash (one benchmark
+    source per corpus; source ids are at most 32 characters)."""
+    import hashlib
+
     slug = "".join(c if c.isalnum() else "-" for c in corpus.lower()).strip("-")
-    return f"lq-{slug}"[:60]
+    digest = hashlib.sha256(corpus.encode()).hexdigest()[:6]
+    return f"lq-{slug[:20].strip('-')}-{digest}"
 
 
 def import_corpus(corpus: str, owners: list[str], *, reuse: bool) -> tuple[str, float]:
@@ -361,8 +365,11 @@ def dump(sid: str, labels: list[Label], owners: list[str], limit: int) -> None:
         loops_by_thread[lp.thread_id].append(lp)
     source = Source.objects.get(id=sid)
     owner_set = set(source.owner_addresses) | set(owners)
-    newest = max(m.date for msgs in threads.values() for m in msgs if m.date)
     from datetime import timedelta
+
+    from loops.selectors import reference_time
+
+    newest = reference_time(source=source)
 
     shown = 0
     order = sorted(
