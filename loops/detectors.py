@@ -7,28 +7,49 @@ No database, no LLM: ``loops.services.loop_apply_verdict`` applies a verdict, an
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from loops.asks import is_fulfilment, live_asks
 from loops.definitions import (
     asks_question,
+    collapse,
     display_subject,
     in_bulk_category,
     is_acknowledgement_only,
     is_mine,
     is_substantive,
     quote_of,
+    reply_text,
 )
-from loops.models import LoopType
+from loops.models import CLOSED_BY_FULFILLED, LoopType
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Sequence
+    from collections.abc import Collection, Mapping, Sequence
 
     from loops.message import MailMessage
 
 INBOUND_GRACE = timedelta(hours=24)
 OUTBOUND_GRACE = timedelta(hours=72)
+# A message to this many recipients (To + Cc) or more is addressed to a crowd: it
+# opens no reply owed by me (SPEC §5.1a "not to a list of 30").
+CROWD_RECIPIENTS = 9
+# A greeting to a group ("All,", "Team,") marks a crowd from this many recipients.
+GROUP_GREETING_RECIPIENTS = 4
+# My ask to more than this many other people is a broadcast: one loop, no single
+# counterparty (the group).
+BROADCAST_RECIPIENTS = 3
+AUTOMATED = "automated"
+# closed_by of a reply-owed loop retracted because no reply is expected after all
+# (its sender was found or marked automated, or the messages ask nothing of me).
+CLOSED_BY_NOT_EXPECTED = "not_expected"
+_GROUP_GREETING = re.compile(
+    r"^\s*(?:hi|hello|dear|good morning|good afternoon)?\s*(?:all|everyone|everybody|"
+    r"team|folks|guys|gentlemen|ladies and gentlemen|colleagues|friends)\b",
+    re.I,
+)
 
 
 @dataclass(frozen=True)
@@ -52,13 +73,19 @@ class LoopSpec:
 
 @dataclass
 class Verdict:
-    """What to do with one thread: loops to open, loop types to close, when to
-    re-check a thread still inside its grace window, and why nothing opened."""
+    """What to do with one thread: loops to open, loop types to close (turn flip),
+    when to re-check a thread still inside its grace window, and why nothing
+    opened. ``closed_by`` overrides the default ``reply_detected`` per closed type
+    (``fulfilled`` with ``evidence`` when the counterparty delivered); ``retract``
+    names open loop types no longer expected, with the reason (they close as
+    dropped, ``not_expected: <reason>``)."""
 
     open: list[LoopSpec] = field(default_factory=list)
     close: list[str] = field(default_factory=list)
     recheck_at: datetime | None = None
     reason: str = ""
+    closed_by: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
+    retract: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -106,19 +133,41 @@ def _effective_turns(
     return turns
 
 
+def _recipients(message: MailMessage) -> set[str]:
+    return {a.lower() for a in (*message.to, *message.cc) if a}
+
+
+def addressed_to_crowd(message: MailMessage) -> bool:
+    """True when a message goes to a crowd: ``CROWD_RECIPIENTS`` or more people in
+    To and Cc, or a group greeting ("All,", "Team,") to several (SPEC §5.1a)."""
+    count = len(_recipients(message))
+    if count >= CROWD_RECIPIENTS:
+        return True
+    opening = collapse(reply_text(message.body))[:40]
+    return count >= GROUP_GREETING_RECIPIENTS and bool(_GROUP_GREETING.match(opening))
+
+
 def detect_thread(
     messages: Sequence[MailMessage],
     *,
     owner_addresses: Collection[str],
     mutes: Mutes = Mutes(),
     now: datetime,
+    sender_kinds: Mapping[str, str] | None = None,
 ) -> Verdict:
-    """Decide which deterministic loops of one thread open and close (SPEC §5.2).
+    """Decide which deterministic loops of one thread open and close (SPEC §5.2,
+    §5.1a).
 
     ``messages`` are one thread's messages in any order; messages dated after
-    ``now`` are ignored (replay). Returns a ``Verdict``; never raises on odd mail.
+    ``now`` are ignored (replay). ``sender_kinds`` maps addresses to ``person`` or
+    ``automated`` (``loops.senders``; an address absent counts as a person).
+    An inbound loop opens only when a person's newest unquoted text, addressed to
+    me and not to a crowd, asks something of me (``loops.asks``); an outbound loop
+    only when my text asks something of a person. Returns a ``Verdict``; never
+    raises on odd mail.
     """
     owners = {a.lower() for a in owner_addresses}
+    kinds = sender_kinds or {}
     subs = sorted(
         (m for m in messages if is_substantive(m) and m.date and m.date <= now),
         key=lambda m: (m.date, m.message_id),
@@ -143,39 +192,93 @@ def detect_thread(
     run.reverse()
 
     if mine:
-        verdict = Verdict(close=[LoopType.UNANSWERED_INBOUND])
-        questions = [m for m in run if asks_question(m.body)]
-        if not questions:
-            verdict.reason = "no_question"
-            return verdict
-        recipients = [a.lower() for a in last.to if a and a.lower() not in owners]
-        if not recipients:
-            verdict.reason = "no_recipients"
-            return verdict
-        counterparty = recipients[0]
-        if mutes.thread_muted(thread_id) or mutes.sender_muted(counterparty):
-            verdict.reason = "muted"
-            return verdict
-        started = questions[0].sent_at
-        if now - started < OUTBOUND_GRACE:
-            verdict.recheck_at = started + OUTBOUND_GRACE
-            verdict.reason = "grace"
-            return verdict
-        verdict.open.append(
-            LoopSpec(
-                loop_type=LoopType.UNANSWERED_OUTBOUND,
-                thread_id=thread_id,
-                counterparty_email=counterparty,
-                counterparty_name="",
-                summary=f'Waiting on {counterparty}: "{subject}"',
-                opened_at=started,
-                last_activity_at=last.sent_at,
-                evidence=[_evidence(last)],
-            )
-        )
-        return verdict
+        return _outbound(run, last, owners, kinds, mutes, now, thread_id, subject)
+    return _inbound(subs, run, last, owners, kinds, mutes, now, thread_id, subject)
 
+
+def _outbound(
+    run: list[MailMessage],
+    last: MailMessage,
+    owners: set[str],
+    kinds: Mapping[str, str],
+    mutes: Mutes,
+    now: datetime,
+    thread_id: str,
+    subject: str,
+) -> Verdict:
+    """Last turn is mine: inbound loops close; a waiting loop opens when my text
+    asks something of a person (SPEC §5.2 rule 5, §5.1a "my asks")."""
+    verdict = Verdict(close=[LoopType.UNANSWERED_INBOUND])
+    asking = [m for m in run if live_asks(reply_text(m.body), sent_at=m.date, now=now)]
+    if not asking:
+        verdict.reason = "no_question"
+        return verdict
+    ask = asking[-1]
+    recipients = [
+        a
+        for a in dict.fromkeys(x.lower() for x in (*ask.to, *ask.cc) if x)
+        if a not in owners
+    ]
+    people = [a for a in recipients if kinds.get(a) != AUTOMATED]
+    if not people:
+        verdict.reason = "no_recipients" if not recipients else "automated_recipient"
+        if recipients:
+            verdict.retract[LoopType.UNANSWERED_OUTBOUND] = verdict.reason
+        return verdict
+    to_people = [a.lower() for a in ask.to if a and a.lower() in people]
+    broadcast = len(people) > BROADCAST_RECIPIENTS
+    counterparty = "" if broadcast else (to_people or people)[0]
+    if mutes.thread_muted(thread_id) or (
+        counterparty and mutes.sender_muted(counterparty)
+    ):
+        verdict.reason = "muted"
+        return verdict
+    started = asking[0].date
+    assert started is not None
+    if now - started < OUTBOUND_GRACE:
+        verdict.recheck_at = started + OUTBOUND_GRACE
+        verdict.reason = "grace"
+        return verdict
+    summary = (
+        f'Waiting on {len(people)} recipients: "{subject}"'
+        if broadcast
+        else f'Waiting on {counterparty}: "{subject}"'
+    )
+    verdict.open.append(
+        LoopSpec(
+            loop_type=LoopType.UNANSWERED_OUTBOUND,
+            thread_id=thread_id,
+            counterparty_email=counterparty,
+            counterparty_name="",
+            summary=summary,
+            opened_at=started,
+            last_activity_at=last.date,  # type: ignore[arg-type]
+            evidence=[_evidence(last)],
+        )
+    )
+    return verdict
+
+
+def _inbound(
+    subs: list[MailMessage],
+    run: list[MailMessage],
+    last: MailMessage,
+    owners: set[str],
+    kinds: Mapping[str, str],
+    mutes: Mutes,
+    now: datetime,
+    thread_id: str,
+    subject: str,
+) -> Verdict:
+    """Last turn is theirs: my waiting loop closes (as fulfilled when they
+    delivered); a reply-owed loop opens only when a person asked me something."""
     verdict = Verdict(close=[LoopType.UNANSWERED_OUTBOUND])
+    delivered = next((m for m in run if is_fulfilment(reply_text(m.body))), None)
+    if delivered is not None:
+        verdict.closed_by[LoopType.UNANSWERED_OUTBOUND] = (
+            CLOSED_BY_FULFILLED,
+            _evidence(delivered),
+        )
     sender = (last.from_addr or "").lower()
     if last.list_unsubscribe:
         verdict.reason = "list_mail"
@@ -187,8 +290,26 @@ def detect_thread(
         verdict.reason = "bulk_category"
     if verdict.reason:
         return verdict
-    addressed = [m for m in run if owners & {a.lower() for a in m.to}]
-    started = (addressed or run)[0].sent_at
+    if kinds.get(sender) == AUTOMATED:
+        verdict.reason = "automated_sender"
+    else:
+        asking = [
+            m
+            for m in run
+            if owners & {a.lower() for a in m.to}
+            and kinds.get((m.from_addr or "").lower()) != AUTOMATED
+            and not addressed_to_crowd(m)
+            and live_asks(reply_text(m.body), sent_at=m.date, now=now)
+        ]
+        if not asking:
+            verdict.reason = (
+                "crowd" if any(addressed_to_crowd(m) for m in run) else "no_ask"
+            )
+    if verdict.reason:
+        verdict.retract[LoopType.UNANSWERED_INBOUND] = verdict.reason
+        return verdict
+    started = asking[0].date
+    assert started is not None
     if now - started < INBOUND_GRACE:
         verdict.recheck_at = started + INBOUND_GRACE
         verdict.reason = "grace"
@@ -201,7 +322,7 @@ def detect_thread(
             counterparty_name=last.from_name or "",
             summary=f'Reply owed to {sender}: "{subject}"',
             opened_at=started,
-            last_activity_at=last.sent_at,
+            last_activity_at=last.date,  # type: ignore[arg-type]
             evidence=[_evidence(last)],
         )
     )

@@ -28,7 +28,8 @@ class MailMessage:
     aware UTC datetime or None when the message has no usable Date. ``body`` is the
     text (HTML converted) with the quoted reply tail trimmed, at most 8,000 chars.
     ``is_mine`` is decided by the connector: SENT label, a sent folder, or a From that
-    is one of the source's owner addresses.
+    is one of the source's owner addresses. ``html_only`` is True when the message
+    had an HTML body and no plain-text alternative (a marketing signal, §5.1a).
     """
 
     message_id: str
@@ -50,6 +51,7 @@ class MailMessage:
     body: str = ""
     attachments: list[dict[str, Any]] = field(default_factory=list)
     link: str | None = None
+    html_only: bool = False
     raw_record_id: int | None = None
 
     @property

@@ -203,6 +203,7 @@ class LoopEvent(models.Model):
         FACT_EXPIRED = "fact_expired", "Projected fact expired"
         MUTED = "muted", "Muted"
         UNMUTED = "unmuted", "Unmuted"
+        SENDER_MARKED = "sender_marked", "Sender marked person/automated"
 
     loop = models.ForeignKey(
         OpenLoop,
@@ -314,3 +315,48 @@ class LlmUsage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.model} ${self.usd_estimate} ({self.outcome})"
+
+
+class SenderProfile(models.Model):
+    """Who a sender is, per source (SPEC §5.1a): ``person`` or ``automated``.
+
+    ``kind`` is the verdict in force: the computed one (``computed_kind``, from the
+    signals in ``signals`` and the short ``reasons``) unless a curator decided
+    (``decided_by`` set, ``admin_kind`` holds the decision). Automated senders open
+    no reply-owed loop and never rank as people in ``waiting``. Written only by
+    ``loops.services`` (``sender_profiles_refresh``, ``sender_mark``)."""
+
+    class Kind(models.TextChoices):
+        PERSON = "person", "Person"
+        AUTOMATED = "automated", "Automated"
+
+    source = models.ForeignKey(
+        Source, on_delete=models.CASCADE, related_name="sender_profiles"
+    )
+    address = models.CharField(max_length=320)
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    computed_kind = models.CharField(max_length=10, choices=Kind.choices)
+    admin_kind = models.CharField(max_length=10, choices=Kind.choices, blank=True)
+    reasons = models.JSONField(default=list, blank=True)
+    signals = models.JSONField(default=dict, blank=True)
+    messages = models.PositiveIntegerField(default=0)
+    decided_by = models.CharField(max_length=200, blank=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    computed_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["source", "address"],
+                name="%(app_label)s_%(class)s_one_per_address",
+            ),
+            models.CheckConstraint(
+                condition=Q(address=models.functions.Lower("address"))
+                & Q(address__regex=r"\S"),
+                name="%(app_label)s_%(class)s_address_lower_case",
+            ),
+        ]
+        indexes = [models.Index(fields=["source", "kind"])]
+
+    def __str__(self) -> str:
+        return f"{self.address} ({self.kind})"

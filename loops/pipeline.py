@@ -54,6 +54,8 @@ from loops.selectors import (
     newest_message_at,
     reference_clock,
     reference_time,
+    sender_kinds,
+    sender_threads,
     thread_messages,
     thread_page,
     threads_messages,
@@ -69,8 +71,10 @@ from loops.services import (
     loop_correct_due,
     loop_mark_fulfilment_suspected,
     loop_project_commitment,
+    loop_reopen,
     loops_stale_sweep,
 )
+from loops.services_senders import sender_profile_decide, sender_profiles_refresh
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Sequence
@@ -396,12 +400,40 @@ def loops_window_sweep(*, source: Source, now: datetime) -> int:
 
 @dataclass
 class ChunkState:
-    """What a batch of threads already has, loaded in three queries: open loops by
-    thread, threads with a grace hold, and rule-extraction idempotency keys."""
+    """What a batch of threads already has, loaded in a few queries: open loops by
+    thread, threads with a grace hold, rule-extraction idempotency keys, and the
+    person/automated verdict of their senders (SPEC §5.1a)."""
 
     open_loops: dict[str, list[OpenLoop]]
     held: set[str]
     rule_keys: set[str]
+    kinds: dict[str, str] | None = None
+
+
+def senders_kinds(*, source: Source, messages: Iterable[MailMessage]) -> dict[str, str]:
+    """The person/automated verdict of every address in ``messages`` (From, To,
+    Cc); senders without a stored profile get one computed first from the whole
+    source (SPEC §5.1a)."""
+    owners = {a.lower() for a in source.owner_addresses}
+    messages = list(messages)
+    addresses = {
+        a.lower()
+        for m in messages
+        for a in (m.from_addr, *m.to, *m.cc)
+        if a and a.lower() not in owners
+    }
+    kinds = sender_kinds(source_id=source.id, addresses=addresses)
+    missing = {
+        (m.from_addr or "").lower()
+        for m in messages
+        if m.from_addr
+        and not is_mine(m, owners)
+        and (m.from_addr or "").lower() not in kinds
+    }
+    if missing:
+        sender_profiles_refresh(source=source, addresses=missing)
+        kinds = sender_kinds(source_id=source.id, addresses=addresses)
+    return kinds
 
 
 def chunk_state(*, source: Source, thread_ids: Sequence[str]) -> ChunkState:
@@ -455,8 +487,17 @@ def thread_process(
     if page is False:
         page = thread_page(source_id=source.id, thread_id=thread_id)
     assert page is None or isinstance(page, Page)
+    kinds = (
+        preload.kinds
+        if preload is not None and preload.kinds is not None
+        else senders_kinds(source=source, messages=messages)
+    )
     verdict = detect_thread(
-        messages, owner_addresses=source.owner_addresses, mutes=mutes, now=now
+        messages,
+        owner_addresses=source.owner_addresses,
+        mutes=mutes,
+        now=now,
+        sender_kinds=kinds,
     )
     open_loops = preload.open_loops.get(thread_id, []) if preload else None
     report["detector"] = loop_apply_verdict(
@@ -516,6 +557,9 @@ def _chunk_process(
         messages = threads_messages(source_id=source.id, thread_ids=thread_ids)
         pages = threads_pages(source_id=source.id, thread_ids=thread_ids)
         state: ChunkState | None = chunk_state(source=source, thread_ids=thread_ids)
+        state.kinds = senders_kinds(  # type: ignore[union-attr]
+            source=source, messages=(m for ms in messages.values() for m in ms)
+        )
     except Exception:
         if not isolate:
             raise
@@ -678,4 +722,43 @@ def loops_sweep(
             except Exception:
                 logger.exception("loops: staleness pass failed for %s", source.id)
                 out["failed"] += 1
+    return out
+
+
+def sender_mark(
+    *, source: Source, address: str, kind: str, actor: str
+) -> dict[str, Any]:
+    """A curator's verdict on a sender (SPEC §5.1a): record it and re-evaluate that
+    sender's threads. Marked automated, its open reply-owed loops close (dropped,
+    ``not_expected: automated_sender``); marked a person, loops it had lost that
+    way reopen and its threads are detected again. Every change writes a
+    ``LoopEvent``. Returns ``{address, kind, changed, threads, closed, opened,
+    reopened}``. Raises ``InvalidParams`` for a bad kind or address."""
+    profile, changed = sender_profile_decide(
+        source=source, address=address, kind=kind, actor=actor
+    )
+    out: dict[str, Any] = {
+        "address": profile.address,
+        "kind": profile.kind,
+        "changed": changed,
+        "threads": 0,
+        "closed": 0,
+        "opened": 0,
+        "reopened": 0,
+    }
+    if kind == "person":
+        for loop in OpenLoop.objects.filter(
+            source=source,
+            counterparty_email=profile.address,
+            status=LoopStatus.DROPPED,
+            closed_by__startswith="not_expected: automated",
+        ):
+            loop_reopen(loop=loop, actor=actor, note="sender marked a person")
+            out["reopened"] += 1
+    threads = sender_threads(source_id=source.id, address=profile.address)
+    if threads:
+        report = process_threads(source_id=source.id, thread_ids=threads)
+        out["threads"] = report["threads"]
+        out["closed"] = report["closed"]
+        out["opened"] = report["opened"]
     return out

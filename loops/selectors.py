@@ -14,7 +14,7 @@ from django.utils import timezone
 from brain.models import Alias, Page, RawRecord, Source
 from loops.detectors import Mutes
 from loops.message import MailMessage
-from loops.models import LoopStatus, LoopSuppression, OpenLoop
+from loops.models import LoopStatus, LoopSuppression, OpenLoop, SenderProfile
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -193,4 +193,61 @@ def loop_list(
         qs = qs.filter(Q(counterparty_email=value) | Q(counterparty__slug=counterparty))
     return qs.select_related("counterparty", "page", "source").order_by(
         "-last_activity_at", "-id"
+    )
+
+
+def profile_messages(
+    *, source_id: str, addresses: set[str] | None = None
+) -> list[MailMessage]:
+    """Messages a sender profile is computed from (SPEC §5.1a): every message of
+    the source, or with ``addresses`` those senders' messages plus the owner's own
+    (for reciprocity)."""
+    qs = RawRecord.objects.filter(source_id=source_id).exclude(
+        metadata__message_id=None
+    )
+    if addresses is not None:
+        qs = qs.filter(
+            Q(metadata__from_addr__in=sorted(addresses))
+            | Q(metadata__is_mine=True)
+            | Q(metadata__labels__contains=["SENT"])
+        )
+    return [
+        MailMessage.from_metadata(metadata, raw_record_id=pk)
+        for pk, metadata in qs.values_list("id", "metadata")
+        if metadata.get("message_id") and metadata.get("thread_id") is not None
+    ]
+
+
+def sender_kinds(*, source_id: str, addresses: Iterable[str]) -> dict[str, str]:
+    """``{address: person | automated}`` for the stored profiles among
+    ``addresses`` (lower-cased); senders without a profile are absent."""
+    wanted = sorted({(a or "").lower() for a in addresses if a})
+    if not wanted:
+        return {}
+    return dict(
+        SenderProfile.objects.filter(
+            source_id=source_id, address__in=wanted
+        ).values_list("address", "kind")
+    )
+
+
+def automated_senders(*, source_ids: Iterable[str]) -> set[tuple[str, str]]:
+    """``{(source_id, address)}`` of every sender whose verdict is automated."""
+    return set(
+        SenderProfile.objects.filter(
+            source_id__in=list(source_ids), kind=SenderProfile.Kind.AUTOMATED
+        ).values_list("source_id", "address")
+    )
+
+
+def sender_threads(*, source_id: str, address: str) -> list[str]:
+    """Thread ids of the source in which ``address`` sent a message."""
+    return sorted(
+        {
+            t
+            for t in RawRecord.objects.filter(
+                source_id=source_id, metadata__from_addr=address.lower()
+            ).values_list("metadata__thread_id", flat=True)
+            if t
+        }
     )

@@ -290,11 +290,14 @@ def loop_close(
     actor: str,
     note: str = "",
     at: datetime | None = None,
+    evidence: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Close a loop (done | dropped | stale) and expire its projected fact unless
-    another open loop shares it (SPEC §5.4). Idempotent: closing a closed loop
-    changes nothing. Returns ``{closed, id, status, fact_expired, reason}``.
-    Raises ``InvalidParams`` for status ``open`` or an unknown status."""
+    another open loop shares it (SPEC §5.4). ``evidence`` (the message that
+    closed it, e.g. the counterparty's "sent") is kept in the ``LoopEvent``.
+    Idempotent: closing a closed loop changes nothing. Returns ``{closed, id,
+    status, fact_expired, reason}``. Raises ``InvalidParams`` for status ``open``
+    or an unknown status."""
     if status not in (LoopStatus.DONE, LoopStatus.DROPPED, LoopStatus.STALE):
         raise InvalidParams(
             f"Cannot close a loop with status '{status}'.",
@@ -325,6 +328,7 @@ def loop_close(
         actor=actor,
         status=status,
         closed_by=locked.closed_by,
+        **({"evidence": evidence} if evidence else {}),
     )
     fact_expired, reason = False, ""
     if locked.loop_type in (
@@ -599,26 +603,38 @@ def _apply_verdict(
     has_hold: bool | None,
     counts: dict[str, int],
 ) -> None:
-    if verdict.close:
+    if verdict.close or verdict.retract:
         if open_loops is None:
             open_loops = list(
                 OpenLoop.objects.filter(
                     source=source, thread_id=thread_id, status=LoopStatus.OPEN
                 )
             )
-        to_close = [
-            loop
-            for loop in open_loops
-            if loop.detector == Detector.DETERMINISTIC_THREAD
-            and loop.loop_type in verdict.close
-        ]
-        for loop in to_close:
-            if loop_close(
-                loop=loop,
-                status=LoopStatus.DONE,
-                closed_by=CLOSED_BY_REPLY,
-                actor=actor,
-            )["closed"]:
+        for loop in open_loops:
+            if loop.detector != Detector.DETERMINISTIC_THREAD or not loop.is_open:
+                continue
+            if loop.loop_type in verdict.close:
+                closed_by, evidence = verdict.closed_by.get(
+                    loop.loop_type, (CLOSED_BY_REPLY, None)
+                )
+                result = loop_close(
+                    loop=loop,
+                    status=LoopStatus.DONE,
+                    closed_by=closed_by,
+                    actor=actor,
+                    evidence=evidence,
+                )
+            elif loop.loop_type in verdict.retract:
+                # No reply is expected after all (SPEC §5.1a): dropped, with why.
+                result = loop_close(
+                    loop=loop,
+                    status=LoopStatus.DROPPED,
+                    closed_by=f"not_expected: {verdict.retract[loop.loop_type]}",
+                    actor=actor,
+                )
+            else:
+                continue
+            if result["closed"]:
                 counts["closed"] += 1
     for spec in verdict.open:
         evidence = [

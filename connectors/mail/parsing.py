@@ -112,6 +112,7 @@ class ParsedMail:
     raw_bytes: bytes | None = None
     location: str = ""
     has_quote: bool = False
+    html_only: bool = False
     list_unsubscribe: bool = False
     auto_submitted: str | None = None
     calendar_method: str | None = None
@@ -614,6 +615,7 @@ def _finish(
         references=refs,
         body=cap_body(reply),
         has_quote=has_quote,
+        html_only=not (body.plain and body.plain.strip()) and body.html is not None,
         full_text=text,
         fingerprint=fingerprint(from_.addr if from_ else "", date, subject, text),
         raw=clean_text(raw),

@@ -106,6 +106,7 @@ def to_mail_message(
         body=parsed.body,
         attachments=list(parsed.attachments),
         link=link,
+        html_only=parsed.html_only,
     )
 
 

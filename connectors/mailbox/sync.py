@@ -76,6 +76,7 @@ from loops.definitions import is_mine
 from loops.message import MailMessage
 from loops.pipeline import process_threads
 from loops.selectors import newest_message_at
+from loops.services_senders import sender_profiles_refresh
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
@@ -359,6 +360,12 @@ class MailboxConnector(Connector):
                 owner_addresses=self.owners,
             )
         self.reference = self._reference_time(prepared)
+        # Who expects a reply is judged over the whole source, this mailbox
+        # included, before the first batch is detected (SPEC §5.1a).
+        sender_profiles_refresh(
+            source=self.source,
+            pending=[m for work in prepared.works for m in work.messages],
+        )
         self._duplicates = prepared.duplicates
         self._total = len(prepared.works)
         self._done = 0

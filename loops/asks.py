@@ -1,0 +1,182 @@
+"""Reply expectation (SPEC §5.1a): does the newest text of a message ask something
+of its reader?
+
+A message asks when one of its sentences is a real question or a request: "Can you
+send me the rent roll?", "Please let me know your preference", "Give me a call".
+These do not ask: pleasantries ("How are you?"), conditional offers ("Let me know
+if you have any questions", "Feel free to call", "If you would like, we can…",
+"Please call if you need anything"), pointers ("Please see attached", "Please note"),
+and asks tied to a day that has passed ("Are you coming on Friday?" read weeks
+later: moot).
+
+Pure functions over text; ``loops.detectors`` calls ``find_ask`` on the text that
+``loops.definitions.reply_text`` leaves (quoted tails already cut).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from loops.definitions import URL_RE, collapse
+
+QUESTION = "question"
+REQUEST = "request"
+
+# An ask tied to a named day (tomorrow, Friday, this afternoon) is moot once the
+# message is this old (SPEC §5.1a: a careful assistant would not list it).
+ANCHORED_ASK_LIFETIME = timedelta(days=14)
+
+_SENTENCE_END = re.compile(
+    r"(?<=[.?!])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])|\n\s*\n|\n(?=\s*[-*•\d]+[.)]?\s)"
+)
+_SIGNATURE = re.compile(r"^(?:--|__+|-{3,})\s*$", re.M)
+# Disclaimers and footers are boilerplate, not the writer's ask.
+_BOILERPLATE = re.compile(
+    r"(?:this (?:e-?mail|message|communication)(?: and any attachments?)? (?:is|are|may)"
+    r"|if you (?:have )?received (?:it|this)[^.]{0,40} in error"
+    r"|confidential(?:ity)? notice|privileged|designated recipient"
+    r"|to unsubscribe|unsubscribe|do not reply to this|no longer wish to receive)",
+    re.I,
+)
+_PLEASANTRY = re.compile(
+    r"^\s*(?:hi|hello|hey|dear)?[\s,\w]{0,20}?\b(?:how (?:are|r) (?:you|u|things|ya)"
+    r"(?: doing| all| guys)?|how(?:'s| is| has) (?:it|everything|life|things|your \w+)"
+    r"(?: going| been)?|how have you been|how was (?:your|the) (?:weekend|holiday|"
+    r"holidays|trip|vacation|thanksgiving|christmas|break)|what'?s up|"
+    r"hope (?:you|all|everything|this)[^?]{0,60}|(?:isn't|wasn't|ain't) (?:it|that)"
+    r" (?:great|cool|funny|nice))\s*[?!.]*\s*$",
+    re.I,
+)
+# Conditional offers and open invitations: they leave the next step to the reader.
+_OFFER = re.compile(
+    r"(?:^\s*(?:and |but |so |also,? )?(?:if|should|in case|unless|otherwise|whenever)\b"
+    r"|\bif (?:you|anyone|there|u)(?:'d| would| will)? (?:have|has|are|is|need|needs|"
+    r"want|wants|require|requires|would like|like|wish|get|find|see|hear|run into|"
+    r"experience|encounter)\b[^.?!]{0,30}?\b(?:any|anything|further|more|additional|"
+    r"other|questions?|concerns?|comments?|problems?|issues?|trouble|difficult|"
+    r"interest|interested|help|assistance|info|information|copy|copies|changes)\b"
+    r"|\bif (?:it|this|that|the \w+|they)\b[^.?!]{0,60}(?:doesn'?t|does not|don'?t|"
+    r"didn'?t|can'?t|cannot|won'?t|fails?)\b"
+    r"|\bif (?:you(?:'d| would)? (?:like|prefer|wish|want)|so|not|necessary|needed|"
+    r"interested)\b"
+    r"|\bfeel free\b|\bdon'?t hesitate\b|\bdo not hesitate\b|\bat your (?:convenience|"
+    r"leisure)\b|\bany questions\b|\bhappy to (?:help|answer|discuss)\b)",
+    re.I,
+)
+# Politeness that softens a real ask ("if you get a chance, could you…").
+_SOFTENER = re.compile(
+    r"\b(?:if|when|whenever) you (?:get|have|find) (?:a|the) (?:chance|minute|moment|"
+    r"second|sec|min)\b|\bif possible\b|\bif you (?:can|could|don'?t mind|do not "
+    r"mind)\b",
+    re.I,
+)
+_POINTER = re.compile(
+    r"(?:^|[,;:]\s*)(?:please|pls|kindly)\s+(?:see|find|note|be (?:advised|aware|informed)|"
+    r"disregard|ignore|excuse|forgive|accept my|enjoy|join us|remember that|"
+    r"read (?:below|the below)|refer to|keep in mind)\b",
+    re.I,
+)
+_REQUEST = re.compile(
+    r"(?:(?:^|[,;:]\s*)(?:please|pls|kindly)\s+\w+"
+    r"|^\s*(?:[A-Z][a-z]+,\s+)?(?:can|could|would|will|do|did|are|have|has|is|were|"
+    r"should) (?:you|u|we)\b"
+    r"|\b(?:let me know|lmk|tell me|advise me|please advise|get back to me|"
+    r"give me (?:a call|a ring|a shout|your|the)|call me|ring me|"
+    r"drop me an? (?:note|line|e-?mail)|"
+    r"send me|e-?mail me|fax me|mail me|reply (?:to me|asap|soon|back)|please reply|"
+    r"respond (?:to me|asap|by)|need (?:you|your) (?:to|input|help|answer|approval|"
+    r"signature|feedback)|(?:would|'d) (?:like|appreciate) (?:you|your|to (?:know|"
+    r"hear|get))|i need (?:to know|help|you)|waiting (?:for|on) your)\b)",
+    re.I | re.M,
+)
+_ANCHOR = re.compile(
+    r"(?<!earlier )(?<!earlier\s)\b(?:today|tonight|tomorrow|this (?:morning|afternoon|evening|week|weekend)|"
+    r"next week|monday|tuesday|wednesday|thursday|friday|saturday|sunday|"
+    r"(?:by|before|until) (?:cob|eod|noon|end of (?:day|week)))\b",
+    re.I,
+)
+
+
+@dataclass(frozen=True)
+class Ask:
+    """A sentence that asks the reader something: ``kind`` question | request."""
+
+    kind: str
+    sentence: str
+    anchored: bool = False
+
+
+def sentences(text: str) -> list[str]:
+    """The text's sentences and lines (a line break ends a sentence in mail, which
+    is written in short lines and lists), URLs removed, whitespace collapsed."""
+    body = _SIGNATURE.split(text or "", maxsplit=1)[0]
+    body = URL_RE.sub(" ", body)
+    out: list[str] = []
+    for block in _SENTENCE_END.split(body):
+        for line in re.split(r"\n(?=\s*[A-Z0-9\"'])", block):
+            line = collapse(line)
+            if line:
+                out.append(line)
+    return out
+
+
+def sentence_ask(sentence: str) -> Ask | None:
+    """The ask in one sentence, or None (pleasantry, offer, pointer, statement)."""
+    if len(sentence) < 4 or _BOILERPLATE.search(sentence):
+        return None
+    sentence = collapse(_SOFTENER.sub(" ", sentence)).lstrip(", ")
+    if _PLEASANTRY.match(sentence) or _OFFER.search(sentence):
+        return None
+    anchored = bool(_ANCHOR.search(sentence))
+    if "?" in sentence:
+        return Ask(QUESTION, sentence, anchored)
+    if _POINTER.search(sentence) and not _REQUEST.search(_POINTER.sub(" ", sentence)):
+        return None
+    if _REQUEST.search(sentence):
+        return Ask(REQUEST, sentence, anchored)
+    return None
+
+
+def find_asks(text: str) -> list[Ask]:
+    """Every ask in ``text`` (already the newest, unquoted part of a message)."""
+    return [a for a in (sentence_ask(s) for s in sentences(text)) if a]
+
+
+def live_asks(
+    text: str, *, sent_at: datetime | None, now: datetime | None
+) -> list[Ask]:
+    """The asks of ``text`` still worth an answer at ``now``: when any ask of the
+    message is tied to a named day and the message is older than
+    ``ANCHORED_ASK_LIFETIME``, the message's asks are moot (the day passed)."""
+    asks = find_asks(text)
+    if (
+        asks
+        and sent_at is not None
+        and now is not None
+        and now - sent_at > ANCHORED_ASK_LIFETIME
+        and any(a.anchored for a in asks)
+    ):
+        return []
+    return asks
+
+
+_FULFILMENT = re.compile(
+    r"^\W*(?:(?:hi|hello|dear)?\s*[A-Z]?[a-z]*[,!]?\s+)?(?:done\b|sent\b(?! from my)"
+    r"|attached\b|enclosed\b|(?:it'?s|it is|this is|that is|that'?s|all) (?:done|sent|"
+    r"attached|taken care of|complete|completed|finished)\b|here (?:is|are|it is|you "
+    r"go)\b|(?:please )?find attached\b|(?:pursuant to|per|as per) your request\b|"
+    r"as (?:requested|promised)\b|(?:i|we)(?:'ve| have)? (?:just |already )?(?:sent|"
+    r"attached|done|completed|forwarded|faxed|mailed|finished|fixed|taken care of|"
+    r"uploaded|posted|moved|submitted|signed|placed|booked|scheduled|filed)\b)",
+    re.I,
+)
+
+
+def is_fulfilment(text: str) -> bool:
+    """True when a reply delivers what was asked: its first sentences say it is
+    done, sent or attached ("Done.", "Attached is the rent roll", "I have sent
+    it"), SPEC §5.1a. Such a reply closes my waiting loop as fulfilled and opens
+    no reply-owed loop by itself."""
+    return any(_FULFILMENT.match(s) for s in sentences(text)[:3])

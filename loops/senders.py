@@ -1,0 +1,256 @@
+"""Who expects a reply (SPEC §5.1a): classify each sender of a source as a
+``person`` or ``automated`` from signals that survive exported mailboxes.
+
+Pure functions over ``MailMessage`` lists (no database), so the same verdict is
+computed at import, in a sync and in tests. ``loops.services.sender_profiles_refresh``
+stores the verdicts (``SenderProfile``); an admin verdict always wins over these.
+
+Signals, per sender address, over the whole source:
+- noise markers (SPEC §5.1) and role-like local parts (``mailman``, ``webmaster``,
+  ``update@``, ``edelivery@``, ``news@``, ``events@`` …);
+- opt-out and footer wording, matched with all whitespace removed so that extra
+  spaces and line breaks do not hide it ("to be  removed", "reply with remove",
+  "click here to unsubscribe");
+- volume with repetition: several messages whose digit-normalised subjects or
+  body openings are the same;
+- recipient count: a sender that only ever writes to crowds;
+- HTML-only mail (``MailMessage.html_only``);
+- reciprocity: an owner address ever wrote to this address, or wrote in a thread
+  this sender wrote in. Reciprocity keeps a sender a person against the weaker
+  signals (volume, repetition, crowds, HTML); it never overrides a noise marker or
+  opt-out wording in most of the sender's mail.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from loops.definitions import is_mine, is_noise_sender, normalise_subject, reply_text
+
+if TYPE_CHECKING:
+    from collections.abc import Collection, Iterable
+
+    from loops.message import MailMessage
+
+PERSON = "person"
+AUTOMATED = "automated"
+
+# Local-part tokens (split at . _ - +) that name a role or a system, not a person.
+ROLE_TOKENS = frozenset(
+    """mailman arsystem webmaster postmaster hostmaster update updates edelivery
+    delivery delivers news newsletter newsletters events event info information
+    promo promos promotion promotions marketing offers offer deals sales
+    subscriptions subscription subscribe unsubscribe list lists listserv majordomo
+    announce announcements alerts alert notify notifier notice notices mailer
+    automailer autoreply bounce bounces daemon system reports report digest feeds feed rss
+    rssfeeds showtimes gift gifts customerservice service services support help
+    helpdesk billing invoice invoices orders order shipping account accounts
+    admin administrator editor editors team contest prizes prize winners iwon
+    survey surveys""".split()
+)
+ROLE_PREFIXES = ("leave-", "bounce", "unsubscribe", "owner-", "return-", "reply-")
+ROLE_SUFFIXES = ("-request", "-owner", "-bounces", "-admin")
+
+# Opt-out / mass-mail footer wording, compared with all whitespace removed and
+# lower-cased ("to be  removed" and "to be\nremoved" both match "toberemoved").
+_OPT_OUT = re.compile(
+    "|".join(
+        [
+            r"unsubscrib",
+            r"toberemoved",
+            r"toremoveyourself",
+            r"replywith[\"']?remove",
+            r"remove[\"']?(?:as|in)the(?:subject|subjectline)",
+            r"withremove(?:as|in)",
+            r"click(?:here|below)to(?:be)?remove",
+            r"opt-?out",
+            r"optin(?:network|list|mailing|subscriber)",
+            r"(?:no|longer)wish(?:es)?toreceive",
+            r"(?:donot|don't)(?:wish|want)toreceive",
+            r"rathernotreceive",
+            r"(?:update|manage|change)your(?:e-?mail)?(?:preferences|subscription)",
+            r"youarereceivingthis",
+            r"youreceivedthis(?:e-?mail|message)because",
+            r"this(?:e-?mail|message)(?:was|is|has been)sentto",
+            r"(?:was|is)notsentunsolicited",
+            r"senttoyouasamember",
+            r"thisisanautomated",
+            r"(?:please)?do(?:not|n't)replytothis(?:e-?mail|message)",
+            r"automatednotification",
+            r"ifyoucannotreadthis(?:e-?mail|message)",
+            r"ifyoucan'tseethis",
+            r"viewthis(?:e-?mail|message)inyourbrowser",
+        ]
+    )
+)
+_WS = re.compile(r"\s+")
+_DIGITS = re.compile(r"\d+")
+
+# Thresholds (messages, shares). A sender with fewer messages than REPEAT_MIN is
+# never called repetitive; VOLUME_MIN messages with no reciprocity at all is volume.
+REPEAT_MIN = 3
+REPEAT_SHARE = 0.6
+OPT_OUT_SHARE = 0.5
+CROWD = 10  # recipients (To + Cc) at which a message is addressed to a crowd
+CROWD_SHARE = 0.8
+HTML_SHARE = 0.8
+
+
+def local_part_is_role(address: str) -> bool:
+    """True when the address's local part names a role or a system
+    (``webmaster@``, ``edelivery@``, ``enron_update@``, ``leave-news-123@``)."""
+    local = (address or "").lower().split("@", 1)[0]
+    if not local:
+        return False
+    if local.startswith(ROLE_PREFIXES) or local.endswith(ROLE_SUFFIXES):
+        return True
+    tokens = [t for t in re.split(r"[._+\-]", local) if t]
+    return any(t in ROLE_TOKENS for t in tokens)
+
+
+def has_opt_out_wording(text: str) -> bool:
+    """True when the text carries opt-out / mass-mail footer wording, robust to
+    extra spaces and line breaks inside the phrase."""
+    return bool(_OPT_OUT.search(_WS.sub("", (text or "").lower())))
+
+
+@dataclass
+class SenderStats:
+    """Signals gathered for one sender address over a source (counts of its
+    messages)."""
+
+    address: str
+    messages: int = 0
+    subjects: Counter[str] = field(default_factory=Counter)
+    openings: Counter[str] = field(default_factory=Counter)
+    opt_out: int = 0
+    crowd: int = 0
+    html_only: int = 0
+    noise: bool = False
+    role: bool = False
+    reciprocal: bool = False
+    replied_in_thread: bool = False
+    names: set[str] = field(default_factory=set)
+
+    def signals(self) -> dict[str, Any]:
+        """JSON-safe summary stored with the profile (what the admin sees)."""
+        top_subject = self.subjects.most_common(1)[0][1] if self.subjects else 0
+        top_opening = self.openings.most_common(1)[0][1] if self.openings else 0
+        return {
+            "messages": self.messages,
+            "repeated_subject": top_subject,
+            "repeated_opening": top_opening,
+            "opt_out": self.opt_out,
+            "crowd": self.crowd,
+            "html_only": self.html_only,
+            "noise_marker": self.noise,
+            "role_address": self.role,
+            "reciprocal": self.reciprocal,
+            "owner_replied_in_thread": self.replied_in_thread,
+            "display_names": len(self.names),
+        }
+
+
+def sender_stats(
+    messages: Iterable[MailMessage], *, owner_addresses: Collection[str]
+) -> dict[str, SenderStats]:
+    """Gather ``SenderStats`` for every non-owner From address of ``messages``
+    (the whole source: every thread, any order)."""
+    owners = {a.lower() for a in owner_addresses}
+    stats: dict[str, SenderStats] = {}
+    written_to: set[str] = set()
+    threads_mine: set[str] = set()
+    senders_by_thread: dict[str, set[str]] = defaultdict(set)
+    for m in messages:
+        if is_mine(m, owners):
+            written_to.update(a.lower() for a in (*m.to, *m.cc, *m.bcc) if a)
+            threads_mine.add(m.thread_id)
+            continue
+        address = (m.from_addr or "").lower()
+        if not address:
+            continue
+        s = stats.get(address)
+        if s is None:
+            s = stats[address] = SenderStats(
+                address=address,
+                noise=is_noise_sender(address),
+                role=local_part_is_role(address),
+            )
+        s.messages += 1
+        if m.from_name:
+            s.names.add(m.from_name.strip().lower())
+        senders_by_thread[m.thread_id].add(address)
+        s.subjects[_DIGITS.sub("#", normalise_subject(m.subject))] += 1
+        opening = _WS.sub(" ", _DIGITS.sub("#", reply_text(m.body))).strip()[:80]
+        if len(opening) >= 20:
+            s.openings[opening.lower()] += 1
+        # A mailing list's footer is the list's wording, not the sender's: list
+        # traffic (List-Unsubscribe) is judged by the other signals.
+        if not m.list_unsubscribe and (
+            has_opt_out_wording(m.body[-3000:]) or has_opt_out_wording(m.body[:1500])
+        ):
+            s.opt_out += 1
+        if len({*m.to, *m.cc}) >= CROWD:
+            s.crowd += 1
+        if getattr(m, "html_only", False):
+            s.html_only += 1
+    for address, s in stats.items():
+        s.reciprocal = address in written_to
+    for thread_id in threads_mine:
+        for address in senders_by_thread.get(thread_id, ()):
+            stats[address].replied_in_thread = True
+    return stats
+
+
+def classify_sender(stats: SenderStats) -> tuple[str, list[str]]:
+    """``(person | automated, reasons)`` for one sender (SPEC §5.1a).
+
+    Strong signals (a noise marker, opt-out wording in most of its mail, a role
+    address that also repeats itself) decide alone. Weak ones (a role address,
+    repetition, crowds, HTML-only) decide only when no owner address ever wrote to
+    the sender or in its threads. Volume alone is not a signal: a busy colleague or
+    a list regular writes a lot; repetition is (the same subject or opening again
+    and again, digits ignored), and counts only from ``REPEAT_MIN`` messages and
+    only when one display name sends it (a shared relay address carries many
+    people's different mail)."""
+    reasons: list[str] = []
+    n = max(stats.messages, 1)
+    if stats.noise:
+        reasons.append("noise_marker")
+    if stats.opt_out and stats.opt_out / n >= OPT_OUT_SHARE:
+        reasons.append("opt_out_wording")
+    if reasons:
+        return AUTOMATED, reasons
+    engaged = stats.reciprocal or stats.replied_in_thread
+    weak: list[str] = []
+    if stats.role:
+        weak.append("role_address")
+    if stats.messages >= REPEAT_MIN:
+        top_subject = stats.subjects.most_common(1)[0][1] if stats.subjects else 0
+        top_opening = stats.openings.most_common(1)[0][1] if stats.openings else 0
+        if max(top_subject, top_opening) / n >= REPEAT_SHARE and len(stats.names) <= 2:
+            weak.append("repetition")
+    if stats.crowd and stats.crowd / n >= CROWD_SHARE and stats.messages >= 2:
+        weak.append("always_to_crowds")
+    if stats.html_only and stats.html_only / n >= HTML_SHARE:
+        weak.append("html_only")
+    if weak and not engaged:
+        return AUTOMATED, weak
+    if "role_address" in weak and "repetition" in weak:
+        # A system the owner once answered (an approval reply) is still a system.
+        return AUTOMATED, weak
+    return PERSON, (["reciprocal"] if engaged else []) + [f"weak:{w}" for w in weak]
+
+
+def classify_senders(
+    messages: Iterable[MailMessage], *, owner_addresses: Collection[str]
+) -> dict[str, tuple[str, list[str], dict[str, Any]]]:
+    """Verdict per sender address: ``{address: (kind, reasons, signals)}``."""
+    out = {}
+    for address, s in sender_stats(messages, owner_addresses=owner_addresses).items():
+        kind, reasons = classify_sender(s)
+        out[address] = (kind, reasons, s.signals())
+    return out
