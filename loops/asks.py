@@ -61,6 +61,8 @@ _OFFER = re.compile(
     r"didn'?t|can'?t|cannot|won'?t|fails?)\b"
     r"|\bif (?:you(?:'d| would)? (?:like|prefer|wish|want)|so|not|necessary|needed|"
     r"interested)\b"
+    r"|\blet (?:me|us) know (?:how|if|what|whether|where) (?:i|we) (?:can|could|may) "
+    r"(?:help|assist|do)\b|\bhow (?:can|could|may) (?:i|we) help\b"
     r"|\bfeel free\b|\bdon'?t hesitate\b|\bdo not hesitate\b|\bat your (?:convenience|"
     r"leisure)\b|\bany questions\b|\bhappy to (?:help|answer|discuss)\b)",
     re.I,
@@ -68,12 +70,12 @@ _OFFER = re.compile(
 # Politeness that softens a real ask ("if you get a chance, could you…").
 _SOFTENER = re.compile(
     r"\b(?:if|when|whenever) you (?:get|have|find) (?:a|the) (?:chance|minute|moment|"
-    r"second|sec|min)\b|\bif possible\b|\bif you (?:can|could|don'?t mind|do not "
+    r"second|sec|min)\b|\bif you have (?:some |the )?time\b|\bif possible\b|\bif you (?:can|could|don'?t mind|do not "
     r"mind)\b",
     re.I,
 )
 _POINTER = re.compile(
-    r"(?:^|[,;:]\s*)(?:please|pls|kindly)\s+(?:see|find|note|be (?:advised|aware|informed)|"
+    r"(?:^|[,;:]\s*)(?:please|pls|kindly)\s+(?:do not|don'?t|never|see|find|note|be (?:advised|aware|informed)|"
     r"disregard|ignore|excuse|forgive|accept my|enjoy|join us|remember that|"
     r"read (?:below|the below)|refer to|keep in mind)\b",
     re.I,
@@ -96,6 +98,19 @@ _ANCHOR = re.compile(
     r"next week|monday|tuesday|wednesday|thursday|friday|saturday|sunday|"
     r"(?:by|before|until) (?:cob|eod|noon|end of (?:day|week)))\b",
     re.I,
+)
+# A deadline anywhere in the message ("by COB tomorrow", "before Friday") ties all
+# of its asks to that day.
+_DEADLINE = re.compile(
+    r"\b(?:by|before|until|no later than|prior to)\s+(?:the\s+)?(?:cob|eod|noon|"
+    r"close of business|end of (?:the )?(?:day|week)|today|tonight|tomorrow|"
+    r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|this (?:morning|"
+    r"afternoon|evening|week))\b",
+    re.I,
+)
+_VOCATIVE = re.compile(
+    r"^\s*(?:(?:hi|hello|hey|dear|morning|good morning)\s+)?([A-Z][a-z]{1,20})"
+    r"(?:\s*[,:!-]|\s*\n)"
 )
 
 
@@ -156,10 +171,26 @@ def live_asks(
         and sent_at is not None
         and now is not None
         and now - sent_at > ANCHORED_ASK_LIFETIME
-        and any(a.anchored for a in asks)
+        and (any(a.anchored for a in asks) or _DEADLINE.search(text or ""))
     ):
         return []
     return asks
+
+
+def vocative(text: str) -> str:
+    """The name a message opens with ("Pam," / "Hi Pam,"), lower-cased, or ''."""
+    match = _VOCATIVE.match(text or "")
+    if not match:
+        return ""
+    name = match.group(1).lower()
+    return "" if name in _NOT_NAMES else name
+
+
+_NOT_NAMES = frozenset(
+    """all team thanks thank hi hello dear folks everyone guys gentlemen ladies
+    please ok okay yes no sure great good fyi attached here sorry again also and
+    but so well note update morning afternoon evening""".split()
+)
 
 
 _FULFILMENT = re.compile(

@@ -165,15 +165,86 @@ def reply_parser() -> EmailReplyParser:
 
 _QUOTE_MARKERS = re.compile(
     r"^\s*(?:-{2,}\s*Original Message\s*-{2,}|_{5,}|-{5,}\s*Forwarded by|"
+    r"-{3,}\s*(?:Forwarded|Begin forwarded) message|Begin forwarded message:|"
     r"On .{0,200} wrote:|From:\s.*@)",
     re.I | re.M,
 )
+# A client's header block above a quoted message: Outlook ("From: / Sent: / To: /
+# Subject:"), Lotus Notes (a sender line, then "To:" and "cc:" / "Subject:" in
+# columns, "Sent by:"). A "To:" line followed within four lines by "cc:" or
+# "Subject:" starts it; up to three lines just above it (sender, date, "Sent by")
+# belong to it.
+_HEADER_TO = re.compile(r"(?:^|\s)To:\s", re.I)
+_HEADER_NEXT = re.compile(r"(?:^|\s)(?:cc|Subject|Sent by):", re.I)
+_HEADER_ABOVE = re.compile(
+    r"(?:@|\bSent(?: by)?:|\bFrom:|\bDate:|\d{1,2}/\d{1,2}/\d{2,4}|"
+    r"\d{1,2}:\d{2}\s*[AP]M|^\s*\S+\s*$)",
+    re.I,
+)
+# "On <date>, <name> wrote:" and the "> " lines under it.
+_ATTRIBUTION = re.compile(r"^\s*On .{0,200}wrote:\s*$|^.{0,80}\bwrote:\s*$", re.I)
+_SIG_DELIMITER = re.compile(r"^--\s*$")
+
+
+def _header_block_start(text: str) -> int | None:
+    """Offset of the first quoted-message header block (Outlook or Notes style) in
+    ``text``, or None."""
+    lines = text.splitlines(keepends=True)
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line))
+    for i, line in enumerate(lines):
+        if not _HEADER_TO.search(line):
+            continue
+        if not any(_HEADER_NEXT.search(nxt) for nxt in lines[i + 1 : i + 5]):
+            continue
+        start = i
+        while (
+            start > 0
+            and i - start < 3
+            and lines[start - 1].strip()
+            and _HEADER_ABOVE.search(lines[start - 1])
+        ):
+            start -= 1
+        return offsets[start]
+    return None
+
+
+def _interleaved(text: str) -> str | None:
+    """For a bottom-posted or interleaved reply (the writer's lines below or between
+    "> " quoted lines), the writer's own lines: attribution and quoted lines
+    dropped, the signature cut. None when the text is not of that shape."""
+    lines = text.splitlines()
+    quoted = [i for i, line in enumerate(lines) if line.lstrip().startswith(">")]
+    if not quoted:
+        return None
+    own_after = [
+        line
+        for line in lines[quoted[0] :]
+        if line.strip()
+        and not line.lstrip().startswith(">")
+        and not _ATTRIBUTION.match(line)
+    ]
+    if not own_after or _SIG_DELIMITER.match(own_after[0]):
+        return None
+    kept: list[str] = []
+    for line in lines:
+        if _SIG_DELIMITER.match(line):
+            break
+        if line.lstrip().startswith(">") or _ATTRIBUTION.match(line):
+            continue
+        kept.append(line)
+    return "\n".join(kept).strip()
 
 
 def reply_text(body: str) -> str:
     """The newest part of a message body: quoted tails and forwarded originals cut
-    (mail-parser-reply, then a guard for Outlook/Notes separators it misses).
-    Cached: the detector and the extractors ask for the same bodies repeatedly."""
+    before any rule runs (SPEC §5.1a). Header blocks of quoted messages (Outlook
+    "-----Original Message-----" / "From: … Sent: …", Notes "Name@ORG … To: …
+    cc: … Subject:") end the newest part; a bottom-posted or interleaved reply
+    keeps the writer's own lines between the "> " quotes; otherwise
+    mail-parser-reply trims the tail. Cached: the detector and the extractors ask
+    for the same bodies repeatedly."""
     return _reply_text(body or "")
 
 
@@ -181,12 +252,19 @@ def reply_text(body: str) -> str:
 def _reply_text(body: str) -> str:
     # Cutting at our own markers first keeps the (slow, regex-heavy) parser's input
     # to the newest part; connectors already trimmed most quoted tails.
-    match = _QUOTE_MARKERS.search(body)
-    text = (body[: match.start()] if match else body)[:REPLY_SCAN_CHARS]
+    head = body[: REPLY_SCAN_CHARS * 2]
+    block = _header_block_start(head)
+    if block is not None:
+        head = head[:block]
+    own = _interleaved(head)
+    if own is not None:
+        return own[:REPLY_SCAN_CHARS]
+    match = _QUOTE_MARKERS.search(head)
+    text = (head[: match.start()] if match else head)[:REPLY_SCAN_CHARS]
     try:
         text = reply_parser().parse_reply(text=text) or text
     except Exception:  # the parser is heuristic; our own cut stands
-        text = body[: match.start()] if match else body
+        text = head[: match.start()] if match else head
     lines = [line for line in text.splitlines() if not line.lstrip().startswith(">")]
     return "\n".join(lines).strip()
 

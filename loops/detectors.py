@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from loops.asks import is_fulfilment, live_asks
+from loops.asks import is_fulfilment, live_asks, vocative
 from loops.definitions import (
     asks_question,
     collapse,
@@ -145,6 +145,23 @@ def addressed_to_crowd(message: MailMessage) -> bool:
         return True
     opening = collapse(reply_text(message.body))[:40]
     return count >= GROUP_GREETING_RECIPIENTS and bool(_GROUP_GREETING.match(opening))
+
+
+def _name_tokens(address: str) -> set[str]:
+    local = (address or "").lower().split("@", 1)[0]
+    return {t for t in re.split(r"[._+\-]", local) if len(t) >= 2}
+
+
+def addressed_elsewhere(message: MailMessage, owners: Collection[str]) -> bool:
+    """True when the message opens by naming another of its recipients ("Pam, can
+    you help with below?" sent to me and Pam): its asks are not for me."""
+    name = vocative(reply_text(message.body))
+    if not name:
+        return False
+    if any(name in _name_tokens(o) for o in owners):
+        return False
+    others = {a.lower() for a in (*message.to, *message.cc) if a} - set(owners)
+    return any(name in _name_tokens(a) for a in others)
 
 
 def detect_thread(
@@ -299,6 +316,7 @@ def _inbound(
             if owners & {a.lower() for a in m.to}
             and kinds.get((m.from_addr or "").lower()) != AUTOMATED
             and not addressed_to_crowd(m)
+            and not addressed_elsewhere(m, owners)
             and live_asks(reply_text(m.body), sent_at=m.date, now=now)
         ]
         if not asking:

@@ -14,7 +14,8 @@ Signals, per sender address, over the whole source:
 - volume with repetition: several messages whose digit-normalised subjects or
   body openings are the same;
 - recipient count: a sender that only ever writes to crowds;
-- HTML-only mail (``MailMessage.html_only``);
+- HTML-only mail (``MailMessage.html_only``) and marketing wording (a cold pitch:
+  "register today", "early bird", "special offer");
 - reciprocity: an owner address ever wrote to this address, or wrote in a thread
   this sender wrote in. Reciprocity keeps a sender a person against the weaker
   signals (volume, repetition, crowds, HTML); it never overrides a noise marker or
@@ -49,7 +50,8 @@ ROLE_TOKENS = frozenset(
     rssfeeds showtimes gift gifts customerservice service services support help
     helpdesk billing invoice invoices orders order shipping account accounts
     admin administrator editor editors team contest prizes prize winners iwon
-    survey surveys""".split()
+    survey surveys conference conferences seminar seminars webinar webinars
+    registration register rsvp press media communications comms""".split()
 )
 ROLE_PREFIXES = ("leave-", "bounce", "unsubscribe", "owner-", "return-", "reply-")
 ROLE_SUFFIXES = ("-request", "-owner", "-bounces", "-admin")
@@ -85,6 +87,16 @@ _OPT_OUT = re.compile(
             r"viewthis(?:e-?mail|message)inyourbrowser",
         ]
     )
+)
+# Marketing wording: two or more of these in one message from a sender nobody
+# here ever wrote to is a cold pitch.
+_MARKETING = re.compile(
+    r"\b(?:register (?:today|now|online)|early[- ]bird|special offer|limited[- ]time"
+    r"|act now|order (?:your|today|now)|buy now|free (?:trial|shipping|gift|download)"
+    r"|discount|% off|save (?:up to|\$|\d)|cordially invites?|don'?t miss|sign up"
+    r"|for immediate release|click here|call now|while supplies last|best price"
+    r"|newsletter|sponsored|subscribe)\b",
+    re.I,
 )
 _WS = re.compile(r"\s+")
 _DIGITS = re.compile(r"\d+")
@@ -129,6 +141,7 @@ class SenderStats:
     opt_out: int = 0
     crowd: int = 0
     html_only: int = 0
+    marketing: int = 0
     noise: bool = False
     role: bool = False
     reciprocal: bool = False
@@ -146,6 +159,7 @@ class SenderStats:
             "opt_out": self.opt_out,
             "crowd": self.crowd,
             "html_only": self.html_only,
+            "marketing_wording": self.marketing,
             "noise_marker": self.noise,
             "role_address": self.role,
             "reciprocal": self.reciprocal,
@@ -193,6 +207,8 @@ def sender_stats(
             has_opt_out_wording(m.body[-3000:]) or has_opt_out_wording(m.body[:1500])
         ):
             s.opt_out += 1
+        if len(set(_MARKETING.findall(m.body[:6000].lower()))) >= 2:
+            s.marketing += 1
         if len({*m.to, *m.cc}) >= CROWD:
             s.crowd += 1
         if getattr(m, "html_only", False):
@@ -237,6 +253,8 @@ def classify_sender(stats: SenderStats) -> tuple[str, list[str]]:
         weak.append("always_to_crowds")
     if stats.html_only and stats.html_only / n >= HTML_SHARE:
         weak.append("html_only")
+    if stats.marketing and stats.marketing / n >= OPT_OUT_SHARE:
+        weak.append("marketing_wording")
     if weak and not engaged:
         return AUTOMATED, weak
     if "role_address" in weak and "repetition" in weak:

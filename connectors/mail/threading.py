@@ -137,7 +137,21 @@ def _quoted(msg: ParsedMail) -> str:
     return _QUOTE_NOISE.sub(" ", msg.full_text or "").lower()
 
 
+# A body that opens with a forwarded or quoted header block has no text of its own
+# to be quoted: the block is the other message's, shared by every copy of it.
+_OPENS_WITH_HEADER = re.compile(
+    r"^\s*(?:-{2,}\s*Original Message|-{3,}\s*Forwarded|Begin forwarded message|"
+    r"From:\s)",
+    re.I,
+)
+# Subject-less messages still thread by participants (SPEC §5.2 last paragraph).
+_NO_SUBJECT = "(no subject)"
+_NO_SUBJECT_DAYS = 30
+
+
 def _snippet(msg: ParsedMail) -> str:
+    if _OPENS_WITH_HEADER.match(msg.body or ""):
+        return ""
     return _QUOTE_NOISE.sub(" ", msg.body or "").strip().lower()[:_SNIPPET_CHARS]
 
 
@@ -195,8 +209,8 @@ def thread_messages(
     replies: list[ParsedMail] = []
     present = {m.key for m in messages} | set(known_by_key)
     for msg in ordered:
-        key = msg.subject_key
-        if not key or msg.key in known_by_key:
+        key = msg.subject_key or _NO_SUBJECT
+        if msg.key in known_by_key:
             continue
         # Headers only thread a message when a referenced message is present
         # (in this import or an earlier one); otherwise, like a header-less reply,
@@ -215,11 +229,16 @@ def thread_messages(
             )
         )
     for msg in replies:
-        key = msg.subject_key
+        key = msg.subject_key or _NO_SUBJECT
         others = msg.participants() - owner_addresses
         quoted = _quoted(msg)
         when = msg.date or _EPOCH
         candidates = conversations[key]
+        if key == _NO_SUBJECT:
+            # Without a subject only a recent conversation is a plausible parent.
+            candidates = [
+                c for c in candidates if abs((when - c.start).days) <= _NO_SUBJECT_DAYS
+            ]
         target: _Conversation | None = None
         if quoted:
             for conv in reversed(candidates):
