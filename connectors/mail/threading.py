@@ -6,7 +6,11 @@ mailbox). Messages without those headers (the Enron export has none) are threade
 by normalised subject plus participants plus quoted text: a header-less reply joins
 the conversation with the same subject whose text it quotes, else the most recent
 one that shares a participant other than the owner; a message that is neither a
-reply nor quoting starts a new conversation.
+reply nor quoting starts a new conversation, unless it follows a conversation with
+the same subject and the same people within ``_FOLLOW_UP_GAP`` (a client that sends
+no "Re:"). Subject-less messages thread the same way (by participants, within
+``_NO_SUBJECT_DAYS``). A forward whose body opens with the forwarded header block
+has no text of its own to be quoted by.
 
 Pure functions over ``ParsedMail``; the ledger of earlier imports comes in as
 ``KnownMessage`` rows so a later import extends the threads of an earlier one.
@@ -18,7 +22,7 @@ import hashlib
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from loops.definitions import is_noise_sender
@@ -147,6 +151,9 @@ _OPENS_WITH_HEADER = re.compile(
 # Subject-less messages still thread by participants (SPEC §5.2 last paragraph).
 _NO_SUBJECT = "(no subject)"
 _NO_SUBJECT_DAYS = 30
+# A header-less new message joins the conversation with the same subject and the
+# same people when it follows that conversation's last message within this gap.
+_FOLLOW_UP_GAP = timedelta(days=7)
 
 
 def _snippet(msg: ParsedMail) -> str:
@@ -161,6 +168,10 @@ class _Conversation:
     others: set[str]
     snippets: list[str]
     start: datetime
+    last: datetime = _EPOCH
+
+    def __post_init__(self) -> None:
+        self.last = max(self.last, self.start)
 
 
 def thread_messages(
@@ -220,6 +231,28 @@ def thread_messages(
         if not has_headers and (msg.is_reply() or _quoted(msg)):
             replies.append(msg)
             continue
+        others = msg.participants() - owner_addresses
+        when = msg.date or _EPOCH
+        follow = (
+            None
+            if has_headers or not others
+            else next(
+                (
+                    c
+                    for c in reversed(conversations[key])
+                    if c.others == others
+                    and timedelta(0) <= when - c.last <= _FOLLOW_UP_GAP
+                ),
+                None,
+            )
+        )
+        if follow is not None:
+            # A new message on the same subject between the same people within
+            # days continues their conversation (a client that sends no "Re:").
+            uf.union(msg.key, follow.node)
+            follow.snippets.append(_snippet(msg))
+            follow.last = when
+            continue
         conversations[key].append(
             _Conversation(
                 msg.key,
@@ -260,8 +293,9 @@ def thread_messages(
             uf.union(msg.key, target.node)
             target.others |= others
             target.snippets.append(_snippet(msg))
+            target.last = max(target.last, when)
         else:
-            candidates.append(
+            conversations[key].append(
                 _Conversation(msg.key, set(others), [_snippet(msg)], when)
             )
 
