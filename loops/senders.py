@@ -103,7 +103,7 @@ _DIGITS = re.compile(r"\d+")
 
 # Thresholds (messages, shares). A sender with fewer messages than REPEAT_MIN is
 # never called repetitive; VOLUME_MIN messages with no reciprocity at all is volume.
-REPEAT_MIN = 3
+REPEAT_MIN = 4
 REPEAT_SHARE = 0.6
 OPT_OUT_SHARE = 0.5
 CROWD = 10  # recipients (To + Cc) at which a message is addressed to a crowd
@@ -197,7 +197,9 @@ def sender_stats(
         if m.from_name:
             s.names.add(m.from_name.strip().lower())
         senders_by_thread[m.thread_id].add(address)
-        s.subjects[_DIGITS.sub("#", normalise_subject(m.subject))] += 1
+        subject = normalise_subject(m.subject)
+        if subject != "(no subject)":
+            s.subjects[_DIGITS.sub("#", subject)] += 1
         opening = _WS.sub(" ", _DIGITS.sub("#", reply_text(m.body))).strip()[:80]
         if len(opening) >= 20:
             s.openings[opening.lower()] += 1

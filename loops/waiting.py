@@ -3,9 +3,13 @@ and the context to respond". One read function, ``waiting_report``, serves the C
 the API and the admin dashboard; it only reads.
 
 Ranking per counterparty group, deterministic for a given ``as_of``:
-10 × loop count + due bonus of the nearest due date (overdue 50, ≤ 3 days 30, ≤ 7
-days 15, later 5, none 0) + min(20, age in days of the oldest loop) + min(20,
-backlinks of the counterparty page); ties by counterparty. ≤ 5 loops per group.
+10 × min(3, distinct entries) + due bonus of the nearest due date (overdue 50, ≤ 3
+days 30, ≤ 7 days 15, later 5, none 0) + min(20, age in days of the oldest loop) +
+min(20, backlinks of the counterparty page); ties by counterparty. ≤ 5 entries per
+group. A triage list, not a volume count (SPEC §5.1a, §5.5): loops of one group
+on the same subject collapse into one entry with a ``repeats`` count, and volume
+stops adding after three entries. Automated senders (``SenderProfile``) are never
+ranked: their loops are counted on one ``automated`` line.
 """
 
 from __future__ import annotations
@@ -23,14 +27,17 @@ from django.utils import timezone
 from brain.access import Caller, ReadScope
 from brain.models import RawRecord, Source
 from brain.selectors import backlink_counts
+from loops.definitions import normalise_subject
 from loops.detectors import detect_thread
 from loops.message import MailMessage
 from loops.models import Detector, LoopStatus, OpenLoop
 from loops.selectors import (
     MAILBOX_WINDOW_DAYS,
+    automated_senders,
     counterparty_page,
     loop_list,
     mutes_for,
+    sender_kinds,
 )
 
 if TYPE_CHECKING:
@@ -38,6 +45,8 @@ if TYPE_CHECKING:
 
 STALE_AFTER = timedelta(hours=24)
 LOOPS_PER_GROUP = 5
+# Volume stops adding to a group's score after this many distinct entries.
+RANKED_ENTRIES_CAP = 3
 MAIL_KINDS = (Source.Kind.GOOGLE, Source.Kind.MAILBOX, Source.Kind.IMAP)
 # Live sources sync on a schedule: stale when no successful sync for 24 h (SPEC §5.5).
 LIVE_KINDS = (Source.Kind.GOOGLE, Source.Kind.IMAP)
@@ -162,10 +171,23 @@ def _replay_source(source: Source, as_of: datetime) -> list[LoopView]:
         msg = MailMessage.from_metadata(rec.metadata, raw_record_id=rec.pk)
         by_thread.setdefault(msg.thread_id, []).append(msg)
     mutes = mutes_for(source_id=source.id)
+    kinds = sender_kinds(
+        source_id=source.id,
+        addresses={
+            a
+            for messages in by_thread.values()
+            for m in messages
+            for a in (m.from_addr, *m.to, *m.cc)
+        },
+    )
     views: list[LoopView] = []
     for _thread_id, messages in sorted(by_thread.items()):
         verdict = detect_thread(
-            messages, owner_addresses=source.owner_addresses, mutes=mutes, now=as_of
+            messages,
+            owner_addresses=source.owner_addresses,
+            mutes=mutes,
+            now=as_of,
+            sender_kinds=kinds,
         )
         for spec in verdict.open:
             person = counterparty_page(
@@ -283,7 +305,12 @@ def waiting_report(
         views.extend(loop_view(loop) for loop in qs[:2000])
     groups: dict[str, dict[str, Any]] = {}
     orphans: list[LoopView] = []
+    automated = automated_senders(source_ids=[s.id for s in src_rows])
+    machine: list[LoopView] = []
     for view in views:
+        if (view.source_id, (view.counterparty_email or "").lower()) in automated:
+            machine.append(view)
+            continue
         if view.counterparty_page_id:
             key = f"{view.source_id}:{view.counterparty_slug}"
         elif view.counterparty_email:
@@ -299,6 +326,7 @@ def waiting_report(
     ranked: list[dict[str, Any]] = []
     for key, group in groups.items():
         loops: list[LoopView] = group["loops"]
+        entries = _collapse_repeats(loops)
         nearest = min((v.due_at for v in loops if v.due_at), default=None)
         oldest = min(v.opened_at for v in loops)
         page_id = next(
@@ -307,19 +335,20 @@ def waiting_report(
         age_days = max(0, (reference - oldest).days)
         links = backlinks.get(page_id, 0) if page_id else 0
         score = (
-            10 * len(loops)
+            10 * min(RANKED_ENTRIES_CAP, len(entries))
             + due_bonus(nearest, reference)
             + min(20, age_days)
             + min(20, links)
         )
-        loops.sort(
-            key=lambda v: (
-                v.due_at is None,
-                v.due_at or reference,
-                -v.last_activity_at.timestamp(),
-            )
+        order = sorted(
+            entries,
+            key=lambda e: (
+                e[0].due_at is None,
+                e[0].due_at or reference,
+                -e[0].last_activity_at.timestamp(),
+            ),
         )
-        first = loops[0]
+        first = order[0][0]
         ranked.append(
             {
                 "counterparty": key,
@@ -339,11 +368,15 @@ def waiting_report(
                 "source_id": first.source_id,
                 "score": score,
                 "loop_count": len(loops),
+                "entry_count": len(entries),
                 "oldest_opened_at": _iso(oldest),
                 "nearest_due_at": _iso(nearest),
                 "backlinks": links,
-                "loops": [v.as_dict(trusted=trusted) for v in loops[:LOOPS_PER_GROUP]],
-                "loops_omitted": max(0, len(loops) - LOOPS_PER_GROUP),
+                "loops": [
+                    {**v.as_dict(trusted=trusted), "repeats": n}
+                    for v, n in order[:LOOPS_PER_GROUP]
+                ],
+                "loops_omitted": max(0, len(order) - LOOPS_PER_GROUP),
             }
         )
     ranked.sort(key=lambda g: (-g["score"], g["counterparty"]))
@@ -371,6 +404,14 @@ def waiting_report(
             "loops": [v.as_dict(trusted=trusted) for v in orphans[:LOOPS_PER_GROUP]],
             "loops_omitted": max(0, len(orphans) - LOOPS_PER_GROUP),
         },
+        "automated": {
+            "loop_count": len(machine),
+            **(
+                {"senders": sorted({v.counterparty_email for v in machine})}
+                if trusted
+                else {}
+            ),
+        },
         "count": count,
         "sources": [s.id for s in src_rows],
         "stale": fresh["stale"],
@@ -386,6 +427,20 @@ def waiting_report(
     if trusted:
         report["text"] = render_digest(report)
     return report
+
+
+def _collapse_repeats(loops: list[LoopView]) -> list[tuple[LoopView, int]]:
+    """One entry per (loop type, subject) of a group: the most recent loop and how
+    many loops it stands for ("the same reminder 28 times" is one entry)."""
+    buckets: dict[tuple[str, str], list[LoopView]] = {}
+    for view in loops:
+        subject = view.summary.split(":", 1)[-1]
+        key = (view.loop_type, normalise_subject(subject.strip().strip('"')))
+        buckets.setdefault(key, []).append(view)
+    return [
+        (max(group, key=lambda v: v.last_activity_at), len(group))
+        for group in buckets.values()
+    ]
 
 
 def render_digest(report: dict[str, Any]) -> str:
@@ -413,13 +468,20 @@ def render_digest(report: dict[str, Any]) -> str:
         for loop in group["loops"]:
             age = (as_of - datetime.fromisoformat(loop["last_activity_at"])).days
             due = f", due {loop['due_at'][:10]}" if loop["due_at"] else ""
+            times = f" ×{loop['repeats']}" if loop.get("repeats", 1) > 1 else ""
             lines.append(
-                f"   - [{loop['loop_type']}] {loop['summary']} ({age} d ago{due})"
+                f"   - [{loop['loop_type']}] {loop['summary']}{times} ({age} d ago{due})"
             )
             if loop.get("quote"):
                 lines.append(f"     > {loop['quote']}")
         if group["loops_omitted"]:
             lines.append(f"   … and {group['loops_omitted']} more")
+    machine = report.get("automated") or {}
+    if machine.get("loop_count"):
+        lines.append(
+            f"Automated senders (not ranked): {machine['loop_count']} loop(s) from "
+            f"{len(machine.get('senders', []))} sender(s)."
+        )
     orphans = report["no_counterparty"]
     if orphans["loop_count"]:
         lines.append(f"No counterparty: {orphans['loop_count']} loop(s).")

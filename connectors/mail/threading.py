@@ -10,7 +10,8 @@ reply nor quoting starts a new conversation, unless it follows a conversation wi
 the same subject and the same people within ``_FOLLOW_UP_GAP`` (a client that sends
 no "Re:"). Subject-less messages thread the same way (by participants, within
 ``_NO_SUBJECT_DAYS``). A forward whose body opens with the forwarded header block
-has no text of its own to be quoted by.
+is matched from that block's date line on (its "From:" line fits every message of
+that sender).
 
 Pure functions over ``ParsedMail``; the ledger of earlier imports comes in as
 ``KnownMessage`` rows so a later import extends the threads of an earlier one.
@@ -141,8 +142,8 @@ def _quoted(msg: ParsedMail) -> str:
     return _QUOTE_NOISE.sub(" ", msg.full_text or "").lower()
 
 
-# A body that opens with a forwarded or quoted header block has no text of its own
-# to be quoted: the block is the other message's, shared by every copy of it.
+# A body that opens with a forwarded or quoted header block has no text of its own:
+# its snippet starts at the block's date line, which names that one message.
 _OPENS_WITH_HEADER = re.compile(
     r"^\s*(?:-{2,}\s*Original Message|-{3,}\s*Forwarded|Begin forwarded message|"
     r"From:\s)",
@@ -156,10 +157,19 @@ _NO_SUBJECT_DAYS = 30
 _FOLLOW_UP_GAP = timedelta(days=7)
 
 
+_SENT_LINE = re.compile(r"^\s*(?:Sent|Date):", re.I | re.M)
+
+
 def _snippet(msg: ParsedMail) -> str:
-    if _OPENS_WITH_HEADER.match(msg.body or ""):
-        return ""
-    return _QUOTE_NOISE.sub(" ", msg.body or "").strip().lower()[:_SNIPPET_CHARS]
+    body = msg.body or ""
+    if _OPENS_WITH_HEADER.match(body):
+        # The forwarded message's own date line identifies it; its "From:" line
+        # alone matches every message of that sender.
+        sent = _SENT_LINE.search(body[:600])
+        if not sent:
+            return ""
+        body = body[sent.start() :]
+    return _QUOTE_NOISE.sub(" ", body).strip().lower()[:_SNIPPET_CHARS]
 
 
 @dataclass

@@ -84,6 +84,7 @@ class WaitingOut(Schema):
     as_of: str
     groups: list[dict[str, Any]]
     no_counterparty: dict[str, Any]
+    automated: dict[str, Any] = {}
     count: int
     sources: list[str]
     stale: bool
