@@ -25,12 +25,15 @@ from loops.models import (
     LoopStatus,
     LoopSuppression,
     OpenLoop,
+    SenderProfile,
 )
+from loops.pipeline import sender_mark
 from loops.services import (
     loop_close,
     loop_confirm_fulfilment,
     loop_mute,
     loop_reopen,
+    sender_loops_close,
 )
 from loops.waiting import waiting_report
 
@@ -120,6 +123,7 @@ class OpenLoopAdmin(admin.ModelAdmin):
         "reopen",
         "confirm_fulfilment",
         "mute_sender",
+        "mute_sender_and_close",
         "mute_thread",
     )
 
@@ -172,7 +176,7 @@ class OpenLoopAdmin(admin.ModelAdmin):
             request, f"{n} loop(s) closed as fulfilled.", messages.SUCCESS
         )
 
-    @admin.action(description="Mute the counterparty (sender)")
+    @admin.action(description="Mute the counterparty (sender); its open loops stay")
     def mute_sender(self, request: HttpRequest, queryset: QuerySet[OpenLoop]) -> None:
         n = 0
         for lp in queryset.exclude(counterparty_email=""):
@@ -184,7 +188,41 @@ class OpenLoopAdmin(admin.ModelAdmin):
                     actor=_actor(request),
                 )[1]
             )
-        self.message_user(request, f"{n} sender(s) muted.", messages.SUCCESS)
+        self.message_user(
+            request,
+            f"{n} sender(s) muted. A mute only stops new loops: their existing "
+            "open loops stay open (use 'mute and close its open loops' to close "
+            "them too).",
+            messages.SUCCESS,
+        )
+
+    @admin.action(description="Mute the counterparty and close its open loops")
+    def mute_sender_and_close(
+        self, request: HttpRequest, queryset: QuerySet[OpenLoop]
+    ) -> None:
+        muted = closed = 0
+        pairs = {
+            (lp.source, lp.counterparty_email)
+            for lp in queryset.exclude(counterparty_email="").select_related("source")
+        }
+        for source, address in sorted(pairs, key=lambda p: (p[0].id, p[1])):
+            muted += int(
+                loop_mute(
+                    source=source,
+                    kind=LoopSuppression.Kind.SENDER,
+                    value=address,
+                    actor=_actor(request),
+                )[1]
+            )
+            closed += sender_loops_close(
+                source=source, address=address, actor=_actor(request)
+            )
+        self.message_user(
+            request,
+            f"{muted} sender(s) muted and {closed} of their open loop(s) closed "
+            "(dropped, closed by 'muted').",
+            messages.SUCCESS,
+        )
 
     @admin.action(description="Mute the thread")
     def mute_thread(self, request: HttpRequest, queryset: QuerySet[OpenLoop]) -> None:
@@ -230,6 +268,78 @@ class OpenLoopAdmin(admin.ModelAdmin):
             "selected_source": source or "",
         }
         return TemplateResponse(request, "loops/waiting.html", context)
+
+
+@admin.register(SenderProfile)
+class SenderProfileAdmin(admin.ModelAdmin):
+    """Who expects a reply (SPEC §5.1a): the computed verdict per sender, and the
+    curator's "person" / "automated" actions, which re-evaluate the sender's
+    loops."""
+
+    list_display = (
+        "address",
+        "kind",
+        "computed_kind",
+        "admin_kind",
+        "messages",
+        "reasons",
+        "decided_by",
+        "source",
+    )
+    list_filter = ("kind", "computed_kind", "admin_kind", "source")
+    search_fields = ("address",)
+    list_select_related = ("source",)
+    readonly_fields = (
+        "source",
+        "address",
+        "kind",
+        "computed_kind",
+        "admin_kind",
+        "reasons",
+        "signals",
+        "messages",
+        "decided_by",
+        "decided_at",
+        "computed_at",
+    )
+    actions = ("mark_person", "mark_automated")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # profiles are computed from the mail; curators mark them
+
+    def _mark(
+        self, request: HttpRequest, queryset: QuerySet[SenderProfile], kind: str
+    ) -> None:
+        totals = {"senders": 0, "closed": 0, "opened": 0, "reopened": 0}
+        for profile in queryset.select_related("source"):
+            out = sender_mark(
+                source=profile.source,
+                address=profile.address,
+                kind=kind,
+                actor=_actor(request),
+            )
+            totals["senders"] += 1
+            for key in ("closed", "opened", "reopened"):
+                totals[key] += out[key]
+        self.message_user(
+            request,
+            f"{totals['senders']} sender(s) marked {kind}; their loops were "
+            f"re-evaluated: {totals['closed']} closed, {totals['opened']} opened, "
+            f"{totals['reopened']} reopened.",
+            messages.SUCCESS,
+        )
+
+    @admin.action(description="Mark as a person (expects replies)")
+    def mark_person(
+        self, request: HttpRequest, queryset: QuerySet[SenderProfile]
+    ) -> None:
+        self._mark(request, queryset, SenderProfile.Kind.PERSON)
+
+    @admin.action(description="Mark as automated (close its reply-owed loops)")
+    def mark_automated(
+        self, request: HttpRequest, queryset: QuerySet[SenderProfile]
+    ) -> None:
+        self._mark(request, queryset, SenderProfile.Kind.AUTOMATED)
 
 
 @admin.register(LoopSuppression)

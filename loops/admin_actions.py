@@ -10,7 +10,7 @@ from django.contrib import admin, messages
 from django.db.models import Q, QuerySet
 
 from loops.models import LoopStatus, LoopSuppression, OpenLoop
-from loops.services import loop_close, loop_mute
+from loops.services import loop_close, loop_mute, sender_loops_close
 
 if TYPE_CHECKING:
     from django.http import HttpRequest
@@ -74,7 +74,10 @@ def pages_drop_loops(
     modeladmin.message_user(request, f"{n} loop(s) dropped.", messages.SUCCESS)
 
 
-@admin.action(description="Loops: mute sender (person's addresses / email's sender)")
+@admin.action(
+    description="Loops: mute sender (person's addresses / email's sender); "
+    "existing loops stay"
+)
 def pages_mute_sender(
     modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[Page]
 ) -> None:
@@ -89,7 +92,38 @@ def pages_mute_sender(
                     actor=_actor(request),
                 )[1]
             )
-    modeladmin.message_user(request, f"{n} sender(s) muted.", messages.SUCCESS)
+    modeladmin.message_user(
+        request,
+        f"{n} sender(s) muted. A mute only stops new loops: existing open loops "
+        "stay open.",
+        messages.SUCCESS,
+    )
+
+
+@admin.action(description="Loops: mute sender and close its open loops")
+def pages_mute_sender_and_close(
+    modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[Page]
+) -> None:
+    muted = closed = 0
+    for page in queryset.select_related("type", "source"):
+        for address in _page_senders(page):
+            muted += int(
+                loop_mute(
+                    source=page.source,
+                    kind=LoopSuppression.Kind.SENDER,
+                    value=address,
+                    actor=_actor(request),
+                )[1]
+            )
+            closed += sender_loops_close(
+                source=page.source, address=address, actor=_actor(request)
+            )
+    modeladmin.message_user(
+        request,
+        f"{muted} sender(s) muted and {closed} of their open loop(s) closed "
+        "(dropped, closed by 'muted').",
+        messages.SUCCESS,
+    )
 
 
 @admin.action(description="Loops: mute thread (email pages)")
@@ -115,5 +149,6 @@ PAGE_ACTIONS = (
     pages_mark_loops_done,
     pages_drop_loops,
     pages_mute_sender,
+    pages_mute_sender_and_close,
     pages_mute_thread,
 )

@@ -4,7 +4,7 @@ of these functions, inside a transaction, and writes a ``LoopEvent`` (append-onl
 Public functions (keyword-only): ``loop_upsert``, ``loop_open``, ``loop_close``,
 ``loop_reopen``, ``loop_mark_stale``, ``loop_correct_due``,
 ``loop_mark_fulfilment_suspected``, ``loop_confirm_fulfilment``, ``loop_mute``,
-``loop_unmute``, ``loop_apply_verdict``, ``loop_project_commitment``,
+``loop_unmute``, ``sender_loops_close``, ``loop_apply_verdict``, ``loop_project_commitment``,
 ``loops_stale_sweep``, ``grace_hold_set``.
 """
 
@@ -524,6 +524,27 @@ def loop_mute(
                 value=cleaned,
             )
     return row, created
+
+
+def sender_loops_close(*, source: Source, address: str, actor: str) -> int:
+    """Close (dropped, ``closed_by`` "muted") every open loop of ``source`` whose
+    counterparty is ``address``: the "mute and close its open loops" choice (a
+    plain mute leaves existing loops as they are, SPEC §5). Returns how many
+    closed."""
+    cleaned = _mute_value(LoopSuppression.Kind.SENDER, address)
+    closed = 0
+    for loop in OpenLoop.objects.filter(
+        source=source, counterparty_email=cleaned, status=LoopStatus.OPEN
+    ):
+        closed += int(
+            loop_close(
+                loop=loop,
+                status=LoopStatus.DROPPED,
+                closed_by="muted",
+                actor=actor,
+            )["closed"]
+        )
+    return closed
 
 
 def loop_unmute(*, source: Source, kind: str, value: str, actor: str) -> bool:

@@ -81,9 +81,11 @@ def dedupe(
     rekey: Callable[[ParsedMail], None] | None = None,
 ) -> tuple[list[ParsedMail], list[tuple[ParsedMail, ParsedMail]]]:
     """Drop copies of one message: same Message-ID and same fingerprint, or same
-    fingerprint (From, Date, subject, body) under another Message-ID. The first
-    copy (input order) is kept and gains the other copies' labels, so a copy in a
-    sent folder makes the message mine.
+    fingerprint (From, Date, subject, body) under another Message-ID, or same
+    sender, subject and text with clocks whole hours apart (``_clock_shifted``:
+    different Message-IDs, dates in two time zones). The first copy (input order)
+    is kept and gains the other copies' labels, so a copy in a sent folder makes
+    the message mine.
 
     A message whose Message-ID is taken by different content is not a copy: with
     ``rekey`` given it is re-keyed (``rekey(msg)`` sets a new ``msg.key``) and
@@ -94,8 +96,10 @@ def dedupe(
     kept: list[ParsedMail] = []
     by_key: dict[str, ParsedMail] = {}
     by_fp: dict[str, ParsedMail] = {}
+    by_text: dict[tuple[str, str, str], list[ParsedMail]] = defaultdict(list)
     duplicates: list[tuple[ParsedMail, ParsedMail]] = []
     for msg in messages:
+        text_key = _copy_key(msg)
         original = by_fp.get(msg.fingerprint)
         same_key = by_key.get(msg.key)
         if original is None and same_key is not None:
@@ -104,6 +108,11 @@ def dedupe(
             else:
                 rekey(msg)
                 original = by_key.get(msg.key)
+        if original is None:
+            original = next(
+                (o for o in by_text.get(text_key, ()) if _clock_shifted(o, msg)),
+                None,
+            )
         if original is not None:
             for label in msg.labels:
                 if label not in original.labels:
@@ -113,8 +122,28 @@ def dedupe(
             continue
         by_key[msg.key] = msg
         by_fp[msg.fingerprint] = msg
+        if text_key[2]:
+            by_text[text_key].append(msg)
         kept.append(msg)
     return kept, duplicates
+
+
+def _copy_key(msg: ParsedMail) -> tuple[str, str, str]:
+    """Sender, normalised subject and a hash of the collapsed text: what two copies
+    of one message share even when their Message-IDs and clocks differ."""
+    text = " ".join((msg.full_text or msg.body or "").split()).lower()
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:32] if text else ""
+    return (msg.from_addr, msg.subject_key, digest)
+
+
+def _clock_shifted(a: ParsedMail, b: ParsedMail) -> bool:
+    """True when two messages' dates differ by whole (or half) hours, at most
+    ``_COPY_SKEW``: one message stamped in two time zones (copies in two folders
+    of an export), not the same text sent again a day later."""
+    if a.date is None or b.date is None:
+        return False
+    seconds = abs((a.date - b.date).total_seconds())
+    return 0 < seconds <= _COPY_SKEW.total_seconds() and seconds % 1800 == 0
 
 
 def sent_folder_senders(messages: Iterable[ParsedMail]) -> set[str]:
@@ -129,6 +158,30 @@ def sent_folder_senders(messages: Iterable[ParsedMail]) -> set[str]:
     )
     total = sum(senders.values())
     return {a for a, n in senders.items() if n >= 2 and n >= 0.05 * total}
+
+
+def _person_name(name: str) -> str:
+    """A display name as an identity: tokens lower-cased and sorted ("Thorse,
+    Greg" and "Greg Thorse" agree); '' unless it has two or more words."""
+    tokens = sorted(
+        t for t in re.findall(r"[a-z]+", (name or "").lower()) if len(t) > 1
+    )
+    return " ".join(tokens) if len(tokens) >= 2 and "@" not in name else ""
+
+
+def _people(msg: ParsedMail, owner_addresses: set[str]) -> set[str]:
+    """The message's participants other than the owner, as addresses plus
+    ``name:`` identities, so a reply from another address of the same person
+    (same display name) still shares a participant with the conversation."""
+    found: set[str] = set()
+    for address in (*([msg.from_] if msg.from_ else []), *msg.to, *msg.cc):
+        if not address.addr or address.addr in owner_addresses:
+            continue
+        found.add(address.addr)
+        name = _person_name(address.name)
+        if name:
+            found.add(f"name:{name}")
+    return found
 
 
 def thread_id_for(root_key: str) -> str:
@@ -152,6 +205,9 @@ _OPENS_WITH_HEADER = re.compile(
 # Subject-less messages still thread by participants (SPEC §5.2 last paragraph).
 _NO_SUBJECT = "(no subject)"
 _NO_SUBJECT_DAYS = 30
+# Two copies of one message: same sender, subject and text, clocks this far apart
+# at most, by whole or half hours (a time-zone error).
+_COPY_SKEW = timedelta(hours=14)
 # A header-less new message joins the conversation with the same subject and the
 # same people when it follows that conversation's last message within this gap.
 _FOLLOW_UP_GAP = timedelta(days=7)
@@ -241,7 +297,7 @@ def thread_messages(
         if not has_headers and (msg.is_reply() or _quoted(msg)):
             replies.append(msg)
             continue
-        others = msg.participants() - owner_addresses
+        others = _people(msg, owner_addresses)
         when = msg.date or _EPOCH
         follow = (
             None
@@ -264,16 +320,11 @@ def thread_messages(
             follow.last = when
             continue
         conversations[key].append(
-            _Conversation(
-                msg.key,
-                msg.participants() - owner_addresses,
-                [_snippet(msg)],
-                msg.date or _EPOCH,
-            )
+            _Conversation(msg.key, others, [_snippet(msg)], msg.date or _EPOCH)
         )
     for msg in replies:
         key = msg.subject_key or _NO_SUBJECT
-        others = msg.participants() - owner_addresses
+        others = _people(msg, owner_addresses)
         quoted = _quoted(msg)
         when = msg.date or _EPOCH
         candidates = conversations[key]
