@@ -1,0 +1,495 @@
+"""Who expects a reply and what opens a reply loop (SPEC §5.1a), one test per fault
+kind named in issue 14, each built from a small invented message (invented names
+and addresses; no real people)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from connectors.mail.parsing import parse_rfc822
+from connectors.mail.threading import dedupe, thread_messages
+from loops.asks import find_asks, is_fulfilment
+from loops.definitions import reply_text
+from loops.detectors import detect_thread
+from loops.message import MailMessage
+from loops.models import CLOSED_BY_FULFILLED, LoopType
+from loops.senders import (
+    AUTOMATED,
+    PERSON,
+    classify_senders,
+    has_opt_out_wording,
+    local_part_is_role,
+)
+
+ME = "olivia.owner@acme.example"
+ANN = "ann.baker@partner.example"
+BOB = "bob.carter@partner.example"
+T0 = datetime(2024, 3, 4, 9, 0, tzinfo=UTC)  # Monday
+NOW = T0 + timedelta(days=5)
+
+
+def mail(
+    n: int,
+    body: str,
+    *,
+    frm: str = ANN,
+    to: tuple[str, ...] = (ME,),
+    cc: tuple[str, ...] = (),
+    hours: float = 0,
+    subject: str = "Budget",
+    thread: str = "t1",
+    name: str = "",
+    html_only: bool = False,
+) -> MailMessage:
+    return MailMessage(
+        message_id=f"<{n}.{thread}@mail.example>",
+        thread_id=thread,
+        subject=subject,
+        from_addr=frm,
+        from_name=name,
+        to=list(to),
+        cc=list(cc),
+        date=T0 + timedelta(hours=hours),
+        is_mine=frm == ME,
+        body=body,
+        html_only=html_only,
+    )
+
+
+def detect(messages: list[MailMessage], kinds: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+    return detect_thread(messages, owner_addresses=[ME], now=NOW, sender_kinds=kinds)
+
+
+def opened(
+    messages: list[MailMessage], kinds: dict[str, str] | None = None
+) -> list[str]:
+    return [spec.loop_type for spec in detect(messages, kinds).open]
+
+
+# --- reply expectation -------------------------------------------------------
+
+
+def test_question_addressed_to_me_opens_a_reply_owed_loop() -> None:
+    assert opened([mail(1, "Olivia,\n\nCan you send me the Q2 numbers?\n\nAnn")]) == [
+        LoopType.UNANSWERED_INBOUND
+    ]
+
+
+def test_request_without_question_mark_opens_a_reply_owed_loop() -> None:
+    body = "Olivia,\n\nPlease let me know your preference for the venue.\n\nAnn"
+    assert opened([mail(1, body)]) == [LoopType.UNANSWERED_INBOUND]
+
+
+def test_fyi_opens_nothing() -> None:
+    body = "FYI, the new price list is attached. It takes effect next month.\n\nAnn"
+    verdict = detect([mail(1, body)])
+    assert verdict.open == [] and verdict.reason == "no_ask"
+
+
+def test_thanks_opens_nothing() -> None:
+    assert opened([mail(1, "Thanks so much, that was very helpful!\n\nAnn")]) == []
+
+
+def test_joke_with_a_pleasantry_question_opens_nothing() -> None:
+    body = "How are you ? Saw this cartoon and thought of you, you will love it!"
+    assert opened([mail(1, body)]) == []
+
+
+def test_mass_letter_to_a_crowd_opens_nothing() -> None:
+    crowd = tuple(f"colleague{i}@acme.example" for i in range(12))
+    body = "All,\n\nPlease submit your expense reports by the end of the month."
+    verdict = detect([mail(1, body, to=(ME, *crowd))])
+    assert verdict.open == [] and verdict.reason == "crowd"
+
+
+def test_group_greeting_marks_a_crowd_of_a_few() -> None:
+    others = tuple(f"lead{i}@acme.example" for i in range(4))
+    body = "Team,\n\nCan everyone update the tracker today?"
+    assert opened([mail(1, body, to=(ME, *others))]) == []
+
+
+@pytest.mark.parametrize("body", ["", "test", "   \n\n", "-- \nAnn Baker\nPartner Co"])
+def test_empty_or_test_body_opens_nothing(body: str) -> None:
+    assert opened([mail(1, body)]) == []
+
+
+def test_cold_solicitation_opens_nothing() -> None:
+    pitch = mail(
+        1,
+        "Dear Olivia, our seminar is coming to town. Register today for the "
+        "early bird discount! Would you like to reserve a seat?",
+        frm="hello@seminars.example",
+    )
+    kinds = {
+        a: kind
+        for a, (kind, _, _) in classify_senders([pitch], owner_addresses=[ME]).items()
+    }
+    assert kinds["hello@seminars.example"] == AUTOMATED
+    assert opened([pitch], kinds) == []
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "Here is the agenda. Let me know if you have any questions.",
+        "Attached is the draft. Please call if you need anything else.",
+        "If you would like, we can set up a call next week.",
+        "Feel free to reach out with comments.",
+        "Let me know if the link does not work for you.",
+    ],
+)
+def test_conditional_offer_opens_nothing(body: str) -> None:
+    assert opened([mail(1, body)]) == []
+
+
+def test_conditional_offer_does_not_hide_a_real_question() -> None:
+    body = "Please let me know if you still need the forecast."
+    assert [a.kind for a in find_asks(body)] == ["request"]
+
+
+def test_question_to_another_recipient_is_not_mine() -> None:
+    body = "Bob,\n\nCan you help Olivia with the numbers below?\n\nAnn"
+    assert opened([mail(1, body, to=(ME,), cc=(BOB,))]) == []
+
+
+def test_ask_tied_to_a_day_long_past_is_moot() -> None:
+    body = "Are you coming to the site visit on Friday?"
+    late = detect_thread(
+        [mail(1, body)], owner_addresses=[ME], now=T0 + timedelta(days=40)
+    )
+    assert late.open == []
+    assert opened([mail(1, body)]) == [LoopType.UNANSWERED_INBOUND]
+
+
+def test_automated_sender_opens_no_reply_owed_loop() -> None:
+    body = "Your approval is overdue. Can you review request 42?"
+    kinds = {"approvals@acme.example": AUTOMATED}
+    verdict = detect([mail(1, body, frm="approvals@acme.example")], kinds)
+    assert verdict.open == [] and verdict.reason == "automated_sender"
+    assert verdict.retract == {LoopType.UNANSWERED_INBOUND: "automated_sender"}
+
+
+# --- fulfilment --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "reply",
+    ["Done.", "Sent!", "Attached is the Q2 report.", "Hi Olivia, I have sent it over."],
+)
+def test_counterparty_done_sent_attached_fulfils_my_request(reply: str) -> None:
+    ask = mail(1, "Ann, can you send me the Q2 report?", frm=ME, to=(ANN,))
+    answer = mail(2, reply, hours=30)
+    verdict = detect([ask, answer])
+    assert LoopType.UNANSWERED_OUTBOUND in verdict.close
+    closed_by, evidence = verdict.closed_by[LoopType.UNANSWERED_OUTBOUND]
+    assert closed_by == CLOSED_BY_FULFILLED
+    assert evidence["message_id"] == answer.message_id
+    assert verdict.open == []  # the delivery opens no reply-owed loop
+
+
+def test_fulfilment_wording_is_not_a_signature() -> None:
+    assert not is_fulfilment("Sent from my phone")
+    assert not is_fulfilment("I will send it tomorrow.")
+
+
+# --- my asks -----------------------------------------------------------------
+
+
+def test_broadcast_question_is_one_loop_without_a_single_counterparty() -> None:
+    team = tuple(f"member{i}@acme.example" for i in range(6))
+    verdict = detect([mail(1, "Who can cover the Friday shift?", frm=ME, to=team)])
+    assert [s.loop_type for s in verdict.open] == [LoopType.UNANSWERED_OUTBOUND]
+    assert verdict.open[0].counterparty_email == ""
+    assert "6 recipients" in verdict.open[0].summary
+
+
+def test_outbound_loop_needs_a_real_ask_of_a_person() -> None:
+    assert opened([mail(1, "FYI, see the attached minutes.", frm=ME, to=(ANN,))]) == []
+    kinds = {"orders@shop.example": AUTOMATED}
+    to_machine = mail(
+        1, "Can you confirm my order?", frm=ME, to=("orders@shop.example",)
+    )
+    assert opened([to_machine], kinds) == []
+
+
+def test_my_request_without_question_mark_opens_a_waiting_loop() -> None:
+    body = "Ann, please send the signed contract to the title company."
+    assert opened([mail(1, body, frm=ME, to=(ANN,))]) == [LoopType.UNANSWERED_OUTBOUND]
+
+
+# --- quoted text -------------------------------------------------------------
+
+
+def test_notes_style_header_quote_is_cut_before_rules() -> None:
+    body = (
+        "That works for me.\n\nOlivia.Owner@acme.ex\nample          To:     Ann Baker/Partner@Partner\n"
+        "cc:\n03/04/2024 09:02 AM     Subject:     RE: Budget\n\nCan we meet at 10 instead?"
+    )
+    assert reply_text(body) == "That works for me."
+    assert opened([mail(1, body)]) == []
+
+
+def test_outlook_original_message_quote_is_cut_before_rules() -> None:
+    body = (
+        "Noted.\n\n-----Original Message-----\nFrom: Owner, Olivia\nSent: Monday\n"
+        "To: Baker, Ann\nSubject: Budget\n\nCould you send the file?"
+    )
+    assert reply_text(body) == "Noted."
+
+
+def test_on_wrote_quote_is_cut_and_bottom_posted_text_kept() -> None:
+    top = "Sounds good.\n\nOn Mon, Mar 4, 2024, Olivia Owner wrote:\n> Can you call me?"
+    assert reply_text(top) == "Sounds good."
+    bottom = (
+        "Hi Olivia,\n\nOn Mon, Mar 4, 2024 Olivia Owner wrote:\n> patch here\n\n"
+        "Applied, thanks.\n\n-- \nAnn\nTo unsubscribe from this list"
+    )
+    assert "Applied, thanks." in reply_text(bottom)
+    assert "unsubscribe" not in reply_text(bottom)
+
+
+# --- who expects a reply -----------------------------------------------------
+
+
+def _kinds(messages: list[MailMessage]) -> dict[str, str]:
+    return {
+        a: kind
+        for a, (kind, _, _) in classify_senders(messages, owner_addresses=[ME]).items()
+    }
+
+
+def test_reciprocity_keeps_a_busy_sender_a_person() -> None:
+    msgs = [
+        mail(i, f"Weekly status {i}: all good.", subject="Status", hours=i * 24)
+        for i in range(6)
+    ]
+    assert _kinds(msgs)[ANN] == AUTOMATED  # repetition, never answered
+    msgs.append(mail(99, "Thanks Ann, looks fine.", frm=ME, to=(ANN,), hours=200))
+    assert _kinds(msgs)[ANN] == PERSON
+
+
+def test_repetition_of_near_identical_subjects_is_automated() -> None:
+    msgs = [
+        mail(
+            i,
+            f"Request {i} has been pending your approval for {i} days.",
+            frm="tickets@helpdesk.example",
+            subject=f"Your approval is overdue: request {100 + i}",
+            hours=i,
+        )
+        for i in range(5)
+    ]
+    assert _kinds(msgs)["tickets@helpdesk.example"] == AUTOMATED
+
+
+def test_announcements_to_crowds_are_automated() -> None:
+    crowd = tuple(f"staff{i}@acme.example" for i in range(15))
+    msgs = [
+        mail(i, f"Newsletter item {i} is out.", frm="carl.comms@acme.example", to=crowd)
+        for i in range(3)
+    ]
+    assert _kinds(msgs)["carl.comms@acme.example"] == AUTOMATED
+
+
+@pytest.mark.parametrize(
+    "footer",
+    [
+        "To be  removed from this list, reply with REMOVE in the subject.",
+        "If you no longer\nwish to receive these e-mails, click here to unsubscribe.",
+        "Reply with remove to stop.",
+        "To u nsubscribe? no: to be\tremoved, write to us.",
+    ],
+)
+def test_opt_out_wording_is_matched_robustly(footer: str) -> None:
+    assert has_opt_out_wording(f"Great deals inside.\n\n{footer}")
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "mailman@lists.example",
+        "arsystem@mailman.acme.example",
+        "webmaster@shop.example",
+        "update@news.example",
+        "edelivery@bank.example",
+        "news@paper.example",
+        "events@venue.example",
+        "enron_update@expenses.example",
+        "leave-12345@lists.example",
+    ],
+)
+def test_role_like_local_parts_are_recognised(address: str) -> None:
+    assert local_part_is_role(address)
+    assert _kinds([mail(1, "Hello", frm=address)])[address] == AUTOMATED
+
+
+def test_personal_addresses_are_not_role_like() -> None:
+    assert not local_part_is_role("ann.baker@partner.example")
+    assert not local_part_is_role("no.address@acme.example")
+
+
+def test_html_only_marketing_is_automated() -> None:
+    msgs = [
+        mail(i, f"Spring collection {i}", frm="dana@boutique.example", html_only=True)
+        for i in range(2)
+    ]
+    assert _kinds(msgs)["dana@boutique.example"] == AUTOMATED
+
+
+# --- threads and copies ------------------------------------------------------
+
+
+def _parsed(raw: str, folder: str = "inbox"):  # type: ignore[no-untyped-def]
+    return parse_rfc822(raw.encode(), folder=folder)
+
+
+def _raw(mid: str, frm: str, to: str, subject: str, date: str, body: str) -> str:
+    return (
+        f"Message-ID: <{mid}>\nFrom: {frm}\nTo: {to}\nSubject: {subject}\n"
+        f"Date: {date}\n\n{body}\n"
+    )
+
+
+def test_reply_from_another_address_of_the_same_person_joins_my_thread() -> None:
+    mine = _parsed(
+        _raw(
+            "a1@acme.example",
+            "Olivia Owner <olivia.owner@acme.example>",
+            "Ann Baker <ann.baker@partner.example>",
+            "Venue",
+            "Mon, 4 Mar 2024 09:00:00 +0000",
+            "Ann, which venue do you prefer?",
+        ),
+        folder="sent",
+    )
+    reply = _parsed(
+        _raw(
+            "a2@home.example",
+            "Ann Baker <ann@home.example>",
+            "Olivia Owner <olivia.owner@acme.example>",
+            "Re: Venue",
+            "Mon, 4 Mar 2024 18:00:00 +0000",
+            "The harbour hall, please.",
+        )
+    )
+    threads = thread_messages([mine, reply], owner_addresses={ME})
+    assert len(threads) == 1
+
+
+def test_reply_quoting_my_message_without_re_joins_my_thread() -> None:
+    mine = _parsed(
+        _raw(
+            "b1@acme.example",
+            "olivia.owner@acme.example",
+            "bob.carter@partner.example",
+            "Shipping dates",
+            "Mon, 4 Mar 2024 09:00:00 +0000",
+            "Bob, could you confirm the shipping dates for the spring order?",
+        ),
+        folder="sent",
+    )
+    reply = _parsed(
+        _raw(
+            "b2@partner.example",
+            "bob.carter@partner.example",
+            "olivia.owner@acme.example",
+            "Shipping dates",
+            "Tue, 5 Mar 2024 09:00:00 +0000",
+            "April 2 and April 9.\n\n> Bob, could you confirm the shipping dates "
+            "for the spring order?",
+        )
+    )
+    other = _parsed(
+        _raw(
+            "b3@partner.example",
+            "bob.carter@partner.example",
+            "olivia.owner@acme.example",
+            "Shipping dates",
+            "Mon, 1 Jan 2024 09:00:00 +0000",
+            "Shipping dates for the winter order are fixed.",
+        )
+    )
+    threads = thread_messages([other, mine, reply], owner_addresses={ME})
+    together = [t for t in threads.values() if len(t) == 2]
+    assert together and {m.key for m in together[0]} == {mine.key, reply.key}
+
+
+def test_two_copies_hours_apart_count_once() -> None:
+    body = "Olivia, can you approve the invoice?"
+    first = _parsed(
+        _raw("c1@x.example", ANN, ME, "Invoice", "Mon, 4 Mar 2024 09:00:00 +0000", body)
+    )
+    copy = _parsed(
+        _raw(
+            "c2@x.example", ANN, ME, "Invoice", "Mon, 4 Mar 2024 09:00:00 -0500", body
+        ),
+        folder="all_documents",
+    )
+    next_day = _parsed(
+        _raw("c3@x.example", ANN, ME, "Invoice", "Tue, 5 Mar 2024 09:00:00 +0000", body)
+    )
+    kept, duplicates = dedupe([first, copy, next_day])
+    assert [m.key for m in kept] == [first.key, next_day.key]
+    assert duplicates == [(copy, first)]
+
+
+def test_subject_less_reply_joins_by_participants() -> None:
+    mine = _parsed(
+        _raw(
+            "d1@acme.example",
+            ME,
+            ANN,
+            "",
+            "Mon, 4 Mar 2024 09:00:00 +0000",
+            "Ann, is Tuesday fine?",
+        ),
+        folder="sent",
+    )
+    reply = _parsed(
+        _raw(
+            "d2@partner.example",
+            ANN,
+            ME,
+            "RE:",
+            "Mon, 4 Mar 2024 12:00:00 +0000",
+            "Tuesday is fine.",
+        )
+    )
+    assert len(thread_messages([mine, reply], owner_addresses={ME})) == 1
+
+
+def test_follow_up_on_the_same_subject_without_re_joins() -> None:
+    ask = _parsed(
+        _raw(
+            "e1@partner.example",
+            ANN,
+            ME,
+            "Contracts",
+            "Mon, 4 Mar 2024 09:00:00 +0000",
+            "How should we sign?",
+        )
+    )
+    again = _parsed(
+        _raw(
+            "e2@partner.example",
+            ANN,
+            ME,
+            "Contracts",
+            "Wed, 6 Mar 2024 09:00:00 +0000",
+            "Any news on signing?",
+        )
+    )
+    much_later = _parsed(
+        _raw(
+            "e3@partner.example",
+            ANN,
+            ME,
+            "Contracts",
+            "Mon, 1 Apr 2024 09:00:00 +0000",
+            "New contracts are ready.",
+        )
+    )
+    threads = thread_messages([ask, again, much_later], owner_addresses={ME})
+    assert sorted(len(t) for t in threads.values()) == [1, 2]
