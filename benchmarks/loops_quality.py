@@ -349,9 +349,6 @@ def waiting_verdicts(sid: str, verdicts: dict[int, bool | None]) -> list[str]:
             f"{group['loop_count']} loop(s) [{kinds}]  {email}  "
             f"(real {real}, wrong {wrong}, unlabelled {unknown})"
         )
-    extra = report.get("automated") or {}
-    if extra:
-        lines.append(f"  automated (not ranked): {extra.get('loop_count', 0)} loop(s)")
     return lines
 
 
@@ -436,6 +433,7 @@ def main() -> None:
     total: dict[tuple[str, str], Tally] = defaultdict(Tally)
     samples: dict[tuple[str, str], int] = defaultdict(int)
     top10: dict[str, list[str]] = {}
+    automated: dict[str, int] = {}
     for corpus, owners in corpora.items():
         sid, seconds = import_corpus(corpus, owners, reuse=args.reuse)
         print(f"{corpus}: imported/detected in {seconds:.1f} s (source {sid})")
@@ -468,6 +466,11 @@ def main() -> None:
         all_loops = list(OpenLoop.objects.filter(source_id=sid, status=LoopStatus.OPEN))
         _, all_verdicts = evaluate(mine, all_loops, thread_ids)
         top10[corpus] = waiting_verdicts(sid, all_verdicts)
+        automated[corpus] = (
+            waiting_report(caller=local_caller(actor="loops_quality"), sources=[sid])
+            .get("automated", {})
+            .get("loop_count", 0)
+        )
     if args.dump:
         return
     print()
@@ -490,7 +493,8 @@ def main() -> None:
             print(line)
         counted = [ln.split()[1] for ln in lines]
         defensible = sum(1 for v in counted if v in ("yes", "yes?"))
-        print(f"  defensible: {defensible} of {len(lines)}")
+        print(f"  defensible (yes): {defensible} of {len(lines)}")
+        print(f"  automated senders (not ranked): {automated.get(corpus, 0)} loop(s)")
 
 
 if __name__ == "__main__":

@@ -41,6 +41,10 @@ GROUP_GREETING_RECIPIENTS = 4
 # My ask to more than this many other people is a broadcast: one loop, no single
 # counterparty (the group).
 BROADCAST_RECIPIENTS = 3
+# Correspondence with the same person this long after an unanswered ask, in
+# another thread, supersedes the ask (they were in touch since: it was handled or
+# moot).
+SUPERSEDE_GAP = timedelta(days=7)
 AUTOMATED = "automated"
 # closed_by of a reply-owed loop retracted because no reply is expected after all
 # (its sender was found or marked automated, or the messages ask nothing of me).
@@ -171,13 +175,17 @@ def detect_thread(
     mutes: Mutes = Mutes(),
     now: datetime,
     sender_kinds: Mapping[str, str] | None = None,
+    contacts: Mapping[str, tuple[datetime | None, datetime | None]] | None = None,
 ) -> Verdict:
     """Decide which deterministic loops of one thread open and close (SPEC §5.2,
     §5.1a).
 
     ``messages`` are one thread's messages in any order; messages dated after
     ``now`` are ignored (replay). ``sender_kinds`` maps addresses to ``person`` or
-    ``automated`` (``loops.senders``; an address absent counts as a person).
+    ``automated`` (``loops.senders``; an address absent counts as a person);
+    ``contacts`` maps an address to (their last message to me, my last message to
+    them) over the whole source: an ask followed ``SUPERSEDE_GAP`` or more later by
+    correspondence with that person elsewhere is superseded.
     An inbound loop opens only when a person's newest unquoted text, addressed to
     me and not to a crowd, asks something of me (``loops.asks``); an outbound loop
     only when my text asks something of a person. Returns a ``Verdict``; never
@@ -208,9 +216,16 @@ def detect_thread(
         run.append(m)
     run.reverse()
 
+    seen = contacts or {}
     if mine:
-        return _outbound(run, last, owners, kinds, mutes, now, thread_id, subject)
-    return _inbound(subs, run, last, owners, kinds, mutes, now, thread_id, subject)
+        return _outbound(run, last, owners, kinds, seen, mutes, now, thread_id, subject)
+    return _inbound(
+        subs, run, last, owners, kinds, seen, mutes, now, thread_id, subject
+    )
+
+
+def _superseded(asked_at: datetime | None, later: datetime | None) -> bool:
+    return bool(asked_at and later and later >= asked_at + SUPERSEDE_GAP)
 
 
 def _outbound(
@@ -218,6 +233,7 @@ def _outbound(
     last: MailMessage,
     owners: set[str],
     kinds: Mapping[str, str],
+    contacts: Mapping[str, tuple[datetime | None, datetime | None]],
     mutes: Mutes,
     now: datetime,
     thread_id: str,
@@ -249,6 +265,12 @@ def _outbound(
         counterparty and mutes.sender_muted(counterparty)
     ):
         verdict.reason = "muted"
+        return verdict
+    if counterparty and _superseded(
+        asking[-1].date, contacts.get(counterparty, (None, None))[0]
+    ):
+        verdict.reason = "superseded"
+        verdict.retract[LoopType.UNANSWERED_OUTBOUND] = verdict.reason
         return verdict
     started = asking[0].date
     assert started is not None
@@ -282,6 +304,7 @@ def _inbound(
     last: MailMessage,
     owners: set[str],
     kinds: Mapping[str, str],
+    contacts: Mapping[str, tuple[datetime | None, datetime | None]],
     mutes: Mutes,
     now: datetime,
     thread_id: str,
@@ -323,6 +346,8 @@ def _inbound(
             verdict.reason = (
                 "crowd" if any(addressed_to_crowd(m) for m in run) else "no_ask"
             )
+        elif _superseded(asking[-1].date, contacts.get(sender, (None, None))[1]):
+            verdict.reason = "superseded"
     if verdict.reason:
         verdict.retract[LoopType.UNANSWERED_INBOUND] = verdict.reason
         return verdict

@@ -54,6 +54,7 @@ from loops.selectors import (
     newest_message_at,
     reference_clock,
     reference_time,
+    sender_contacts,
     sender_kinds,
     sender_threads,
     thread_messages,
@@ -408,6 +409,7 @@ class ChunkState:
     held: set[str]
     rule_keys: set[str]
     kinds: dict[str, str] | None = None
+    contacts: dict[str, tuple[datetime | None, datetime | None]] | None = None
 
 
 def senders_kinds(*, source: Source, messages: Iterable[MailMessage]) -> dict[str, str]:
@@ -492,12 +494,18 @@ def thread_process(
         if preload is not None and preload.kinds is not None
         else senders_kinds(source=source, messages=messages)
     )
+    contacts = (
+        preload.contacts
+        if preload is not None and preload.contacts is not None
+        else sender_contacts(source_id=source.id, addresses=kinds)
+    )
     verdict = detect_thread(
         messages,
         owner_addresses=source.owner_addresses,
         mutes=mutes,
         now=now,
         sender_kinds=kinds,
+        contacts=contacts,
     )
     open_loops = preload.open_loops.get(thread_id, []) if preload else None
     report["detector"] = loop_apply_verdict(
@@ -559,6 +567,10 @@ def _chunk_process(
         state: ChunkState | None = chunk_state(source=source, thread_ids=thread_ids)
         state.kinds = senders_kinds(  # type: ignore[union-attr]
             source=source, messages=(m for ms in messages.values() for m in ms)
+        )
+        state.contacts = sender_contacts(  # type: ignore[union-attr]
+            source_id=source.id,
+            addresses=state.kinds,  # type: ignore[union-attr]
         )
     except Exception:
         if not isolate:

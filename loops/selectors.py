@@ -251,3 +251,29 @@ def sender_threads(*, source_id: str, address: str) -> list[str]:
             if t
         }
     )
+
+
+def sender_contacts(
+    *, source_id: str, addresses: Iterable[str]
+) -> dict[str, tuple[datetime | None, datetime | None]]:
+    """``{address: (their last message to me, my last message to them)}`` from the
+    stored sender profiles (SPEC §5.1a): later correspondence supersedes an old
+    unanswered ask."""
+    wanted = sorted({(a or "").lower() for a in addresses if a})
+    out: dict[str, tuple[datetime | None, datetime | None]] = {}
+    for address, signals in SenderProfile.objects.filter(
+        source_id=source_id, address__in=wanted
+    ).values_list("address", "signals"):
+        signals = signals or {}
+        out[address] = (
+            _when(signals.get("last_from")),
+            _when(signals.get("last_to")),
+        )
+    return out
+
+
+def _when(value: object) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(value)) if value else None
+    except ValueError:
+        return None

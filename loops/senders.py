@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from loops.definitions import is_mine, is_noise_sender, normalise_subject, reply_text
@@ -147,6 +148,8 @@ class SenderStats:
     reciprocal: bool = False
     replied_in_thread: bool = False
     names: set[str] = field(default_factory=set)
+    last_from: datetime | None = None
+    last_to: datetime | None = None
 
     def signals(self) -> dict[str, Any]:
         """JSON-safe summary stored with the profile (what the admin sees)."""
@@ -165,6 +168,8 @@ class SenderStats:
             "reciprocal": self.reciprocal,
             "owner_replied_in_thread": self.replied_in_thread,
             "display_names": len(self.names),
+            "last_from": self.last_from.isoformat() if self.last_from else None,
+            "last_to": self.last_to.isoformat() if self.last_to else None,
         }
 
 
@@ -176,11 +181,17 @@ def sender_stats(
     owners = {a.lower() for a in owner_addresses}
     stats: dict[str, SenderStats] = {}
     written_to: set[str] = set()
+    last_to: dict[str, datetime] = {}
     threads_mine: set[str] = set()
     senders_by_thread: dict[str, set[str]] = defaultdict(set)
     for m in messages:
         if is_mine(m, owners):
-            written_to.update(a.lower() for a in (*m.to, *m.cc, *m.bcc) if a)
+            for a in (*m.to, *m.cc, *m.bcc):
+                if not a:
+                    continue
+                written_to.add(a.lower())
+                if m.date and (a.lower() not in last_to or m.date > last_to[a.lower()]):
+                    last_to[a.lower()] = m.date
             threads_mine.add(m.thread_id)
             continue
         address = (m.from_addr or "").lower()
@@ -194,6 +205,9 @@ def sender_stats(
                 role=local_part_is_role(address),
             )
         s.messages += 1
+        if m.date and owners & {a.lower() for a in (*m.to, *m.cc)}:
+            if s.last_from is None or m.date > s.last_from:
+                s.last_from = m.date
         if m.from_name:
             s.names.add(m.from_name.strip().lower())
         senders_by_thread[m.thread_id].add(address)
@@ -217,6 +231,7 @@ def sender_stats(
             s.html_only += 1
     for address, s in stats.items():
         s.reciprocal = address in written_to
+        s.last_to = last_to.get(address)
     for thread_id in threads_mine:
         for address in senders_by_thread.get(thread_id, ()):
             stats[address].replied_in_thread = True

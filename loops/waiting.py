@@ -37,6 +37,7 @@ from loops.selectors import (
     counterparty_page,
     loop_list,
     mutes_for,
+    sender_contacts,
     sender_kinds,
 )
 
@@ -180,6 +181,7 @@ def _replay_source(source: Source, as_of: datetime) -> list[LoopView]:
             for a in (m.from_addr, *m.to, *m.cc)
         },
     )
+    contacts = sender_contacts(source_id=source.id, addresses=kinds)
     views: list[LoopView] = []
     for _thread_id, messages in sorted(by_thread.items()):
         verdict = detect_thread(
@@ -188,6 +190,7 @@ def _replay_source(source: Source, as_of: datetime) -> list[LoopView]:
             mutes=mutes,
             now=as_of,
             sender_kinds=kinds,
+            contacts=contacts,
         )
         for spec in verdict.open:
             person = counterparty_page(
