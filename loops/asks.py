@@ -108,6 +108,13 @@ _DEADLINE = re.compile(
     r"afternoon|evening|week))\b",
     re.I,
 )
+# An ask to fix a time ("what time could we meet?") is tied to the day the message
+# names anywhere ("This afternoon at 2 PM would work").
+_SCHEDULING = re.compile(
+    r"\b(?:meet|meeting|call|talk|interview|get together|schedule|what time|"
+    r"which time|when (?:can|could|would|will))\b",
+    re.I,
+)
 _VOCATIVE = re.compile(
     r"^\s*(?:(?:hi|hello|hey|dear|morning|good morning)\s+)?([A-Z][a-z]{1,20})"
     r"(?:\s*[,:!-]|\s*\n)"
@@ -162,16 +169,24 @@ def find_asks(text: str) -> list[Ask]:
 def live_asks(
     text: str, *, sent_at: datetime | None, now: datetime | None
 ) -> list[Ask]:
-    """The asks of ``text`` still worth an answer at ``now``: when any ask of the
-    message is tied to a named day and the message is older than
-    ``ANCHORED_ASK_LIFETIME``, the message's asks are moot (the day passed)."""
+    """The asks of ``text`` still worth an answer at ``now``: when the message is
+    older than ``ANCHORED_ASK_LIFETIME`` and an ask is tied to a named day (in its
+    own sentence, a deadline anywhere in the message, or a scheduling ask in a
+    message that names the day), the message's asks are moot (the day passed)."""
     asks = find_asks(text)
     if (
         asks
         and sent_at is not None
         and now is not None
         and now - sent_at > ANCHORED_ASK_LIFETIME
-        and (any(a.anchored for a in asks) or _DEADLINE.search(text or ""))
+        and (
+            any(a.anchored for a in asks)
+            or _DEADLINE.search(text or "")
+            or (
+                any(_SCHEDULING.search(a.sentence) for a in asks)
+                and _ANCHOR.search(text or "")
+            )
+        )
     ):
         return []
     return asks

@@ -224,8 +224,11 @@ def detect_thread(
     )
 
 
-def _superseded(asked_at: datetime | None, later: datetime | None) -> bool:
-    return bool(asked_at and later and later >= asked_at + SUPERSEDE_GAP)
+def _superseded(
+    asked_at: datetime | None, later: datetime | None, now: datetime
+) -> bool:
+    # A contact after ``now`` (a replay of an earlier day) is not known yet.
+    return bool(asked_at and later and asked_at + SUPERSEDE_GAP <= later <= now)
 
 
 def _outbound(
@@ -267,7 +270,7 @@ def _outbound(
         verdict.reason = "muted"
         return verdict
     if counterparty and _superseded(
-        asking[-1].date, contacts.get(counterparty, (None, None))[0]
+        asking[-1].date, contacts.get(counterparty, (None, None))[0], now
     ):
         verdict.reason = "superseded"
         verdict.retract[LoopType.UNANSWERED_OUTBOUND] = verdict.reason
@@ -346,7 +349,7 @@ def _inbound(
             verdict.reason = (
                 "crowd" if any(addressed_to_crowd(m) for m in run) else "no_ask"
             )
-        elif _superseded(asking[-1].date, contacts.get(sender, (None, None))[1]):
+        elif _superseded(asking[-1].date, contacts.get(sender, (None, None))[1], now):
             verdict.reason = "superseded"
     if verdict.reason:
         verdict.retract[LoopType.UNANSWERED_INBOUND] = verdict.reason
