@@ -17,7 +17,7 @@ from loops.message import MailMessage
 from loops.models import LoopStatus, LoopSuppression, OpenLoop, SenderProfile
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterable, Sequence
 
     from brain.access import ReadScope
 
