@@ -275,8 +275,7 @@ def _outbound(
         verdict.reason = "superseded"
         verdict.retract[LoopType.UNANSWERED_OUTBOUND] = verdict.reason
         return verdict
-    started = asking[0].date
-    assert started is not None
+    started = asking[0].sent_at
     if now - started < OUTBOUND_GRACE:
         verdict.recheck_at = started + OUTBOUND_GRACE
         verdict.reason = "grace"
@@ -294,7 +293,7 @@ def _outbound(
             counterparty_name="",
             summary=summary,
             opened_at=started,
-            last_activity_at=last.date,  # type: ignore[arg-type]
+            last_activity_at=last.sent_at,
             evidence=[_evidence(last)],
         )
     )
@@ -354,8 +353,7 @@ def _inbound(
     if verdict.reason:
         verdict.retract[LoopType.UNANSWERED_INBOUND] = verdict.reason
         return verdict
-    started = asking[0].date
-    assert started is not None
+    started = asking[0].sent_at
     if now - started < INBOUND_GRACE:
         verdict.recheck_at = started + INBOUND_GRACE
         verdict.reason = "grace"
@@ -368,7 +366,7 @@ def _inbound(
             counterparty_name=last.from_name or "",
             summary=f'Reply owed to {sender}: "{subject}"',
             opened_at=started,
-            last_activity_at=last.date,  # type: ignore[arg-type]
+            last_activity_at=last.sent_at,
             evidence=[_evidence(last)],
         )
     )

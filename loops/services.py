@@ -635,7 +635,7 @@ def _apply_verdict(
             if loop.detector != Detector.DETERMINISTIC_THREAD or not loop.is_open:
                 continue
             if loop.loop_type in verdict.close:
-                closed_by, evidence = verdict.closed_by.get(
+                closed_by, proof = verdict.closed_by.get(
                     loop.loop_type, (CLOSED_BY_REPLY, None)
                 )
                 result = loop_close(
@@ -643,7 +643,7 @@ def _apply_verdict(
                     status=LoopStatus.DONE,
                     closed_by=closed_by,
                     actor=actor,
-                    evidence=evidence,
+                    evidence=proof,
                 )
             elif loop.loop_type in verdict.retract:
                 # No reply is expected after all (SPEC §5.1a): dropped, with why.
