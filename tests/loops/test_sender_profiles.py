@@ -173,7 +173,17 @@ def test_admin_marks_sender_person_and_its_loops_open(acme, store, staff) -> Non
         follow=True,
     )
     assert "1 sender(s) marked person" in response.content.decode()
-    assert [lp.counterparty_email for lp in open_inbound(acme)] == [ROBOT] * 5
+    opened = open_inbound(acme)
+    assert [lp.counterparty_email for lp in opened] == [ROBOT] * 5
+    assert LoopEvent.objects.filter(
+        event_type=LoopEvent.EventType.SENDER_MARKED,
+        extra_data__address=ROBOT,
+        extra_data__kind="person",
+    ).exists()
+    for loop in opened:
+        assert loop.events.filter(event_type=LoopEvent.EventType.OPENED).exists()
+    profile.refresh_from_db()
+    assert profile.kind == profile.admin_kind == "person"
 
 
 def test_waiting_collapses_repeats_and_keeps_automated_senders_off_the_ranking(
