@@ -320,6 +320,10 @@ BRAIN_DREAM_MAX_ITEMS = env_int("BRAIN_DREAM_MAX_ITEMS", 1000)
 BRAIN_DREAM_NAME_SIMILARITY = env_float("BRAIN_DREAM_NAME_SIMILARITY", 0.75)
 # Soft-deleted pages are purged this many hours after deletion (SPEC §10).
 BRAIN_DREAM_PURGE_AFTER_HOURS = env_int("BRAIN_DREAM_PURGE_AFTER_HOURS", 72)
+# Dream's synthesis phase summarises conversations changed in this many hours.
+BRAIN_DREAM_LOOKBACK_HOURS = env_int("BRAIN_DREAM_LOOKBACK_HOURS", 24)
+# At most this many conversation syntheses per dream run (LLM calls).
+BRAIN_DREAM_LLM_MAX_ITEMS = env_int("BRAIN_DREAM_LLM_MAX_ITEMS", 20)
 
 # timeout < retry so a task is never handed to a second worker while the first runs;
 # durable retries are the Job row's business (jobs.services), not django-q2's.

@@ -30,6 +30,8 @@ from connectors.dispatch import source_sync
 from connectors.mailbox.sync import mailbox_import
 from connectors.markdown.sync import markdown_import
 from jobs.backup import backup_nightly
+from jobs.runner import PartialResult
+from jobs.services import job_enqueue
 from loops.extraction import commitments_extract
 from loops.extractors.llm import RetryableExtraction
 from loops.pipeline import loops_sweep as loops_sweep_service
@@ -227,17 +229,53 @@ def backup(job: Job, ctx: JobContext) -> Any:
     return backup_nightly(directory=directory, keep=keep)
 
 
+class DreamFailed(RuntimeError):
+    """Every phase of a dream run failed (the job retries, then fails)."""
+
+
 def dream(job: Job, ctx: JobContext) -> Any:
-    """Nightly maintenance (SPEC §10); the JSON report is the job's result."""
+    """Nightly maintenance (SPEC §10); the JSON report is the job's result.
+
+    The embeddings phase hands its chunks to an ``embed_pending`` job (queued
+    unless one is already queued or running), so the model's work runs beside dream
+    instead of inside its lock. A report whose status is ``partial`` (a phase failed
+    or warned) ends the job ``partial`` naming those phases; ``failed`` (every phase
+    that ran failed) fails the job.
+    """
     run = dream_run
     params = job.params or {}
 
     def phase_done(step: int, total: int, name: str) -> None:
         ctx.progress(step, total, name)
 
-    return run(
+    def embed_later(pending: int) -> str:
+        queued, created = job_enqueue(
+            kind="embed_pending",
+            coalesce=True,
+            parent_id=job.pk,
+            created_by=f"job:{job.pk}",
+        )
+        return f"the embed_pending job #{queued.pk}" + (
+            "" if created else " (already queued)"
+        )
+
+    report = run(
         phases=params.get("phases"),
         budget_usd=params.get("budget_usd"),
         max_items=params.get("max_items"),
         progress=phase_done,
+        embed_later=embed_later,
     )
+    unfinished = [
+        f"{p['phase']} {p['status']}"
+        for p in report.get("phases", [])
+        if p.get("status") in ("warn", "fail")
+    ]
+    if report.get("status") == "failed":
+        raise DreamFailed(
+            "every dream phase that ran failed: "
+            + "; ".join(f"{p['phase']}: {p.get('error', '')}" for p in report["phases"])
+        )
+    if report.get("status") == "partial":
+        return PartialResult(report, "dream partial: " + ", ".join(unfinished))
+    return report

@@ -23,6 +23,8 @@ class Job(TimeStampedModel):
     - ``queued``: waiting for a worker; ``run_after`` holds a retry's backoff.
     - ``running``: claimed by ``worker`` (holding ``claim_token``), heartbeating.
     - ``succeeded``: done, ``result`` filled.
+    - ``partial``: done, ``result`` filled, but part of the work did not complete
+      (``error`` says which: a dream phase that failed or warned).
     - ``failed``: stopped on a permanent error; an admin may retry it.
     - ``cancelled``: stopped by a person or a caller.
     - ``dead``: attempts exhausted (errors or stalled workers).
@@ -36,6 +38,7 @@ class Job(TimeStampedModel):
         QUEUED = "queued", "Queued"
         RUNNING = "running", "Running"
         SUCCEEDED = "succeeded", "Succeeded"
+        PARTIAL = "partial", "Partial"
         FAILED = "failed", "Failed"
         CANCELLED = "cancelled", "Cancelled"
         DEAD = "dead", "Dead"
@@ -126,6 +129,7 @@ class Job(TimeStampedModel):
         """True once the job will not run again without a retry."""
         return self.status in {
             self.Status.SUCCEEDED,
+            self.Status.PARTIAL,
             self.Status.FAILED,
             self.Status.CANCELLED,
             self.Status.DEAD,

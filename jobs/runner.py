@@ -14,6 +14,7 @@ import logging
 import threading
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
@@ -32,6 +33,16 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 ProgressListener = Callable[[int, "int | None", str], None]
+
+
+@dataclass(frozen=True)
+class PartialResult:
+    """What a handler returns when it finished but part of its work did not (a dream
+    phase failed or warned): the job ends ``partial`` (SPEC §7) with ``result`` as
+    its result and ``reason`` as its error line, instead of ``succeeded``."""
+
+    result: Any
+    reason: str
 
 
 class JobContext:
@@ -159,7 +170,8 @@ def execute_job(
 
     Returns the job row after the attempt, or None when there was nothing to claim
     (gone, not queued, backoff not over, or another worker won): a redelivered task
-    is a no-op (STYLE rule 14). Handler errors never propagate: they are recorded
+    is a no-op (STYLE rule 14). A handler returning ``PartialResult`` ends the job
+    ``partial``, anything else ``succeeded``. Handler errors never propagate: they are recorded
     with ``job_fail`` (retry with backoff, or ``failed``/``dead``). A
     ``JobInterrupted`` (cancelled or reassigned) ends the attempt without writing.
     """
@@ -192,7 +204,17 @@ def execute_job(
             permanent=_is_permanent(exc),
         )
     else:
-        services.job_succeed(job_id=job_id, token=ctx.token, result=_json_safe(result))
+        if isinstance(result, PartialResult):
+            services.job_succeed(
+                job_id=job_id,
+                token=ctx.token,
+                result=_json_safe(result.result),
+                partial=result.reason,
+            )
+        else:
+            services.job_succeed(
+                job_id=job_id, token=ctx.token, result=_json_safe(result)
+            )
     finally:
         if beat is not None:
             beat.stopped.set()

@@ -304,8 +304,12 @@ def _history(job: Job, outcome: str, error: str = "") -> list[dict[str, Any]]:
     return [*(job.history or []), entry][-HISTORY_LIMIT:]
 
 
-def job_succeed(*, job_id: int, token: uuid.UUID, result: Any = None) -> bool:
-    """Finish the attempt holding ``token`` as ``succeeded`` with ``result`` (JSON).
+def job_succeed(
+    *, job_id: int, token: uuid.UUID, result: Any = None, partial: str = ""
+) -> bool:
+    """Finish the attempt holding ``token`` as ``succeeded`` with ``result`` (JSON),
+    or as ``partial`` when ``partial`` names what did not complete (kept as the
+    job's error line).
 
     Returns False (and changes nothing) when the attempt lost its claim meanwhile.
     """
@@ -313,12 +317,12 @@ def job_succeed(*, job_id: int, token: uuid.UUID, result: Any = None) -> bool:
         job = _owned(job_id, token).select_for_update().first()
         if job is None:
             return False
-        job.status = Job.Status.SUCCEEDED
+        job.status = Job.Status.PARTIAL if partial else Job.Status.SUCCEEDED
         job.result = result
-        job.error = ""
+        job.error = partial
         job.finished_at = timezone.now()
         job.claim_token = None
-        job.history = _history(job, "succeeded")
+        job.history = _history(job, "partial" if partial else "succeeded", partial)
         total = (job.progress or {}).get("total")
         if total:
             job.progress = {**job.progress, "step": total}
@@ -420,7 +424,12 @@ def job_cancel(*, job_id: int, actor: str) -> Job:
     """
     with transaction.atomic():
         job = _get(job_id)
-        if job.status in {Job.Status.SUCCEEDED, Job.Status.DEAD, Job.Status.CANCELLED}:
+        if job.status in {
+            Job.Status.SUCCEEDED,
+            Job.Status.PARTIAL,
+            Job.Status.DEAD,
+            Job.Status.CANCELLED,
+        }:
             raise InvalidParams(
                 f"Job {job_id} is {job.status}; only queued, running or failed jobs "
                 "can be cancelled.",
@@ -444,7 +453,7 @@ def job_cancel(*, job_id: int, actor: str) -> Job:
 
 
 def job_retry(*, job_id: int, actor: str) -> Job:
-    """Queue a failed, dead or cancelled job again, now, from its checkpoint.
+    """Queue a failed, partial, dead or cancelled job again, now, from its checkpoint.
 
     An exhausted job gets one more attempt (``max_attempts`` = attempts + 1), so the
     attempt count stays an honest record. Raises ``NotFound``, ``InvalidParams`` for a
@@ -456,12 +465,13 @@ def job_retry(*, job_id: int, actor: str) -> Job:
             job = _get(job_id)
             if job.status not in {
                 Job.Status.FAILED,
+                Job.Status.PARTIAL,
                 Job.Status.DEAD,
                 Job.Status.CANCELLED,
             }:
                 raise InvalidParams(
-                    f"Job {job_id} is {job.status}; only failed, dead or cancelled "
-                    "jobs can be retried.",
+                    f"Job {job_id} is {job.status}; only failed, partial, dead or "
+                    "cancelled jobs can be retried.",
                     suggestion="Wait for it to finish, or cancel it first.",
                     detail={"job_id": job_id, "status": job.status},
                 )

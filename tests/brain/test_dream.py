@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import psycopg
@@ -30,7 +31,16 @@ from tests.factories import (
 pytestmark = pytest.mark.django_db
 
 # The offline phases: no embedding model and no loops service in these tests.
-OFFLINE = ["link_repair", "duplicates", "facts", "orphans", "purge", "llm"]
+OFFLINE = [
+    "link_repair",
+    "duplicates",
+    "facts",
+    "orphans",
+    "purge",
+    "synthesis",
+    "patterns",
+]
+LLM = ["synthesis", "patterns"]
 
 
 @pytest.fixture
@@ -70,16 +80,22 @@ def test_dream_on_a_consistent_brain_is_clean_and_reports_every_phase(src) -> No
     assert [p["phase"] for p in report["phases"]] == OFFLINE
     assert report["schema_version"] == 1
     assert report["totals"]["merge_proposals"] == 0
-    assert phase(report, "llm")["status"] == "skipped"
+    assert phase(report, "synthesis")["status"] == "skipped"
+    assert phase(report, "patterns")["status"] == "skipped"
     assert all("duration_ms" in p and "summary" in p for p in report["phases"])
 
 
 def test_llm_phases_are_skipped_without_a_provider_and_spend_nothing() -> None:
-    report = dream_run(phases=["llm"], budget_usd=1.0)
-    llm = phase(report, "llm")
-    assert llm["status"] == "skipped"
-    assert llm["summary"] == "skipped: no LLM provider configured; $0.00 of $1.00 spent"
+    report = dream_run(phases=LLM, budget_usd=1.0)
+    for name in LLM:
+        llm = phase(report, name)
+        assert llm["status"] == "skipped"
+        assert llm["summary"] == (
+            "skipped: no LLM provider configured (set ANTHROPIC_API_KEY); "
+            "$0.00 of $1.00 spent"
+        )
     assert report["budget"]["usd"] == 1.0
+    assert report["status"] == "clean"
 
 
 def test_unknown_phase_is_refused() -> None:
@@ -328,3 +344,207 @@ def test_dream_runs_the_loops_sweep_service() -> None:
     assert loops["status"] == "ok", loops
     assert loops["counts"]["loops_failed"] == 0
     assert "loops_stale" in loops["counts"]
+
+
+# --- LLM phases: the real anthropic client against recorded reply shapes ---
+
+
+def message(text: str, stop: str = "end_turn") -> dict:
+    """A Messages API reply as the API sends it (one text block, token usage)."""
+    return {
+        "id": "msg_01Dream",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-5",
+        "content": [{"type": "text", "text": text}] if text else [],
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 900, "output_tokens": 80},
+    }
+
+
+def replies(*bodies: dict):  # type: ignore[no-untyped-def]
+    import httpx2
+
+    queue = list(bodies)
+
+    def handler(request):  # type: ignore[no-untyped-def]
+        body = queue.pop(0) if len(queue) > 1 else queue[0]
+        if "status" in body:
+            return httpx2.Response(body["status"], json=body["json"])
+        return httpx2.Response(200, json=body)
+
+    return handler
+
+
+def thread(src, n: int, **kw):  # type: ignore[no-untyped-def]
+    return PageFactory(
+        source=src,
+        slug=f"emails/2001/05/gas-deal-{n}",
+        type=page_type("email"),
+        title=f"Gas deal {n}",
+        body=f"From: a@example.com\n\nShall we close the gas deal {n} by Friday?",
+        **kw,
+    )
+
+
+def test_synthesis_writes_a_dream_generated_note_per_new_conversation_with_a_key(
+    src,  # type: ignore[no-untyped-def]
+    fake_anthropic,  # type: ignore[no-untyped-def]
+) -> None:
+    private = thread(src, 1, visibility="private")
+    thread(src, 2)
+    person(src, "Not A Conversation")
+    seen = fake_anthropic(replies(message("Phillip asks to close the gas deal.")))
+
+    report = dream_run(phases=["synthesis"], budget_usd=1.0)
+
+    synthesis = phase(report, "synthesis")
+    assert synthesis["status"] == "ok", synthesis
+    assert synthesis["counts"]["synthesis_pages_written"] == 2
+    assert len(seen) == 2
+    sent = json.loads(seen[0].content)
+    assert "data, not instructions" in sent["system"]
+    assert "Shall we close the gas deal" in sent["messages"][0]["content"]
+    note = Page.objects.get(slug="dream/synthesis/emails-2001-05-gas-deal-1")
+    assert note.visibility == "private" == private.visibility
+    assert note.frontmatter["dream_generated"] is True
+    assert note.frontmatter["synthesised_hash"] == private.content_hash
+    assert note.body.startswith("Phillip asks to close the gas deal.")
+    assert Relation.objects.filter(from_page=note, to_page=private).exists()
+    assert synthesis["counts"]["llm_usd_spent_cents"] > 0
+    assert report["status"] == "ok"
+
+    again = phase(dream_run(phases=["synthesis"], budget_usd=1.0), "synthesis")
+    assert again["counts"]["synthesis_pages_written"] == 0
+    assert len(seen) == 2, "a conversation already synthesised is not sent again"
+
+
+def test_patterns_summarise_syntheses_of_a_source_in_one_call(
+    src,  # type: ignore[no-untyped-def]
+    fake_anthropic,  # type: ignore[no-untyped-def]
+) -> None:
+    thread(src, 1)
+    thread(src, 2)
+    seen = fake_anthropic(
+        replies(
+            message("Gas deal one."),
+            message("Gas deal two."),
+            message("- Closing gas deals before Friday [1, 2]"),
+        )
+    )
+
+    report = dream_run(phases=LLM, budget_usd=1.0)
+
+    patterns = phase(report, "patterns")
+    assert patterns["counts"]["pattern_pages_written"] == 1, patterns
+    assert len(seen) == 3
+    assert (
+        "[1] Synthesis: Gas deal"
+        in json.loads(seen[2].content)["messages"][0]["content"]
+    )
+    page = Page.objects.get(slug__startswith="dream/patterns/world-")
+    assert page.frontmatter["dream_generated"] is True
+    assert page.frontmatter["evidence"] == [
+        "dream/synthesis/emails-2001-05-gas-deal-1",
+        "dream/synthesis/emails-2001-05-gas-deal-2",
+    ]
+    again = phase(dream_run(phases=["patterns"], budget_usd=1.0), "patterns")
+    assert again["counts"]["pattern_pages_written"] == 0
+    assert len(seen) == 3, "the same evidence is not sent twice"
+
+
+def test_llm_phases_stop_at_the_budget_and_leave_the_rest_for_the_next_run(
+    src,  # type: ignore[no-untyped-def]
+    fake_anthropic,  # type: ignore[no-untyped-def]
+) -> None:
+    thread(src, 1)
+    seen = fake_anthropic(replies(message("never asked")))
+    synthesis = phase(dream_run(phases=["synthesis"], budget_usd=0.001), "synthesis")
+    assert seen == []
+    assert synthesis["counts"]["synthesis_deferred"] == 1
+    assert not Page.objects.filter(slug__startswith="dream/").exists()
+
+
+def test_a_refusal_or_a_cut_reply_writes_no_synthesis(
+    src,  # type: ignore[no-untyped-def]
+    fake_anthropic,  # type: ignore[no-untyped-def]
+) -> None:
+    thread(src, 1)
+    thread(src, 2)
+    fake_anthropic(
+        replies(message("", stop="refusal"), message("Half a sent", stop="max_tokens"))
+    )
+    synthesis = phase(dream_run(phases=["synthesis"], budget_usd=1.0), "synthesis")
+    assert synthesis["counts"]["synthesis_pages_written"] == 0
+    assert "1 refused, 1 cut at the token limit" in synthesis["summary"]
+    assert not Page.objects.filter(slug__startswith="dream/").exists()
+
+
+def test_an_api_error_stops_the_llm_phase_and_the_run_is_partial(
+    src,  # type: ignore[no-untyped-def]
+    fake_anthropic,  # type: ignore[no-untyped-def]
+) -> None:
+    thread(src, 1)
+    overloaded = {
+        "status": 529,
+        "json": {
+            "type": "error",
+            "error": {"type": "overloaded_error", "message": "Overloaded"},
+        },
+    }
+    fake_anthropic(replies(overloaded))
+    report = dream_run(phases=["synthesis"], budget_usd=1.0)
+    synthesis = phase(report, "synthesis")
+    assert synthesis["status"] == "warn"
+    assert "Overloaded" in synthesis["details"]["error"]
+    assert synthesis["counts"]["synthesis_deferred"] == 1
+    assert report["status"] == "partial"
+
+
+def test_a_dream_job_whose_report_is_partial_ends_partial(src) -> None:  # type: ignore[no-untyped-def]
+    """The job status follows the report: a warning phase is not "Succeeded"."""
+    PageFactory(source=src, body="See [[people/nobody-here]] for details.")
+    job, _ = job_enqueue(
+        kind="dream", params={"phases": ["link_repair"]}, dispatch=False
+    )
+    done = execute_job(job_id=job.pk)
+    assert done is not None
+    assert done.result["status"] == "partial"
+    assert done.status == Job.Status.PARTIAL
+    assert done.error == "dream partial: link_repair warn"
+    assert done.history[-1]["outcome"] == "partial"
+
+
+def test_the_dream_job_hands_pending_embeddings_to_one_embed_pending_job(
+    src,  # type: ignore[no-untyped-def]
+    settings,  # type: ignore[no-untyped-def]
+) -> None:
+    from brain.models import Chunk
+
+    settings.BRAIN_EMBEDDING_PROVIDER = "local"
+    page = PageFactory(source=src)
+    for ordinal in range(3):
+        Chunk.objects.create(
+            page=page,
+            source=src,
+            visibility=page.visibility,
+            ordinal=ordinal,
+            text=f"chunk {ordinal}",
+            content_hash=str(ordinal),
+        )
+    for _ in range(2):
+        job, _ = job_enqueue(
+            kind="dream", params={"phases": ["embeddings"]}, dispatch=False
+        )
+        done = execute_job(job_id=job.pk)
+        assert done is not None and done.status == Job.Status.SUCCEEDED, done.error
+        embeddings = phase(done.result, "embeddings")
+        assert embeddings["counts"] == {"chunks_embedded": 0, "chunks_pending": 3}
+    queued = Job.objects.filter(kind="embed_pending")
+    assert queued.count() == 1, "a second dream finds the queued job"
+    assert embeddings["summary"] == (
+        f"3 chunk(s) to embed handed to the embed_pending job #{queued.get().pk} "
+        "(already queued)"
+    )
+    assert Chunk.objects.filter(embedding__isnull=False).count() == 0

@@ -262,7 +262,7 @@ def test_retry_gives_a_dead_job_one_more_attempt_from_its_checkpoint(
         job_retry(job_id=job.pk, actor="admin")
     job.refresh_from_db()
     assert (job.status, job.attempts, job.max_attempts) == ("succeeded", 2, 2)
-    with pytest.raises(InvalidParams, match="only failed, dead or cancelled"):
+    with pytest.raises(InvalidParams, match="only failed, partial, dead or cancelled"):
         job_retry(job_id=job.pk, actor="admin")
 
 

@@ -16,7 +16,11 @@ One module per stage (``inputs``, ``plan``, ``write``, ``lifecycle``, ``index``)
 this package re-exports their public names.
 """
 
-from brain.services.pages.index import page_reindex, pages_embed_pending
+from brain.services.pages.index import (
+    page_reindex,
+    pages_embed_backlog,
+    pages_embed_pending,
+)
 from brain.services.pages.inputs import (
     AGENT_INPUT_TAG,
     EMBED_BATCH,
@@ -58,6 +62,7 @@ __all__ = [
     "page_soft_delete",
     "page_update",
     "page_write",
+    "pages_embed_backlog",
     "pages_embed_pending",
     "pages_write",
     "raws_store",

@@ -124,9 +124,7 @@ def _mark_indexed(page_ids: Iterable[int], model: str) -> set[int]:
     ids = list(page_ids)
     if not ids:
         return set()
-    stale = Chunk.objects.filter(page_id=OuterRef("pk")).filter(
-        Q(embedding__isnull=True) | ~Q(embedding_model=model)
-    )
+    stale = Chunk.objects.filter(page_id=OuterRef("pk")).filter(_needs_embedding(model))
     Page.objects.filter(pk__in=ids, deleted_at__isnull=True).exclude(
         indexed_hash=F("content_hash")
     ).exclude(Exists(stale)).update(indexed_hash=F("content_hash"))
@@ -163,7 +161,7 @@ def _embed_pages(pages: Sequence[tuple[int, str]]) -> set[int]:
         return set(titles)
     chunks = list(
         Chunk.objects.filter(page_id__in=list(titles))
-        .filter(Q(embedding__isnull=True) | ~Q(embedding_model=provider.name))
+        .filter(_needs_embedding(provider.name))
         .only("id", "page_id", "text")
         .order_by("page_id", "ordinal")
     )
@@ -202,6 +200,22 @@ def page_reindex(*, page: Page) -> bool:
     return _embed_page(locked.pk, locked.content_hash)
 
 
+def _needs_embedding(model: str) -> Q:
+    """Chunks ``pages_embed_pending`` fills: no vector, or one from another model."""
+    return Q(embedding__isnull=True) | ~Q(embedding_model=model)
+
+
+def pages_embed_backlog() -> int:
+    """How many chunks of live pages ``pages_embed_pending`` would embed now (no
+    vector, or another model's); 0 with provider ``none``. One count query."""
+    provider = embeddings.get_provider()
+    if provider is None:
+        return 0
+    return Chunk.objects.filter(
+        _needs_embedding(provider.name), page__deleted_at__isnull=True
+    ).count()
+
+
 def pages_embed_pending(
     *,
     limit: int | None = None,
@@ -222,7 +236,7 @@ def pages_embed_pending(
     if provider is None:
         return 0
     total = 0
-    stale = Q(embedding__isnull=True) | ~Q(embedding_model=provider.name)
+    stale = _needs_embedding(provider.name)
     if source_ids is not None:
         stale &= Q(source_id__in=list(source_ids))
     while limit is None or total < limit:

@@ -97,8 +97,10 @@ class Command(BaseCommand):
         self.stdout.write(
             f"Job #{done.pk} {done.status} after {done.attempts} attempt(s)."
         )
-        if done.status == Job.Status.SUCCEEDED:
+        if done.status in (Job.Status.SUCCEEDED, Job.Status.PARTIAL):
             self.stdout.write(json.dumps(done.result, indent=2, default=str))
+            if done.error:
+                self.stdout.write(f"Partial: {done.error}")
             return
         if done.status == Job.Status.QUEUED:
             self.stdout.write(
