@@ -19,10 +19,11 @@ Run (from any worktree): ``.venv/bin/python benchmarks/loops_quality.py``
   ``--reuse``         skip the import when the source already exists (detection
                       is re-run on the stored mail)
 
-Matching (LOOPS_DEVSET.md): a product loop matches a truth item of the same type
-when its thread contains one of the labelled thread's message ids; commitments also
-need the same message and direction, several per message matched greedily by text
-similarity. Precision = matched product loops / product loops in labelled threads;
+Matching (LOOPS_DEVSET.md): a product loop is scored against the labelled thread
+holding its evidence message (else every labelled thread its thread overlaps) and
+matches a truth item of the same type there; commitments also need the same message
+and direction, several per message matched greedily by text similarity. Message ids
+are read through the import's copy ledger (copies of one message count once). Precision = matched product loops / product loops in labelled threads;
 recall = matched truth items / truth items.
 """
 
@@ -53,6 +54,7 @@ from django.conf import settings  # noqa: E402
 from brain.access import local_caller  # noqa: E402
 from brain.models import RawRecord, Source  # noqa: E402
 from connectors.mailbox.sync import mailbox_import  # noqa: E402
+from connectors.models import ImportedItem  # noqa: E402
 from loops.definitions import collapse, is_mine, reply_text  # noqa: E402
 from loops.message import MailMessage  # noqa: E402
 from loops.models import GraceHold, LoopStatus, OpenLoop  # noqa: E402
@@ -172,6 +174,85 @@ def import_corpus(corpus: str, owners: list[str], *, reuse: bool) -> tuple[str, 
     return sid, time.perf_counter() - started
 
 
+def copy_map(sid: str) -> dict[str, str]:
+    """Message id of each dropped copy → the id of the copy the import kept (the
+    ledger's ``copy of <key>`` rows). Copies of one message count once (issue 14),
+    so a label naming the dropped copy means the kept one."""
+    out: dict[str, str] = {}
+    for external_id, reason in ImportedItem.objects.filter(
+        source_id=sid, kind=ImportedItem.Kind.DUPLICATE
+    ).values_list("external_id", "reason"):
+        if reason.startswith("copy of "):
+            out[norm_id(external_id)] = norm_id(reason.removeprefix("copy of "))
+    return out
+
+
+def canonical_labels(
+    labels: list[Label], copies: dict[str, str], thread_of: dict[str, str]
+) -> list[Label]:
+    """``labels`` with every message id read through ``copies``. Two labels of one
+    file merge when they share a message (one conversation labelled once per
+    copy) or, for the thread loop types, when the product put their messages in
+    one thread (``thread_of``: message id → product thread id; one conversation
+    labelled in pieces, which holds one loop per type). A merged label keeps a
+    truth item once per (type, message, counterparty), for thread types once per
+    (type, counterparty)."""
+
+    def canon(mid: str) -> str:
+        return copies.get(mid, mid)
+
+    def key(t: dict[str, Any]) -> tuple[str, ...]:
+        if t["type"].startswith("commitment"):
+            return (t["type"], t["message_id"], t.get("counterparty") or "")
+        return (t["type"], t.get("counterparty") or "")
+
+    out: list[Label] = []
+    threads: dict[int, set[str]] = {}
+    for lab in labels:
+        ids = {canon(m) for m in lab.message_ids}
+        tids = (
+            set()
+            if any(t.startswith("commitment") for t in lab.types)
+            else {thread_of[m] for m in ids if m in thread_of}
+        )
+        truth = [{**t, "message_id": canon(t["message_id"])} for t in lab.truth]
+        twin = next(
+            (
+                o
+                for o in out
+                if o.types == lab.types
+                and (o.message_ids & ids or threads[id(o)] & tids)
+            ),
+            None,
+        )
+        if twin is None:
+            merged = Label(
+                corpus=lab.corpus,
+                owners=lab.owners,
+                thread=canon(norm_id(lab.thread)),
+                message_ids=ids,
+                stratum=lab.stratum,
+                types=lab.types,
+                truth=[],
+                rejected=list(lab.rejected),
+            )
+            out.append(merged)
+            threads[id(merged)] = set(tids)
+            twin = merged
+        else:
+            twin.message_ids |= ids
+            threads[id(twin)] |= tids
+            twin.rejected += lab.rejected
+            if lab.stratum == "opened":
+                twin.stratum = "opened"
+        seen = {key(t) for t in twin.truth}
+        for t in truth:
+            if key(t) not in seen:
+                seen.add(key(t))
+                twin.truth.append(t)
+    return out
+
+
 def source_messages(sid: str) -> dict[str, list[MailMessage]]:
     """Every stored message of the source by thread id, oldest first."""
     threads: dict[str, list[MailMessage]] = defaultdict(list)
@@ -232,14 +313,22 @@ def evaluate(
             by_msg[mid].append(lab)
     loops_by_label: dict[int, list[OpenLoop]] = defaultdict(list)
     for loop in loops:
-        ids = set(thread_ids.get(loop.thread_id, ()))
-        ids |= {norm_id(e.get("message_id")) for e in loop.evidence}
-        hits = {
-            id(lab): lab
-            for mid in ids
-            for lab in by_msg.get(mid, ())
-            if loop.loop_type in lab.types
-        }
+        # A loop is scored once, against the labelled thread holding its evidence;
+        # only without one, against every labelled thread its product thread
+        # overlaps (the product may join conversations labelled apart).
+        hits: dict[int, Label] = {}
+        for ids in (
+            {norm_id(e.get("message_id")) for e in loop.evidence},
+            set(thread_ids.get(loop.thread_id, ())),
+        ):
+            hits = {
+                id(lab): lab
+                for mid in ids
+                for lab in by_msg.get(mid, ())
+                if loop.loop_type in lab.types
+            }
+            if hits:
+                break
         if not hits:
             verdicts[loop.pk] = None
         for lab in hits.values():
@@ -440,7 +529,6 @@ def main() -> None:
         if args.dump:
             dump(sid, labels, owners, args.dump)
             continue
-        mine = [lab for lab in labels if lab.corpus == corpus]
         loops = list(
             OpenLoop.objects.filter(
                 source_id=sid, status=LoopStatus.OPEN, loop_type__in=types
@@ -450,6 +538,10 @@ def main() -> None:
             tid: {norm_id(m.message_id) for m in msgs}
             for tid, msgs in source_messages(sid).items()
         }
+        thread_of = {mid: tid for tid, mids in thread_ids.items() for mid in mids}
+        mine = canonical_labels(
+            [lab for lab in labels if lab.corpus == corpus], copy_map(sid), thread_of
+        )
         tallies, verdicts = evaluate(mine, loops, thread_ids)
         for key, tally in tallies.items():
             t = total[key]

@@ -115,6 +115,16 @@ _SCHEDULING = re.compile(
     r"which time|when (?:can|could|would|will))\b",
     re.I,
 )
+# "If I do not hear from you by COB tomorrow I will take your silence as acceptance":
+# the writer settles the matter themselves at the deadline, so once it has passed
+# nothing is owed on the asks before it.
+_SILENCE_IS_CONSENT = re.compile(
+    r"\b(?:silence (?:as|means|will be (?:taken|treated) as)|(?:if|unless) (?:i|we) "
+    r"(?:do not|don'?t) hear (?:back )?(?:from you|otherwise)|(?:i|we)(?:'ll| will| "
+    r"shall)? (?:assume|consider|take)(?: that)? (?:it|this|that|your|you|the)\b"
+    r"[^.?!]{0,40}\b(?:approv|accept|agree|ok|fine|sign))",
+    re.I,
+)
 _VOCATIVE = re.compile(
     r"^\s*(?:(?:hi|hello|hey|dear|morning|good morning)\s+)?([A-Z][a-z]{1,20})"
     r"(?:\s*[,:!-]|\s*\n)"
@@ -190,6 +200,21 @@ def live_asks(
     ):
         return []
     return asks
+
+
+def settles_by_silence(
+    text: str, *, sent_at: datetime | None, now: datetime | None
+) -> bool:
+    """True when ``text`` sets a deadline after which silence counts as consent
+    ("If I do not hear from you by COB tomorrow I will take your silence as
+    acceptance") and that deadline is ``ANCHORED_ASK_LIFETIME`` past at ``now``:
+    the writer went ahead, the asks before it are moot (SPEC §5.1a)."""
+    return bool(
+        sent_at is not None
+        and now is not None
+        and now - sent_at > ANCHORED_ASK_LIFETIME
+        and _SILENCE_IS_CONSENT.search(collapse(text or ""))
+    )
 
 
 def vocative(text: str) -> str:

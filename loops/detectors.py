@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from loops.asks import is_fulfilment, live_asks, vocative
+from loops.asks import is_fulfilment, live_asks, settles_by_silence, vocative
 from loops.definitions import (
     asks_question,
     collapse,
@@ -25,6 +25,7 @@ from loops.definitions import (
     reply_text,
 )
 from loops.models import CLOSED_BY_FULFILLED, LoopType
+from loops.senders import is_list_address
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping, Sequence
@@ -217,10 +218,39 @@ def detect_thread(
     run.reverse()
 
     seen = contacts or {}
+    if not mine and _handed_off(run, owners):
+        # Their only answer hands my ask to someone else ("Pam, can you help with
+        # below?"): it answers nothing, so my ask is still waiting on them.
+        earlier = turns[: len(turns) - len(run)]
+        mine_run: list[MailMessage] = []
+        for m in reversed(earlier):
+            if not is_mine(m, owners):
+                break
+            mine_run.insert(0, m)
+        if mine_run:
+            return _outbound(
+                mine_run,
+                mine_run[-1],
+                owners,
+                kinds,
+                seen,
+                mutes,
+                now,
+                thread_id,
+                subject,
+            )
     if mine:
         return _outbound(run, last, owners, kinds, seen, mutes, now, thread_id, subject)
     return _inbound(
         subs, run, last, owners, kinds, seen, mutes, now, thread_id, subject
+    )
+
+
+def _handed_off(run: Sequence[MailMessage], owners: set[str]) -> bool:
+    """True when every message of their turn opens by naming another recipient
+    and none delivers: a hand-off to a colleague, not an answer to me."""
+    return all(addressed_elsewhere(m, owners) for m in run) and not any(
+        is_fulfilment(reply_text(m.body)) for m in run
     )
 
 
@@ -255,6 +285,11 @@ def _outbound(
         for a in dict.fromkeys(x.lower() for x in (*ask.to, *ask.cc) if x)
         if a not in owners
     ]
+    if any(is_list_address(a) for a in recipients):
+        # Posted to a mailing list: its readers, not a person, may answer.
+        verdict.reason = "mailing_list"
+        verdict.retract[LoopType.UNANSWERED_OUTBOUND] = verdict.reason
+        return verdict
     people = [a for a in recipients if kinds.get(a) != AUTOMATED]
     if not people:
         verdict.reason = "no_recipients" if not recipients else "automated_recipient"
@@ -350,6 +385,14 @@ def _inbound(
             )
         elif _superseded(asking[-1].date, contacts.get(sender, (None, None))[1], now):
             verdict.reason = "superseded"
+        elif any(
+            settles_by_silence(reply_text(m.body), sent_at=m.date, now=now)
+            for m in run
+            if m.sent_at >= asking[-1].sent_at
+        ):
+            # "If I do not hear from you by COB tomorrow I take your silence as
+            # acceptance", long past: they went ahead without my answer.
+            verdict.reason = "settled_by_silence"
     if verdict.reason:
         verdict.retract[LoopType.UNANSWERED_INBOUND] = verdict.reason
         return verdict

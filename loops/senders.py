@@ -112,6 +112,38 @@ CROWD_SHARE = 0.8
 HTML_SHARE = 0.8
 
 
+# A mailing list's posting address (``razor-users@``, ``dev-list@``,
+# ``anything@lists.example.org``): an ask posted there is to the list's readers.
+LIST_SUFFIXES = (
+    "-users",
+    "-user",
+    "-devel",
+    "-dev",
+    "-discuss",
+    "-discussion",
+    "-list",
+    "-talk",
+    "-general",
+    "-announce",
+    "-l",
+)
+LIST_DOMAIN_PREFIXES = ("lists.", "list.", "groups.", "listserv.")
+
+
+def is_list_address(address: str) -> bool:
+    """True when ``address`` is a mailing list's posting address: its local part
+    ends like a list (``-users``, ``-devel``, ``-list``, ``-l``…) or its domain is
+    a list server's (``lists.``, ``groups.``, ``googlegroups.com``)."""
+    local, _, domain = (address or "").lower().partition("@")
+    if not local or not domain:
+        return False
+    return (
+        local.endswith(LIST_SUFFIXES)
+        or domain.startswith(LIST_DOMAIN_PREFIXES)
+        or domain == "googlegroups.com"
+    )
+
+
 def local_part_is_role(address: str) -> bool:
     """True when the address's local part names a role or a system
     (``webmaster@``, ``edelivery@``, ``enron_update@``, ``leave-news-123@``)."""

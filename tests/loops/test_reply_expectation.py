@@ -163,6 +163,22 @@ def test_ask_tied_to_a_day_long_past_is_moot() -> None:
     assert opened([mail(1, body)]) == [LoopType.UNANSWERED_INBOUND]
 
 
+def test_silence_as_consent_deadline_long_past_is_moot() -> None:
+    ask = mail(1, "Please review the attached design for sign-off.", cc=(BOB,))
+    nudge = mail(
+        2,
+        "If I do not hear from you by COB tomorrow I will take your silence as "
+        "acceptance of the design.",
+        hours=96,
+    )
+    late = detect_thread(
+        [ask, nudge], owner_addresses=[ME], now=T0 + timedelta(days=40)
+    )
+    assert late.open == [] and late.reason == "settled_by_silence"
+    # Before the deadline has long passed, the ask is still owed.
+    assert opened([ask, nudge]) == [LoopType.UNANSWERED_INBOUND]
+
+
 def test_automated_sender_opens_no_reply_owed_loop() -> None:
     body = "Your approval is overdue. Can you review request 42?"
     kinds = {"approvals@acme.example": AUTOMATED}
@@ -212,6 +228,27 @@ def test_outbound_loop_needs_a_real_ask_of_a_person() -> None:
         1, "Can you confirm my order?", frm=ME, to=("orders@shop.example",)
     )
     assert opened([to_machine], kinds) == []
+
+
+def test_my_ask_posted_to_a_mailing_list_opens_nothing() -> None:
+    body = "Parser folks: is the -x flag documented anywhere?"
+    post = mail(1, body, frm=ME, to=(ANN,), cc=("parser-users@lists.example.org",))
+    verdict = detect([post])
+    assert verdict.open == [] and verdict.reason == "mailing_list"
+    devel = mail(1, body, frm=ME, to=("parser-devel@example.org",))
+    assert opened([devel]) == []
+
+
+def test_counterparty_handing_my_ask_to_someone_else_does_not_answer_it() -> None:
+    carol = "carol.diaz@partner.example"
+    ask = mail(1, "Ann, does section 4 apply to my case?", frm=ME, to=(ANN,))
+    handoff = mail(2, "Carol,\n\nCan you help with below?\n\nAnn", cc=(carol,), hours=2)
+    verdict = detect([ask, handoff])
+    assert [s.loop_type for s in verdict.open] == [LoopType.UNANSWERED_OUTBOUND]
+    assert verdict.open[0].counterparty_email == ANN
+    # A reply that answers me closes it.
+    answer = mail(3, "Olivia, yes: section 4 applies.", hours=3)
+    assert LoopType.UNANSWERED_OUTBOUND in detect([ask, handoff, answer]).close
 
 
 def test_my_request_without_question_mark_opens_a_waiting_loop() -> None:
