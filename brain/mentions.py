@@ -6,6 +6,9 @@ From the last few conversation turns this finds what might name a page:
   case such as ``iPhone``, all caps), and every contiguous sub-span of up to 4 tokens
   of a run, so "Ask Sarah Chen" offers "Sarah Chen", "Sarah" and "Chen";
 - **handles** (``@sarahc``, at least 2 characters) and e-mail addresses;
+- **names** in the forms mail exports write them (``Harlow, Quinn``, Exchange
+  ``Harlow, Quinn </O=…>``, Notes ``Ines Varga/HOU/CORP@CORP``), keyed
+  ``quinn harlow`` and matched through exact aliases only;
 - **weak** candidates: lower-case words (and runs of up to 3) that are neither
   stopwords nor common English words; the resolver matches them only through exact
   aliases.
@@ -24,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from brain.people import name_keys
 from brain.text import normalize_alias
 
 # Turns read per call (SPEC §9: "the last 4 turns").
@@ -170,7 +174,7 @@ class Run:
 class Span:
     """One candidate occurrence: ``key`` is the alias-normalised text.
 
-    ``kind`` is ``strong``, ``weak``, ``handle`` or ``email``; ``run`` indexes
+    ``kind`` is ``strong``, ``weak``, ``handle``, ``email`` or ``name``; ``run`` indexes
     ``MentionWindow.runs`` (-1 for handles and e-mails); ``start``/``end`` are token
     positions in the run (end exclusive).
     """
@@ -380,8 +384,41 @@ def extract_mentions(turns: Sequence[str]) -> MentionWindow:
                             start + length,
                         )
                     )
+        for surface, key in name_forms(text):
+            window.spans.append(Span(key, surface, turn, "name", -1, 0, 1))
     _drop_sentence_initial_common_words(window)
     return window
+
+
+# Export forms of a person's name that tokens split apart (issue 25): Exchange
+# "Harlow, Quinn </O=…>", Notes "Ines Varga/HOU/CORP@CORP", and "Harlow, Quinn".
+_CAP = r"[A-Z][\w'’.-]*"
+_NAME_FORMS = (
+    re.compile(
+        rf"{_CAP}(?:\s{_CAP}){{0,2}},\s*{_CAP}(?:\s{_CAP}){{0,2}}\s*</O=[^>\s]*>?"
+    ),
+    re.compile(rf"{_CAP}(?:\s{_CAP}){{1,3}}/[A-Za-z0-9][\w/-]*@[A-Za-z][\w-]*"),
+    re.compile(r"\b[A-Z][a-z][\w'’-]*,\s[A-Z][a-z][\w'’-]*(?:\s[A-Z]\.?)?(?![\w'’-])"),
+)
+MAX_NAME_FORMS_PER_TURN = 16
+
+
+def name_forms(text: str) -> list[tuple[str, str]]:
+    """(surface, alias key) for each export form of a person's name in ``text``
+    (``brain.people``: "Last, First", X.500, Notes), matched by exact alias only."""
+    found: list[tuple[str, str]] = []
+    taken: list[tuple[int, int]] = []
+    for pattern in _NAME_FORMS:
+        for m in pattern.finditer(text):
+            if any(m.start() < end and start < m.end() for start, end in taken):
+                continue
+            keys = name_keys(m.group(0))
+            if keys and " " in keys[0]:
+                taken.append((m.start(), m.end()))
+                found.append((m.group(0), keys[0]))
+            if len(found) >= MAX_NAME_FORMS_PER_TURN:
+                return found
+    return found
 
 
 def _drop_sentence_initial_common_words(window: MentionWindow) -> None:

@@ -14,7 +14,8 @@ from brain.models.sources import Source
 
 class MergeProposal(models.Model):
     """Dream's suggestion that two pages of one source name the same entity (same
-    email alias, or near-identical titles by pg_trgm similarity). A curator accepts
+    email alias; for people, evidence scored by ``brain.services.people``, listed in
+    ``evidence``; for other entities, near-identical titles by pg_trgm similarity). A curator accepts
     (merge: ``merge_page`` into ``keep_page``, keeping aliases and a redirect) or
     rejects it in the admin. One proposal per unordered page pair, ever, so a
     rejected pair is not proposed again. Dream-generated (``created_by="dream"``)."""
@@ -27,6 +28,7 @@ class MergeProposal(models.Model):
     class Reason(models.TextChoices):
         SAME_EMAIL = "same_email", "Same email alias"
         SIMILAR_NAME = "similar_name", "Near-identical name"
+        PEOPLE_EVIDENCE = "people_evidence", "Evidence that two people are one"
 
     source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="+")
     keep_page = models.ForeignKey(
@@ -36,7 +38,9 @@ class MergeProposal(models.Model):
         Page, on_delete=models.CASCADE, related_name="merge_proposals_merged"
     )
     reason = models.CharField(max_length=16, choices=Reason.choices)
-    score = models.FloatField(default=1.0, help_text="Title similarity (0..1).")
+    score = models.FloatField(
+        default=1.0, help_text="Confidence (0..1): title similarity or people evidence."
+    )
     evidence = models.JSONField(default=dict, blank=True)
     status = models.CharField(
         max_length=10, choices=Status.choices, default=Status.PENDING, db_index=True

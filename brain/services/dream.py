@@ -46,6 +46,7 @@ from django.db.models import Count, Exists, OuterRef, Q
 from django.utils import timezone
 
 from brain.access import local_caller
+from brain.exceptions import BrainError
 from brain.extensions import loop_views
 from brain.llm import anthropic_client, estimate_usd
 from brain.models import (
@@ -56,16 +57,23 @@ from brain.models import (
     Page,
     PageType,
     Relation,
+    Source,
 )
 from brain.services.facts import (
     fact_expire,
     fact_supersede_duplicates,
     facts_expire_for_page,
 )
+from brain.services.merges import merge_proposal_accept
 from brain.services.pages import (
     page_write,
     pages_embed_backlog,
     pages_embed_pending,
+)
+from brain.services.people import (
+    PERSON_TYPE,
+    auto_merge_score,
+    person_merge_candidates,
 )
 
 logger = logging.getLogger(__name__)
@@ -292,10 +300,14 @@ def _keep_first(page_ids: Iterable[int]) -> list[int]:
 
 def phase_duplicates(budget: Budget, now: Any) -> PhaseResult:
     """Merge proposals for live entity pages (person, company, ...) of one source
-    that share an email alias, or entity pages of one type whose titles are
-    near-identical (pg_trgm similarity ≥
+    that share an email alias; person pages whose evidence scores at least 0.6
+    (``brain.services.people.person_merge_candidates``: names, addresses, typos,
+    initial variants; the evidence is stored on the proposal); other entity pages
+    of one type whose titles are near-identical (pg_trgm similarity ≥
     ``BRAIN_DREAM_NAME_SIMILARITY``, default 0.75). Each unordered pair is proposed
-    once, ever (a unique constraint), so a rejected pair stays rejected."""
+    once, ever (a unique constraint), so a rejected pair stays rejected. People
+    proposals at or above the source's auto-merge confidence (admin: source config
+    ``people_auto_merge_score``; unset by default) are merged at once."""
     threshold = float(getattr(settings, "BRAIN_DREAM_NAME_SIMILARITY", 0.75))
     candidates: list[tuple[str, list[int], str, float, dict[str, Any]]] = []
 
@@ -345,11 +357,11 @@ def phase_duplicates(budget: Budget, now: Any) -> PhaseResult:
              AND b.id > a.id AND a.title %% b.title
             JOIN brain_pagetype t ON t.id = a.type_id
             WHERE a.deleted_at IS NULL AND b.deleted_at IS NULL
-              AND t.primitive = %s
+              AND t.primitive = %s AND t.name <> %s
             ORDER BY score DESC, a.id, b.id
             LIMIT %s
             """,
-            [PageType.Primitive.ENTITY, budget.max_items],
+            [PageType.Primitive.ENTITY, PERSON_TYPE, budget.max_items],
         )
         for source_id, a_id, b_id, score, a_title, b_title in cursor.fetchall():
             candidates.append(
@@ -359,6 +371,21 @@ def phase_duplicates(budget: Budget, now: Any) -> PhaseResult:
                     MergeProposal.Reason.SIMILAR_NAME,
                     round(float(score), 3),
                     {"titles": [a_title, b_title]},
+                )
+            )
+
+    # People: proposals from evidence, never from title similarity alone (issue 25).
+    for source_id in Source.objects.values_list("id", flat=True).order_by("id"):
+        for found in person_merge_candidates(
+            source_id=source_id, limit=budget.max_items
+        ):
+            candidates.append(
+                (
+                    source_id,
+                    [found.keep, found.merge],
+                    MergeProposal.Reason.PEOPLE_EVIDENCE,
+                    found.score,
+                    {"evidence": list(found.evidence)},
                 )
             )
 
@@ -386,6 +413,7 @@ def phase_duplicates(budget: Budget, now: Any) -> PhaseResult:
             known.add((min(a, b), max(a, b)))
     new = [p for key, p in pairs.items() if key not in known]
     MergeProposal.objects.bulk_create(new, ignore_conflicts=True)
+    merged = _auto_merge(new)
     by_reason = {
         reason: sum(1 for p in new if p.reason == reason)
         for reason in MergeProposal.Reason.values
@@ -394,12 +422,45 @@ def phase_duplicates(budget: Budget, now: Any) -> PhaseResult:
         summary=(
             f"{len(new)} new merge proposal(s) "
             f"({by_reason['same_email']} same email, "
-            f"{by_reason['similar_name']} similar name); "
-            f"{len(pairs) - len(new)} already proposed"
+            f"{by_reason['similar_name']} similar name, "
+            f"{by_reason['people_evidence']} people evidence); "
+            f"{len(pairs) - len(new)} already proposed; {merged} auto-merged"
         ),
-        counts={"merge_proposals": len(new)},
-        writes=len(new),
+        counts={"merge_proposals": len(new), "auto_merged": merged},
+        writes=len(new) + merged,
     )
+
+
+def _auto_merge(proposals: list[MergeProposal]) -> int:
+    """Accept new people-evidence proposals scoring at least their source's
+    auto-merge confidence (``auto_merge_score``; off unless an admin set it).
+    Returns how many merged; a pair that can no longer merge stays pending."""
+    thresholds = {
+        s.id: auto_merge_score(s)
+        for s in Source.objects.filter(id__in={p.source_id for p in proposals})
+    }
+    merged = 0
+    for proposal in proposals:
+        threshold = thresholds.get(proposal.source_id)
+        if (
+            threshold is None
+            or proposal.reason != MergeProposal.Reason.PEOPLE_EVIDENCE
+            or proposal.score < threshold
+        ):
+            continue
+        stored = MergeProposal.objects.filter(
+            keep_page_id=proposal.keep_page_id,
+            merge_page_id=proposal.merge_page_id,
+            status=MergeProposal.Status.PENDING,
+        ).first()
+        if stored is None:
+            continue
+        try:
+            merge_proposal_accept(proposal_id=stored.pk, actor=f"{ACTOR}:auto-merge")
+        except BrainError:
+            continue
+        merged += 1
+    return merged
 
 
 def phase_facts(budget: Budget, now: Any) -> PhaseResult:

@@ -22,6 +22,7 @@ from django.utils import timezone
 from brain.access import ReadScope, scope_queryset
 from brain.extensions import loop_views
 from brain.models import Fact, Page, TimelineEntry, Visibility
+from brain.people import name_keys
 from brain.selectors import backlinks_sql
 from brain.selectors_facts import fact_list_active
 from brain.text import normalize_alias, slugify_title
@@ -79,18 +80,18 @@ _RESOLVE_SQL = """
    FROM brain_alias a
    JOIN brain_page p ON p.id = a.page_id
    JOIN brain_pagetype t ON t.id = p.type_id
-  WHERE a.source_id = ANY(%(sources)s) AND a.alias = %(alias)s
+  WHERE a.source_id = ANY(%(sources)s) AND a.alias = ANY(%(aliases)s)
     AND p.source_id = ANY(%(sources)s) AND p.deleted_at IS NULL
     AND p.visibility = ANY(%(visibilities)s)
   ORDER BY touched DESC, p.slug
   LIMIT %(limit)s)
 UNION ALL
-(SELECT CASE WHEN lower(p.title) = %(lower)s OR p.slug = ANY(%(slugs)s) THEN 1 ELSE 2 END
+(SELECT CASE WHEN lower(p.title) = ANY(%(lowers)s) OR p.slug = ANY(%(slugs)s) THEN 1 ELSE 2 END
         AS arm, p.*, t.name AS type_name,
         GREATEST(p.updated_at, COALESCE(p.last_retrieved_at, p.updated_at)) AS touched
    FROM brain_page p
    JOIN brain_pagetype t ON t.id = p.type_id
-  WHERE (lower(p.title) = %(lower)s OR p.slug = ANY(%(slugs)s)
+  WHERE (lower(p.title) = ANY(%(lowers)s) OR p.slug = ANY(%(slugs)s)
          OR reverse(p.slug) LIKE %(suffix)s)
     AND p.source_id = ANY(%(sources)s) AND p.deleted_at IS NULL
     AND p.visibility = ANY(%(visibilities)s)
@@ -104,8 +105,10 @@ def entity_resolve(
 ) -> EntityResolution:
     """Resolve a free-text ``name`` to a page in ``scope`` (SPEC §4, digest §3.1).
 
-    Arms: alias (``normalize_alias(name)`` in ``Alias``), exact (case-insensitive title,
-    or slug equal to ``name`` or ``slugify(name)``), slug suffix (slug ends with
+    Arms: alias (``normalize_alias(name)`` or one of its ``brain.people.name_keys``,
+    so every export form of a person's name or address resolves, in ``Alias``), exact
+    (case-insensitive title equal to the name or one of those keys, or slug equal to
+    ``name`` or ``slugify(name)``), slug suffix (slug ends with
     ``/<slugify(name)>``). Candidates rank by arm, then most recently touched. Returns
     an empty resolution for blank input. One round trip: both halves are index scans
     (``brain_alias`` (source, alias); ``brain_page_title_lower``, the slug unique index
@@ -115,11 +118,15 @@ def entity_resolve(
     if not text or not scope.source_ids:
         return EntityResolution(page=None)
     slug = slugify_title(text, max_length=255)
+    # Every form of a person's name or address meets on the same keys (issue 25):
+    # "Harlow, Quinn", "Harlow, Quinn </O=…>", "Quinn Harlow/HOU/ECT@ECT" and a
+    # gateway-wrapped "\"Quinn Harlow\" <q@x.org>@ENRON" all try "quinn harlow".
+    keys = list(dict.fromkeys([normalize_alias(text), *name_keys(text)]))
     params = {
         "sources": list(scope.source_ids),
         "visibilities": list(scope.visibilities),
-        "alias": normalize_alias(text),
-        "lower": text.lower(),
+        "aliases": keys,
+        "lowers": sorted({text.lower(), *keys}),
         "slugs": sorted({text.lower()} | ({slug} if slug else set())),
         # reverse(slug) LIKE reverse('/<slug>') || '%': the slug ends with '/<slug>'.
         # Slugified text has no LIKE wildcards; a blank slug matches nothing.

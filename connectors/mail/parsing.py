@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import html2text
 
+from brain.people import export_entry, name_fits_address, person_name, split_export_list
 from connectors.base import PermanentError
 from loops.definitions import (
     CALENDAR_METHODS,
@@ -119,6 +120,9 @@ class ParsedMail:
     attachments: list[dict[str, Any]] = field(default_factory=list)
     labels: list[str] = field(default_factory=list)
     folder: str = ""
+    # (address, display name as written) from From, To, Cc, Reply-To, Sender and
+    # the export headers X-From, X-To, X-cc (see ``header_names``).
+    names: list[tuple[str, str]] = field(default_factory=list)
     defects: list[str] = field(default_factory=list)
     # Gmail only: message id, thread id, internal date (ms) and history id.
     gmail_id: str = ""
@@ -150,21 +154,6 @@ class ParsedMail:
             or self.references
             or _REPLY_PREFIX.match(self.subject or "")
         )
-
-
-def exchange_display_name(value: str) -> str:
-    """A display name from an Exchange/Notes export header such as Enron's
-    ``X-From: Ratcliff, Renee </O=ENRON/OU=NA/CN=RECIPIENTS/CN=RRATCLI>``:
-    the ``<…>`` routing part dropped and "Last, First" turned to "First Last".
-    Returns '' for values that are addresses."""
-    name = re.sub(r"<[^>]*>", "", value or "").strip().strip('"').strip()
-    if not name or "@" in name:
-        return ""
-    if name.count(",") == 1:
-        last, first = (part.strip() for part in name.split(","))
-        if last and first:
-            name = f"{first} {last}"
-    return _WS.sub(" ", name)
 
 
 def subject_key(subject: str) -> str:
@@ -264,6 +253,60 @@ def parse_addresses(values: list[Any]) -> list[Address]:
         seen.add(addr)
         found.append(Address(addr=addr, name=decode_header_value(name).strip("'\" ")))
     return found
+
+
+# Address headers and the export header that carries their names (Enron/Exchange/
+# Notes exports write names in X-From/X-To/X-cc, in the same order as the addresses).
+_NAMED_HEADERS = (
+    ("from", "x-from"),
+    ("to", "x-to"),
+    ("cc", "x-cc"),
+    ("reply-to", None),
+    ("sender", None),
+)
+
+
+def header_names(headers: Callable[[str], list[Any]]) -> list[tuple[str, str]]:
+    """Every (lower-cased address, display name as written) pair the headers give:
+    names written beside their address in any form (RFC 5322, gateway-wrapped,
+    IMCEANOTES), and names of export headers (``X-To: Harlow, Quinn </O=…>``,
+    ``Ines Varga/HOU/CORP@CORP``) paired with the address at the same position of
+    the matching address header when both lists have the same length and the name
+    fits the address (or the list has one entry). Names that are addresses are
+    left out. Pure; never raises."""
+    found: list[tuple[str, str]] = []
+    for field_name, export in _NAMED_HEADERS:
+        entries = [
+            export_entry(entry)
+            for value in headers(field_name)
+            for entry in split_export_list(decode_header_value(value))
+        ]
+        found += [
+            (addr, name) for name, addr in entries if addr and name and "@" not in name
+        ]
+        if export is None:
+            continue
+        exported = [
+            export_entry(entry)
+            for value in headers(export)
+            for entry in split_export_list(decode_header_value(value))
+        ]
+        aligned = len(exported) == len(entries)
+        for index, (name, addr) in enumerate(exported):
+            if not name or "@" in name:
+                continue
+            if addr:
+                found.append((addr, name))
+                continue
+            target = entries[index][1] if aligned else ""
+            parsed = person_name(name)
+            if (
+                target
+                and parsed is not None
+                and (len(entries) == 1 or name_fits_address(parsed, target))
+            ):
+                found.append((target, name))
+    return [(clean_text(addr), clean_text(name)) for addr, name in found]
 
 
 def normalize_message_id(value: Any) -> str:
@@ -578,8 +621,11 @@ def _finish(
     subject = decode_header_value(one("subject"))
     from_list = parse_addresses(headers("from"))
     from_ = from_list[0] if from_list else None
+    names = header_names(headers)
     if from_ and not from_.name:
-        from_.name = exchange_display_name(decode_header_value(one("x-from")))
+        written = next((n for a, n in names if a == from_.addr), "")
+        parsed_name = person_name(written) if written else None
+        from_.name = parsed_name.display if parsed_name is not None else written
     date, problem = _parse_date(one("date"))
     if problem == "unparseable":
         defects.append("date: unparseable")
@@ -626,6 +672,7 @@ def _finish(
         attachments=body.attachments,
         folder=folder,
         defects=defects + body.defects,
+        names=names,
     )
 
 

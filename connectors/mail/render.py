@@ -153,13 +153,13 @@ class Correspondent:
 
 
 def display_names(messages: Iterable[Any]) -> dict[str, Counter[str]]:
-    """Display names seen for each address in From, To and Cc of parsed messages
-    (``ParsedMail``), counted; names that are themselves addresses are ignored."""
+    """Display names seen for each address in parsed messages (``ParsedMail``),
+    counted, as written: every pair of ``ParsedMail.names`` (From, To, Cc,
+    Reply-To, Sender and the export headers X-From, X-To, X-cc)."""
     names: dict[str, Counter[str]] = {}
     for msg in messages:
-        for item in (msg.from_, *msg.to, *msg.cc):
-            if item is not None and item.name and "@" not in item.name:
-                names.setdefault(item.addr, Counter())[item.name] += 1
+        for addr, name in msg.names:
+            names.setdefault(addr, Counter())[name] += 1
     return names
 
 
@@ -208,40 +208,3 @@ def correspondents(
         # show their bare address.
         entry.names.update((names or {}).get(addr, Counter()))
     return found
-
-
-def person_slug(*, name: str, addr: str) -> str:
-    """``people/<slug>`` from the display name, else the address's local part."""
-    base = slugify_title(name, max_length=64) if name else ""
-    if not base:
-        base = slugify_title(addr.split("@")[0].replace(".", " "), max_length=64)
-    return f"people/{base or short_hash(addr)}"
-
-
-def render_person(
-    *,
-    addr: str,
-    name: str,
-    aliases: Iterable[str],
-    origin: str,
-    extra: dict[str, Any] | None = None,
-) -> tuple[str, str, dict[str, Any]]:
-    """(title, body, frontmatter) of a person page created from mail or contacts."""
-    title = name or addr
-    emails = sorted({a.lower() for a in [addr, *aliases] if a and "@" in a})
-    names = sorted(
-        {a for a in aliases if "@" not in a and a} | ({name} if name else set())
-    )
-    frontmatter: dict[str, Any] = {
-        "emails": emails,
-        "aliases": names + emails,
-        "origin": origin,
-        **(extra or {}),
-    }
-    lines = [f"# {title}", "", "Email: " + ", ".join(emails)]
-    if extra and extra.get("company"):
-        role = extra.get("role")
-        lines.append(f"Works at: {extra['company']}" + (f" ({role})" if role else ""))
-    lines.append("")
-    lines.append(f"[Source: {origin}]")
-    return title, "\n".join(lines) + "\n", frontmatter

@@ -18,23 +18,21 @@ from django.db import connection, transaction
 from brain.access import local_caller
 from brain.bulk import bulk_insert_objects
 from brain.exceptions import BrainError
-from brain.models import Alias, Page, RawRecord, Source
+from brain.models import Page, RawRecord, Source
 from brain.services.pages import (
     PageInput,
     RawInput,
-    WriteResult,
     pages_write,
     raws_store,
 )
+from brain.services.people import people_resolve
 from connectors.mail.render import (
     correspondents,
     is_noise_thread,
-    person_slug,
-    render_person,
     render_thread,
-    short_hash,
 )
 from connectors.models import ImportedItem
+from loops.definitions import is_noise_sender
 from loops.message import MailMessage
 from loops.selectors import threads_pages
 
@@ -298,63 +296,35 @@ def people_store(
     report: SyncReport,
     names: dict[str, Counter[str]] | None = None,
 ) -> int:
-    """Create person pages for new correspondents of ``threads`` (SPEC §6.2).
-
-    An address that already names a page of the source (an email alias) is left
-    alone: the existing page, human-written or not, is never overwritten. A slug
-    taken by another page gets ``-<8 hex of the address>``. Returns pages created.
-    """
+    """Resolve the people of ``threads`` through ``brain.services.people`` (SPEC
+    §6.2, issue 25): correspondents (``correspondents``) may get a new person page;
+    every address of the threads that already has one gains the names seen with
+    it (``names``: every header of the mailbox, ``display_names``). Owner addresses
+    learned from names (the owner's personal mailbox) join ``owner_addresses``.
+    Returns pages created (also counted in ``report.counts["people"]``)."""
     found = correspondents(threads, owner_addresses=owner_addresses, names=names)
-    if not found:
-        return 0
-    known = set(
-        Alias.objects.filter(source=source, alias__in=list(found)).values_list(
-            "alias", flat=True
-        )
-    )
-    fresh = [addr for addr in sorted(found) if addr not in known]
-    bases = {addr: person_slug(name=found[addr].name, addr=addr) for addr in fresh}
-    candidates = [
-        slug
-        for addr in fresh
-        for slug in (bases[addr], f"{bases[addr]}-{short_hash(addr)}")
-    ]
-    taken = set(
-        Page.objects.filter(source=source, slug__in=candidates).values_list(
-            "slug", flat=True
-        )
-    )
-    items: list[PageInput] = []
-    for addr in fresh:
-        slug = bases[addr]
-        if slug in taken:
-            # Another page (or another address of this batch) has the name's slug.
-            slug = f"{slug}-{short_hash(addr)}"
-            if slug in taken:
-                continue
-        taken.add(slug)
-        person = found[addr]
-        title, body, frontmatter = render_person(
-            addr=addr, name=person.name, aliases=[addr, *person.names], origin="mail"
-        )
-        items.append(
-            PageInput(
-                mode="create",
-                slug=slug,
-                title=title,
-                body=body,
-                type_name="person",
-                frontmatter=frontmatter,
-                provenance={"connector": "mail", "email": addr},
-            )
-        )
-    results = pages_write(
+    seen: set[str] = set(found)
+    for messages in threads.values():
+        for msg in messages:
+            seen.update(a for a in (msg.from_addr, *msg.to, *msg.cc) if a)
+    sightings = {addr: dict((names or {}).get(addr, {})) for addr in seen}
+    for addr in owner_addresses:
+        sightings.setdefault(addr, dict((names or {}).get(addr, {})))
+    for addr, person in found.items():
+        for name, count in person.names.items():
+            sightings[addr][name] = max(sightings[addr].get(name, 0), count)
+    outcome = people_resolve(
         source=source,
-        actor=local_caller(actor=actor),
-        items=items,
+        sightings=sightings,
+        create=[a for a in found if not is_noise_sender(a)],
+        owner_addresses=owner_addresses,
+        actor=actor,
         embed=embed,
-        errors="collect",
+        origin="mail",
     )
-    created = sum(1 for r in results if isinstance(r, WriteResult))
-    report.counts["people"] += created
-    return created
+    if outcome.owner_addresses - owner_addresses:
+        owner_addresses |= outcome.owner_addresses
+    report.counts["people"] += outcome.created
+    if outcome.updated:
+        report.counts["people_updated"] += outcome.updated
+    return outcome.created

@@ -13,7 +13,15 @@ from django.urls import reverse
 from django.utils import timezone
 
 from accounts.models import User
-from brain.models import Alias, AuditEvent, Fact, MergeProposal, Page, Relation
+from brain.models import (
+    Alias,
+    AuditEvent,
+    Fact,
+    MergeProposal,
+    Page,
+    PageType,
+    Relation,
+)
 from brain.services.dream import LOCK_KEY, dream_run
 from brain.services.merges import merge_proposal_accept, merge_proposal_reject
 from jobs.models import Job
@@ -176,21 +184,35 @@ def test_pages_sharing_an_email_alias_get_one_merge_proposal_even_when_dream_run
     assert proposal.created_by == "dream"
 
 
+def company(src, title: str):  # type: ignore[no-untyped-def]
+    return PageFactory(
+        source=src, type=PageType.objects.get(name="company"), title=title
+    )
+
+
 def test_near_identical_entity_names_are_proposed_and_different_names_are_not(
     src,  # type: ignore[no-untyped-def]
 ) -> None:
-    sara, sarah = person(src, "Sara Connor"), person(src, "Sarah Connor")
-    person(src, "John Smith"), person(src, "Jane Smith")
-    PageFactory(source=src, title="Sarah Connor notes")  # a note, not an entity
+    acme, acme_inc = company(src, "Acme Widgets"), company(src, "Acme Widgets Inc")
+    company(src, "Globex North"), company(src, "Initech South")
+    PageFactory(source=src, title="Acme Widgets notes")  # a note, not an entity
     dream_run(phases=["duplicates"])
     proposal = MergeProposal.objects.get()
-    assert {proposal.keep_page_id, proposal.merge_page_id} == {sara.pk, sarah.pk}
+    assert {proposal.keep_page_id, proposal.merge_page_id} == {acme.pk, acme_inc.pk}
     assert proposal.reason == "similar_name"
     assert 0.75 <= proposal.score < 1
 
 
+def test_people_are_not_proposed_on_title_similarity_alone(src) -> None:  # type: ignore[no-untyped-def]
+    """Issue 25: similar titles are no evidence that two people are one."""
+    person(src, "Sara Connor"), person(src, "Sarah Connor")
+    person(src, "Nora Port"), person(src, "Nora V. Porter")
+    dream_run(phases=["duplicates"])
+    assert not MergeProposal.objects.exists()
+
+
 def test_a_rejected_pair_is_not_proposed_again(src) -> None:  # type: ignore[no-untyped-def]
-    person(src, "Acme Corp"), person(src, "Acme Corp.")
+    company(src, "Acme Corp"), company(src, "Acme Corp.")
     dream_run(phases=["duplicates"])
     merge_proposal_reject(proposal_id=MergeProposal.objects.get().pk, actor="curator")
     report = dream_run(phases=["duplicates"])
@@ -302,9 +324,17 @@ def test_dream_runs_as_a_job_and_its_report_is_the_job_result(settings) -> None:
 
 
 def test_curators_merge_from_the_admin(src) -> None:  # type: ignore[no-untyped-def]
-    keep, merge = person(src, "Sara Connor"), person(src, "Sarah Connor")
+    keep, merge = person(src, "Sara Connor"), person(src, "Sara Connor")
+    for page, email in (
+        (keep, "sara.connor@corp.example"),
+        (merge, "sconnor@corp.example"),
+    ):
+        AliasFactory(page=page, alias="sara connor", kind=Alias.Kind.NAME)
+        AliasFactory(page=page, alias=email, kind=Alias.Kind.EMAIL)
     dream_run(phases=["duplicates"])
     proposal = MergeProposal.objects.get()
+    assert proposal.reason == "people_evidence"
+    assert "same name: sara connor" in proposal.evidence["evidence"]
     client = Client()
     client.force_login(User.objects.create_superuser("root", "r@example.com", "pw"))
     listing = client.get(reverse("admin:brain_mergeproposal_changelist"))

@@ -9,6 +9,7 @@ from django.db import transaction
 
 from brain.models import Page, RawRecord
 from brain.services.pages import RawInput, page_soft_delete, page_write
+from brain.services.people import people_resolve
 from brain.services.relations import relation_ensure
 from connectors.base import (
     ChangeBatch,
@@ -142,7 +143,19 @@ class CalendarConnector(_GoogleService):
                 provenance={"connector": "google_calendar", "event_id": event_id},
                 embed=self.embed,
             )
-            emails = [a["email"] for a in event_attendees(event)]
+            attendees = event_attendees(event)
+            emails = [a["email"] for a in attendees]
+            # Attendee names reach the people pages of their addresses through the
+            # one resolution service (issue 25); the calendar creates no people.
+            people_resolve(
+                source=self.source,
+                sightings={a["email"]: {a["name"]: 1} for a in attendees if a["name"]},
+                create=(),
+                owner_addresses=self.source.owner_addresses or (),
+                actor=self.caller.actor,
+                embed=self.embed,
+                origin="Google Calendar",
+            )
             people = (
                 Page.objects.select_related("type")
                 .filter(

@@ -9,6 +9,7 @@ from django.db import transaction
 
 from brain.models import Alias, Page, RawRecord
 from brain.services.pages import RawInput, page_write
+from brain.services.people import person_slug, render_person
 from connectors.base import (
     ChangeBatch,
     SyncReport,
@@ -16,11 +17,7 @@ from connectors.base import (
 from connectors.google.schemas import (
     parse_contact,
 )
-from connectors.mail.render import (
-    person_slug,
-    render_person,
-    short_hash,
-)
+from connectors.mail.render import short_hash
 from connectors.models import ImportedItem
 
 if TYPE_CHECKING:
