@@ -34,9 +34,11 @@ class Box:
         self.root.mkdir()
         self.count = 0
 
-    def mail(self, *, headers: dict[str, str], subject: str, body: str = "Hi.") -> None:
-        """One message; ``headers`` holds From/To/Cc/X-… lines as written."""
+    def mail(self, *, headers: dict[str, str], subject: str, body: str = "") -> None:
+        """One message; ``headers`` holds From/To/Cc/X-… lines as written. Each
+        body differs, so no two messages are taken for copies of one."""
         self.count += 1
+        body = body or f"Note {self.count} for {headers.get('To', '')}."
         when = START + timedelta(hours=self.count)
         lines = [f"{k}: {v}" for k, v in headers.items()]
         lines += [
