@@ -3,7 +3,10 @@
 Seeds a synthetic brain into its own source (``bench-entity``) with COPY:
 200,000 pages, 1,000,000 relations, 300,000 aliases and 400,000 facts at
 ``--scale 1`` (``--scale 0.1`` for a tenth), then times the verbs through the same
-service functions the API calls and prints p50/p95/p99 in milliseconds.
+service functions the API calls and prints p50/p95/p99 in milliseconds. Beside
+entity() it prints its floor, measured right after each call on the same card: the
+single-row lookups the card needs (the resolve probes, then the first row of each
+section: aliases, timeline, facts, edges out and in), and the ratio of the two.
 
 Targets (SPEC §11): entity() p99 ≤ 25 ms; context_pack and delta p95 ≤ 100 ms.
 
@@ -299,6 +302,44 @@ def _pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
 
 
+# The card's floor: one indexed single-row probe per thing the card reads (the
+# resolve arms, then the first row of each card section), as separate statements.
+FLOOR_SQL = (
+    "SELECT page_id FROM brain_alias WHERE source_id = %(source)s AND alias = %(alias)s"
+    " LIMIT 1",
+    "SELECT id FROM brain_page WHERE source_id = %(source)s AND slug = %(slug)s",
+    "SELECT id FROM brain_page WHERE lower(title) = %(lower)s LIMIT 1",
+    "SELECT alias FROM brain_alias WHERE page_id = %(page)s LIMIT 1",
+    "SELECT summary FROM brain_timelineentry WHERE page_id = %(page)s LIMIT 1",
+    "SELECT text FROM brain_fact WHERE entity_id = %(page)s LIMIT 1",
+    "SELECT to_page_id FROM brain_relation WHERE from_page_id = %(page)s LIMIT 1",
+    "SELECT from_page_id FROM brain_relation WHERE to_page_id = %(page)s LIMIT 1",
+)
+
+
+def _floor_ms(name: str, body: dict) -> float:
+    """Milliseconds of the single-row lookups the card of ``name`` needs."""
+    from brain.text import normalize_alias
+
+    slug = (body.get("card") or {}).get("entity", {}).get("slug") or name
+    params = {
+        "source": SOURCE_ID,
+        "alias": normalize_alias(name),
+        "slug": slug,
+        "lower": name.lower(),
+        "page": 0,
+    }
+    start = time.perf_counter()
+    with connection.cursor() as cursor:
+        cursor.execute(FLOOR_SQL[1], params)
+        row = cursor.fetchone()
+        params["page"] = row[0] if row else 0
+        for sql in FLOOR_SQL[:1] + FLOOR_SQL[2:]:
+            cursor.execute(sql, params)
+            cursor.fetchall()
+    return (time.perf_counter() - start) * 1000
+
+
 def report(name: str, values: list[float], target: str) -> None:
     print(
         f"{name:<14} n={len(values):<5} p50={_pct(values, 50):7.2f} ms  "
@@ -352,16 +393,26 @@ def main() -> None:
             names.append(f"{title}x zq")  # miss: near-miss suggestions
     for name in names[:50]:  # warm caches and the connection
         verb_entity(caller=caller, name=name, source=SOURCE_ID)
-    it = iter(names)
-    ent = _timed(
-        lambda: verb_entity(caller=caller, name=next(it), source=SOURCE_ID), len(names)
-    )
+    # Each call is followed by its floor: the single-row lookups the card needs,
+    # timed on the same page right after it (same caches, same machine load).
+    ent: list[float] = []
+    floor: list[float] = []
+    for name in names:
+        start = time.perf_counter()
+        body = verb_entity(caller=caller, name=name, source=SOURCE_ID)
+        ent.append((time.perf_counter() - start) * 1000)
+        floor.append(_floor_ms(name, body))
     hits = sum(
         verb_entity(caller=caller, name=n, source=SOURCE_ID)["found"]
         for n in names[:200]
     )
     report("entity()", ent, "p99 ≤ 25 ms")
-    print(f"               found {hits}/200 of the sampled names (10% are misses)")
+    report("floor", floor, "(single-row lookups of the same card)")
+    print(
+        f"               ratio p50 {_pct(ent, 50) / _pct(floor, 50):.1f}x, "
+        f"p99 {_pct(ent, 99) / _pct(floor, 99):.1f}x; "
+        f"found {hits}/200 of the sampled names (10% are misses)"
+    )
 
     packs = [",".join(t for _, t in rng.sample(sample, 3)) for _ in range(200)]
     itp = iter(packs)

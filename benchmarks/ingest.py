@@ -15,8 +15,13 @@ an account's INBOX and syncs them into a throwaway ``imap`` source through
 same run, with the server's own fetch rate (read only, nothing stored) as the floor
 the sync cannot beat.
 
+``--loop-heavy N`` imports N synthetic one-message threads instead, each a direct
+question with a deadline to the owner, so every thread opens a loop (SPEC §11:
+>= 150 messages/s); the floor is the same parse-and-thread of those messages.
+
 Usage:
     .venv/bin/python benchmarks/ingest.py [--path MBOX] [--limit N] [--embed] [--imap]
+    .venv/bin/python benchmarks/ingest.py --loop-heavy 2000
 """
 
 from __future__ import annotations
@@ -51,7 +56,9 @@ def _limited_copy(path: Path, limit: int, tmp: Path) -> Path:
     return tmp
 
 
-def _import(source_id: str, path: Path) -> tuple[float, float, dict[str, int]]:
+def _import(
+    source_id: str, path: Path, owners: list[str] | None = None
+) -> tuple[float, float, dict[str, int]]:
     from connectors.mailbox.sync import mailbox_import
 
     marks: dict[str, float] = {}
@@ -61,11 +68,45 @@ def _import(source_id: str, path: Path) -> tuple[float, float, dict[str, int]]:
 
     start = time.perf_counter()
     report = mailbox_import(
-        source_id=source_id, path=path, owners=[], progress=progress
+        source_id=source_id, path=path, owners=owners or [], progress=progress
     )
     elapsed = time.perf_counter() - start
     parse_time = marks.get("parse", start) - start
     return elapsed, parse_time, dict(report.counts)
+
+
+LOOP_OWNER = "me@bench.example"
+
+
+def _loop_heavy_mbox(count: int, tmp: Path) -> Path:
+    """A synthetic mbox of ``count`` one-message threads, each a direct question to
+    ``LOOP_OWNER`` from its own sender with a deadline, so every thread opens a loop
+    (SPEC §11 "loop-heavy mail")."""
+    import mailbox
+    from datetime import UTC, datetime, timedelta
+    from email.message import EmailMessage
+    from email.utils import format_datetime
+
+    tmp.unlink(missing_ok=True)
+    out = mailbox.mbox(str(tmp))
+    start = datetime.now(UTC) - timedelta(days=2)
+    topics = ("budget", "contract", "schedule", "invoice", "launch", "report")
+    for n in range(count):
+        topic = topics[n % len(topics)]
+        msg = EmailMessage()
+        msg["From"] = f"Person {n} <person{n}@partner{n % 40}.example>"
+        msg["To"] = LOOP_OWNER
+        msg["Subject"] = f"{topic.title()} question {n}"
+        msg["Message-ID"] = f"<loop-heavy-{n}@bench.example>"
+        msg["Date"] = format_datetime(start + timedelta(minutes=n))
+        msg.set_content(
+            f"Hi,\n\nCould you send me the {topic} numbers for account {n} by "
+            f"Friday? We need them before the review.\n\nThanks,\nPerson {n}\n"
+        )
+        out.add(msg)
+    out.flush()
+    out.close()
+    return tmp
 
 
 def _profiled(fn):  # type: ignore[no-untyped-def]
@@ -163,6 +204,13 @@ def main() -> None:
         help="also sync the same messages from a local Dovecot (SPEC §6.1a)",
     )
     parser.add_argument(
+        "--loop-heavy",
+        type=int,
+        default=0,
+        metavar="N",
+        help="import N synthetic threads that each open a loop instead of --path",
+    )
+    parser.add_argument(
         "--parse-only",
         action="store_true",
         help="only parse, deduplicate and thread (no database writes)",
@@ -187,7 +235,11 @@ def main() -> None:
         return
     call_command("migrate", verbosity=0, interactive=False)
     path = args.path
-    if args.limit:
+    owners: list[str] = []
+    if args.loop_heavy:
+        path = _loop_heavy_mbox(args.loop_heavy, ROOT / "var" / "bench-loops.mbox")
+        owners = [LOOP_OWNER]
+    elif args.limit:
         path = _limited_copy(path, args.limit, ROOT / "var" / "bench-ingest.mbox")
 
     stamp = time.strftime("%H%M%S")
@@ -195,8 +247,18 @@ def main() -> None:
     try:
         source_id = f"bench-ingest-{stamp}"
         sources.append(source_id)
-        elapsed, parse_time, counts = _profiled(lambda: _import(source_id, path))
+        elapsed, parse_time, counts = _profiled(
+            lambda: _import(source_id, path, owners)
+        )
         messages = counts.get("messages", 0)
+        if args.loop_heavy:
+            from loops.models import OpenLoop
+
+            opened = OpenLoop.objects.filter(source_id=source_id).count()
+            print(
+                f"loop-heavy: {opened} loops opened from {messages} messages "
+                f"({opened / max(messages, 1):.0%}); target >= 150 messages/s"
+            )
         print(f"mailbox: {path} ({counts.get('files', 0)} files)")
         print(
             f"without embeddings: {messages} messages, {counts.get('threads', 0)} threads, "

@@ -254,6 +254,42 @@ def make_queries(pool: list[str], rng: random.Random, count: int) -> list[str]:
     return queries
 
 
+def _arm_floors(
+    queries: list[str], vectors: list[list[float]], language: str
+) -> dict[str, list[float]]:
+    """Per query, the bare SQL of each search arm run directly (the floor): the GIN
+    ``@@`` match ranked by ``ts_rank`` (top 50) and the HNSW ``<=>`` top 50, in ms."""
+    from django.db import connection
+
+    keyword_sql = (
+        "SELECT c.id, ts_rank(c.tsv, q) AS r FROM brain_chunk c, "
+        "websearch_to_tsquery(%s::regconfig, %s) q "
+        "WHERE c.source_id = ANY(%s) AND c.tsv @@ q ORDER BY r DESC LIMIT 50"
+    )
+    vector_sql = (
+        "SELECT id FROM brain_chunk WHERE source_id = ANY(%s) "
+        "ORDER BY embedding <=> %s::vector LIMIT 50"
+    )
+    out: dict[str, list[float]] = {
+        "keyword (GIN @@, ts_rank)": [],
+        "vector (HNSW <=>)": [],
+    }
+    with connection.cursor() as cur:
+        for i, query in enumerate(queries[:20] + queries):
+            t = time.perf_counter()
+            cur.execute(keyword_sql, [language, query, ["bench"]])
+            cur.fetchall()
+            keyword = (time.perf_counter() - t) * 1000
+            vector = "[" + ",".join(map(str, vectors[i % len(vectors)])) + "]"
+            t = time.perf_counter()
+            cur.execute(vector_sql, [["bench"], vector])
+            cur.fetchall()
+            if i >= 20:  # the first 20 warm the caches
+                out["keyword (GIN @@, ts_rank)"].append(keyword)
+                out["vector (HNSW <=>)"].append((time.perf_counter() - t) * 1000)
+    return out
+
+
 def run(
     n_pages: int, n_queries: int, pool: list[str], *, seed_only: bool = False
 ) -> None:
@@ -312,6 +348,24 @@ def run(
         plan = " ".join(r[0] for r in cur.fetchall())
     uses_hnsw = "brain_chunk_embedding_hnsw" in plan
 
+    floors = _arm_floors(queries, vectors, settings.BRAIN_FTS_LANGUAGE)
+    for arm, timings in floors.items():
+        p50, p95, p99 = percentiles(timings)
+        print(
+            f"N={n_pages:>7,} floor {arm:<26}  p50 {p50:6.1f} ms  p95 {p95:6.1f} ms  "
+            f"p99 {p99:6.1f} ms",
+            flush=True,
+        )
+    floors["hybrid"] = [
+        k + v
+        for k, v in zip(
+            floors["keyword (GIN @@, ts_rank)"],
+            floors["vector (HNSW <=>)"],
+            strict=True,
+        )
+    ]
+    floors["keyword-only"] = floors["keyword (GIN @@, ts_rank)"]
+
     results: dict[str, list[float]] = {}
     for mode in ("keyword-only", "hybrid"):
         settings.BRAIN_EMBEDDING_PROVIDER = (
@@ -331,10 +385,12 @@ def run(
                 hits += bool(response.results)
         results[mode] = timings
         p50, p95, p99 = percentiles(timings)
+        floor95 = percentiles(floors[mode])[1]
         print(
             f"N={n_pages:>7,} pages ({chunks:,} chunks)  {mode:<12}  "
             f"p50 {p50:6.1f} ms  p95 {p95:6.1f} ms  p99 {p99:6.1f} ms  "
-            f"({len(timings)} queries, {hits} with results)",
+            f"({len(timings)} queries, {hits} with results); floor p95 "
+            f"{floor95:.1f} ms, ratio p95/floor p95 {p95 / max(floor95, 0.01):.1f}x",
             flush=True,
         )
     print(f"  vector arm plan uses the HNSW index: {uses_hnsw}")

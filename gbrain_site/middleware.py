@@ -12,6 +12,8 @@ from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
+from brain.embeddings import serving_request
+
 API_PREFIX = "/api/"
 
 CODES = {
@@ -82,5 +84,20 @@ def api_error_envelope(
             if response.has_header(header):
                 wrapped[header] = response[header]
         return wrapped
+
+    return middleware
+
+
+def embeddings_outside_requests(
+    get_response: Callable[[HttpRequest], HttpResponse],
+) -> Callable[[HttpRequest], HttpResponse]:
+    """Middleware: serve every Django request inside
+    ``brain.embeddings.serving_request``, so no request loads the embedding model
+    (a first admin save once waited 17 s for it); the process loads it in the
+    background at startup (``gbrain_site.asgi``)."""
+
+    def middleware(request: HttpRequest) -> HttpResponse:
+        with serving_request():
+            return get_response(request)
 
     return middleware

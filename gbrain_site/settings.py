@@ -151,6 +151,8 @@ MIDDLEWARE = [
     # Outermost for /api/: every error answer leaves as the SPEC §4 envelope.
 ]
 MIDDLEWARE.insert(0, "gbrain_site.middleware.api_error_envelope")
+# No web request loads the embedding model (it loads once per process, at startup).
+MIDDLEWARE.append("gbrain_site.middleware.embeddings_outside_requests")
 
 ROOT_URLCONF = "gbrain_site.urls"
 WSGI_APPLICATION = "gbrain_site.wsgi.application"

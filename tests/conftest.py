@@ -9,8 +9,19 @@ from django.test import Client
 
 from accounts.services import IssuedKey, apikey_create
 from brain.access import Caller, local_caller
+from brain.embeddings import embeddings_warm_up
 from brain.models import Source
 from tests.factories import SourceFactory
+
+
+@pytest.fixture(scope="session", autouse=True)
+def embedding_model_loaded_at_startup() -> None:
+    """Load the local embedding model once, before any test, as a web server does at
+    startup (``gbrain_site.asgi``): requests never load it, so a test that saves
+    through the API and expects vectors needs it loaded, like production."""
+    warming = embeddings_warm_up()
+    if warming is not None:
+        warming.join()
 
 
 @pytest.fixture

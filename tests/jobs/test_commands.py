@@ -183,5 +183,10 @@ def test_demo_closing_lines_say_how_to_finish_embedding(settings) -> None:  # ty
     command._embedding_report("mail-x", serving=False)
     line = command.stdout.getvalue()
     assert f"{total} of {total} chunks pending" in line and "search_degraded" in line
-    assert "manage.py worker" in line and "run_job embed_pending" in line
+    job = Job.objects.get(kind="embed_pending")
+    assert job.status == Job.Status.QUEUED and job.params == {"source_ids": ["mail-x"]}
+    assert f"job #{job.pk} is queued" in line and "manage.py worker" in line
     assert "on this machine (" in line and "chunks/s measured)" in line
+    command._embedding_report("mail-x", serving=True)
+    assert Job.objects.filter(kind="embed_pending").count() == 1, "coalesced"
+    assert f"embeds them in the background (job #{job.pk}" in command.stdout.getvalue()

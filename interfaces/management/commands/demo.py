@@ -35,6 +35,7 @@ from brain.embeddings import embedding_backlog
 from brain.models import Source
 from brain.services.sources import source_set_federated
 from brain.text import slugify_title
+from jobs.services import job_enqueue
 
 ADMIN_USERNAME = "admin"
 SAMPLE = Path("demo") / "enron-allen-p"
@@ -149,7 +150,9 @@ class Command(BaseCommand):
 
     def _embedding_report(self, source_id: str, *, serving: bool) -> None:
         """Closing lines: how much of the mailbox still lacks embeddings (search
-        is degraded until it is done), how to finish, and how long it takes here."""
+        is degraded until it is done) and how long it takes here; queues one
+        ``embed_pending`` job for the mailbox (coalesced), which the worker the demo
+        starts runs in the background (its progress shows in admin → Jobs)."""
         backlog = embedding_backlog(source_ids=[source_id])
         pending, total = backlog["pending"], backlog["total"]
         if backlog["provider"] == "none":
@@ -161,10 +164,19 @@ class Command(BaseCommand):
         if not pending:
             self.stdout.write(f"   embeddings: all {total} chunks embedded")
             return
+        job, _ = job_enqueue(
+            kind="embed_pending",
+            params={"source_ids": [source_id]},
+            coalesce=True,
+            created_by="demo",
+            dispatch=serving,
+        )
         how = (
-            "the worker started below embeds them in the background"
+            f"the worker started below embeds them in the background (job #{job.pk}, "
+            "progress in admin → Jobs)"
             if serving
-            else "start `manage.py worker` to embed them in the background"
+            else f"job #{job.pk} is queued: start `manage.py worker` to embed them in "
+            "the background"
         )
         estimate = ""
         if backlog["seconds"] is not None:
@@ -174,8 +186,7 @@ class Command(BaseCommand):
             )
         self.stdout.write(
             f"   embeddings: {pending} of {total} chunks pending, so search answers "
-            f"say search_degraded until they are done; {how}, or run "
-            f"`manage.py run_job embed_pending` now{estimate}"
+            f"say search_degraded until they are done; {how}{estimate}"
         )
 
     def _mailbox(self, options: dict[str, Any]) -> tuple[str, list[str], str]:
