@@ -138,17 +138,18 @@ def main() -> None:
             f"\n{'phase':<12} {'status':<8} {'seconds':>8} {'floor s':>8} "
             f"{'ratio':>7}  summary"
         )
+        floors = {entry["phase"]: _floor(entry["phase"]) for entry in report["phases"]}
         for entry in report["phases"]:
             name = entry["phase"]
             seconds = entry["duration_ms"] / 1000
-            floor = _floor(name)
+            floor = floors[name]
             ratio = f"{seconds / floor:7.1f}" if floor > 0.0005 else "      -"
             print(
                 f"{name:<12} {entry['status']:<8} {seconds:8.2f} {floor:8.3f} "
                 f"{ratio}  {entry.get('summary', '')[:100]}"
             )
         total = report["duration_ms"] / 1000
-        floor_total = sum(_floor(entry["phase"]) for entry in report["phases"])
+        floor_total = sum(floors.values())
         verdict = "meets" if total < TARGET_S else "misses"
         print(
             f"\ndream total: {total:.2f} s (floor {floor_total:.3f} s, ratio "

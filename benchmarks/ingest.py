@@ -79,9 +79,10 @@ LOOP_OWNER = "me@bench.example"
 
 
 def _loop_heavy_mbox(count: int, tmp: Path) -> Path:
-    """A synthetic mbox of ``count`` one-message threads, each a direct question to
-    ``LOOP_OWNER`` from its own sender with a deadline, so every thread opens a loop
-    (SPEC §11 "loop-heavy mail")."""
+    """A synthetic mbox of ``count`` one-message threads, each a question of mine
+    (``LOOP_OWNER``) to its own person, at least 72 h older than the newest message
+    (one closing newsletter), so every thread opens an ``unanswered_outbound`` loop
+    (SPEC §5.2 rule 5; SPEC §11 "loop-heavy mail")."""
     import mailbox
     from datetime import UTC, datetime, timedelta
     from email.message import EmailMessage
@@ -89,21 +90,38 @@ def _loop_heavy_mbox(count: int, tmp: Path) -> Path:
 
     tmp.unlink(missing_ok=True)
     out = mailbox.mbox(str(tmp))
-    start = datetime.now(UTC) - timedelta(days=2)
+    start = datetime.now(UTC) - timedelta(days=30)
     topics = ("budget", "contract", "schedule", "invoice", "launch", "report")
+
+    def add(
+        sender: str, to: str, subject: str, n: int, when: datetime, body: str
+    ) -> None:
+        msg = EmailMessage()
+        msg["From"], msg["To"], msg["Subject"] = sender, to, subject
+        msg["Message-ID"] = f"<loop-heavy-{n}@bench.example>"
+        msg["Date"] = format_datetime(when)
+        msg.set_content(body)
+        out.add(msg)
+
     for n in range(count):
         topic = topics[n % len(topics)]
-        msg = EmailMessage()
-        msg["From"] = f"Person {n} <person{n}@partner{n % 40}.example>"
-        msg["To"] = LOOP_OWNER
-        msg["Subject"] = f"{topic.title()} question {n}"
-        msg["Message-ID"] = f"<loop-heavy-{n}@bench.example>"
-        msg["Date"] = format_datetime(start + timedelta(minutes=n))
-        msg.set_content(
-            f"Hi,\n\nCould you send me the {topic} numbers for account {n} by "
-            f"Friday? We need them before the review.\n\nThanks,\nPerson {n}\n"
+        add(
+            f"Me <{LOOP_OWNER}>",
+            f"Person {n} <person{n}@partner{n % 40}.example>",
+            f"{topic.title()} numbers for account {n}",
+            n,
+            start + timedelta(minutes=n),
+            f"Hi Person {n},\n\nCould you send me the {topic} numbers for account "
+            f"{n} by Friday? We need them before the review.\n\nThanks\n",
         )
-        out.add(msg)
+    add(
+        "Newsletter <noreply@news.example>",
+        LOOP_OWNER,
+        "Weekly digest",
+        count,
+        start + timedelta(days=10),
+        "This week's digest.\n",
+    )
     out.flush()
     out.close()
     return tmp
