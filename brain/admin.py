@@ -85,6 +85,13 @@ FEDERATION_HELP = (
 )
 
 
+AUTO_MERGE_HELP = (
+    'Connector settings (JSON). People: {"people_auto_merge_score": 0.95} lets dream '
+    "merge two person pages whose evidence scores at least that much (0..1) without "
+    "a curator; absent (the default), every people merge waits as a proposal."
+)
+
+
 @admin.register(Source)
 class SourceAdmin(admin.ModelAdmin):
     list_display = (
@@ -116,6 +123,8 @@ class SourceAdmin(admin.ModelAdmin):
         field = super().formfield_for_dbfield(db_field, request, **kwargs)
         if db_field.name == "federated" and field is not None:
             field.help_text = FEDERATION_HELP
+        if db_field.name == "config" and field is not None:
+            field.help_text = AUTO_MERGE_HELP
         return field
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:

@@ -222,21 +222,23 @@ def same_organisation(a: str, b: str) -> bool:
     return org == org_domain(b) and org not in _FREE_MAIL
 
 
-def _built_from(name: PersonName, addr: str) -> bool:
-    """The local part is exactly ``first.last``, ``firstlast``, ``flast`` or
-    ``first_last`` of a full name (digits ignored)."""
+def _built_forms(name: PersonName) -> set[str]:
+    """The local parts built from a full name: ``first.last``, ``firstlast``,
+    ``flast`` and ``first_last`` (empty for a name without both parts)."""
     if not name.full:
-        return False
-    local = re.sub(r"\d+$", "", local_part(addr))
+        return set()
     first = _LETTERS.sub("", name.first.lower())
     last = _LETTERS.sub("", name.last.lower())
-    forms = {
-        f"{first}{last}",
-        f"{first[0]}{last}",
-        f"{first}.{last}",
-        f"{first}_{last}",
-    }
-    return local in forms or _LETTERS.sub("", local) in forms
+    if not first or not last:
+        return set()
+    return {f"{first}{last}", f"{first[0]}{last}", f"{first}.{last}", f"{first}_{last}"}
+
+
+def _built_from(name: PersonName, addr: str) -> bool:
+    """The local part is one of ``_built_forms(name)`` (trailing digits ignored)."""
+    forms = _built_forms(name)
+    local = re.sub(r"\d+$", "", local_part(addr))
+    return bool(forms) and (local in forms or _LETTERS.sub("", local) in forms)
 
 
 def _digits_differ(a: str, b: str) -> bool:
@@ -647,6 +649,9 @@ def person_merge_candidates(
             continue
         for name in distinct_humans(f.names):
             buckets["n:" + name.last.lower()].add(f.page_id)
+            # Meets a page whose address is built from this name (kholst@).
+            for form in _built_forms(name):
+                buckets["l:" + form].add(f.page_id)
         for email in f.emails:
             local = local_part(email)
             tokens = [t for t in _LOCAL_TOKENS.split(local) if t]

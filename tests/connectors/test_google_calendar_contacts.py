@@ -88,6 +88,28 @@ def test_contacts_become_person_pages_with_all_emails_and_the_name_as_aliases(
     assert {"oski@example.com", "oski@berkeley.example.edu", "oski the bear"} <= aliases
 
 
+def test_a_contact_names_the_page_mail_made_for_its_address(source: Source) -> None:
+    """Issue 25: the contact's name reaches the address-titled page of its
+    address through the people resolution service; the body stays."""
+    made = page_write(
+        source=source,
+        mode="create",
+        actor=local_caller(actor="connector:gmail"),
+        slug="people/jane",
+        title="jane@example.org",
+        body="Email: jane@example.org",
+        type_name="person",
+        frontmatter={"aliases": ["jane@example.org"], "emails": ["jane@example.org"]},
+    ).page
+    _sync(source, ok({"connections": [JANE]}), services=("contacts",))
+    made.refresh_from_db()
+    assert made.title == "Jane Doe"
+    assert made.body == "Email: jane@example.org"
+    assert "jane doe" in set(
+        Alias.objects.filter(page=made).values_list("alias", flat=True)
+    )
+
+
 def test_a_page_written_by_a_human_is_never_overwritten_by_a_contact(
     source: Source,
 ) -> None:
@@ -127,6 +149,35 @@ def test_unchanged_contacts_are_skipped_on_the_next_sync(source: Source) -> None
     report = _sync(source, ok({"connections": [OSKI]}), services=("contacts",))
     assert report.skipped["contact unchanged"] == 1
     assert report.counts["contacts"] == 0
+
+
+def test_attendee_names_reach_the_person_page_of_their_address(
+    source: Source,
+) -> None:
+    """Issue 25: the calendar hands attendee names to the people resolution
+    service: the address-titled page mail made for Oski takes his name."""
+    made = page_write(
+        source=source,
+        mode="create",
+        actor=local_caller(actor="connector:gmail"),
+        slug="people/oski",
+        title="oski@example.com",
+        body="Email: oski@example.com",
+        type_name="person",
+        frontmatter={"aliases": ["oski@example.com"], "emails": ["oski@example.com"]},
+    ).page
+    _sync(
+        source,
+        ok(_events("google_events_list_10.json")),
+        ok(_events("google_events_list_10_page2.json")),
+        services=("calendar",),
+    )
+    made.refresh_from_db()
+    assert made.title == "Oski the Bear"
+    assert "oski the bear" in set(
+        Alias.objects.filter(page=made).values_list("alias", flat=True)
+    )
+    assert Page.objects.filter(source=source, type__name="person").count() == 1
 
 
 def test_calendar_events_become_meeting_pages_with_attended_relations(

@@ -220,6 +220,25 @@ def test_typo_address_seen_once_in_a_bounce_gets_a_proposal(box: Box) -> None:
     assert proposal.status == MergeProposal.Status.PENDING  # auto-merge is off
 
 
+def test_address_built_from_a_name_at_the_same_organisation_gets_a_proposal(
+    box: Box,
+) -> None:
+    """``kholst@`` beside Keith Holst's ``keith.holst@`` (no name of its own)."""
+    box.mine('"Keith Holst" <keith.holst@corp.example>', "Desk move")
+    box.mine("kholst@corp.example", "Parking")
+    box.mine("kholst@other.example", "Parking too")
+    box.run()
+    (proposal,) = people_proposals()
+    assert {proposal.keep_page, proposal.merge_page} == {
+        page_of("keith.holst@corp.example"),
+        page_of("kholst@corp.example"),
+    }
+    assert (
+        "kholst@corp.example is built from the name Keith Holst"
+        in (proposal.evidence["evidence"])
+    )
+
+
 def test_auto_merge_happens_only_above_the_admin_setting(box: Box) -> None:
     box.mine('"Kestrel Lind" <kestrel.lind@example.org>', "Invoice")
     box.mine("kestrel.lnid@example.org", "Invoice again")

@@ -9,7 +9,7 @@ from django.db import transaction
 
 from brain.models import Alias, Page, RawRecord
 from brain.services.pages import RawInput, page_write
-from brain.services.people import person_slug, render_person
+from brain.services.people import people_resolve, person_slug, render_person
 from connectors.base import (
     ChangeBatch,
     SyncReport,
@@ -84,7 +84,19 @@ class ContactsConnector(_GoogleService):
                 .first()
             )
             if taken:
-                # The address already names a page (a human's or mail's): leave it.
+                # The address already names a page (a human's or mail's): its body
+                # is left alone; the contact's name reaches it as an alias (and as
+                # its title when it is titled by an address) through the one
+                # resolution service (issue 25).
+                people_resolve(
+                    source=self.source,
+                    sightings={e: {contact.name: 1} for e in contact.emails},
+                    create=(),
+                    owner_addresses=self.source.owner_addresses or (),
+                    actor=self.caller.actor,
+                    embed=False,
+                    origin="Google Contacts",
+                )
                 self._ledger_save(
                     external_id=external_id,
                     kind=ImportedItem.Kind.CONTACT,
