@@ -10,8 +10,9 @@ changed extractor is measured without re-importing.
 
 Run: .venv/bin/python benchmarks/commitments_quality.py [--fresh] [--verbose]
      [--corpus enron/allen-p] [--dump-candidates FILE]
-Matching (LOOPS_DEVSET.md): same thread, same type, same message, greedily by text
-similarity. ``--dump-candidates`` writes every commitment loop the product opens in
+Matching (LOOPS_DEVSET.md): same type, same message, greedily by text similarity;
+a loop is scored against the label holding its message, message ids read through the
+import's copy ledger (copies of one message count once; labels of two copies merge). ``--dump-candidates`` writes every commitment loop the product opens in
 any thread of the corpora (for labelling).
 """
 
@@ -41,6 +42,7 @@ from django.db import transaction  # noqa: E402
 
 from brain.models import RawRecord, Source  # noqa: E402
 from connectors.mailbox.sync import mailbox_import  # noqa: E402
+from connectors.models import ImportedItem  # noqa: E402
 from loops.models import Detector, ExtractionRun, LoopEvent, OpenLoop  # noqa: E402
 from loops.pipeline import thread_rule_extract  # noqa: E402
 from loops.selectors import (  # noqa: E402
@@ -165,18 +167,68 @@ def similarity(a: str, b: str) -> float:
     return difflib.SequenceMatcher(None, (a or "").lower(), (b or "").lower()).ratio()
 
 
+def copies_of(source: Source) -> dict[str, str]:
+    """Message id of each copy the import dropped → the id of the copy it kept
+    (the ledger's ``copy of <key>`` rows; copies of one message count once)."""
+    out = {}
+    for external_id, reason in ImportedItem.objects.filter(
+        source=source, kind=ImportedItem.Kind.DUPLICATE
+    ).values_list("external_id", "reason"):
+        if reason.startswith("copy of "):
+            out[bare(external_id)] = bare(reason.removeprefix("copy of "))
+    return out
+
+
+def canonical(labels: list[dict], copies_by_corpus: dict) -> list[dict]:
+    """Labels with message ids read through the copy ledger; two labels sharing a
+    message (one conversation labelled once per copy) merge, each truth item kept
+    once per (type, message, text)."""
+    out: list[dict] = []
+    for row in labels:
+        copies = copies_by_corpus.get(row["corpus"], {})
+        ids = {copies.get(bare(m), bare(m)) for m in row["message_ids"]}
+        truth = [
+            {
+                **t,
+                "message_id": copies.get(bare(t["message_id"]), bare(t["message_id"])),
+            }
+            for t in row["truth"]
+        ]
+        twin = next(
+            (o for o in out if o["corpus"] == row["corpus"] and o["ids"] & ids), None
+        )
+        if twin is None:
+            out.append({**row, "ids": ids, "truth": truth})
+            continue
+        twin["ids"] |= ids
+        seen = {(t["type"], t["message_id"], t.get("text")) for t in twin["truth"]}
+        twin["truth"] += [
+            t for t in truth if (t["type"], t["message_id"], t.get("text")) not in seen
+        ]
+        if row["stratum"] == "opened":
+            twin["stratum"] = "opened"
+    return out
+
+
 def score(labels: list[dict], loops_by_corpus: dict, tid_by_corpus: dict, verbose):
-    """Per type and stratum: tp, fp, fn. Returns {(type, stratum): [tp, fp, fn]}."""
+    """Per type and stratum: tp, fp, fn. Returns {(type, stratum): [tp, fp, fn]}.
+    A loop is scored against the label holding its evidence message; only a loop
+    whose message no label holds is scored by thread overlap."""
     counts: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0])
+    labelled = {(row["corpus"], m) for row in labels for m in row["ids"]}
     for row in labels:
         corpus = row["corpus"]
         tids = tid_by_corpus[corpus]
-        thread_mids = {bare(m) for m in row["message_ids"]}
+        thread_mids = row["ids"]
         thread_tids = {tids.get(m) for m in thread_mids} - {None}
         loops = [
             lp
             for lp in loops_by_corpus[corpus]
-            if lp["thread_id"] in thread_tids or bare(lp["message_id"]) in thread_mids
+            if bare(lp["message_id"]) in thread_mids
+            or (
+                lp["thread_id"] in thread_tids
+                and (corpus, bare(lp["message_id"])) not in labelled
+            )
         ]
         for typ in TYPES:
             truth = [t for t in row["truth"] if t["type"] == typ]
@@ -252,7 +304,7 @@ def main() -> None:
     if args.corpus:
         corpora = {args.corpus: corpora.get(args.corpus, ["pallen@enron.com"])}
         labels = [r for r in labels if r["corpus"] == args.corpus]
-    loops_by_corpus, tid_by_corpus = {}, {}
+    loops_by_corpus, tid_by_corpus, copies_by_corpus = {}, {}, {}
     for corpus, owners in corpora.items():
         source = ensure_import(corpus, owners, fresh=args.fresh)
         started = time.perf_counter()
@@ -262,11 +314,13 @@ def main() -> None:
         )
         loops_by_corpus[corpus] = product_loops(source)
         tid_by_corpus[corpus] = thread_ids_of(source)
+        copies_by_corpus[corpus] = copies_of(source)
         if args.dump_candidates:
             with Path(args.dump_candidates).open("a") as fh:
                 for lp in loops_by_corpus[corpus]:
                     fh.write(json.dumps({"corpus": corpus, **lp}) + "\n")
     if labels:
+        labels = canonical(labels, copies_by_corpus)
         report(score(labels, loops_by_corpus, tid_by_corpus, args.verbose), labels)
 
 

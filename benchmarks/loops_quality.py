@@ -10,6 +10,9 @@ overrides) into a fresh mailbox source with the label's owners, detection and
 extraction run offline (no LLM), and the open loops at the corpus's reference time
 are compared with the labels.
 
+Each figure is printed beside a floor measured in the same run on the same labels
+(``floor_loops``: the turn rule alone, every "I will" a commitment) with the ratio.
+
 Run (from any worktree): ``.venv/bin/python benchmarks/loops_quality.py``
   ``--only TYPE``     one loop type
   ``--corpus C``      one corpus (path under the shared data, e.g. enron/allen-p)
@@ -33,6 +36,7 @@ import argparse
 import difflib
 import json
 import os
+import re
 import sys
 import time
 from collections import defaultdict
@@ -267,7 +271,71 @@ def source_messages(sid: str) -> dict[str, list[MailMessage]]:
     return threads
 
 
-def loop_text(loop: OpenLoop) -> str:
+@dataclass
+class FloorLoop:
+    """A loop of the naive floor detector, shaped like the ``OpenLoop`` fields
+    ``evaluate`` reads."""
+
+    pk: int
+    loop_type: str
+    thread_id: str
+    evidence: list[dict[str, Any]]
+    counterparty_email: str
+    summary: str
+
+
+_FLOOR_PROMISE = re.compile(r"[^.!?\n]*\b(?:i|we)(?:'ll| will| shall)\b[^.!?\n]*", re.I)
+
+
+def floor_loops(
+    threads: dict[str, list[MailMessage]], owners: list[str]
+) -> list[FloorLoop]:
+    """The floor every figure is printed beside: SPEC §5.2's turn rule alone, no
+    reply expectation, senders or rules. Per thread whose last message is not
+    mine and names me in To: ``unanswered_inbound``; whose last message is mine
+    and has a "?": ``unanswered_outbound``; every "I/we will …" sentence of the
+    newest text: a commitment (mine → owed_by_me, theirs to me → owed_to_me)."""
+    out: list[FloorLoop] = []
+    owner_set = set(owners)
+
+    def add(loop_type: str, tid: str, m: MailMessage, who: str, text: str) -> None:
+        out.append(
+            FloorLoop(
+                pk=-(len(out) + 1),
+                loop_type=loop_type,
+                thread_id=tid,
+                evidence=[{"message_id": m.message_id}],
+                counterparty_email=who,
+                summary=f"floor: {text}",
+            )
+        )
+
+    for tid, msgs in threads.items():
+        dated = [m for m in msgs if m.date]
+        if not dated:
+            continue
+        last = dated[-1]
+        if is_mine(last, owner_set):
+            if "?" in reply_text(last.body):
+                add("unanswered_outbound", tid, last, (last.to or [""])[0], "")
+        elif owner_set & {a.lower() for a in last.to}:
+            add("unanswered_inbound", tid, last, last.from_addr or "", "")
+        for m in dated:
+            mine = is_mine(m, owner_set)
+            if not mine and not owner_set & {a.lower() for a in m.to}:
+                continue
+            for match in _FLOOR_PROMISE.finditer(reply_text(m.body)):
+                add(
+                    "commitment_owed_by_me" if mine else "commitment_owed_to_me",
+                    tid,
+                    m,
+                    ((m.to or [""])[0] if mine else m.from_addr) or "",
+                    collapse(match.group(0)),
+                )
+    return out
+
+
+def loop_text(loop: OpenLoop | FloorLoop) -> str:
     """The words a commitment loop promises (its summary after the colon)."""
     return loop.summary.split(":", 1)[-1].strip().strip('"')
 
@@ -290,17 +358,36 @@ class Tally:
     fps: list[str] = field(default_factory=list)
     misses: list[str] = field(default_factory=list)
 
+    @property
+    def precision(self) -> float:
+        """Matched product loops / product loops (nan without loops)."""
+        return self.matched / self.product if self.product else float("nan")
+
+    @property
+    def recall(self) -> float:
+        """Truth items found / truth items (nan without truth)."""
+        return self.found / self.truth if self.truth else float("nan")
+
     def line(self) -> str:
-        p = self.matched / self.product if self.product else float("nan")
-        r = self.found / self.truth if self.truth else float("nan")
+        """``precision P (m/n)  recall R (f/t)``."""
+        p, r = self.precision, self.recall
         return (
             f"precision {p:5.2f} ({self.matched}/{self.product})  "
             f"recall {r:5.2f} ({self.found}/{self.truth})"
         )
 
 
+def ratio(value: float, floor: float) -> str:
+    """``value / floor`` as ``x1.23`` ('-' when either is unknown or zero)."""
+    if value != value or floor != floor or not floor:
+        return "-"
+    return f"x{value / floor:.2f}"
+
+
 def evaluate(
-    labels: list[Label], loops: list[OpenLoop], thread_ids: dict[str, set[str]]
+    labels: list[Label],
+    loops: list[OpenLoop] | list[FloorLoop],
+    thread_ids: dict[str, set[str]],
 ) -> tuple[dict[tuple[str, str], Tally], dict[int, bool | None]]:
     """Score ``loops`` against ``labels``. ``thread_ids`` maps a product thread id to
     its message ids. Returns tallies keyed (type, stratum or "all") and, per loop id,
@@ -311,7 +398,7 @@ def evaluate(
     for lab in labels:
         for mid in lab.message_ids:
             by_msg[mid].append(lab)
-    loops_by_label: dict[int, list[OpenLoop]] = defaultdict(list)
+    loops_by_label: dict[int, list[OpenLoop | FloorLoop]] = defaultdict(list)
     for loop in loops:
         # A loop is scored once, against the labelled thread holding its evidence;
         # only without one, against every labelled thread its product thread
@@ -372,8 +459,8 @@ def evaluate(
 
 
 def match(
-    loop_type: str, loops: list[OpenLoop], truth: list[dict[str, Any]]
-) -> list[tuple[OpenLoop, dict[str, Any]]]:
+    loop_type: str, loops: list[OpenLoop | FloorLoop], truth: list[dict[str, Any]]
+) -> list[tuple[OpenLoop | FloorLoop, dict[str, Any]]]:
     """Pairs (product loop, truth item). Thread loops: one per type per thread, so
     any pairing; commitments: same message, greedy by text similarity."""
     if not loops or not truth:
@@ -520,6 +607,7 @@ def main() -> None:
         }
     types = [args.only] if args.only else TYPES
     total: dict[tuple[str, str], Tally] = defaultdict(Tally)
+    floor_total: dict[tuple[str, str], Tally] = defaultdict(Tally)
     samples: dict[tuple[str, str], int] = defaultdict(int)
     top10: dict[str, list[str]] = {}
     automated: dict[str, int] = {}
@@ -534,9 +622,9 @@ def main() -> None:
                 source_id=sid, status=LoopStatus.OPEN, loop_type__in=types
             )
         )
+        messages = source_messages(sid)
         thread_ids = {
-            tid: {norm_id(m.message_id) for m in msgs}
-            for tid, msgs in source_messages(sid).items()
+            tid: {norm_id(m.message_id) for m in msgs} for tid, msgs in messages.items()
         }
         thread_of = {mid: tid for tid, mids in thread_ids.items() for mid in mids}
         mine = canonical_labels(
@@ -551,6 +639,17 @@ def main() -> None:
             t.found += tally.found
             t.fps += tally.fps
             t.misses += tally.misses
+        known = sorted(
+            {a.lower() for a in Source.objects.get(id=sid).owner_addresses}
+            | set(owners)
+        )
+        floor = [lp for lp in floor_loops(messages, known) if lp.loop_type in types]
+        for key, tally in evaluate(mine, floor, thread_ids)[0].items():
+            f = floor_total[key]
+            f.product += tally.product
+            f.matched += tally.matched
+            f.truth += tally.truth
+            f.found += tally.found
         for lab in mine:
             for loop_type in lab.types:
                 samples[(loop_type, lab.stratum)] += 1
@@ -574,6 +673,12 @@ def main() -> None:
                 continue
             tally = total[(loop_type, stratum)]
             print(f"  {loop_type:22} {stratum:6} n={n:4}  {tally.line()}")
+            floor = floor_total[(loop_type, stratum)]
+            print(
+                f"  {'':22} {'floor':6} {'':6}  {floor.line()}  "
+                f"ratio precision {ratio(tally.precision, floor.precision)}"
+                f" recall {ratio(tally.recall, floor.recall)}"
+            )
         if args.verbose:
             for line in total[(loop_type, "all")].fps:
                 print(f"      FP   {line}")

@@ -63,6 +63,8 @@ _OFFER = re.compile(
     r"interested)\b"
     r"|\blet (?:me|us) know (?:how|if|what|whether|where) (?:i|we) (?:can|could|may) "
     r"(?:help|assist|do)\b|\bhow (?:can|could|may) (?:i|we) help\b"
+    r"|\b(?:call|phone|ring|e-?mail|contact|reach|write|get back to) (?:me |us )?"
+    r"with (?:any |your )?(?:questions?|comments?|concerns?|problems?|issues?)\b"
     r"|\bfeel free\b|\bdon'?t hesitate\b|\bdo not hesitate\b|\bat your (?:convenience|"
     r"leisure)\b|\bany questions\b|\bhappy to (?:help|answer|discuss)\b)",
     re.I,

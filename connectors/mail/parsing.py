@@ -402,6 +402,11 @@ def split_reply(text: str) -> tuple[str, bool]:
     except Exception:  # the library's regexes must never fail an import
         reply = None
     reply = _TRAILING_SEPARATOR.sub("", (reply or "").strip()).strip()
+    if _ATTRIBUTION_ONLY.match(reply) and _QUOTED_LINE.search(text):
+        # An interleaved reply opening with its attribution: the library keeps only
+        # that line; the writer's answers sit between the "> " blocks.
+        rest = _LEADING_ATTRIBUTION.sub("", text[:_REPLY_SCAN_CHARS], count=1)
+        reply = _drop_quote_blocks(rest).strip()
     if not reply:
         return text.strip(), True
     if _QUOTED_LINE.search(reply):
@@ -413,6 +418,13 @@ def split_reply(text: str) -> tuple[str, bool]:
 
 
 _QUOTED_LINE = re.compile(r"^>", re.MULTILINE)
+# A reply that is nothing but an attribution line ("On Mon, … Ann <a@x> wrote:").
+_ATTRIBUTION_ONLY = re.compile(
+    r"^\s*(?:on\b[^\n]{0,200}(?:\n[^\n]{0,200})?)?\bwrote:\s*$", re.I
+)
+_LEADING_ATTRIBUTION = re.compile(
+    r"^\s*on\b[^\n]{0,200}(?:\n[^\n]{0,200})?\bwrote:[ \t]*\n", re.I
+)
 # A separator left at the end of a reply whose quoted part was cut (a forward
 # without own text keeps only this line).
 _TRAILING_SEPARATOR = re.compile(

@@ -537,7 +537,8 @@ def rule_extract(
 
     - My messages (to someone other than me): first-person future promises →
       ``owed_by_me``, counterparty = first To/Cc that is not me.
-    - Their messages with me in To, not mass mail, to at most
+    - Their messages with me in To, not mass mail (list mail counts as personal
+      once I wrote in the thread), to at most
       ``MAX_RECIPIENTS_FOR_PROMISE_TO_ME`` people: their promises → ``owed_to_me``,
       counterparty = the sender. A request with a deadline made to me becomes
       ``owed_by_me`` only when a later message of mine accepts it ("Will do").
@@ -554,6 +555,9 @@ def rule_extract(
     subs = sorted((m for m in messages if is_substantive(m)), key=lambda m: m.sent_at)
     pending: list[_Pending] = []
     seen: set[tuple[str, str]] = set()
+    # A reply addressed to me after I wrote in the thread is personal even when a
+    # mailing list delivered it (list headers, bulk category): not mass mail.
+    first_mine = next((i for i, m in enumerate(subs) if is_mine(m, owners)), None)
     for index, m in enumerate(subs):
         mine = is_mine(m, owners)
         recipients = [a.lower() for a in [*m.to, *m.cc] if a]
@@ -563,7 +567,9 @@ def rule_extract(
                 continue
             counterparty, name = others[0], ""
         else:
-            if _is_bulk(m) or not owners & {a.lower() for a in m.to}:
+            if not owners & {a.lower() for a in m.to} or (
+                _is_bulk(m) and (first_mine is None or index < first_mine)
+            ):
                 continue
             counterparty, name = (m.from_addr or "").lower(), m.from_name or ""
         crowd = len(recipients) > MAX_RECIPIENTS_FOR_PROMISE_TO_ME

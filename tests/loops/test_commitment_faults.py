@@ -9,6 +9,7 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 
 from brain.models import Source
+from connectors.mail.parsing import parse_rfc822
 from connectors.mailbox.sync import mailbox_import
 from loops.extractors import classifier
 from loops.extractors.rules import (
@@ -311,3 +312,60 @@ def test_commitment_classifier_ships_as_weights_and_separates_promises():
         ]
     )
     assert promise >= classifier.threshold() and promise > pitch
+
+
+def test_interleaved_reply_opening_with_its_attribution_keeps_the_promise():
+    raw = (
+        b"From: Dana Reed <dana@example.com>\r\n"
+        b"To: Robin Vale <robin@example.org>\r\n"
+        b"Subject: Re: [PATCH] harbour: save the lease state\r\n"
+        b"Message-ID: <2.t-dana@example>\r\n"
+        b"Date: Mon, 03 Mar 2025 16:00:00 +0000\r\n"
+        b"\r\n"
+        b"On Mon, Mar 3, 2025 at 3:00 PM, Robin Vale\r\n"
+        b"<robin@example.org> wrote:\r\n"
+        b"> Is the state saved before the tenant moves?\r\n"
+        b"\r\n"
+        b"Yes, it is saved first.\r\n"
+        b"\r\n"
+        b"> We may want to clear the old record after the move.\r\n"
+        b"\r\n"
+        b"Right, will fix.\r\n"
+    )
+    parsed = parse_rfc822(raw)
+    assert "wrote:" not in parsed.body
+    assert "Right, will fix." in parsed.body
+    reply = mail(2, parsed.body)
+    assert ("owed_to_me", "Right, will fix.") in found(reply)
+
+
+_LIST = {
+    "cc": ("harbour-devel@lists.example.org",),
+    "list_unsubscribe": True,
+    "labels": ["CATEGORY_PROMOTIONS"],
+}
+
+
+def test_direct_reply_in_a_list_thread_i_wrote_in_is_not_mass_mail():
+    mine = mail(
+        1,
+        "We may want to clear the old record after the move.",
+        frm=ROBIN,
+        to=(DANA,),
+        cc=("harbour-devel@lists.example.org",),
+        labels=["CATEGORY_PROMOTIONS"],
+    )
+    reply = mail(
+        2,
+        "Right, will fix.",
+        cc=("harbour-devel@lists.example.org",),
+        hours=2,
+        list_unsubscribe=True,
+        labels=["CATEGORY_PROMOTIONS"],
+    )
+    assert ("owed_to_me", "Right, will fix.") in found(mine, reply)
+    # The same list mail before I wrote, or in a thread I never wrote in, stays
+    # mass mail.
+    assert found(reply) == []
+    early = mail(0, "We will send the new record layout.", **_LIST)  # type: ignore[arg-type]
+    assert found(early, mine) == []

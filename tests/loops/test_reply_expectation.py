@@ -138,6 +138,8 @@ def test_cold_solicitation_opens_nothing() -> None:
         "If you would like, we can set up a call next week.",
         "Feel free to reach out with comments.",
         "Let me know if the link does not work for you.",
+        "Here are the volume charts. Please call with questions.",
+        "The file is attached. Email me with any comments.",
     ],
 )
 def test_conditional_offer_opens_nothing(body: str) -> None:
