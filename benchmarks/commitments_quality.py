@@ -10,7 +10,7 @@ changed extractor is measured without re-importing.
 
 Run: .venv/bin/python benchmarks/commitments_quality.py [--fresh] [--verbose]
      [--corpus enron/allen-p] [--dump-candidates FILE]
-Matching (LOOPS_DEVSET.md): same type, same message, greedily by text similarity;
+Matching (tests/data/loops_dev/README.md): same type, same message, greedily by text similarity;
 a loop is scored against the label holding its message, message ids read through the
 import's copy ledger (copies of one message count once; labels of two copies merge). ``--dump-candidates`` writes every commitment loop the product opens in
 any thread of the corpora (for labelling).

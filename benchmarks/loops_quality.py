@@ -22,7 +22,7 @@ Run (from any worktree): ``.venv/bin/python benchmarks/loops_quality.py``
   ``--reuse``         skip the import when the source already exists (detection
                       is re-run on the stored mail)
 
-Matching (LOOPS_DEVSET.md): a product loop is scored against the labelled thread
+Matching (tests/data/loops_dev/README.md): a product loop is scored against the labelled thread
 holding its evidence message (else every labelled thread its thread overlaps) and
 matches a truth item of the same type there; commitments also need the same message
 and direction, several per message matched greedily by text similarity. Message ids
