@@ -17,6 +17,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from brain.access import Caller, local_caller
+from brain.display import json_table
 from brain.exceptions import BrainError
 from brain.models import (
     Alias,
@@ -111,10 +112,19 @@ class SourceAdmin(admin.ModelAdmin):
         "last_sync_at",
         "last_success_at",
         "last_error",
-        "counts",
-        "cursor",
+        "counts_table",
+        "cursor_table",
     )
+    exclude = ("counts", "cursor")
     actions: tuple[Any, ...] = ("make_federated", "make_unfederated")
+
+    @admin.display(description="counts")
+    def counts_table(self, obj: Source) -> str:
+        return json_table(obj.counts)
+
+    @admin.display(description="cursor")
+    def cursor_table(self, obj: Source) -> str:
+        return json_table(obj.cursor)
 
     def formfield_for_dbfield(
         self, db_field: Any, request: HttpRequest, **kwargs: Any
@@ -705,6 +715,7 @@ class MergeProposalAdmin(admin.ModelAdmin):
         "reason",
         "score",
         "status",
+        "review",
         "source",
         "created_at",
     )
@@ -713,6 +724,7 @@ class MergeProposalAdmin(admin.ModelAdmin):
     list_select_related = ("keep_page", "merge_page", "source")
     raw_id_fields = ("keep_page", "merge_page")
     readonly_fields = (
+        "review",
         "source",
         "keep_page",
         "merge_page",
@@ -729,6 +741,20 @@ class MergeProposalAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # decided proposals are kept so they are not proposed again
+
+    @admin.display(description="review")
+    def review(self, obj: MergeProposal) -> str:
+        """A link to the console's side-by-side preview with Merge / Reject."""
+        if obj.pk is None or obj.status != MergeProposal.Status.PENDING:
+            return obj.get_status_display() if obj.pk else "—"
+        return format_html(
+            '<a href="{}?proposal={}">Compare side by side</a>',
+            reverse("admin:console_merge"),
+            obj.pk,
+        )
 
     @admin.action(description="Merge: fold each 'merge page' into its 'keep page'")
     def merge_selected(

@@ -9,6 +9,7 @@ from django.contrib import admin, messages
 from django.db.models.functions import Length
 
 from brain.admin import SourceAdmin
+from brain.display import json_table
 from brain.exceptions import BrainError
 from connectors.base import ConnectorError
 from connectors.dispatch import held_items_retry, source_sync
@@ -186,9 +187,14 @@ class SyncRunAdmin(_ReadOnly):
         "status",
         "started_at",
         "finished_at",
-        "counts",
+        "counts_table",
         "error",
     )
+    fields = readonly_fields
+
+    @admin.display(description="counts")
+    def counts_table(self, obj: SyncRun) -> str:
+        return json_table(obj.counts)
 
 
 @admin.register(GoogleAccount)

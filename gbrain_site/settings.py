@@ -123,7 +123,8 @@ if env_bool("DJANGO_SECURE_PROXY_SSL_HEADER", default=False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    # django.contrib.admin with the curation console as admin.site.
+    "interfaces.console.apps.ConsoleAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -132,6 +133,8 @@ INSTALLED_APPS = [
     "django.contrib.postgres",
     "django_q",
     "social_django",
+    # Serves the Swagger UI files of /api/docs from the package (works offline).
+    "ninja",
     "accounts",
     "brain",
     "loops",

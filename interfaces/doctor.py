@@ -36,7 +36,7 @@ from brain.models import Chunk, Source
 from connectors.models import HeldItem
 from jobs.models import Job
 from jobs.schedules import schedule_specs
-from jobs.selectors import worker_heartbeats
+from jobs.selectors import WORKER_ALIVE_SECONDS, worker_heartbeats
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 
@@ -44,8 +44,6 @@ OK, WARN, FAIL = "ok", "warn", "fail"
 STALE_AFTER = timedelta(hours=24)
 #: Source kinds synced on a schedule (a mailbox file is imported once, never stale).
 LIVE_KINDS = {"google", "imap"}
-#: A worker whose last beat is older than this is taken for dead (3 missed beats).
-WORKER_ALIVE_SECONDS = 60
 KEY_UNUSED_AFTER = timedelta(days=90)
 DISK_WARN_FREE = 0.10  # fraction of the data directory's file system
 DISK_FAIL_BYTES = 500 * 1024 * 1024

@@ -11,13 +11,20 @@ from typing import TYPE_CHECKING, Any
 from django.contrib import admin, messages
 from django.utils.html import format_html
 
+from brain.display import json_table
 from brain.exceptions import BrainError
 from jobs.models import Job
+from jobs.selectors import job_outcome, worker_alive
 from jobs.services import job_cancel, job_retry
 
 if TYPE_CHECKING:
     from django.db.models import QuerySet
-    from django.http import HttpRequest
+    from django.http import HttpRequest, HttpResponse
+
+NO_WORKER = (
+    "No worker is running: queued jobs wait until one starts "
+    "(`manage.py worker`, or `systemctl start brain-worker`)."
+)
 
 
 @admin.register(Job)
@@ -25,7 +32,7 @@ class JobAdmin(admin.ModelAdmin):
     list_display = (
         "id",
         "kind",
-        "status",
+        "outcome",
         "progress_column",
         "attempts_column",
         "short_error",
@@ -41,16 +48,16 @@ class JobAdmin(admin.ModelAdmin):
     actions = ("cancel_jobs", "retry_jobs")
     fields = (
         "kind",
-        "status",
-        "params",
+        "outcome",
+        "params_table",
         "idempotency_key",
         "attempts",
         "max_attempts",
-        "progress",
-        "checkpoint",
-        "result",
+        "progress_table",
+        "checkpoint_table",
+        "result_table",
         "error",
-        "history",
+        "history_table",
         "run_after",
         "dispatched_at",
         "started_at",
@@ -63,6 +70,58 @@ class JobAdmin(admin.ModelAdmin):
         "updated_at",
     )
     readonly_fields = fields
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        self._warn_no_worker(request)
+        return super().changelist_view(request, extra_context)
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        self._warn_no_worker(request, object_id=object_id)
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def _warn_no_worker(self, request: HttpRequest, object_id: str = "") -> None:
+        """Warn on GET when queued jobs (or this queued job) have no live worker."""
+        if request.method != "GET":
+            return
+        queued = Job.objects.filter(status=Job.Status.QUEUED)
+        if object_id:
+            queued = (
+                queued.filter(pk=object_id) if object_id.isdigit() else queued.none()
+            )
+        if queued.exists() and not worker_alive():
+            self.message_user(request, NO_WORKER, messages.WARNING)
+
+    @admin.display(description="status", ordering="status")
+    def outcome(self, obj: Job) -> str:
+        return job_outcome(obj)
+
+    @admin.display(description="params")
+    def params_table(self, obj: Job) -> str:
+        return json_table(obj.params)
+
+    @admin.display(description="progress")
+    def progress_table(self, obj: Job) -> str:
+        return json_table(obj.progress)
+
+    @admin.display(description="checkpoint")
+    def checkpoint_table(self, obj: Job) -> str:
+        return json_table(obj.checkpoint)
+
+    @admin.display(description="result")
+    def result_table(self, obj: Job) -> str:
+        return json_table(obj.result)
+
+    @admin.display(description="history")
+    def history_table(self, obj: Job) -> str:
+        return json_table(obj.history)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         # Jobs come from schedules, the API and the CLI, never from a blank form.

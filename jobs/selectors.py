@@ -36,8 +36,29 @@ def job_get(*, job_id: int) -> Job:
     return job
 
 
+# A worker beats every 15 s; four missed beats and it counts as gone.
+WORKER_ALIVE_SECONDS = 60
+
+
+def worker_alive() -> bool:
+    """True when some ``manage.py worker`` beat within ``WORKER_ALIVE_SECONDS``: a
+    queued job with no live worker never runs (SPEC §7)."""
+    return worker_heartbeats(alive_within_seconds=WORKER_ALIVE_SECONDS).exists()
+
+
 def worker_heartbeats(*, alive_within_seconds: float) -> QuerySet[WorkerHeartbeat]:
     """Workers whose last beat is at most ``alive_within_seconds`` old, newest
     first (``manage.py worker`` beats every ``BRAIN_WORKER_BEAT_SECONDS``)."""
     since = timezone.now() - timedelta(seconds=alive_within_seconds)
     return WorkerHeartbeat.objects.filter(beat_at__gte=since)
+
+
+def job_outcome(job: Job) -> str:
+    """The status a person should read: a succeeded job whose own result says
+    ``partial`` or ``failed`` (dream, SPEC §10) is shown as such, not as a plain
+    success."""
+    label = job.get_status_display()
+    inner = (job.result or {}).get("status") if isinstance(job.result, dict) else None
+    if job.status == Job.Status.SUCCEEDED and inner in ("partial", "failed"):
+        return f"{label}, {inner}"
+    return label

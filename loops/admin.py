@@ -24,6 +24,7 @@ from loops.models import (
     LoopEvent,
     LoopStatus,
     LoopSuppression,
+    LoopType,
     OpenLoop,
     SenderProfile,
 )
@@ -40,6 +41,14 @@ from loops.waiting import waiting_report
 if TYPE_CHECKING:
     from django.db.models import QuerySet
     from django.http import HttpRequest, HttpResponse
+
+#: The waiting filter "I owe" and "they owe" (SPEC §5.1 loop types).
+OWED_BY_ME = {LoopType.COMMITMENT_OWED_BY_ME, LoopType.UNANSWERED_INBOUND}
+OWED_TO_ME = {
+    LoopType.COMMITMENT_OWED_TO_ME,
+    LoopType.UNANSWERED_OUTBOUND,
+    LoopType.DECISION_PENDING,
+}
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -116,7 +125,6 @@ class OpenLoopAdmin(admin.ModelAdmin):
         "updated_at",
     )
     date_hierarchy = "last_activity_at"
-    inlines = (LoopEventInline,)
     actions = (
         "mark_done",
         "drop",
@@ -127,8 +135,43 @@ class OpenLoopAdmin(admin.ModelAdmin):
         "mute_thread",
     )
 
+    change_form_template = "loops/openloop_change_form.html"
+
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # SPEC §5: loops are closed (done, dropped, stale), never deleted.
+
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,  # noqa: FBT001, FBT002 (Django's signature)
+        change: bool = False,  # noqa: FBT001, FBT002
+        form_url: str = "",
+        obj: OpenLoop | None = None,
+    ) -> HttpResponse:
+        """The loop page: triage buttons, evidence as quotes and the event history
+        above the (read-only) form."""
+        if obj is not None:
+            context = {
+                **context,
+                "loop": obj,
+                "loop_label": obj.get_loop_type_display(),
+                "evidence_items": [
+                    {
+                        "quote": e.get("quote") or e.get("text") or "(no quote)",
+                        "when": e.get("date") or e.get("message_date") or "",
+                        "who": e.get("from") or "",
+                        "link": e.get("link") or "",
+                    }
+                    for e in (obj.evidence or [])
+                    if isinstance(e, dict)
+                ],
+                "events": list(obj.events.order_by("event_time", "id")),
+            }
+        return super().render_change_form(request, context, add, change, form_url, obj)
 
     @admin.display(description="summary")
     def summary_short(self, obj: OpenLoop) -> str:
@@ -249,13 +292,35 @@ class OpenLoopAdmin(admin.ModelAdmin):
         return extra + super().get_urls()
 
     def waiting_view(self, request: HttpRequest) -> HttpResponse:
-        """The waiting dashboard (SPEC §5.5): the trusted view for staff."""
+        """The waiting dashboard (SPEC §5.5): the trusted view for staff, each loop
+        with its human label and triage buttons. An unknown ``source`` is said so
+        and the view falls back to every source. ``mine=by_me|to_me`` keeps the
+        loops I owe or those owed to me."""
         source = request.GET.get("source") or None
+        caller = local_caller(actor=_actor(request))
+        if source and not Source.objects.filter(pk=source).exists():
+            self.message_user(
+                request,
+                f"There is no source '{source}'; showing every source.",
+                messages.WARNING,
+            )
+            source = None
         report = waiting_report(
-            caller=local_caller(actor=_actor(request)),
-            sources=[source] if source else None,
-            top=25,
+            caller=caller, sources=[source] if source else None, top=25
         )
+        mine = request.GET.get("mine", "")
+        wanted = (
+            OWED_BY_ME if mine == "by_me" else OWED_TO_ME if mine == "to_me" else None
+        )
+        for group in report["groups"]:
+            if wanted is not None:
+                group["loops"] = [
+                    lp for lp in group["loops"] if lp["loop_type"] in wanted
+                ]
+            for lp in group["loops"]:
+                lp["label"] = LoopType(lp["loop_type"]).label
+        if wanted is not None:
+            report["groups"] = [g for g in report["groups"] if g["loops"]]
         context = {
             **self.admin_site.each_context(request),
             "title": "Waiting",
@@ -266,6 +331,7 @@ class OpenLoopAdmin(admin.ModelAdmin):
                 kind__in=(Source.Kind.GOOGLE, Source.Kind.MAILBOX, Source.Kind.IMAP)
             ).order_by("name", "id"),
             "selected_source": source or "",
+            "mine": mine,
         }
         return TemplateResponse(request, "loops/waiting.html", context)
 

@@ -1,0 +1,587 @@
+"""The console's own pages (SPEC §0 "team admins", §2.3, §5, §10): buttons that
+enqueue jobs, one-click loop triage, person cards, merges, and wiki pages with a
+rendered view, an editor and revisions. Staff only (``ConsoleSite.admin_view``).
+
+Every write calls a domain service (``loops.services``, ``brain.services.pages``,
+``brain.services.merges``, ``jobs.services``); the views only read and route.
+Each POST answers with a redirect and a message saying what changed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from datetime import date
+from typing import TYPE_CHECKING, Any
+
+from django.contrib import admin, messages
+from django.db import transaction
+from django.db.models import Count, Q
+from django.http import Http404, HttpResponseNotAllowed
+from django.shortcuts import get_object_or_404, redirect
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+
+from brain.access import Caller, local_caller
+from brain.display import json_table
+from brain.exceptions import BrainError
+from brain.models import (
+    Alias,
+    Fact,
+    MergeProposal,
+    Page,
+    PageRevision,
+    Relation,
+    TimelineEntry,
+)
+from brain.search import page_search
+from brain.services.merges import (
+    merge_proposal_accept,
+    merge_proposal_reject,
+    page_merge,
+)
+from brain.services.pages import page_write
+from interfaces.console.markdown import render_markdown
+from jobs.selectors import worker_alive
+from jobs.services import job_enqueue
+from loops.models import LoopStatus, LoopSuppression, LoopType, OpenLoop
+from loops.services import (
+    due_end_of_day,
+    loop_close,
+    loop_correct_due,
+    loop_mute,
+    loop_reopen,
+    sender_loops_close,
+)
+
+if TYPE_CHECKING:
+    from django.http import HttpRequest, HttpResponse
+
+#: Jobs the dashboard's buttons may start (SPEC §7 kinds).
+RUNNABLE = {"sync_source", "embed_pending", "dream"}
+LOOP_LABELS = dict(LoopType.choices)
+THREAD_TYPE = "email"  # mail threads (connectors.mail.store)
+PERSON_TYPE = "person"
+
+
+def _actor(request: HttpRequest) -> str:
+    return f"staff:{request.user.get_username()}"
+
+
+def _caller(request: HttpRequest) -> Caller:
+    """The staff user as a trusted local caller (SPEC §8), as ``brain.admin`` does."""
+    return local_caller(actor=_actor(request))
+
+
+def _back(request: HttpRequest, fallback: str) -> HttpResponse:
+    """Redirect to the form's ``next`` when it is a local URL, else ``fallback``."""
+    target = request.POST.get("next") or ""
+    if target and url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}
+    ):
+        return redirect(target)
+    return redirect(fallback)
+
+
+def _context(request: HttpRequest, title: str, **extra: Any) -> dict[str, Any]:
+    """The admin's base context (header, user links, sidebar) plus ``extra``."""
+    return {**admin.site.each_context(request), "title": title, **extra}
+
+
+# --- dashboard buttons ------------------------------------------------------------
+
+
+def run_job(request: HttpRequest) -> HttpResponse:
+    """POST ``kind`` (sync_source needs ``source_id``): enqueue the job (coalesced
+    with a queued or running one of the same kind and params) and say so, warning
+    when no worker is alive to run it."""
+    if request.method != "POST":
+        return HttpResponseNotAllowed(["POST"])
+    kind = request.POST.get("kind", "")
+    if kind not in RUNNABLE:
+        messages.error(request, f"Unknown job kind '{kind}'.")
+        return redirect("admin:index")
+    params: dict[str, Any] = {}
+    if kind == "sync_source":
+        params["source_id"] = request.POST.get("source_id", "")
+    try:
+        job, created = job_enqueue(
+            kind=kind, params=params, created_by=_actor(request), coalesce=True
+        )
+    except BrainError as exc:
+        messages.error(request, exc.message)
+        return redirect("admin:index")
+    verb = "Queued" if created else "Already queued or running:"
+    messages.success(request, f"{verb} job #{job.pk} ({kind}).")
+    if job.status == job.Status.QUEUED and not worker_alive():
+        messages.warning(
+            request,
+            "No worker is running, so it waits until one starts (`manage.py worker`).",
+        )
+    return redirect("admin:index")
+
+
+# --- loop triage ------------------------------------------------------------------
+
+
+def _loop_name(loop: OpenLoop) -> str:
+    summary = loop.summary if len(loop.summary) <= 80 else loop.summary[:79] + "…"
+    return f"“{summary}”"
+
+
+def loop_act(request: HttpRequest, loop_id: int) -> HttpResponse:
+    """POST ``action`` on one loop (SPEC §5): ``done`` | ``drop`` | ``reopen`` |
+    ``due`` (``due`` = YYYY-MM-DD, empty clears it) | ``mute_close`` (mute the
+    counterparty and close all their open loops in the source). Redirects to
+    ``next`` (the waiting view, a person card) with a message saying what changed."""
+    if request.method != "POST":
+        return HttpResponseNotAllowed(["POST"])
+    loop = get_object_or_404(OpenLoop, pk=loop_id)
+    fallback = reverse("admin:loops_openloop_change", args=[loop.pk])
+    action = request.POST.get("action", "")
+    actor = _actor(request)
+    name = _loop_name(loop)
+    try:
+        if action in ("done", "drop"):
+            status = LoopStatus.DONE if action == "done" else LoopStatus.DROPPED
+            result = loop_close(loop=loop, status=status, actor=actor)
+            if result["closed"]:
+                messages.success(request, f"{name} closed as {status}.")
+            else:
+                messages.info(request, f"{name} was already {result['status']}.")
+        elif action == "reopen":
+            loop_reopen(loop=loop, actor=actor)
+            messages.success(request, f"{name} is open again.")
+        elif action == "due":
+            raw = request.POST.get("due", "").strip()
+            try:
+                new = due_end_of_day(date.fromisoformat(raw)) if raw else None
+            except ValueError:
+                messages.error(request, f"'{raw}' is not a date (use YYYY-MM-DD).")
+                return _back(request, fallback)
+            old = loop.due_at
+            loop_correct_due(loop=loop, due_at=new, actor=actor)
+            before = old.date().isoformat() if old else "no due date"
+            after = new.date().isoformat() if new else "no due date"
+            messages.success(
+                request, f"{name}: due date changed from {before} to {after}."
+            )
+        elif action == "mute_close":
+            if not loop.counterparty_email:
+                messages.error(request, f"{name} has no sender address to mute.")
+                return _back(request, fallback)
+            with transaction.atomic():
+                row, created = loop_mute(
+                    source=loop.source,
+                    kind=LoopSuppression.Kind.SENDER,
+                    value=loop.counterparty_email,
+                    actor=actor,
+                )
+                closed = sender_loops_close(
+                    source=loop.source, address=row.value, actor=actor
+                )
+            muted = "Muted" if created else "Already muted:"
+            messages.success(
+                request,
+                f"{muted} {row.value} in {loop.source_id}: new mail from them opens "
+                f"no loops. Closed {closed} open loop(s) with them (dropped).",
+            )
+        else:
+            messages.error(request, f"Unknown action '{action}'.")
+    except BrainError as exc:
+        messages.error(request, exc.message)
+    return _back(request, fallback)
+
+
+def loop_rows(loops: list[OpenLoop]) -> list[dict[str, Any]]:
+    """Loops as the console's triage rows: label, quote and links."""
+    rows = []
+    for loop in loops:
+        last = loop.evidence[-1] if loop.evidence else {}
+        rows.append(
+            {
+                "loop": loop,
+                "label": LOOP_LABELS.get(loop.loop_type, loop.loop_type),
+                "quote": last.get("quote", ""),
+                "link": last.get("link", ""),
+            }
+        )
+    return rows
+
+
+# --- person cards -----------------------------------------------------------------
+
+
+def _live_page(source_id: str, slug: str) -> Page:
+    page = (
+        Page.objects.select_related("type", "source")
+        .filter(source_id=source_id, slug=slug, deleted_at__isnull=True)
+        .first()
+    )
+    if page is None:
+        raise Http404(f"No live page {source_id}:{slug}")
+    return page
+
+
+def person_card(request: HttpRequest, source_id: str, slug: str) -> HttpResponse:
+    """A person's card (SPEC §4 entity, §5): aliases, open loops both ways with
+    their actions, recent threads and timeline, live and superseded facts with their
+    evidence, relations by name, and "Merge with…" (``q`` searches other pages)."""
+    page = _live_page(source_id, slug)
+    loops = list(
+        OpenLoop.objects.filter(counterparty=page, status=LoopStatus.OPEN)
+        .select_related("page")
+        .order_by("due_at", "-last_activity_at")[:100]
+    )
+    facts = list(
+        Fact.objects.filter(entity=page)
+        .defer("embedding")
+        .select_related("superseded_by")
+        .order_by("expired_at", "-created_at")[:200]
+    )
+    relations = Relation.objects.select_related(
+        "relation_type", "from_page", "to_page", "from_page__type"
+    )
+    outgoing = list(
+        relations.filter(from_page=page, to_page__deleted_at__isnull=True)
+        .exclude(to_page__type__name=THREAD_TYPE)
+        .order_by("relation_type__name", "to_page__title")[:50]
+    )
+    incoming_all = relations.filter(
+        to_page=page, from_page__deleted_at__isnull=True
+    ).order_by("-from_page__updated_at")
+    threads = [
+        r.from_page for r in incoming_all.filter(from_page__type__name=THREAD_TYPE)[:10]
+    ]
+    incoming = list(incoming_all.exclude(from_page__type__name=THREAD_TYPE)[:50])
+    query = request.GET.get("q", "").strip()
+    candidates: list[Page] = []
+    if query:
+        candidates = list(
+            Page.objects.filter(source_id=page.source_id, deleted_at__isnull=True)
+            .filter(
+                Q(title__icontains=query)
+                | Q(slug__icontains=query)
+                | Q(aliases__alias__icontains=query)
+            )
+            .exclude(pk=page.pk)
+            .select_related("type")
+            .distinct()
+            .order_by("title")[:20]
+        )
+    context = _context(
+        request,
+        page.title or page.slug,
+        page=page,
+        aliases=list(Alias.objects.filter(page=page).order_by("alias")),
+        loops=loop_rows(loops),
+        owed_by_me=[r for r in loop_rows(loops) if r["loop"].loop_type in _BY_ME],
+        facts=facts,
+        live_facts=[f for f in facts if f.expired_at is None],
+        old_facts=[f for f in facts if f.expired_at is not None],
+        outgoing=outgoing,
+        incoming=incoming,
+        threads=threads,
+        timeline=list(
+            TimelineEntry.objects.filter(page=page).order_by("-date", "-id")[:15]
+        ),
+        query=query,
+        candidates=candidates,
+    )
+    return TemplateResponse(request, "console/person.html", context)
+
+
+_BY_ME = {LoopType.COMMITMENT_OWED_BY_ME, LoopType.UNANSWERED_INBOUND}
+
+
+def _page_side(page: Page) -> dict[str, Any]:
+    return {
+        "page": page,
+        "aliases": list(
+            Alias.objects.filter(page=page).values_list("alias", flat=True)[:30]
+        ),
+        "facts": Fact.objects.filter(entity=page, expired_at__isnull=True).count(),
+        "loops": OpenLoop.objects.filter(
+            counterparty=page, status=LoopStatus.OPEN
+        ).count(),
+        "relations": Relation.objects.filter(
+            Q(from_page=page) | Q(to_page=page)
+        ).count(),
+        "timeline": TimelineEntry.objects.filter(page=page).count(),
+    }
+
+
+def merge_preview(request: HttpRequest) -> HttpResponse:
+    """Two pages side by side (GET ``keep``, ``merge`` page ids, or ``proposal``),
+    then POST ``decision`` = ``merge`` (``page_merge``, or the proposal's accept) or
+    ``reject`` (proposals only). The merged page's aliases, relations, facts and
+    timeline move to the kept one (SPEC §10); the merge is audited."""
+    data = request.POST if request.method == "POST" else request.GET
+    proposal = None
+    if data.get("proposal"):
+        proposal = get_object_or_404(MergeProposal, pk=data["proposal"])
+        keep, merge = proposal.keep_page, proposal.merge_page
+    else:
+        keep = get_object_or_404(Page, pk=data.get("keep") or 0)
+        merge = get_object_or_404(Page, pk=data.get("merge") or 0)
+    if request.method == "POST":
+        decision = data.get("decision")
+        actor = _actor(request)
+        try:
+            if decision == "reject" and proposal is not None:
+                merge_proposal_reject(proposal_id=proposal.pk, actor=actor)
+                messages.success(
+                    request,
+                    f"Rejected: {merge.title} and {keep.title} stay separate and will "
+                    "not be proposed again.",
+                )
+                return redirect("admin:brain_mergeproposal_changelist")
+            if decision == "merge":
+                if proposal is not None:
+                    counts = merge_proposal_accept(proposal_id=proposal.pk, actor=actor)
+                else:
+                    counts = page_merge(keep=keep, merge=merge, actor=actor)
+                moved = ", ".join(
+                    f"{v} {k}" for k, v in counts.items() if isinstance(v, int)
+                )
+                messages.success(
+                    request, f"Merged {merge.title} into {keep.title} (moved {moved})."
+                )
+                return redirect("admin:console_person", keep.source_id, keep.slug)
+            messages.error(request, f"Unknown decision '{decision}'.")
+        except BrainError as exc:
+            messages.error(request, exc.message)
+    context = _context(
+        request,
+        f"Merge {merge.title} into {keep.title}?",
+        keep=_page_side(keep),
+        merge=_page_side(merge),
+        proposal=proposal,
+    )
+    return TemplateResponse(request, "console/merge.html", context)
+
+
+# --- wiki pages -------------------------------------------------------------------
+
+_SECTION = re.compile(r"^## (.+)$", re.MULTILINE)
+TO_SHOWN = 3
+
+
+def _conversation(body: str) -> list[dict[str, Any]]:
+    """A thread page body (``connectors.mail.render``) split into messages:
+    ``{header, meta, body}``; long To/Cc lines are shortened."""
+    parts = _SECTION.split(body)
+    messages_: list[dict[str, Any]] = []
+    for i in range(1, len(parts) - 1, 2):
+        header, text = parts[i], parts[i + 1].strip("\n")
+        first, _, rest = text.partition("\n")
+        meta = ""
+        if first.startswith(("[message](", "To: ", "Cc: ")):
+            meta, text = first, rest
+        shortened = []
+        for piece in meta.split(" · ") if meta else []:
+            label, sep, names = piece.partition(": ")
+            people = names.split(", ") if sep else []
+            if sep and len(people) > TO_SHOWN:
+                piece = f"{label}: {', '.join(people[:TO_SHOWN])} and {len(people) - TO_SHOWN} more"
+            shortened.append(piece)
+        messages_.append(
+            {
+                "header": header,
+                "mine": header.startswith("→ "),
+                "meta": render_markdown(" · ".join(shortened)),
+                "body": render_markdown(text.strip()),
+            }
+        )
+    return messages_
+
+
+def page_view(request: HttpRequest, source_id: str, slug: str) -> HttpResponse:
+    """Any page rendered (markdown to sanitised HTML); a thread as a conversation;
+    frontmatter as a table; links to edit, revisions and the person card."""
+    page = _live_page(source_id, slug)
+    type_name = page.type.name if page.type_id else ""
+    conversation = _conversation(page.body) if type_name == THREAD_TYPE else []
+    context = _context(
+        request,
+        page.title or page.slug,
+        page=page,
+        type_name=type_name,
+        is_person=type_name == PERSON_TYPE,
+        conversation=conversation,
+        html=None if conversation else render_markdown(page.body, source_id=source_id),
+        frontmatter=json_table(page.frontmatter),
+        revision_count=PageRevision.objects.filter(page=page).count(),
+    )
+    return TemplateResponse(request, "console/page.html", context)
+
+
+def page_edit(request: HttpRequest, source_id: str, slug: str) -> HttpResponse:
+    """The page editor (SPEC §2.3): POST ``title``, ``body`` and ``mode`` (replace |
+    append) go through ``page_write``, the one write function (frontmatter kept,
+    title sanitised, a revision recorded). Chunks are rebuilt in the write; the
+    embedding runs after commit in an ``embed_pending`` job, not in this request."""
+    page = _live_page(source_id, slug)
+    if request.method == "POST":
+        mode = request.POST.get("mode", "replace")
+        body = request.POST.get("body", "").replace("\r\n", "\n")
+        title = request.POST.get("title", "").strip() or page.title
+        try:
+            if mode not in ("replace", "append"):
+                messages.error(request, f"Unknown mode '{mode}'.")
+            else:
+                result = page_write(
+                    source=page.source,
+                    mode=mode,
+                    actor=_caller(request),
+                    slug=page.slug,
+                    title=title,
+                    body=body,
+                    embed=False,
+                )
+                job_enqueue(
+                    kind="embed_pending",
+                    params={"source_ids": [page.source_id]},
+                    created_by=_actor(request),
+                    coalesce=True,
+                )
+                verb = "appended to" if mode == "append" else "saved"
+                if not result.changed:
+                    messages.info(request, "Nothing changed.")
+                else:
+                    messages.success(
+                        request,
+                        f"Page {verb}; a revision was recorded. Search finds the new "
+                        "words now; its embedding is refreshed in the background.",
+                    )
+                return redirect("admin:console_page", page.source_id, page.slug)
+        except BrainError as exc:
+            messages.error(request, exc.message)
+    context = _context(request, f"Edit {page.title or page.slug}", page=page)
+    return TemplateResponse(request, "console/page_edit.html", context)
+
+
+def _diff(before: str, after: str) -> list[tuple[str, str]]:
+    """Unified diff lines as ``(kind, text)``: kind add | del | hunk | same."""
+    out = []
+    for line in difflib.unified_diff(
+        before.splitlines(), after.splitlines(), lineterm="", n=2
+    ):
+        if line.startswith(("---", "+++")):
+            continue
+        kind = {"+": "add", "-": "del", "@": "hunk"}.get(line[:1], "same")
+        out.append((kind, line))
+    return out
+
+
+def page_revisions(request: HttpRequest, source_id: str, slug: str) -> HttpResponse:
+    """Revisions newest first, each with the diff of its write (title and body) and
+    a Revert button (to the text before that write)."""
+    page = _live_page(source_id, slug)
+    revisions = list(
+        PageRevision.objects.filter(page=page).order_by("-created_at", "-id")[:50]
+    )
+    after_title, after_body = page.title, page.body
+    rows = []
+    for rev in revisions:
+        rows.append(
+            {
+                "rev": rev,
+                "title_changed": rev.previous_title != after_title,
+                "after_title": after_title,
+                "diff": _diff(rev.previous_body, after_body),
+            }
+        )
+        after_title, after_body = rev.previous_title, rev.previous_body
+    context = _context(
+        request, f"Revisions of {page.title or page.slug}", page=page, rows=rows
+    )
+    return TemplateResponse(request, "console/revisions.html", context)
+
+
+def revision_revert(request: HttpRequest, revision_id: int) -> HttpResponse:
+    """POST: put back the title, body and frontmatter a page had before this
+    revision's write, through ``page_write``: the revert is itself a revision."""
+    if request.method != "POST":
+        return HttpResponseNotAllowed(["POST"])
+    rev = get_object_or_404(PageRevision.objects.select_related("page"), pk=revision_id)
+    page = rev.page
+    try:
+        page_write(
+            source=page.source,
+            mode="replace",
+            actor=_caller(request),
+            slug=page.slug,
+            title=rev.previous_title or page.title,
+            body=rev.previous_body,
+            frontmatter=dict(rev.previous_frontmatter or page.frontmatter),
+            replace_frontmatter=True,
+            allow_empty=True,
+            embed=False,
+        )
+        job_enqueue(
+            kind="embed_pending",
+            params={"source_ids": [page.source_id]},
+            created_by=_actor(request),
+            coalesce=True,
+        )
+        messages.success(
+            request,
+            f"Reverted to the text before the {rev.operation} of "
+            f"{rev.created_at:%Y-%m-%d %H:%M} (recorded as a new revision).",
+        )
+    except BrainError as exc:
+        messages.error(request, exc.message)
+    return redirect("admin:console_page_revisions", page.source_id, page.slug)
+
+
+# --- search -----------------------------------------------------------------------
+
+
+def search(request: HttpRequest) -> HttpResponse:
+    """GET ``q``: hybrid page search (SPEC §3) over every source, results linking to
+    the console page view."""
+    query = request.GET.get("q", "").strip()
+    results: list[Any] = []
+    error = ""
+    if query:
+        caller = _caller(request)
+        try:
+            response = page_search(
+                scope=caller.all_readable_scope(), query=query, limit=20
+            )
+            results = list(response.results)
+        except BrainError as exc:
+            error = exc.message
+    context = _context(request, "Search", query=query, results=results, error=error)
+    return TemplateResponse(request, "console/search.html", context)
+
+
+PEOPLE_SHOWN = 100
+
+
+def people(request: HttpRequest) -> HttpResponse:
+    """Person pages (``q`` filters by title, slug or alias), those with the most open
+    loops first, each linking to its card."""
+    query = request.GET.get("q", "").strip()
+    qs = Page.objects.filter(type__name=PERSON_TYPE, deleted_at__isnull=True)
+    if query:
+        qs = qs.filter(
+            Q(title__icontains=query)
+            | Q(slug__icontains=query)
+            | Q(aliases__alias__icontains=query)
+        ).distinct()
+    rows = list(
+        qs.annotate(
+            open_loops=Count(
+                "loops_as_counterparty",
+                filter=Q(loops_as_counterparty__status=LoopStatus.OPEN),
+                distinct=True,
+            )
+        )
+        .only("id", "slug", "title", "source_id", "updated_at")
+        .order_by("-open_loops", "title")[:PEOPLE_SHOWN]
+    )
+    context = _context(request, "People", rows=rows, query=query)
+    return TemplateResponse(request, "console/people.html", context)

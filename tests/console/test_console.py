@@ -1,0 +1,440 @@
+"""The curation console (issue 19): home, triage, person cards, merges, wiki pages.
+
+Driven through Django's test client against the real database; the browser suite
+(tests/console/test_browser.py) drives the same pages in headless Chromium.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from accounts.models import User
+from brain.access import local_caller
+from brain.models import Alias, MergeProposal, Page, PageRevision, Source
+from brain.services.facts import fact_remember
+from brain.services.pages import page_write
+from jobs.models import Job, WorkerHeartbeat
+from loops.models import LoopEvent, LoopStatus, LoopSuppression, LoopType, OpenLoop
+from loops.services import loop_open
+
+pytestmark = pytest.mark.django_db
+
+CALLER = local_caller(actor="test")
+
+
+@pytest.fixture
+def staff() -> Client:
+    user = User.objects.create_superuser("curator", "curator@example.org", "pw")
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def mail_source() -> Source:
+    return Source.objects.create(id="work-mail", name="Work mail", kind="mailbox")
+
+
+def person(source: Source, title: str, email: str) -> Page:
+    return page_write(
+        source=source,
+        mode="create",
+        actor=CALLER,
+        title=title,
+        type_name="person",
+        body=f"{title} works with us.",
+        frontmatter={"aliases": [email]},
+        embed=False,
+    ).page
+
+
+def a_loop(
+    source: Source,
+    email: str,
+    summary: str,
+    loop_type: str = LoopType.UNANSWERED_INBOUND,
+) -> OpenLoop:
+    return loop_open(
+        source=source,
+        loop_type=loop_type,
+        summary=summary,
+        actor="test",
+        counterparty_email=email,
+        evidence=[{"quote": f"Quote for {summary}", "link": "mid:abc@example.org"}],
+    )
+
+
+def texts(response) -> str:  # type: ignore[no-untyped-def]
+    return response.content.decode()
+
+
+# --- home and navigation -------------------------------------------------------------
+
+
+def test_home_is_a_branded_dashboard_with_waiting_and_job_buttons(
+    staff: Client, mail_source: Source
+) -> None:
+    html = texts(staff.get(reverse("admin:index")))
+    assert "Brain console" in html
+    assert "Django administration" not in html
+    assert reverse("admin:loops_waiting") in html
+    for label in ("Sync now", "Embed now", "Run dream", "Work mail", "Worker:"):
+        assert label in html, label
+    # Third-party internals are grouped after the curator's apps.
+    assert html.index("Third-party internals") > html.index("Open loops")
+    assert html.index("Third-party internals") < html.index("Scheduled tasks")
+
+
+def test_view_site_leads_to_the_console_not_a_404(staff: Client) -> None:
+    response = staff.get("/")
+    assert response.status_code == 302
+    assert response["Location"] == reverse("admin:index")
+
+
+def test_embed_now_enqueues_a_job_and_warns_without_a_worker(staff: Client) -> None:
+    response = staff.post(
+        reverse("admin:console_run"), {"kind": "embed_pending"}, follow=True
+    )
+    job = Job.objects.get(kind="embed_pending")
+    html = texts(response)
+    assert f"Queued job #{job.pk} (embed_pending)" in html
+    assert "No worker is running" in html
+
+
+def test_run_job_refuses_an_unknown_kind(staff: Client) -> None:
+    response = staff.post(
+        reverse("admin:console_run"), {"kind": "drop_db"}, follow=True
+    )
+    assert "Unknown job kind" in texts(response)
+    assert not Job.objects.exists()
+
+
+def test_dream_partial_is_shown_as_partial(staff: Client) -> None:
+    job = Job.objects.create(
+        kind="dream",
+        status=Job.Status.SUCCEEDED,
+        result={"status": "partial", "phases": [{"name": "links", "ok": False}]},
+    )
+    assert "Succeeded, partial" in texts(
+        staff.get(reverse("admin:jobs_job_changelist"))
+    )
+    assert "Succeeded, partial" in texts(staff.get(reverse("admin:index")))
+    change = texts(staff.get(reverse("admin:jobs_job_change", args=[job.pk])))
+    # JSON fields render as tables, not raw JSON.
+    assert 'class="json-table"' in change
+    assert "{&quot;status&quot;" not in change
+
+
+def test_queued_job_without_a_live_worker_warns(staff: Client) -> None:
+    Job.objects.create(kind="embed_pending")
+    url = reverse("admin:jobs_job_changelist")
+    assert "No worker is running" in texts(staff.get(url))
+    assert "no worker is running" in texts(staff.get(reverse("admin:index")))
+    WorkerHeartbeat.objects.create(name="host:1")
+    assert "No worker is running" not in texts(staff.get(url))
+
+
+# --- waiting triage ------------------------------------------------------------------
+
+
+def test_waiting_with_an_unknown_source_says_so_instead_of_500(staff: Client) -> None:
+    response = staff.get(reverse("admin:loops_waiting"), {"source": "typo"})
+    assert response.status_code == 200
+    assert "There is no source &#x27;typo&#x27;" in texts(response)
+
+
+def test_waiting_rows_have_human_labels_links_and_actions(
+    staff: Client, mail_source: Source
+) -> None:
+    dana = person(mail_source, "Dana Reyes", "dana@example.org")
+    loop = a_loop(mail_source, "dana@example.org", "Send the Q3 numbers")
+    html = texts(staff.get(reverse("admin:loops_waiting")))
+    assert "Reply owed by me" in html
+    assert "unanswered_inbound</td>" not in html
+    assert reverse("admin:console_person", args=[mail_source.id, dana.slug]) in html
+    assert reverse("admin:console_loop_act", args=[loop.pk]) in html
+    for label in ("Done", "Drop", "Change due", "Mute sender &amp; close their loops"):
+        assert label in html, label
+
+
+def test_waiting_filter_keeps_what_i_owe(staff: Client, mail_source: Source) -> None:
+    a_loop(mail_source, "a@example.org", "Reply to Ann")
+    a_loop(
+        mail_source, "b@example.org", "Bob owes a draft", LoopType.UNANSWERED_OUTBOUND
+    )
+    html = texts(staff.get(reverse("admin:loops_waiting"), {"mine": "by_me"}))
+    assert "Reply to Ann" in html.split("Paste-ready")[0]
+    assert "Bob owes a draft" not in html.split("Paste-ready")[0]
+
+
+def test_done_closes_the_loop_and_says_so(staff: Client, mail_source: Source) -> None:
+    loop = a_loop(mail_source, "dana@example.org", "Send the Q3 numbers")
+    waiting = reverse("admin:loops_waiting")
+    response = staff.post(
+        reverse("admin:console_loop_act", args=[loop.pk]),
+        {"action": "done", "next": waiting},
+        follow=True,
+    )
+    assert response.redirect_chain[-1][0] == waiting
+    assert "“Send the Q3 numbers” closed as done." in texts(response)
+    loop.refresh_from_db()
+    assert loop.status == LoopStatus.DONE
+
+
+def test_next_outside_the_site_is_ignored(staff: Client, mail_source: Source) -> None:
+    loop = a_loop(mail_source, "dana@example.org", "Send the Q3 numbers")
+    response = staff.post(
+        reverse("admin:console_loop_act", args=[loop.pk]),
+        {"action": "drop", "next": "https://evil.example/"},
+    )
+    assert response["Location"] == reverse(
+        "admin:loops_openloop_change", args=[loop.pk]
+    )
+
+
+def test_change_due_moves_the_deadline_and_records_an_event(
+    staff: Client, mail_source: Source
+) -> None:
+    loop = a_loop(mail_source, "dana@example.org", "Send the Q3 numbers")
+    response = staff.post(
+        reverse("admin:console_loop_act", args=[loop.pk]),
+        {"action": "due", "due": "2031-05-04"},
+        follow=True,
+    )
+    assert "due date changed from no due date to 2031-05-04" in texts(response)
+    loop.refresh_from_db()
+    assert loop.due_at is not None
+    assert loop.due_at.date().isoformat() == "2031-05-04"
+    assert LoopEvent.objects.filter(
+        loop=loop, event_type=LoopEvent.EventType.DUE_CORRECTED
+    ).exists()
+
+
+def test_change_due_rejects_a_non_date(staff: Client, mail_source: Source) -> None:
+    loop = a_loop(mail_source, "dana@example.org", "Send the Q3 numbers")
+    response = staff.post(
+        reverse("admin:console_loop_act", args=[loop.pk]),
+        {"action": "due", "due": "next tuesday"},
+        follow=True,
+    )
+    assert "is not a date" in texts(response)
+    loop.refresh_from_db()
+    assert loop.due_at is None
+
+
+def test_mute_and_close_mutes_the_sender_and_closes_all_their_loops(
+    staff: Client, mail_source: Source
+) -> None:
+    first = a_loop(mail_source, "news@example.org", "Newsletter one")
+    a_loop(mail_source, "news@example.org", "Newsletter two")
+    other = a_loop(mail_source, "dana@example.org", "Send the Q3 numbers")
+    response = staff.post(
+        reverse("admin:console_loop_act", args=[first.pk]),
+        {"action": "mute_close"},
+        follow=True,
+    )
+    html = texts(response)
+    assert "Muted news@example.org" in html
+    assert "Closed 2 open loop(s) with them" in html
+    assert LoopSuppression.objects.filter(
+        source=mail_source, kind="sender", value="news@example.org"
+    ).exists()
+    assert set(
+        OpenLoop.objects.filter(counterparty_email="news@example.org").values_list(
+            "status", flat=True
+        )
+    ) == {LoopStatus.DROPPED}
+    other.refresh_from_db()
+    assert other.status == LoopStatus.OPEN
+
+
+def test_loop_page_has_buttons_quotes_history_and_no_delete(
+    staff: Client, mail_source: Source
+) -> None:
+    loop = a_loop(mail_source, "dana@example.org", "Send the Q3 numbers")
+    html = texts(staff.get(reverse("admin:loops_openloop_change", args=[loop.pk])))
+    assert "Reply owed by me" in html
+    assert 'class="loop-done"' in html
+    assert '<blockquote class="console-quote">Quote for Send the Q3 numbers' in html
+    assert "Opened" in html  # the LoopEvent history
+    assert "deletelink" not in html
+
+
+# --- person cards and merges ---------------------------------------------------------
+
+
+def test_person_card_shows_loops_facts_relations_and_merge_search(
+    staff: Client, mail_source: Source
+) -> None:
+    dana = person(mail_source, "Dana Reyes", "dana@example.org")
+    twin = person(mail_source, "D. Reyes", "dana.r@example.org")
+    a_loop(mail_source, "dana@example.org", "Send the Q3 numbers")
+    old = fact_remember(
+        caller=CALLER,
+        source=mail_source,
+        text="Dana works at Acme",
+        provenance="test",
+        entity=dana,
+    ).fact
+    old.expired_at = timezone.now() - timedelta(days=1)
+    old.expired_reason = "superseded"
+    old.save(update_fields=["expired_at", "expired_reason"])
+    fact_remember(
+        caller=CALLER,
+        source=mail_source,
+        text="Dana works at Initech",
+        provenance="test",
+        entity=dana,
+    )
+    url = reverse("admin:console_person", args=[mail_source.id, dana.slug])
+    html = texts(staff.get(url, {"q": "dana.r@"}))
+    assert "dana@example.org" in html  # alias
+    assert "Send the Q3 numbers" in html
+    assert "Dana works at Initech" in html
+    assert "<del>Dana works at Acme</del>" in html
+    preview = f"{reverse('admin:console_merge')}?keep={dana.pk}&amp;merge={twin.pk}"
+    assert preview in html
+
+
+def test_merge_two_people_through_the_merge_service(
+    staff: Client, mail_source: Source
+) -> None:
+    dana = person(mail_source, "Dana Reyes", "dana@example.org")
+    twin = person(mail_source, "dana.r@example.org", "dana.r@example.org")
+    preview = staff.get(
+        reverse("admin:console_merge"), {"keep": dana.pk, "merge": twin.pk}
+    )
+    assert "Merged away: dana.r@example.org" in texts(preview)
+    response = staff.post(
+        reverse("admin:console_merge"),
+        {"keep": dana.pk, "merge": twin.pk, "decision": "merge"},
+        follow=True,
+    )
+    assert "Merged dana.r@example.org into Dana Reyes" in texts(response)
+    twin.refresh_from_db()
+    assert twin.deleted_at is not None
+    assert Alias.objects.filter(page=dana, alias="dana.r@example.org").exists()
+
+
+def test_merge_proposal_reject_from_the_side_by_side_page(
+    staff: Client, mail_source: Source
+) -> None:
+    dana = person(mail_source, "Dana Reyes", "dana@example.org")
+    twin = person(mail_source, "D. Reyes", "dana.r@example.org")
+    proposal = MergeProposal.objects.create(
+        source=mail_source, keep_page=dana, merge_page=twin, reason="name", score=0.9
+    )
+    listing = texts(staff.get(reverse("admin:brain_mergeproposal_changelist")))
+    assert f"?proposal={proposal.pk}" in listing
+    response = staff.post(
+        reverse("admin:console_merge"),
+        {"proposal": proposal.pk, "decision": "reject"},
+        follow=True,
+    )
+    assert "stay separate" in texts(response)
+    proposal.refresh_from_db()
+    assert proposal.status == MergeProposal.Status.REJECTED
+
+
+# --- wiki pages ----------------------------------------------------------------------
+
+
+def test_page_renders_sanitised_markdown_with_wiki_links(
+    staff: Client, mail_source: Source
+) -> None:
+    page = page_write(
+        source=mail_source,
+        mode="create",
+        actor=CALLER,
+        slug="notes/plan",
+        title="Plan",
+        body="# Plan\n\n**bold** <script>alert(1)</script> "
+        "[x](javascript:alert(1)) see [[notes/other|the other]]",
+        embed=False,
+    ).page
+    html = texts(
+        staff.get(reverse("admin:console_page", args=[mail_source.id, page.slug]))
+    )
+    body = html.split('id="page-body">')[1].split("</div>")[0]
+    assert "<strong>bold</strong>" in body
+    assert "<script>" not in body
+    assert "javascript:" not in body.replace("[x](javascript:alert(1))", "")
+    assert reverse("admin:console_page", args=[mail_source.id, "notes/other"]) in body
+
+
+def test_edit_saves_through_the_write_function_and_revert_is_a_revision(
+    staff: Client, mail_source: Source
+) -> None:
+    page = page_write(
+        source=mail_source,
+        mode="create",
+        actor=CALLER,
+        slug="notes/plan",
+        title="Plan",
+        body="Original plan text.",
+        frontmatter={"owner": "dana"},
+        embed=False,
+    ).page
+    edit = reverse("admin:console_page_edit", args=[mail_source.id, page.slug])
+    response = staff.post(
+        edit,
+        {"title": "Plan", "body": "Zanzibar offsite in May.", "mode": "replace"},
+        follow=True,
+    )
+    assert "Page saved; a revision was recorded" in texts(response)
+    page.refresh_from_db()
+    assert page.body.strip() == "Zanzibar offsite in May."
+    assert page.frontmatter["owner"] == "dana"  # frontmatter kept
+    assert Job.objects.filter(kind="embed_pending").exists()  # embedding deferred
+    found = texts(staff.get(reverse("admin:console_search"), {"q": "Zanzibar"}))
+    assert "notes/plan" in found.split('id="search-results"')[1]
+
+    revisions = texts(
+        staff.get(
+            reverse("admin:console_page_revisions", args=[mail_source.id, page.slug])
+        )
+    )
+    assert '<div class="add">+Zanzibar offsite in May.</div>' in revisions
+    assert '<div class="del">-Original plan text.</div>' in revisions
+    latest = PageRevision.objects.filter(page=page).order_by("-created_at", "-id")[0]
+    before = PageRevision.objects.filter(page=page).count()
+    response = staff.post(
+        reverse("admin:console_revision_revert", args=[latest.pk]), follow=True
+    )
+    assert "Reverted" in texts(response)
+    page.refresh_from_db()
+    assert page.body.strip() == "Original plan text."
+    assert PageRevision.objects.filter(page=page).count() == before + 1
+
+
+def test_thread_page_renders_as_a_conversation(
+    staff: Client, mail_source: Source
+) -> None:
+    many = ", ".join(f"p{i}@example.org" for i in range(43))
+    body = (
+        "# Budget\n\n## Dana Reyes <dana@example.org> · 2026-03-01 09:00\n"
+        f"To: {many}\n\nCan you send the numbers?\n\n"
+        "## → Me <me@example.org> · 2026-03-01 10:00\n\nSure, Friday."
+    )
+    page = page_write(
+        source=mail_source,
+        mode="create",
+        actor=CALLER,
+        slug="threads/budget",
+        title="Budget",
+        type_name="email",
+        body=body,
+        embed=False,
+    ).page
+    html = texts(
+        staff.get(reverse("admin:console_page", args=[mail_source.id, page.slug]))
+    )
+    assert html.count('class="console-msg') == 2
+    assert 'class="console-msg mine"' in html
+    assert "and 40 more" in html
+    assert "p42@example.org" not in html.split("<details>")[0]
