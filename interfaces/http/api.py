@@ -25,6 +25,7 @@ from connectors.selectors import imports_health
 from interfaces.callers import caller_for_bearer, caller_for_user
 from interfaces.doctor import doctor_report, health_degraded
 from interfaces.http.auth import api_auth
+from interfaces.http.docs import document_operations
 
 logger = logging.getLogger(__name__)
 
@@ -102,7 +103,7 @@ class ContractAPI(NinjaAPI):
                             "content": {"application/json": {"schema": error_ref}},
                         },
                     )
-        return document
+        return document_operations(document)
 
 
 api = ContractAPI(

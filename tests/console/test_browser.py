@@ -1,0 +1,240 @@
+"""The console in a real browser (issue 19): headless Chromium drives the pages a
+staff user uses, starting from the login form and following links and buttons only
+(no URL typed after the login page), and asserts what the user sees.
+
+Screenshots of the waiting view and a person card are written to
+``var/test-artifacts/``; with ``BRAIN_UPDATE_SCREENSHOTS=1`` they also replace the
+ones the README shows (``docs/screenshots/``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+from accounts.models import User
+from brain.access import local_caller
+from brain.models import Page, Source
+from brain.services.pages import page_write
+from loops.models import LoopStatus, LoopType, OpenLoop
+from loops.services import loop_open
+from tests.console.conftest import ARTIFACTS
+
+pytestmark = pytest.mark.slow
+
+CALLER = local_caller(actor="test")
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+PASSWORD = "a long browser password"
+
+
+def _keep_screenshot(driver: Any, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / name
+    driver.save_screenshot(str(path))
+    if os.environ.get("BRAIN_UPDATE_SCREENSHOTS") == "1":
+        DOCS.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, DOCS / name)
+
+
+def _person(source: Source, title: str, email: str, body: str = "") -> Page:
+    return page_write(
+        source=source,
+        mode="create",
+        actor=CALLER,
+        title=title,
+        type_name="person",
+        body=body or f"{title} works with us.",
+        frontmatter={"aliases": [email]},
+        embed=False,
+    ).page
+
+
+def _loop(source: Source, email: str, summary: str, loop_type: str) -> OpenLoop:
+    return loop_open(
+        source=source,
+        loop_type=loop_type,
+        summary=summary,
+        actor="test",
+        counterparty_email=email,
+        evidence=[{"quote": f"“{summary}”, as written in the mail."}],
+    )
+
+
+@pytest.fixture
+def demo(transactional_db: None) -> dict[str, Any]:
+    User.objects.create_superuser("curator", "curator@example.org", PASSWORD)
+    mail = Source.objects.create(id="work-mail", name="Work mail", kind="mailbox")
+    dana = _person(mail, "Dana Reyes", "dana@example.org", "Dana runs finance.")
+    _person(mail, "Dana R.", "dana.r@example.org")
+    _person(mail, "Omar Haddad", "omar@example.org")
+    loops = {
+        "numbers": _loop(
+            mail,
+            "dana@example.org",
+            "Send Dana the Q3 numbers",
+            LoopType.UNANSWERED_INBOUND,
+        ),
+        "contract": _loop(
+            mail,
+            "dana@example.org",
+            "Review the vendor contract",
+            LoopType.COMMITMENT_OWED_BY_ME,
+        ),
+        "draft": _loop(
+            mail,
+            "omar@example.org",
+            "Omar owes the draft",
+            LoopType.UNANSWERED_OUTBOUND,
+        ),
+        "news": _loop(
+            mail, "news@example.org", "Weekly newsletter", LoopType.UNANSWERED_INBOUND
+        ),
+        "news2": _loop(
+            mail, "news@example.org", "Another newsletter", LoopType.UNANSWERED_INBOUND
+        ),
+    }
+    return {"mail": mail, "dana": dana, "loops": loops}
+
+
+def _login(driver: Any, live_server: Any) -> None:
+    driver.get(f"{live_server.url}/admin/login/")
+    driver.find_element(By.NAME, "username").send_keys("curator")
+    driver.find_element(By.NAME, "password").send_keys(PASSWORD)
+    driver.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+    assert "Brain console" in driver.find_element(By.ID, "site-name").text
+
+
+def _message(driver: Any, expected: str) -> str:
+    """The messages shown once the page the last click loaded says ``expected``
+    (the click's navigation may still be under way when this starts)."""
+
+    def shown(d: Any) -> str | bool:
+        found = d.find_elements(By.CSS_SELECTOR, "ul.messagelist")
+        text = found[0].text if found else ""
+        return text if expected in text else False
+
+    try:
+        return WebDriverWait(
+            driver, 30, ignored_exceptions=(StaleElementReferenceException,)
+        ).until(shown)
+    except TimeoutException:
+        pytest.fail(f"the page never said {expected!r}")
+
+
+def _row(driver: Any, summary: str) -> Any:
+    return driver.find_element(
+        By.XPATH, f"//tr[contains(@class,'waiting-loop')][.//a[text()='{summary}']]"
+    )
+
+
+def test_waiting_triage_in_the_browser(
+    browser: Any, live_server: Any, demo: dict[str, Any]
+) -> None:
+    """Log in, open waiting from the home, close a loop, change a due date, mute a
+    sender and close their loops; each step says what changed."""
+    _login(browser, live_server)
+    home = browser.find_element(By.ID, "dash-waiting").text
+    assert "5 open loop(s)" in home
+    browser.find_element(By.ID, "nav-waiting").click()
+    assert "Reply owed by me" in _row(browser, "Send Dana the Q3 numbers").text
+    _keep_screenshot(browser, "waiting-triage.png")
+
+    _row(browser, "Send Dana the Q3 numbers").find_element(
+        By.CSS_SELECTOR, "button.loop-done"
+    ).click()
+    _message(browser, "“Send Dana the Q3 numbers” closed as done.")
+    assert not browser.find_elements(
+        By.XPATH,
+        "//tr[contains(@class,'waiting-loop')][.//a[text()='Send Dana the Q3 numbers']]",
+    )
+
+    row = _row(browser, "Review the vendor contract")
+    due = row.find_element(By.CSS_SELECTOR, "input.loop-due-input")
+    browser.execute_script("arguments[0].value = '2031-05-04'", due)
+    row.find_element(By.CSS_SELECTOR, "button.loop-due").click()
+    _message(browser, "due date changed from no due date to 2031-05-04")
+    assert "2031-05-04" in _row(browser, "Review the vendor contract").text
+
+    _row(browser, "Weekly newsletter").find_element(
+        By.CSS_SELECTOR, "button.loop-mute"
+    ).click()
+    message = _message(browser, "Muted news@example.org")
+    assert "Closed 2 open loop(s) with them" in message
+    assert (
+        "Weekly newsletter"
+        not in browser.find_element(By.ID, "content-main").text.split("Paste-ready")[0]
+    )
+    statuses = dict(OpenLoop.objects.values_list("summary", "status"))
+    assert statuses["Send Dana the Q3 numbers"] == LoopStatus.DONE
+    assert statuses["Another newsletter"] == LoopStatus.DROPPED
+    assert statuses["Omar owes the draft"] == LoopStatus.OPEN
+
+
+def test_person_card_and_merge_in_the_browser(
+    browser: Any, live_server: Any, demo: dict[str, Any]
+) -> None:
+    """Open a person card from People, see their loops, find the duplicate with
+    "Merge with…", preview both side by side and merge them."""
+    _login(browser, live_server)
+    browser.find_element(By.ID, "nav-people").click()
+    browser.find_element(By.LINK_TEXT, "Dana Reyes").click()
+    card = browser.find_element(By.ID, "person-loops").text
+    assert "Send Dana the Q3 numbers" in card
+    assert "I promised" in card
+    assert "dana@example.org" in browser.find_element(By.ID, "content-main").text
+    _keep_screenshot(browser, "person-card.png")
+
+    browser.find_element(By.ID, "merge-q").send_keys("dana.r@")
+    browser.find_element(By.CSS_SELECTOR, "#person-merge input[type=submit]").click()
+    browser.find_element(By.CSS_SELECTOR, "a.merge-preview").click()
+    assert "Merged away: Dana R." in browser.find_element(By.ID, "merge-side").text
+    assert "Kept: Dana Reyes" in browser.find_element(By.ID, "keep-side").text
+    browser.find_element(By.ID, "merge-confirm").click()
+    _message(browser, "Merged Dana R. into Dana Reyes")
+    assert "dana.r@example.org" in browser.find_element(By.ID, "content-main").text
+    assert Page.objects.get(title="Dana R.").deleted_at is not None
+
+
+def test_edit_search_revert_and_api_docs_in_the_browser(
+    browser: Any, live_server: Any, demo: dict[str, Any]
+) -> None:
+    """Edit a page, find the new words with the search box, revert the edit from the
+    revisions, then read the API docs (served offline from the package)."""
+    _login(browser, live_server)
+    browser.find_element(By.ID, "nav-people").click()
+    browser.find_element(By.LINK_TEXT, "Dana Reyes").click()
+    browser.find_element(By.LINK_TEXT, "Page").click()
+    assert "Dana runs finance." in browser.find_element(By.ID, "page-body").text
+    browser.find_element(By.ID, "page-edit").click()
+    body = browser.find_element(By.ID, "id_body")
+    body.clear()
+    body.send_keys("Dana now leads the Zanzibar offsite.")
+    browser.find_element(By.ID, "page-save").click()
+    _message(browser, "Page saved; a revision was recorded")
+    assert "Zanzibar offsite" in browser.find_element(By.ID, "page-body").text
+
+    browser.find_element(By.ID, "console-search").send_keys("Zanzibar\n")
+    browser.find_element(By.CSS_SELECTOR, "#search-results a").click()
+    assert "Zanzibar offsite" in browser.find_element(By.ID, "page-body").text
+
+    browser.find_element(By.ID, "page-revisions").click()
+    assert (
+        "+Dana now leads the Zanzibar offsite."
+        in browser.find_element(By.CSS_SELECTOR, ".revision .diff").text
+    )
+    browser.find_element(By.CSS_SELECTOR, ".revision button.revert").click()
+    _message(browser, "Reverted to the text before")
+    browser.find_element(By.LINK_TEXT, "Dana Reyes").click()
+    assert "Dana runs finance." in browser.find_element(By.ID, "page-body").text
+
+    browser.find_element(By.LINK_TEXT, "API docs").click()
+    title = browser.find_element(By.CSS_SELECTOR, ".swagger-ui .info .title")
+    assert "Brain API" in title.text
+    assert browser.find_elements(By.CSS_SELECTOR, ".opblock")
