@@ -407,11 +407,41 @@ class PageAdmin(admin.ModelAdmin):
 
 @admin.register(PageRevision)
 class PageRevisionAdmin(ReadOnlyAdmin):
-    list_display = ("page", "operation", "actor", "created_at")
+    list_display = ("page", "operation", "actor", "created_at", "diff_link")
     list_filter = ("operation",)
     search_fields = ("page__slug", "actor")
     list_select_related = ("page",)
     raw_id_fields = ("page", "raw_record")
+    fields = (
+        "page",
+        "operation",
+        "actor",
+        "created_at",
+        "diff_link",
+        "previous_title",
+        "previous_body",
+        "provenance_table",
+        "content_hash",
+        "raw_record",
+    )
+    readonly_fields = fields
+
+    @admin.display(description="diff and revert")
+    def diff_link(self, obj: PageRevision) -> str:
+        """The console's revisions page of this revision's page (SPEC §2.3)."""
+        if obj.page.deleted_at is not None:
+            return "page deleted"
+        return format_html(
+            '<a href="{}#revision-{}">Show the change / revert</a>',
+            reverse(
+                "admin:console_page_revisions", args=[obj.page.source_id, obj.page.slug]
+            ),
+            obj.pk,
+        )
+
+    @admin.display(description="provenance")
+    def provenance_table(self, obj: PageRevision) -> str:
+        return json_table(obj.provenance)
 
 
 @admin.register(RawRecord)
@@ -687,6 +717,20 @@ class AuditEventAdmin(ReadOnlyAdmin):
     search_fields = ("actor", "target_id")
     list_select_related = ("source",)
     date_hierarchy = "event_time"
+    fields = (
+        "event_time",
+        "action",
+        "actor",
+        "source",
+        "target_type",
+        "target_id",
+        "extra_table",
+    )
+    readonly_fields = fields
+
+    @admin.display(description="details")
+    def extra_table(self, obj: AuditEvent) -> str:
+        return json_table(obj.extra_data)
 
 
 @admin.register(SessionCursor)

@@ -15,6 +15,7 @@ from django.urls import path
 
 from brain.access import local_caller
 from brain.admin import PageAdmin
+from brain.display import json_table
 from brain.models import Source
 from loops.admin_actions import PAGE_ACTIONS, _actor
 from loops.models import (
@@ -61,18 +62,6 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-
-class LoopEventInline(admin.TabularInline):
-    model = LoopEvent
-    extra = 0
-    can_delete = False
-    fields = ("event_time", "event_type", "actor", "extra_data")
-    readonly_fields = fields
-    ordering = ("-event_time",)
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
 
@@ -427,6 +416,12 @@ class LoopEventAdmin(ReadOnlyAdmin):
     search_fields = ("actor", "loop__summary")
     list_select_related = ("loop", "source")
     raw_id_fields = ("loop",)
+    fields = ("event_time", "event_type", "actor", "loop", "source", "extra_table")
+    readonly_fields = fields
+
+    @admin.display(description="details")
+    def extra_table(self, obj: LoopEvent) -> str:
+        return json_table(obj.extra_data)
 
 
 @admin.register(GraceHold)

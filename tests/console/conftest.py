@@ -64,7 +64,8 @@ def browser(request: pytest.FixtureRequest) -> Iterator[Any]:
     driver = webdriver.Chrome(
         options=options, service=webdriver.ChromeService(executable_path=driver_path)
     )
-    driver.implicitly_wait(5)
+    # Pages answer in well under a second, but a loaded 2-core CI box is slower.
+    driver.implicitly_wait(20)
     try:
         yield driver
     finally:

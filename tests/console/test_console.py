@@ -438,3 +438,37 @@ def test_thread_page_renders_as_a_conversation(
     assert 'class="console-msg mine"' in html
     assert "and 40 more" in html
     assert "p42@example.org" not in html.split("<details>")[0]
+
+
+def test_revision_audit_and_loop_event_pages_show_their_content(
+    staff: Client, mail_source: Source
+) -> None:
+    page = page_write(
+        source=mail_source,
+        mode="create",
+        actor=CALLER,
+        slug="notes/plan",
+        title="Plan",
+        body="Original plan text.",
+        embed=False,
+    ).page
+    revision = PageRevision.objects.filter(page=page).first()
+    assert revision is not None
+    html = texts(
+        staff.get(reverse("admin:brain_pagerevision_change", args=[revision.pk]))
+    )
+    assert (
+        reverse("admin:console_page_revisions", args=[mail_source.id, page.slug])
+        in html
+    )
+    loop = a_loop(mail_source, "dana@example.org", "Send the Q3 numbers")
+    staff.post(
+        reverse("admin:console_loop_act", args=[loop.pk]),
+        {"action": "due", "due": "2031-05-04"},
+    )
+    event = LoopEvent.objects.get(
+        loop=loop, event_type=LoopEvent.EventType.DUE_CORRECTED
+    )
+    html = texts(staff.get(reverse("admin:loops_loopevent_change", args=[event.pk])))
+    assert '<table class="json-table">' in html
+    assert "new_due_at" in html
