@@ -54,9 +54,10 @@ def worker_heartbeats(*, alive_within_seconds: float) -> QuerySet[WorkerHeartbea
 
 
 def job_outcome(job: Job) -> str:
-    """The status a person should read: a succeeded job whose own result says
-    ``partial`` or ``failed`` (dream, SPEC §10) is shown as such, not as a plain
-    success."""
+    """The status a person should read: the status's label, except that a job
+    recorded as succeeded whose own result says ``partial`` or ``failed`` (rows from
+    before the ``partial`` status, SPEC §10 dream reports) reads "Succeeded,
+    partial" rather than a plain success."""
     label = job.get_status_display()
     inner = (job.result or {}).get("status") if isinstance(job.result, dict) else None
     if job.status == Job.Status.SUCCEEDED and inner in ("partial", "failed"):

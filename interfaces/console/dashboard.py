@@ -54,7 +54,7 @@ def dashboard_context() -> dict[str, Any]:
     failed = [
         {"job": job, "outcome": job_outcome(job)}
         for job in Job.objects.filter(
-            Q(status__in=[Job.Status.FAILED, Job.Status.DEAD])
+            Q(status__in=[Job.Status.FAILED, Job.Status.DEAD, Job.Status.PARTIAL])
             | Q(status=Job.Status.SUCCEEDED, result__status__in=["partial", "failed"]),
             updated_at__gte=timezone.now() - RECENT_FAILURES,
         ).order_by("-id")[:10]

@@ -124,6 +124,8 @@ def test_dream_partial_is_shown_as_partial(staff: Client) -> None:
         staff.get(reverse("admin:jobs_job_changelist"))
     )
     assert "Succeeded, partial" in texts(staff.get(reverse("admin:index")))
+    Job.objects.create(kind="dream", status=Job.Status.PARTIAL, result={})
+    assert "dream</a>: Partial" in texts(staff.get(reverse("admin:index")))
     change = texts(staff.get(reverse("admin:jobs_job_change", args=[job.pk])))
     # JSON fields render as tables, not raw JSON.
     assert 'class="json-table"' in change
