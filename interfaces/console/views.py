@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
 from django.db import transaction
-from django.db.models import Count, Q
+from django.db.models import Count, F, Q
 from django.http import Http404, HttpResponseNotAllowed
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
@@ -251,9 +251,8 @@ def person_card(request: HttpRequest, source_id: str, slug: str) -> HttpResponse
     incoming_all = relations.filter(
         to_page=page, from_page__deleted_at__isnull=True
     ).order_by("-from_page__updated_at")
-    threads = [
-        r.from_page for r in incoming_all.filter(from_page__type__name=THREAD_TYPE)[:10]
-    ]
+    aliases = list(Alias.objects.filter(page=page).order_by("alias"))
+    threads = _recent_threads(page, [a.alias for a in aliases if "@" in a.alias])
     incoming = list(incoming_all.exclude(from_page__type__name=THREAD_TYPE)[:50])
     query = request.GET.get("q", "").strip()
     candidates: list[Page] = []
@@ -274,7 +273,7 @@ def person_card(request: HttpRequest, source_id: str, slug: str) -> HttpResponse
         request,
         page.title or page.slug,
         page=page,
-        aliases=list(Alias.objects.filter(page=page).order_by("alias")),
+        aliases=aliases,
         loops=loop_rows(loops),
         owed_by_me=[r for r in loop_rows(loops) if r["loop"].loop_type in _BY_ME],
         facts=facts,
@@ -290,6 +289,38 @@ def person_card(request: HttpRequest, source_id: str, slug: str) -> HttpResponse
         candidates=candidates,
     )
     return TemplateResponse(request, "console/person.html", context)
+
+
+RECENT_THREADS = 10
+
+
+def _recent_threads(page: Page, addresses: list[str]) -> list[Page]:
+    """Thread pages of ``page``'s source, newest first: those its loops point at,
+    those linking to it, and mail threads with one of ``addresses`` among the
+    participants (``connectors.mail.render`` frontmatter)."""
+    threads = Page.objects.filter(
+        source_id=page.source_id, type__name=THREAD_TYPE, deleted_at__isnull=True
+    )
+    ids = set(
+        OpenLoop.objects.filter(counterparty=page, page__isnull=False).values_list(
+            "page_id", flat=True
+        )
+    )
+    ids |= set(
+        Relation.objects.filter(to_page=page).values_list("from_page_id", flat=True)
+    )
+    if addresses:
+        mentioned = Q()
+        for address in addresses:
+            mentioned |= Q(frontmatter__participants__contains=[address])
+        ids |= set(threads.filter(mentioned).values_list("id", flat=True))
+    return list(
+        threads.filter(id__in=ids)
+        .only("id", "slug", "title", "source_id", "updated_at", "effective_date")
+        .order_by(F("effective_date").desc(nulls_last=True), "-updated_at")[
+            :RECENT_THREADS
+        ]
+    )
 
 
 _BY_ME = {LoopType.COMMITMENT_OWED_BY_ME, LoopType.UNANSWERED_INBOUND}

@@ -474,3 +474,29 @@ def test_revision_audit_and_loop_event_pages_show_their_content(
     html = texts(staff.get(reverse("admin:loops_loopevent_change", args=[event.pk])))
     assert '<table class="json-table">' in html
     assert "new_due_at" in html
+
+
+def test_person_card_lists_the_threads_they_took_part_in(
+    staff: Client, mail_source: Source
+) -> None:
+    dana = person(mail_source, "Dana Reyes", "dana@example.org")
+    for slug, who in (
+        ("emails/budget", "dana@example.org"),
+        ("emails/other", "x@y.org"),
+    ):
+        page_write(
+            source=mail_source,
+            mode="create",
+            actor=CALLER,
+            slug=slug,
+            title=slug.split("/")[1].title(),
+            type_name="email",
+            body="## Someone\n\nHello.",
+            frontmatter={"participants": [who, "me@example.org"]},
+            embed=False,
+        )
+    url = reverse("admin:console_person", args=[mail_source.id, dana.slug])
+    html = texts(staff.get(url))
+    threads = html.split('id="person-threads"')[1].split("</ul>")[0]
+    assert "Budget" in threads
+    assert "Other" not in threads
