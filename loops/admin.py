@@ -110,6 +110,7 @@ class OpenLoopAdmin(admin.ModelAdmin):
         "fulfilment_suspected_at",
         "fulfilment_evidence",
         "due_at",
+        "snoozed_until",
         "created_at",
         "updated_at",
     )

@@ -94,6 +94,11 @@ class OpenLoop(TimeStampedModel):
     closed_by = models.CharField(max_length=200, blank=True)
     fulfilment_suspected_at = models.DateTimeField(null=True, blank=True)
     fulfilment_evidence = models.JSONField(default=dict, blank=True)
+    snoozed_until = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Left out of waiting until then (a curator's snooze); still open.",
+    )
 
     class Meta:
         constraints = [
@@ -204,6 +209,7 @@ class LoopEvent(models.Model):
         MUTED = "muted", "Muted"
         UNMUTED = "unmuted", "Unmuted"
         SENDER_MARKED = "sender_marked", "Sender marked person/automated"
+        SNOOZED = "snoozed", "Snoozed"
 
     loop = models.ForeignKey(
         OpenLoop,

@@ -454,6 +454,34 @@ def loop_correct_due(
 
 
 @transaction.atomic
+def loop_snooze(*, loop: OpenLoop, until: datetime | None, actor: str) -> OpenLoop:
+    """Snooze an open loop until ``until`` (aware datetime; None wakes it now): it
+    stays open but the waiting view leaves it out until then (SPEC §5.5). Records a
+    ``snoozed`` LoopEvent with the old and new times. Raises ``InvalidParams`` for
+    a closed loop."""
+    locked = OpenLoop.objects.select_for_update().get(pk=loop.pk)
+    if not locked.is_open:
+        raise InvalidParams(
+            f"Loop {locked.pk} is {locked.status}; only open loops can be snoozed.",
+            suggestion="Reopen it first, or leave it closed.",
+            detail={"id": locked.pk, "status": locked.status},
+        )
+    old = locked.snoozed_until
+    locked.snoozed_until = until
+    locked.save(update_fields=["snoozed_until", "updated_at"])
+    _event(
+        loop=locked,
+        source_id=locked.source_id,
+        event_type=LoopEvent.EventType.SNOOZED,
+        actor=actor,
+        old_until=old,
+        until=until,
+    )
+    loop.refresh_from_db()
+    return locked
+
+
+@transaction.atomic
 def loop_mark_fulfilment_suspected(
     *, loop: OpenLoop, evidence: dict[str, Any], actor: str = "detector"
 ) -> bool:

@@ -305,6 +305,9 @@ def waiting_report(
         )
         if as_of is not None:
             qs = qs.filter(opened_at__lte=as_of)
+        else:
+            # A snoozed loop stays open but leaves waiting until its date (SPEC §5.5).
+            qs = qs.exclude(snoozed_until__gt=wall)
         views.extend(loop_view(loop) for loop in qs[:2000])
     groups: dict[str, dict[str, Any]] = {}
     orphans: list[LoopView] = []

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import difflib
 import re
-from datetime import date
+from datetime import date, datetime, time
 from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo
 
+from django.conf import settings
 from django.contrib import admin, messages
 from django.db import transaction
 from django.db.models import Count, F, Q
@@ -21,6 +23,7 @@ from django.http import Http404, HttpResponseNotAllowed
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 
 from brain.access import Caller, local_caller
@@ -52,6 +55,7 @@ from loops.services import (
     loop_correct_due,
     loop_mute,
     loop_reopen,
+    loop_snooze,
     sender_loops_close,
 )
 
@@ -132,7 +136,8 @@ def _loop_name(loop: OpenLoop) -> str:
 
 def loop_act(request: HttpRequest, loop_id: int) -> HttpResponse:
     """POST ``action`` on one loop (SPEC §5): ``done`` | ``drop`` | ``reopen`` |
-    ``due`` (``due`` = YYYY-MM-DD, empty clears it) | ``mute_close`` (mute the
+    ``due`` (``due`` = YYYY-MM-DD, empty clears it) | ``snooze`` (``until`` =
+    YYYY-MM-DD after today, from midnight local time; empty wakes it) | ``mute_close`` (mute the
     counterparty and close all their open loops in the source). Redirects to
     ``next`` (the waiting view, a person card) with a message saying what changed."""
     if request.method != "POST":
@@ -167,6 +172,32 @@ def loop_act(request: HttpRequest, loop_id: int) -> HttpResponse:
             messages.success(
                 request, f"{name}: due date changed from {before} to {after}."
             )
+        elif action == "snooze":
+            raw = request.POST.get("until", "").strip()
+            try:
+                day = date.fromisoformat(raw) if raw else None
+            except ValueError:
+                messages.error(request, f"'{raw}' is not a date (use YYYY-MM-DD).")
+                return _back(request, fallback)
+            until = (
+                datetime.combine(
+                    day, time(0, 0), tzinfo=ZoneInfo(settings.BRAIN_TIME_ZONE)
+                )
+                if day
+                else None
+            )
+            if until is not None and until <= timezone.now():
+                messages.error(request, "Snooze until a day after today.")
+                return _back(request, fallback)
+            loop_snooze(loop=loop, until=until, actor=actor)
+            if until is None:
+                messages.success(request, f"{name} is awake: back in waiting now.")
+            else:
+                messages.success(
+                    request,
+                    f"{name} snoozed until {day}: it stays open and comes back to "
+                    "waiting that day.",
+                )
         elif action == "mute_close":
             if not loop.counterparty_email:
                 messages.error(request, f"{name} has no sender address to mute.")

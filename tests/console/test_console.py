@@ -500,3 +500,26 @@ def test_person_card_lists_the_threads_they_took_part_in(
     threads = html.split('id="person-threads"')[1].split("</ul>")[0]
     assert "Budget" in threads
     assert "Other" not in threads
+
+
+def test_snooze_hides_the_loop_from_waiting_and_says_until_when(
+    staff: Client, mail_source: Source
+) -> None:
+    loop = a_loop(mail_source, "dana@example.org", "Send the Q3 numbers")
+    day = (timezone.localdate() + timedelta(days=5)).isoformat()
+    response = staff.post(
+        reverse("admin:console_loop_act", args=[loop.pk]),
+        {"action": "snooze", "until": day, "next": reverse("admin:loops_waiting")},
+        follow=True,
+    )
+    html = texts(response)
+    assert f"snoozed until {day}: it stays open" in html
+    assert "Send the Q3 numbers</a>" not in html.split("Paste-ready")[0]
+    loop.refresh_from_db()
+    assert loop.status == LoopStatus.OPEN
+    past = staff.post(
+        reverse("admin:console_loop_act", args=[loop.pk]),
+        {"action": "snooze", "until": "2001-01-01"},
+        follow=True,
+    )
+    assert "Snooze until a day after today." in texts(past)
