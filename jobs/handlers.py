@@ -199,7 +199,10 @@ def loops_sweep(job: Job, ctx: JobContext) -> Any:
 
 def embed_pending(job: Job, ctx: JobContext) -> Any:
     """Embed chunks that are missing or stale (``params.limit`` and
-    ``params.source_ids`` optional)."""
+    ``params.source_ids`` optional). Result: ``{embedded, seconds,
+    chunks_per_second, model_chunks_per_second, share_of_model_rate}``: the job's
+    rate beside the model's own rate on the same batches (time inside the model
+    only), and their ratio (SPEC §11: within 80 %)."""
     run = pages_embed_pending
     limit = (job.params or {}).get("limit")
     source_ids = (job.params or {}).get("source_ids") or None
@@ -210,8 +213,21 @@ def embed_pending(job: Job, ctx: JobContext) -> Any:
         done += int(count)
         ctx.progress(done, limit, "chunks embedded")
 
-    embedded = run(limit=limit, progress=batch_done, source_ids=source_ids)
-    return {"embedded": embedded}
+    timing: dict[str, float] = {}
+    embedded = run(
+        limit=limit, progress=batch_done, source_ids=source_ids, timing=timing
+    )
+    result: dict[str, Any] = {"embedded": embedded}
+    if embedded and timing.get("seconds") and timing.get("model_seconds"):
+        rate = embedded / timing["seconds"]
+        model_rate = embedded / timing["model_seconds"]
+        result.update(
+            seconds=round(timing["seconds"], 2),
+            chunks_per_second=round(rate, 1),
+            model_chunks_per_second=round(model_rate, 1),
+            share_of_model_rate=round(rate / model_rate, 3),
+        )
+    return result
 
 
 def session_cursor_purge(job: Job, ctx: JobContext) -> Any:

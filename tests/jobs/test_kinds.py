@@ -38,7 +38,9 @@ def test_embed_pending_job_embeds_stale_chunks_and_twice_is_a_noop(
     )
     done = execute_job(job_id=job.pk)
     assert done is not None and done.status == Job.Status.SUCCEEDED, done.error
-    assert done.result == {"embedded": 2}
+    assert done.result["embedded"] == 2
+    assert done.result["model_chunks_per_second"] >= done.result["chunks_per_second"]
+    assert 0 < done.result["share_of_model_rate"] <= 1
     assert done.progress["step"] == 2
     assert Chunk.objects.filter(embedding__isnull=True).count() == 0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -98,15 +99,23 @@ def _rebuild_chunks_many(pages: Sequence[Page]) -> dict[int, int]:
     return waiting
 
 
-def _embed_chunks(chunks: list[Chunk], titles: dict[int, str]) -> str | None:
+def _embed_chunks(
+    chunks: list[Chunk], titles: dict[int, str], timing: dict[str, float] | None = None
+) -> str | None:
     """Embed ``chunks`` (title + text) and store the vectors; returns the model name,
-    or None when no provider is configured or it failed (chunks stay pending)."""
+    or None when no provider is configured or it failed (chunks stay pending).
+    ``timing["model_seconds"]`` accumulates the time spent in the model call."""
     if not chunks:
         provider = embeddings.get_provider()
         return provider.name if provider else None
+    started = time.perf_counter()
     vectors, model = embeddings.embed_texts(
         [f"{titles[c.page_id]}\n\n{c.text}" for c in chunks]
     )
+    if timing is not None:
+        timing["model_seconds"] = (
+            timing.get("model_seconds", 0.0) + time.perf_counter() - started
+        )
     if vectors is None:
         return None
     for chunk, vector in zip(chunks, vectors, strict=True):
@@ -221,6 +230,7 @@ def pages_embed_pending(
     limit: int | None = None,
     progress: Callable[[int], None] | None = None,
     source_ids: Sequence[str] | None = None,
+    timing: dict[str, float] | None = None,
 ) -> int:
     """Fill missing or stale chunk embeddings (job ``embed_pending``, SPEC §7, §10).
 
@@ -230,8 +240,13 @@ def pages_embed_pending(
     chunks are all embedded get ``indexed_hash = content_hash``. Returns the number of
     chunks embedded; 0 with provider ``none`` or when the provider fails (logged).
     ``source_ids`` limits it to those sources (an importer filling its own pages).
-    Idempotent: a second run finds nothing to do.
+    ``timing``, when given, gets ``seconds`` (the whole run) and ``model_seconds``
+    (inside the model), so a caller can compare the pipeline's rate with the
+    model's own. Idempotent: a second run finds nothing to do.
     """
+    started = time.perf_counter()
+    if timing is not None:
+        timing.update(seconds=0.0, model_seconds=0.0)
     provider = embeddings.get_provider()
     if provider is None:
         return 0
@@ -253,11 +268,13 @@ def pages_embed_pending(
                 "pk", "title"
             )
         )
-        model = _embed_chunks(batch, titles)
+        model = _embed_chunks(batch, titles, timing)
         if model is None:
             break
         total += len(batch)
         _mark_indexed({c.page_id for c in batch}, model)
         if progress is not None:
             progress(len(batch))
+    if timing is not None:
+        timing["seconds"] = time.perf_counter() - started
     return total
