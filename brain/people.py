@@ -303,6 +303,20 @@ def name_fits_address(name: PersonName, addr: str) -> bool:
     return bool(first and last and local.startswith(first[0] + last[:4]))
 
 
+_X500_MAILBOX = re.compile(r"/CN=([A-Za-z][A-Za-z0-9._-]{1,63})>?\s*$", re.IGNORECASE)
+
+
+def exchange_mailbox(text: str) -> str:
+    """The Exchange mailbox name an X.500 entry ends with, lower-cased
+    (``Kaufman, Paul </O=ENRON/OU=NA/CN=RECIPIENTS/CN=PKAUFMA>`` -> ``pkaufma``);
+    '' for other forms and for generated ids (``CN=NOTESADDR/CN=5836b2ad-…``)."""
+    match = _X500_MAILBOX.search((text or "").strip())
+    if not match or not _X500.search(text):
+        return ""
+    box = match.group(1).lower()
+    return "" if box in ("recipients", "notesaddr") or re.search(r"\d{3}", box) else box
+
+
 def is_role_address(addr: str) -> bool:
     """True when the address's local part names a function (``info@``, ``events@``,
     ``no-reply@``, ``support2@``): such an address is a role, never a human."""

@@ -33,6 +33,7 @@ from brain.access import local_caller
 from brain.models import Alias, Page, Source
 from brain.people import (
     PersonName,
+    exchange_mailbox,
     is_role_address,
     local_part,
     name_fits_address,
@@ -182,13 +183,20 @@ class PersonFacts:
     names: Counter[PersonName] = field(default_factory=Counter)
     role: bool = False
     title: str = ""
+    # Exchange mailbox names seen in X.500 entries with this person's names.
+    mailboxes: set[str] = field(default_factory=set)
 
 
 def person_facts(*, source_id: str, page_ids: Iterable[int]) -> dict[int, PersonFacts]:
     """``PersonFacts`` of live pages ``page_ids`` of ``source_id`` (one query for the
     pages, one for their aliases)."""
     facts = {
-        pk: PersonFacts(page_id=pk, role=bool((fm or {}).get("role")), title=title)
+        pk: PersonFacts(
+            page_id=pk,
+            role=bool((fm or {}).get("role")),
+            title=title,
+            mailboxes={str(m) for m in (fm or {}).get("mailboxes") or [] if m},
+        )
         for pk, fm, title in Page.objects.filter(
             source_id=source_id, pk__in=list(page_ids), deleted_at__isnull=True
         ).values_list("pk", "frontmatter", "title")
@@ -272,7 +280,8 @@ def pair_evidence(a: PersonFacts, b: PersonFacts) -> tuple[float, list[str]]:
     the same full name (0.6), a display name seen on both (0.1), a compatible name
     (0.3), the same organisation domain (0.2), the same local part (0.25), a typo
     within edit distance 1 (0.6) or 2 (0.45) on one domain, an initial variant of
-    the local part (0.25), an address built from the other page's name (0.4), and
+    the local part (0.25), an address built from the other page's name (0.4), a
+    local part that is the other page's Exchange mailbox name (0.45), and
     both addresses built from the shared name (0.1). Title similarity alone adds
     nothing."""
     if a.role or b.role:
@@ -323,6 +332,16 @@ def pair_evidence(a: PersonFacts, b: PersonFacts) -> tuple[float, list[str]]:
             if not variant and _initial_variant(la, lb):
                 variant = True
                 evidence.append(f"initial variant: {ea} / {eb}")
+    for mine, other in ((a, b), (b, a)):
+        hit = next(
+            (e for e in sorted(mine.emails) if local_part(e) in other.mailboxes), None
+        )
+        if hit and any(same_organisation(hit, e) for e in other.emails):
+            score += 0.45
+            evidence.append(
+                f"{hit} is the Exchange mailbox of {other.title or 'the other page'}"
+            )
+            break
     if org:
         score += 0.2
         evidence.append("same organisation domain")
@@ -388,6 +407,11 @@ def people_resolve(
     for addr, written in sightings.items():
         if "@" in addr:
             parsed.setdefault(addr.lower(), Counter()).update(parsed_names(written))
+    boxes: dict[str, set[str]] = defaultdict(set)
+    for addr, written in sightings.items():
+        boxes[addr.lower()].update(
+            box for raw in written if (box := exchange_mailbox(raw))
+        )
     creatable = {a.lower() for a in create if "@" in a}
     for addr in creatable:
         parsed.setdefault(addr, Counter())
@@ -432,11 +456,14 @@ def people_resolve(
     # second new address of the same person joins the first one's page.
     new_pages: list[tuple[PersonFacts, bool]] = []
     waiting: list[str] = []
+    add_boxes: dict[int, set[str]] = defaultdict(set)
     for addr in fresh:
         names = candidates[addr]
         role = is_role(addr, names)
         best = best_of[addr]
-        sighting = PersonFacts(page_id=0, emails={addr}, names=Counter(names))
+        sighting = PersonFacts(
+            page_id=0, emails={addr}, names=Counter(names), mailboxes=set(boxes[addr])
+        )
         if role:
             if addr in creatable:
                 outcome.roles.add(addr)
@@ -448,6 +475,7 @@ def people_resolve(
             if known is not None and pair_evidence(sighting, known)[0] >= JOIN_SCORE:
                 adds[page_id][0].add(addr)
                 adds[page_id][1].update(names)
+                add_boxes[page_id] |= boxes[addr]
                 continue
         if not _join_new(sighting, new_pages):
             if addr in creatable:
@@ -456,7 +484,10 @@ def people_resolve(
                 waiting.append(addr)
     for addr in waiting:
         sighting = PersonFacts(
-            page_id=0, emails={addr}, names=Counter(candidates[addr])
+            page_id=0,
+            emails={addr},
+            names=Counter(candidates[addr]),
+            mailboxes=set(boxes[addr]),
         )
         _join_new(sighting, new_pages)
     for addr, page_id in page_of.items():
@@ -466,7 +497,8 @@ def people_resolve(
             outcome.roles.add(addr)
             continue
         adds[page_id][1].update(names)
-    items = _update_items(source=source, facts=facts, adds=adds)
+        add_boxes[page_id] |= boxes[addr]
+    items = _update_items(source=source, facts=facts, adds=adds, boxes=add_boxes)
     outcome.updated = len(items)
     items += _create_items(
         source=source, new_pages=new_pages, origin=origin, extra=extra or {}
@@ -502,6 +534,7 @@ def _join_new(sighting: PersonFacts, new_pages: list[tuple[PersonFacts, bool]]) 
         if pair_evidence(sighting, page)[0] >= JOIN_SCORE:
             page.emails |= sighting.emails
             page.names.update(sighting.names)
+            page.mailboxes |= sighting.mailboxes
             return True
     return False
 
@@ -511,9 +544,11 @@ def _update_items(
     source: Source,
     facts: dict[int, PersonFacts],
     adds: Mapping[int, tuple[set[str], Counter[PersonName]]],
+    boxes: Mapping[int, set[str]],
 ) -> list[PageInput]:
-    """``replace`` writes (body kept) for pages that gain an address, a name alias
-    or a title; nothing for pages with nothing new."""
+    """``replace`` writes (body kept) for pages that gain an address, a name alias,
+    an Exchange mailbox name (``boxes``) or a title; nothing for pages with nothing
+    new."""
     pages = {
         p.pk: p
         for p in Page.objects.filter(
@@ -533,7 +568,8 @@ def _update_items(
         ]
         best = best_name(names + known.names)
         retitle = "@" in page.title and best is not None
-        if not (new_emails or new_names or retitle):
+        new_boxes = boxes.get(page_id, set()) - known.mailboxes
+        if not (new_emails or new_names or retitle or new_boxes):
             continue
         fm = page.frontmatter or {}
         declared = fm.get("aliases")
@@ -541,6 +577,8 @@ def _update_items(
         frontmatter: dict[str, Any] = {
             "aliases": list(dict.fromkeys(old + new_names + new_emails))
         }
+        if new_boxes:
+            frontmatter["mailboxes"] = sorted(known.mailboxes | new_boxes)
         if new_emails:
             listed = fm.get("emails")
             frontmatter["emails"] = sorted(
@@ -598,7 +636,10 @@ def _create_items(
                 *name_aliases(n for n, _c in person.names.most_common()),
             ],
             origin=origin,
-            extra=extra.get(addr),
+            extra={
+                **(extra.get(addr) or {}),
+                **({"mailboxes": sorted(person.mailboxes)} if person.mailboxes else {}),
+            },
             role=role,
         )
         items.append(
@@ -652,6 +693,8 @@ def person_merge_candidates(
             # Meets a page whose address is built from this name (kholst@).
             for form in _built_forms(name):
                 buckets["l:" + form].add(f.page_id)
+        for box in f.mailboxes:
+            buckets["l:" + box].add(f.page_id)
         for email in f.emails:
             local = local_part(email)
             tokens = [t for t in _LOCAL_TOKENS.split(local) if t]

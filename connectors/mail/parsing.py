@@ -35,7 +35,13 @@ from typing import TYPE_CHECKING, Any
 
 import html2text
 
-from brain.people import export_entry, name_fits_address, person_name, split_export_list
+from brain.people import (
+    exchange_mailbox,
+    export_entry,
+    name_fits_address,
+    person_name,
+    split_export_list,
+)
 from connectors.base import PermanentError
 from loops.definitions import (
     CALENDAR_METHODS,
@@ -272,8 +278,9 @@ def header_names(headers: Callable[[str], list[Any]]) -> list[tuple[str, str]]:
     IMCEANOTES), and names of export headers (``X-To: Harlow, Quinn </O=…>``,
     ``Ines Varga/HOU/CORP@CORP``) paired with the address at the same position of
     the matching address header when both lists have the same length and the name
-    fits the address (or the list has one entry). Names that are addresses are
-    left out. Pure; never raises."""
+    fits the address (or the list has one entry); an X.500 entry is given whole,
+    since its Exchange mailbox name is evidence (``brain.people.exchange_mailbox``).
+    Names that are addresses are left out. Pure; never raises."""
     found: list[tuple[str, str]] = []
     for field_name, export in _NAMED_HEADERS:
         entries = [
@@ -286,15 +293,19 @@ def header_names(headers: Callable[[str], list[Any]]) -> list[tuple[str, str]]:
         ]
         if export is None:
             continue
-        exported = [
-            export_entry(entry)
+        raw_entries = [
+            entry
             for value in headers(export)
             for entry in split_export_list(decode_header_value(value))
         ]
+        exported = [export_entry(entry) for entry in raw_entries]
         aligned = len(exported) == len(entries)
         for index, (name, addr) in enumerate(exported):
             if not name or "@" in name:
                 continue
+            if exchange_mailbox(raw_entries[index]):
+                # The X.500 form is kept whole: its mailbox name is evidence.
+                name = raw_entries[index]
             if addr:
                 found.append((addr, name))
                 continue

@@ -239,6 +239,25 @@ def test_address_built_from_a_name_at_the_same_organisation_gets_a_proposal(
     )
 
 
+def test_address_named_by_an_exchange_mailbox_gets_a_proposal(box: Box) -> None:
+    """``pkaufma@`` is the mailbox the X.500 entry of Paul Kaufman names."""
+    box.mine(
+        "paul.kaufman@corp.example",
+        "Rates",
+        **{"X-To": "Kaufman, Paul </O=CORP/OU=NA/CN=RECIPIENTS/CN=PKAUFMA>"},
+    )
+    box.mine("pkaufma@corp.example", "Rates again")
+    box.run()
+    paul = page_of("paul.kaufman@corp.example")
+    assert paul.frontmatter["mailboxes"] == ["pkaufma"]
+    (proposal,) = people_proposals()
+    assert {proposal.keep_page, proposal.merge_page} == {
+        paul,
+        page_of("pkaufma@corp.example"),
+    }
+    assert any("Exchange mailbox" in e for e in proposal.evidence["evidence"])
+
+
 def test_auto_merge_happens_only_above_the_admin_setting(box: Box) -> None:
     box.mine('"Kestrel Lind" <kestrel.lind@example.org>', "Invoice")
     box.mine("kestrel.lnid@example.org", "Invoice again")
