@@ -57,6 +57,9 @@ TITLE_BOOST = 1.25
 BACKLINK_FACTOR = 0.05
 HIGH_VECTOR_MATCH = 0.80
 KEYWORD_EXACT = 0.6
+# Keyword guard: the pages the keyword arm ranks in its top KEYWORD_GUARD are never
+# pushed out of the results by vector neighbours (see ``_keep_keyword_hits``).
+KEYWORD_GUARD = 3
 # Recency per page type: (half-life in days, coefficient); multiplier
 # 1 + RECENCY_STRENGTH · c · h / (h + age_days). Concepts are evergreen.
 RECENCY: dict[str, tuple[float, float]] = {
@@ -378,6 +381,52 @@ def _query_vector(query: str) -> list[float] | None:
     return vectors[0] if vectors else None
 
 
+def _keep_keyword_hits(
+    results: list[SearchResult],
+    scored: list[SearchResult],
+    keyword: Sequence[tuple[int, int]],
+) -> list[SearchResult]:
+    """The keyword guard of hybrid fusion (SPEC §3; issue 24): every page among the
+    first ``KEYWORD_GUARD`` distinct pages of the keyword arm (``keyword`` =
+    ``[(chunk_id, page_id)]`` best first) that has a scored result but is missing
+    from ``results`` takes the place of the lowest-scored unprotected result, so
+    vector neighbours can never push a top keyword hit out of the top ``limit``.
+
+    Why a guard, not weights: RRF already gives keyword rank 1 the same 1/61 as
+    vector rank 1, but a page absent from the vector arm's 50 gets no cosine term
+    in the 0.7/0.3 blend, so a known-item query whose exact sentence the keyword arm
+    ranks first could fall behind ten paraphrase neighbours (measured on a
+    1,000-page GBrain-style corpus: hybrid recall@10 95 % vs keyword 100 %; with the
+    guard hybrid ≥ keyword by construction, ``tests/brain/test_links_corpus.py``).
+    Lowering the cosine weight would also reorder every other query. Order and
+    scores are unchanged; the protected result is placed by its own score.
+    """
+    protected: list[int] = []
+    for _chunk, page_id in keyword:
+        if page_id not in protected:
+            protected.append(page_id)
+        if len(protected) >= KEYWORD_GUARD:
+            break
+    present = {r.page_id for r in results}
+    missing = [p for p in protected if p not in present]
+    if not missing or not results:
+        return results
+    best: dict[int, SearchResult] = {}
+    for result in scored:
+        best.setdefault(result.page_id, result)
+    kept = list(results)
+    for page_id in missing:
+        if page_id not in best:
+            continue  # filtered out (type, visibility, deleted)
+        victims = [i for i, r in enumerate(kept) if r.page_id not in protected]
+        if not victims:
+            break
+        kept.pop(victims[-1])
+        kept.append(best[page_id])
+    kept.sort(key=lambda r: (-r.score, r.slug, r.chunk_ordinal))
+    return kept
+
+
 def page_search(
     *,
     scope: ReadScope,
@@ -551,6 +600,8 @@ def page_search(
         results.append(result)
         if len(results) >= limit:
             break
+    if not degraded:
+        results = _keep_keyword_hits(results, scored, keyword)
 
     response = SearchResponse(query=text, results=results, search_degraded=reason)
     if budget_tokens is not None:

@@ -250,6 +250,9 @@ BRAIN_GOOGLE_SERVICE_ACCOUNT_FILE = env_str("BRAIN_GOOGLE_SERVICE_ACCOUNT_FILE",
 BRAIN_TIME_ZONE = env_str("BRAIN_TIME_ZONE", "UTC")
 # Full-text configuration for chunk tsvectors (SPEC §3).
 BRAIN_FTS_LANGUAGE = env_str("BRAIN_FTS_LANGUAGE", "english")
+# Body [[wiki-links]] become relations on every trusted page write (SPEC §2.3;
+# GBrain's auto_link). Off only to measure the write path without it.
+BRAIN_AUTO_LINK = env_bool("BRAIN_AUTO_LINK", default=True)
 # Embedding provider (SPEC §3): local sentence-transformers, an OpenAI-compatible
 # endpoint, or none (keyword-only search, ``search_degraded``).
 BRAIN_EMBEDDING_PROVIDER = env_choice(

@@ -59,6 +59,14 @@ _TIMELINE_LINE = re.compile(
     r"^\s*[-*]\s+\*\*(\d{4}-\d{2}-\d{2})\*\*\s*(?:\||--|-|\u2013|\u2014)\s*(.+?)\s*$"
 )
 _CELL_SPLIT = re.compile(r"(?<!\\)\|")
+# GBrain's timeline sentinels after the canonical ``<!-- timeline -->`` (digest §1.3):
+# ``--- timeline ---``; a bare ``---`` whose next non-empty line is ``## Timeline`` or
+# ``## History``; a ``## Timeline`` section holding only dated bullets.
+_TIMELINE_RULE = re.compile(r"^-{3,}\s*timeline\s*-{3,}\s*$", re.I | re.M)
+_TIMELINE_LEGACY = re.compile(
+    r"^-{3,}\s*\n(?:\s*\n)*(?=##\s+(?:timeline|history)\s*$)", re.I | re.M
+)
+_TIMELINE_HEADING = re.compile(r"^##\s+timeline\s*$", re.I | re.M)
 FACTS_FILE = ".facts.md"
 BOM = "\ufeff"
 # Frontmatter keys whose values must be ISO dates.
@@ -166,6 +174,27 @@ def _parse_timeline(text: str) -> list[tuple[date, str]]:
     return entries
 
 
+def split_timeline(content: str) -> tuple[str, str]:
+    """``(body, timeline_text)`` of a page's content, by GBrain's sentinel precedence:
+    ``<!-- timeline -->`` > ``--- timeline ---`` > a bare ``---`` followed by a
+    ``## Timeline``/``## History`` heading > a trailing ``## Timeline`` section whose
+    non-empty lines are all dated bullets. Otherwise ``---`` is a horizontal rule and
+    the whole content is body (``timeline_text`` ``""``)."""
+    if TIMELINE_SENTINEL in content:
+        body, _, tail = content.partition(TIMELINE_SENTINEL)
+        return body, tail
+    for pattern in (_TIMELINE_RULE, _TIMELINE_LEGACY):
+        match = pattern.search(content)
+        if match:
+            return content[: match.start()], content[match.end() :]
+    for match in _TIMELINE_HEADING.finditer(content):
+        tail = content[match.end() :]
+        lines = [ln for ln in tail.splitlines() if ln.strip()]
+        if lines and all(_TIMELINE_LINE.match(ln) for ln in lines):
+            return content[: match.start()], tail
+    return content, ""
+
+
 def _parse_facts(block: str) -> list[FactRow]:
     rows = []
     for line in block.splitlines():
@@ -242,10 +271,8 @@ def parse_page(text: str, *, relpath: str) -> MarkdownPage:
                 line=line,
             ) from None
     content = post.content
-    timeline: list[tuple[date, str]] = []
-    if TIMELINE_SENTINEL in content:
-        content, _, tail = content.partition(TIMELINE_SENTINEL)
-        timeline = _parse_timeline(tail)
+    content, tail = split_timeline(content)
+    timeline = _parse_timeline(tail) if tail else []
     facts: list[FactRow] = []
     for match in _FACTS_BLOCK.finditer(content):
         facts.extend(_parse_facts(match.group(0)))

@@ -69,6 +69,35 @@ def test_a_page_file_splits_into_frontmatter_body_facts_and_timeline() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    "sentinel",
+    ["<!-- timeline -->", "--- timeline ---", "---\n\n## Timeline", "## Timeline"],
+)
+def test_gbrain_timeline_sentinels_split_the_timeline_from_the_body(
+    sentinel: str,
+) -> None:
+    """GBrain's sentinel precedence (digest §1.3): each form starts the timeline."""
+    text = (
+        f"---\ntitle: T\n---\nBody line.\n\n{sentinel}\n"
+        "- **2024-03-01** | Joined the board\n- **2024-04-15** -- Presented\n"
+    )
+    page = parse_page(text, relpath="t.md")
+    assert page.body == "Body line."
+    assert page.timeline == [
+        (date(2024, 3, 1), "Joined the board"),
+        (date(2024, 4, 15), "Presented"),
+    ]
+
+
+def test_a_horizontal_rule_or_a_prose_timeline_heading_stays_body() -> None:
+    text = (
+        "---\ntitle: T\n---\nAbove.\n\n---\n\nBelow.\n\n## Timeline\n"
+        "We shipped in spring.\n- **2024-03-01** | Joined\n"
+    )
+    page = parse_page(text, relpath="t.md")
+    assert page.timeline == [] and "We shipped in spring." in page.body
+
+
 def test_import_writes_pages_through_the_write_path(tmp_path: Path) -> None:
     (tmp_path / "people").mkdir()
     (tmp_path / "people" / "jane-doe.md").write_text(PAGE_FILE)

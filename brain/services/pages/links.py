@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
+
 from brain.access import Caller
 from brain.exceptions import SchemaViolation
 from brain.links import DEFAULT_LINK_TYPE, WikiLink, parse_wikilinks
@@ -114,7 +116,10 @@ def _sync_links(
     loses its relation; bodies without ``[[`` cost nothing); remote writers'
     bodies are not linked (SPEC §8: planted text must not create edges); (2) any
     dangling link whose key is the slug, title or an alias of a page written here
-    resolves: its from page is re-linked."""
+    resolves: its from page is re-linked. ``settings.BRAIN_AUTO_LINK`` False turns
+    the whole step off (benchmarks' baseline; GBrain's ``auto_link``)."""
+    if not getattr(settings, "BRAIN_AUTO_LINK", True):
+        return
     linked = [
         _Linked(p.stored.pk, p.page_type, p.body, p.provenance)
         for p in plans
