@@ -1,32 +1,44 @@
-"""Hybrid page search (SPEC §3): a keyword arm and a vector arm fused by RRF.
+"""Hybrid page search (SPEC §3, revised by issue 26): a keyword arm and a vector
+arm fused per page by RRF.
 
 Pipeline, for one query inside one ``ReadScope`` (the only scoping input, SPEC §8):
 
-1. keyword arm: ``websearch_to_tsquery(BRAIN_FTS_LANGUAGE, q)`` over ``Chunk.tsv``; the
-   matching chunks are capped at ``KEYWORD_MATCH_CAP`` (500) before ranking (ranking every
-   match of a very common word is what costs, SPEC §11), then the best
-   ``ARM_CANDIDATES`` (≥ 50) by ``ts_rank``;
-2. vector arm: HNSW cosine (``<=>``) with iterative scans, ``VECTOR_CHUNK_POOL``
-   nearest chunks, collapsed to the best chunk per page, then the best
+1. terms: the query's words normalised with ``BRAIN_FTS_LANGUAGE`` (stopwords and
+   question words dropped, the rest stemmed), each with its document frequency
+   among the searched chunks (capped at ``DF_CAP``) and its idf; ``-word`` excludes;
+2. keyword arm: OR over the terms, candidates bounded by taking the rarest terms
+   while their frequencies sum to at most ``KEYWORD_MATCH_CAP`` (commoner terms only
+   score), ranked BM25-style with AND and phrase boosts (``_keyword_arm``); the
+   best chunk per page gives the page its keyword rank;
+3. vector arm: HNSW cosine (``<=>``) with iterative scans, ``VECTOR_CHUNK_POOL``
+   nearest chunks, collapsed to the best chunk per page, the best
    ``ARM_CANDIDATES`` pages;
-3. reciprocal rank fusion, k = 60, normalised by its maximum; blended score
-   0.7 × normalised RRF + 0.3 × raw cosine (keyword-only mode: normalised RRF);
-4. multiplicative boosts: exact title or alias ×1.25, backlinks
-   ×(1 + 0.05·ln(1 + n)) without ``mentions``, recency per page type;
-5. at most 2 chunks per page, ``limit`` results, ``evidence`` and ``create_safety``
-   stamped on each, then the token budget (chars/4) applied to whole results.
+4. page-level reciprocal rank fusion, k = 60, over the two arms plus a name arm (a
+   page whose title or alias equals the query counts as its rank 1), then
+   multiplicative boosts: exact title or alias ×1.25, backlinks
+   ×(1 + 0.05·ln(1 + n)) without ``mentions``, recency per page type; ties go to
+   the better keyword rank; the keyword arm's top 3 pages are kept in the top 10
+   (``keep_keyword_hits``);
+5. one result per page, its evidence chunk being the chunk of the arm that ranks the
+   page higher (ties: keyword); a second chunk of a page only when fewer than
+   ``limit`` pages matched; each result's ``score`` is the calibrated 0..1 relevance
+   of ``calibrated_score`` (not the fused rank key, which orders the results),
+   ``matched_terms`` the query words its chunk holds, ``evidence`` and
+   ``create_safety``; then the token budget (chars/4) on whole results.
 
 ``search_degraded`` is None when search is whole, else a string naming why: with
 provider ``none`` or a failing provider the vector arm is skipped
 (``vector_search_unavailable: …``); when some searched chunks have no embedding yet
-(``embeddings_pending: N of M``) the vector arm cannot see them. Soft-deleted pages have no chunks and are
-filtered again when results are hydrated.
+(``embeddings_pending: N of M``) the vector arm cannot see them. Soft-deleted pages
+have no chunks and are filtered again when results are hydrated.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
+import time
 from collections import defaultdict
 from collections.abc import Sequence
 from contextlib import nullcontext
@@ -47,19 +59,33 @@ from brain.text import estimate_tokens, normalize_alias
 
 RRF_K = 60
 ARM_CANDIDATES = 50
-KEYWORD_MATCH_CAP = 500
+# Keyword arm (issue 26): candidate chunks at most (when only common terms: fewer),
+# chunks ranked, document-frequency probe cap, how long the planner's lexeme
+# statistics are cached, terms read from a query, BM25 constants, AND / phrase boosts.
+KEYWORD_MATCH_CAP = 1000
+COMMON_MATCH_CAP = 300
+KEYWORD_CHUNKS = 100
+DF_CAP = 250
+COMMON_STATS_TTL = 300.0
+MAX_QUERY_TERMS = 32
+BM25_K1 = 1.2
+BM25_B = 0.75
+AND_BOOST = 0.25
+PHRASE_BOOST = 0.25
 VECTOR_CHUNK_POOL = 100
 MAX_CHUNKS_PER_PAGE = 2
 MAX_LIMIT = 100
-RRF_WEIGHT = 0.7
-COSINE_WEIGHT = 0.3
 TITLE_BOOST = 1.25
 BACKLINK_FACTOR = 0.05
 HIGH_VECTOR_MATCH = 0.80
+# Calibrated score (``calibrated_score``): cosine mapped from FLOOR (0) to FULL (1).
+COSINE_FLOOR = 0.30
+COSINE_FULL = HIGH_VECTOR_MATCH
 KEYWORD_EXACT = 0.6
 # Keyword guard: the pages the keyword arm ranks in its top KEYWORD_GUARD are never
-# pushed out of the results by vector neighbours (see ``_keep_keyword_hits``).
+# pushed out of the fused top GUARD_WINDOW (see ``keep_keyword_hits``).
 KEYWORD_GUARD = 3
+GUARD_WINDOW = 10
 # Recency per page type: (half-life in days, coefficient); multiplier
 # 1 + RECENCY_STRENGTH · c · h / (h + age_days). Concepts are evergreen.
 RECENCY: dict[str, tuple[float, float]] = {
@@ -91,9 +117,14 @@ class SearchResult:
     """One search hit: a chunk of a page (SPEC §3 result fields).
 
     ``similarity`` is the raw query↔chunk cosine (None in keyword-only mode);
-    ``score`` the final blended and boosted score; ``evidence`` one of
-    ``alias_hit | exact_title_match | high_vector_match | keyword_exact |
-    weak_semantic`` and ``create_safety`` one of ``exists | probable | unknown``.
+    ``score`` the calibrated relevance in 0..1, comparable across queries
+    (``calibrated_score``; 1.0 for an exact title or alias match); results are
+    ordered by the fused rank, so a later result may score higher; ``matched_terms``
+    the query's meaningful words (as typed, lower-cased) that ``chunk`` holds, stems
+    matched; ``evidence`` one of ``alias_hit | exact_title_match |
+    high_vector_match | keyword_exact | weak_semantic`` (``keyword_exact``: a keyword
+    hit whose chunk holds ≥ 60 % of the query's idf weight) and ``create_safety``
+    one of ``exists | probable | unknown``.
     """
 
     slug: str
@@ -108,6 +139,7 @@ class SearchResult:
     page_id: int = 0
     chunk_ordinal: int = 0
     keyword_hit: bool = False
+    matched_terms: list[str] = field(default_factory=list)
     provenance: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
@@ -124,6 +156,7 @@ class SearchResult:
             else round(self.similarity, 6),
             "evidence": self.evidence,
             "create_safety": self.create_safety,
+            "matched_terms": list(self.matched_terms),
             "provenance": self.provenance,
         }
 
@@ -147,45 +180,281 @@ class SearchResponse:
 
 
 @dataclass
-class _Candidate:
+class _KeywordHit:
+    """One chunk of the keyword arm: its BM25-style ``score`` and the query lexemes
+    it contains (``matched``)."""
+
     chunk_id: int
     page_id: int
-    rrf: float = 0.0
-    keyword_rank: int | None = None
-    vector_rank: int | None = None
-    similarity: float | None = None
+    score: float
+    matched: tuple[str, ...]
+
+
+@dataclass
+class _Terms:
+    """The meaningful terms of a query: ``words`` (surface form → its lexemes, query
+    order), ``df`` (capped) and ``idf`` per lexeme over the searched chunks (a lexeme
+    no chunk holds has df 0 and the largest idf), and ``excluded`` lexemes
+    (``-word``)."""
+
+    words: dict[str, tuple[str, ...]]
+    idf: dict[str, float]
+    df: dict[str, int]
+    excluded: tuple[str, ...]
+
+    @property
+    def lexemes(self) -> list[str]:
+        """Distinct lexemes in query order."""
+        out: list[str] = []
+        for lexemes in self.words.values():
+            out.extend(lx for lx in lexemes if lx not in out)
+        return out
+
+
+_WORD = re.compile(r"(?<![\w-])(-?)([^\W_]+(?:['’][^\W_]+)*)")
+
+
+def _tsquery_or(lexemes: Sequence[str]) -> str:
+    """A tsquery text OR-ing already-normalised lexemes (quoted, so no lexeme is
+    re-parsed as an operator)."""
+    return " | ".join(_quoted(lx) for lx in lexemes)
+
+
+def _quoted(lexeme: str) -> str:
+    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+_COMMON: dict[str, Any] = {"at": -math.inf, "share": {}, "rows": 0.0}
+
+
+def _common_lexemes(cursor: Any) -> tuple[dict[str, float], float]:
+    """``(share, rows)``: the most common lexemes of ``brain_chunk.tsv`` with the share
+    of chunks holding each, and the estimated chunk count, from the planner's
+    statistics (``pg_stats.most_common_elems``, kept by ANALYZE / autovacuum; empty
+    before the first ANALYZE). Cached per process for ``COMMON_STATS_TTL`` seconds."""
+    now = time.monotonic()
+    if now - _COMMON["at"] < COMMON_STATS_TTL:
+        return _COMMON["share"], _COMMON["rows"]
+    cursor.execute(
+        """
+        SELECT s.most_common_elems::text::text[], s.most_common_elem_freqs,
+               c.reltuples
+        FROM pg_class c
+        LEFT JOIN pg_stats s ON s.schemaname = current_schema()
+             AND s.tablename = 'brain_chunk' AND s.attname = 'tsv'
+        WHERE c.oid = 'brain_chunk'::regclass
+        """
+    )
+    row = cursor.fetchone()
+    elems, freqs, rows = row if row else (None, None, 0)
+    share = dict(zip(elems or (), freqs or (), strict=False))
+    _COMMON.update(at=now, share=share, rows=float(rows or 0))
+    return share, float(rows or 0)
+
+
+def _query_terms(
+    cursor: Any, *, text: str, source_ids: Sequence[str], visibilities: Sequence[str]
+) -> _Terms:
+    """Normalise the query's words with ``BRAIN_FTS_LANGUAGE`` (stopwords, question
+    words and auxiliaries such as "when", "did", "the" have no lexeme; the rest are
+    stemmed: "classes" → ``class``) and find each lexeme's document frequency among
+    the searched chunks, capped at ``DF_CAP``: a lexeme among the planner's most
+    common elements (once the table has more than ``DF_CAP`` rows) takes its
+    estimate from there, unprobed (probing a common word reads its whole posting
+    list, SPEC §11); the others, rarer by construction, are counted with a capped
+    index probe. The estimate is over all chunks, the probe over the searched ones.
+    Two round trips (plus the statistics, cached)."""
+    words: list[str] = []
+    excluded_words: list[str] = []
+    for minus, word in _WORD.findall(text[:4000]):
+        (excluded_words if minus else words).append(word.lower())
+    words = list(dict.fromkeys(words))[:MAX_QUERY_TERMS]
+    excluded_words = list(dict.fromkeys(excluded_words))[:MAX_QUERY_TERMS]
+    everything = words + excluded_words
+    if not everything:
+        return _Terms({}, {}, {}, ())
+    cursor.execute(
+        """
+        SELECT word, ARRAY(SELECT unnest(tsvector_to_array(
+                   to_tsvector(%(lang)s::regconfig, word))))
+        FROM unnest(%(words)s::text[]) AS word
+        """,
+        {"lang": settings.BRAIN_FTS_LANGUAGE, "words": everything},
+    )
+    lexemes_of = {word: tuple(lexemes or ()) for word, lexemes in cursor.fetchall()}
+    share, rows = _common_lexemes(cursor)
+    df: dict[str, int] = {}
+    probe: list[str] = []
+    for lexeme in dict.fromkeys(lx for lxs in lexemes_of.values() for lx in lxs):
+        if lexeme in share and rows >= DF_CAP:
+            df[lexeme] = min(max(round(share[lexeme] * rows), 1), DF_CAP)
+        else:
+            probe.append(lexeme)
+    cursor.execute(
+        """
+        SELECT t.lexeme, (
+            SELECT count(*) FROM (
+                SELECT 1 FROM brain_chunk c
+                WHERE c.tsv @@ t.tsq
+                  AND c.source_id = ANY(%(sources)s)
+                  AND c.visibility = ANY(%(vis)s)
+                LIMIT %(dfcap)s
+            ) s
+        )
+        FROM unnest(%(lexemes)s::text[], %(tsqs)s::tsquery[]) AS t(lexeme, tsq)
+        UNION ALL
+        SELECT NULL, CASE WHEN reltuples >= %(dfcap)s THEN reltuples::bigint
+                          ELSE (SELECT count(*) FROM brain_chunk) END
+        FROM pg_class WHERE oid = 'brain_chunk'::regclass
+        """,
+        {
+            "lexemes": probe,
+            "tsqs": [_quoted(lx) for lx in probe],
+            "sources": list(source_ids),
+            "vis": list(visibilities),
+            "dfcap": DF_CAP,
+        },
+    )
+    total = 1
+    for lexeme, count in cursor.fetchall():
+        if lexeme is None:
+            total = max(int(count or 0), 1)
+        else:
+            df[lexeme] = int(count)
+    excluded = tuple(lx for w in excluded_words for lx in lexemes_of.get(w, ()))
+    kept = {w: lexemes_of[w] for w in words if lexemes_of.get(w)}
+    idf = {
+        lx: math.log(1 + (total - min(n, total) + 0.5) / (n + 0.5))
+        for lx, n in df.items()
+        if lx not in excluded
+    }
+    return _Terms(kept, idf, df, excluded)
 
 
 def _keyword_arm(
     cursor: Any,
     *,
-    query: str,
+    text: str,
+    terms: _Terms,
     alias: str,
     source_ids: Sequence[str],
     visibilities: Sequence[str],
-) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-    """Keyword arm and alias hop in one round trip.
+) -> tuple[list[_KeywordHit], list[tuple[int, int]]]:
+    """Keyword arm and alias hop in one round trip (SPEC §3; issue 26).
 
-    Returns ``(keyword, aliased)``: the best ``ARM_CANDIDATES`` chunks by ``ts_rank``
-    among at most ``KEYWORD_MATCH_CAP`` matches, best first; and the first chunk of
-    each page (at most 20) whose normalised alias equals the query, as
-    ``[(chunk_id, page_id)]``.
+    OR semantics over the query's meaningful terms: a chunk matching any of them is
+    a candidate, so one missing or irregularly inflected word ("go" asked, "went"
+    written) no longer empties the arm. Candidates are bounded: the terms are taken
+    rarest first while their summed document frequencies stay within
+    ``KEYWORD_MATCH_CAP`` (the rarest is always taken); the commoner terms only
+    score. Each candidate is scored BM25-style (binary term frequency, as chunks are
+    short)::
+
+        Σ_matched idf(t) · (k1 + 1) / (1 + k1 · (1 − b + b · len / avg_len))
+
+    with ``len`` the chunk's token count, ``avg_len`` over the candidates,
+    ``idf(t) = ln(1 + (N − df + 0.5)/(df + 0.5))``; then × (1 + ``AND_BOOST``) when the
+    chunk holds every term and × (1 + ``PHRASE_BOOST``) when it holds them as a
+    phrase (boosted, never required). Chunks holding an excluded ``-word`` are
+    dropped. When every term is too common to bound (df ≥ ``DF_CAP``) the candidates
+    are the first ``COMMON_MATCH_CAP`` chunks holding all of them.
+
+    Returns ``(keyword, aliased)``: the best ``KEYWORD_CHUNKS`` chunks as
+    ``_KeywordHit`` best first, and the first chunk of each page (at most 20) whose
+    normalised alias equals the query, as ``[(chunk_id, page_id)]``.
     """
+    present = {lx: w for lx, w in terms.idf.items() if terms.df[lx] > 0}
+    ranked = sorted(present, key=lambda lx: (terms.df[lx], lx))
+    selective: list[str] = []
+    budget = 0
+    for lexeme in ranked:
+        n = terms.df[lexeme]
+        if n >= DF_CAP or (selective and budget + n > KEYWORD_MATCH_CAP):
+            break
+        selective.append(lexeme)
+        budget += n
+    if selective:
+        candidate_query = _tsquery_or(selective)
+    elif ranked:
+        candidate_query = " & ".join(_quoted(lx) for lx in ranked)
+    else:
+        candidate_query = ""
+    lexemes = list(present)
+    params: dict[str, Any] = {
+        "lexemes": lexemes,
+        "lang": settings.BRAIN_FTS_LANGUAGE,
+        "q": text[:4000],
+        "phrase": "y" if len(lexemes) > 1 else "",
+        "nterms": len(lexemes),
+        "cq": candidate_query,
+        "ex": _tsquery_or(terms.excluded),
+        "alias": alias[:320],
+        "sources": list(source_ids),
+        "vis": list(visibilities),
+        "cap": KEYWORD_MATCH_CAP if selective else COMMON_MATCH_CAP,
+        "n": KEYWORD_CHUNKS,
+        "k1": BM25_K1,
+        "b": BM25_B,
+        "and_boost": AND_BOOST,
+        "phrase_boost": PHRASE_BOOST,
+    }
+    # Each candidate's tsvector is cut down to the query's lexemes once (positions
+    # kept, so the phrase test still holds); one boolean column per term (the
+    # tsquery constants are parsed once per statement), then the idf-weighted sum
+    # and the matched lexemes from them. Length is the chunk's token count.
+    bits = []
+    weight = []
+    matched = []
+    for i, lexeme in enumerate(lexemes):
+        params[f"tq{i}"] = _quoted(lexeme)
+        params[f"lx{i}"] = lexeme
+        params[f"idf{i}"] = present[lexeme]
+        bits.append(f"m.tsv @@ %(tq{i})s::tsquery AS b{i}")
+        weight.append(f"CASE WHEN h.b{i} THEN %(idf{i})s ELSE 0 END")
+        matched.append(f"CASE WHEN h.b{i} THEN %(lx{i})s END")
+    bit_columns = "".join(f", {b}" for b in bits)
+    weight_sum = " + ".join(weight) or "0"
+    matched_array = (
+        f"array_remove(ARRAY[{', '.join(matched)}]::text[], NULL)"
+        if matched
+        else "ARRAY[]::text[]"
+    )
     cursor.execute(
-        """
-        WITH q AS (SELECT websearch_to_tsquery(%(lang)s::regconfig, %(q)s) AS tsq),
+        f"""
+        WITH phrase AS (
+            SELECT CASE WHEN %(phrase)s <> ''
+                        THEN phraseto_tsquery(%(lang)s::regconfig, %(q)s) END AS tsq
+        ),
         matched AS (
-            SELECT c.id, c.page_id, c.tsv
-            FROM brain_chunk c, q
-            WHERE c.tsv @@ q.tsq
+            SELECT c.id, c.page_id, GREATEST(c.token_count, 1) AS len,
+                   ts_filter(setweight(setweight(c.tsv, 'D'), 'A', %(lexemes)s::text[]),
+                             '{{a}}') AS tsv
+            FROM brain_chunk c
+            WHERE %(cq)s <> '' AND c.tsv @@ %(cq)s::tsquery
+              AND NOT (%(ex)s <> '' AND c.tsv @@ %(ex)s::tsquery)
               AND c.source_id = ANY(%(sources)s)
               AND c.visibility = ANY(%(vis)s)
             LIMIT %(cap)s
         ),
+        hits AS (
+            SELECT m.id, m.page_id, m.len,
+                   ph.tsq IS NOT NULL AND m.tsv @@ ph.tsq AS phrase_hit{bit_columns}
+            FROM matched m CROSS JOIN phrase ph
+        ),
+        scored AS (
+            SELECT h.id, h.page_id, {matched_array} AS matched,
+                   ({weight_sum}) AS weight, h.len, h.phrase_hit
+            FROM hits h
+        ),
         ranked AS (
-            SELECT m.id, m.page_id
-            FROM matched m, q
-            ORDER BY ts_rank(m.tsv, q.tsq) DESC, m.id
+            SELECT id, page_id, matched,
+                   weight * (%(k1)s + 1) / (1 + %(k1)s * (1 - %(b)s + %(b)s * len
+                       / GREATEST(avg(len) OVER (), 1)))
+                   * CASE WHEN cardinality(matched) = %(nterms)s
+                          THEN 1 + %(and_boost)s ELSE 1 END
+                   * CASE WHEN phrase_hit THEN 1 + %(phrase_boost)s ELSE 1 END AS score
+            FROM scored
+            ORDER BY score DESC, id
             LIMIT %(n)s
         ),
         aliased AS (
@@ -196,24 +465,21 @@ def _keyword_arm(
             ORDER BY a.page_id, c.ordinal
             LIMIT 20
         )
-        SELECT id, page_id, true FROM ranked
+        SELECT id, page_id, matched, score, true FROM ranked
         UNION ALL
-        SELECT id, page_id, false FROM aliased
+        SELECT id, page_id, NULL, 0, false FROM aliased
         """,
-        {
-            "lang": settings.BRAIN_FTS_LANGUAGE,
-            "q": query[:4000],
-            "alias": alias[:320],
-            "sources": list(source_ids),
-            "vis": list(visibilities),
-            "cap": KEYWORD_MATCH_CAP,
-            "n": ARM_CANDIDATES,
-        },
+        params,
     )
-    keyword: list[tuple[int, int]] = []
+    keyword: list[_KeywordHit] = []
     aliased: list[tuple[int, int]] = []
-    for chunk_id, page_id, is_keyword in cursor.fetchall():
-        (keyword if is_keyword else aliased).append((chunk_id, page_id))
+    for chunk_id, page_id, matched, score, is_keyword in cursor.fetchall():
+        if is_keyword:
+            keyword.append(
+                _KeywordHit(chunk_id, page_id, float(score), tuple(matched or ()))
+            )
+        else:
+            aliased.append((chunk_id, page_id))
     return keyword, aliased
 
 
@@ -267,6 +533,7 @@ class _Row:
     provenance: Any
     backlinks: int
     similarity: float | None
+    matched: tuple[str, ...] = ()
 
 
 def _hydrate(
@@ -277,16 +544,21 @@ def _hydrate(
     source_ids: Sequence[str],
     visibilities: Sequence[str],
     types: list[str] | None,
+    lexemes: Sequence[str],
 ) -> list[_Row]:
     """One query for every candidate: chunk text, its live page (scope re-checked,
-    soft-deleted pages dropped), type, backlinks without ``mentions`` and the raw
-    cosine (NULL in keyword-only mode)."""
+    soft-deleted pages dropped), type, backlinks without ``mentions``, the raw
+    cosine (NULL in keyword-only mode) and which of the query's ``lexemes`` the
+    chunk holds."""
     cursor.execute(
         f"""
         SELECT c.id, c.ordinal, c.text, p.id, p.slug, p.title, p.source_id, t.name,
                p.effective_date, p.updated_at, p.frontmatter -> 'provenance',
                {backlinks_sql("p.id")},
-               {"1 - (c.embedding <=> %(v)s::vector)" if vector else "NULL::float8"}
+               {"1 - (c.embedding <=> %(v)s::vector)" if vector else "NULL::float8"},
+               tsvector_to_array(ts_filter(
+                   setweight(setweight(c.tsv, 'D'), 'A', %(lexemes)s::text[]),
+                   '{{a}}'))
         FROM brain_chunk c
         JOIN brain_page p ON p.id = c.page_id
         JOIN brain_pagetype t ON t.id = p.type_id
@@ -302,6 +574,7 @@ def _hydrate(
             "sources": list(source_ids),
             "vis": list(visibilities),
             "types": types,
+            "lexemes": list(lexemes),
         },
     )
     out = []
@@ -324,6 +597,7 @@ def _hydrate(
                 provenance=provenance,
                 backlinks=int(row[11]),
                 similarity=None if row[12] is None else float(row[12]),
+                matched=tuple(row[13] or ()),
             )
         )
     return out
@@ -381,50 +655,90 @@ def _query_vector(query: str) -> list[float] | None:
     return vectors[0] if vectors else None
 
 
-def _keep_keyword_hits(
-    results: list[SearchResult],
-    scored: list[SearchResult],
-    keyword: Sequence[tuple[int, int]],
-) -> list[SearchResult]:
-    """The keyword guard of hybrid fusion (SPEC §3; issue 24): every page among the
-    first ``KEYWORD_GUARD`` distinct pages of the keyword arm (``keyword`` =
-    ``[(chunk_id, page_id)]`` best first) that has a scored result but is missing
-    from ``results`` takes the place of the lowest-scored unprotected result, so
-    vector neighbours can never push a top keyword hit out of the top ``limit``.
+def calibrated_score(coverage: float, similarity: float | None) -> float:
+    """The ``score`` of a result, 0..1, comparable across queries (issue 26).
 
-    Why a guard, not weights: RRF already gives keyword rank 1 the same 1/61 as
-    vector rank 1, but a page absent from the vector arm's 50 gets no cosine term
-    in the 0.7/0.3 blend, so a known-item query whose exact sentence the keyword arm
-    ranks first could fall behind ten paraphrase neighbours (measured on a
-    1,000-page GBrain-style corpus: hybrid recall@10 95 % vs keyword 100 %; with the
-    guard hybrid ≥ keyword by construction, ``tests/brain/test_links_corpus.py``).
-    Lowering the cosine weight would also reorder every other query. Order and
-    scores are unchanged; the protected result is placed by its own score.
+    ``coverage`` is the idf-weighted share of the query's meaningful terms that the
+    result's chunk holds (1.0: every term, rare ones weigh more); the cosine is
+    mapped linearly from ``COSINE_FLOOR`` 0.30 (0; the default model scores
+    unrelated text below it) to ``COSINE_FULL`` = ``HIGH_VECTOR_MATCH`` 0.80 (1),
+    clamped. The two are combined as a noisy OR,
+    ``1 − (1 − coverage)(1 − cosine_part)``: either arm alone can vouch for a
+    result; an unrelated page has neither. Keyword-only mode (``similarity`` None)
+    is the coverage alone. On the retrieval dev set (``benchmarks/
+    retrieval_quality.py``, which prints it) the answer page scores a median 0.93
+    (98 % ≥ 0.5) and the other top-10 results a median 0.29 (19 % ≥ 0.5), so 0.5 is
+    a usable cut (before issue 26: 0.94 against 0.79, 90 % of them ≥ 0.5).
     """
+    semantic = 0.0
+    if similarity is not None:
+        semantic = (similarity - COSINE_FLOOR) / (COSINE_FULL - COSINE_FLOOR)
+        semantic = min(max(semantic, 0.0), 1.0)
+    coverage = min(max(coverage, 0.0), 1.0)
+    return 1 - (1 - coverage) * (1 - semantic)
+
+
+@dataclass
+class _PageRank:
+    """One page in the fusion: its rank in each arm (None when absent), its best
+    chunk per arm, and the ordering key (RRF × boosts)."""
+
+    page_id: int
+    keyword_rank: int | None = None
+    vector_rank: int | None = None
+    keyword_chunk: int | None = None
+    vector_chunk: int | None = None
+    named: bool = False
+    key: float = 0.0
+
+    def order(self) -> tuple[float, float, float]:
+        """Sort key: fused key descending, then the keyword arm's rank, then the
+        vector arm's (a tie goes to the page the keyword arm ranks higher)."""
+        return (
+            -self.key,
+            self.keyword_rank if self.keyword_rank is not None else math.inf,
+            self.vector_rank if self.vector_rank is not None else math.inf,
+        )
+
+
+def keep_keyword_hits(
+    ordered: list[int], keyword_pages: Sequence[int], window: int
+) -> list[int]:
+    """The keyword guard of fusion (issues 24 and 26): the first ``KEYWORD_GUARD``
+    pages of the keyword arm (``keyword_pages``, best first) that are in
+    ``ordered`` (page ids in fused order) all end up among its first ``window``.
+    Each one below the window takes the place of the lowest unprotected page in
+    it; the displaced page moves just below the window. Otherwise the order is
+    unchanged.
+
+    Why a guard, not weights: RRF gives keyword rank 1 the same 1/61 as vector rank
+    1, so ten pages that both arms rank moderately (or vector pages lifted by the
+    backlink and recency boosts) can outscore the page whose exact words the
+    keyword arm ranks first. Measured on the 1,000-page GBrain-style corpus of
+    issue 24, chunk-level fusion without the guard found 95 of 100 known items in
+    its top 10 where keyword search found 100; reweighting the arms to close that
+    gap would reorder every other query, while the guard touches only queries where
+    it fires (``tests/brain/test_links_corpus.py`` asserts hybrid ≥ keyword).
+    """
+    present = set(ordered)
     protected: list[int] = []
-    for _chunk, page_id in keyword:
-        if page_id not in protected:
+    for page_id in keyword_pages:
+        if page_id in present and page_id not in protected:
             protected.append(page_id)
         if len(protected) >= KEYWORD_GUARD:
             break
-    present = {r.page_id for r in results}
-    missing = [p for p in protected if p not in present]
-    if not missing or not results:
-        return results
-    best: dict[int, SearchResult] = {}
-    for result in scored:
-        best.setdefault(result.page_id, result)
-    kept = list(results)
-    for page_id in missing:
-        if page_id not in best:
-            continue  # filtered out (type, visibility, deleted)
-        victims = [i for i, r in enumerate(kept) if r.page_id not in protected]
+    top, rest = list(ordered[:window]), list(ordered[window:])
+    for page_id in protected:
+        if page_id in top:
+            continue
+        victims = [i for i, p in enumerate(top) if p not in protected]
         if not victims:
             break
-        kept.pop(victims[-1])
-        kept.append(best[page_id])
-    kept.sort(key=lambda r: (-r.score, r.slug, r.chunk_ordinal))
-    return kept
+        displaced = top.pop(victims[-1])
+        rest.remove(page_id)
+        top.append(page_id)
+        rest.insert(0, displaced)
+    return top + rest
 
 
 def page_search(
@@ -437,14 +751,16 @@ def page_search(
     types: Sequence[str] | None = None,
     query_embedding: Sequence[float] | None = None,
 ) -> SearchResponse:
-    """Hybrid search over page chunks (SPEC §3); see the module docstring.
+    """Hybrid search over page chunks (SPEC §3, issue 26); see the module docstring.
 
     ``scope`` decides the readable sources and visibilities; ``sources`` can only
-    narrow it. ``types`` keeps pages of those type names. ``limit`` 1..100 results
-    (at most 2 per page). ``budget_tokens`` (chars/4) keeps whole results, best first,
-    while they fit. ``query_embedding`` skips embedding the query (benchmarks; the
-    SPEC §11 latency excludes it). Raises ``InvalidParams`` for a blank query or a
-    bad limit or budget. Returns a ``SearchResponse``.
+    narrow it. ``types`` keeps pages of those type names. ``limit`` 1..100 results:
+    one per page, best page first; a page's second chunk is added only when fewer
+    than ``limit`` pages matched (at most 2 per page). ``budget_tokens`` (chars/4)
+    keeps whole results, best first, while they fit. ``query_embedding`` skips
+    embedding the query (benchmarks; the SPEC §11 latency excludes it). Raises
+    ``InvalidParams`` for a blank query or a bad limit or budget. Returns a
+    ``SearchResponse``.
     """
     text = (query or "").strip()
     if not text:
@@ -489,128 +805,192 @@ def page_search(
     visibilities = list(scope.visibilities)
     norm_query = normalize_alias(text)
 
-    candidates: dict[int, _Candidate] = {}
+    pages: dict[int, _PageRank] = {}
+    keyword_score: dict[int, float] = {}
+    chunk_page: dict[int, int] = {}
     # The vector arm's SET LOCAL knobs need a transaction; keyword-only mode does not.
     txn = transaction.atomic() if not degraded else nullcontext()
     with txn, connection.cursor() as cursor:
+        terms = _query_terms(
+            cursor, text=text, source_ids=source_ids, visibilities=visibilities
+        )
         keyword, aliased = _keyword_arm(
             cursor,
-            query=text,
+            text=text,
+            terms=terms,
             alias=norm_query,
             source_ids=source_ids,
             visibilities=visibilities,
         )
-        for rank, (chunk_id, page_id) in enumerate(keyword, start=1):
-            cand = candidates.setdefault(chunk_id, _Candidate(chunk_id, page_id))
-            cand.keyword_rank = rank
-            cand.rrf += 1 / (RRF_K + rank)
+        # Each page's best keyword chunk; the second best only for the first
+        # ``limit`` pages (a second chunk is shown only when pages run short).
+        rank_of: dict[int, int] = {}
+        kept_chunks: dict[int, int] = defaultdict(int)
+        for hit in keyword:
+            rank = rank_of.setdefault(hit.page_id, len(rank_of) + 1)
+            wanted = MAX_CHUNKS_PER_PAGE if rank <= limit else 1
+            if rank > ARM_CANDIDATES or kept_chunks[hit.page_id] >= wanted:
+                continue
+            kept_chunks[hit.page_id] += 1
+            page = pages.setdefault(hit.page_id, _PageRank(hit.page_id, rank))
+            if page.keyword_chunk is None:
+                page.keyword_chunk = hit.chunk_id
+            keyword_score[hit.chunk_id] = hit.score
+            chunk_page[hit.chunk_id] = hit.page_id
+        keyword_pages = list(pages)
         if not degraded:
             nearest = _vector_arm(
                 cursor, vector=literal, source_ids=source_ids, visibilities=visibilities
             )
-            for rank, (chunk_id, page_id, sim) in enumerate(nearest, start=1):
-                cand = candidates.setdefault(chunk_id, _Candidate(chunk_id, page_id))
-                cand.vector_rank = rank
-                cand.similarity = sim
-                cand.rrf += 1 / (RRF_K + rank)
-        # Alias hop: a page whose alias (or title) equals the query joins the pool.
-        alias_pages = {page_id for _chunk, page_id in aliased}
-        present = {c.page_id for c in candidates.values()}
+            for rank, (chunk_id, page_id, _sim) in enumerate(nearest, start=1):
+                chunk_page[chunk_id] = page_id
+                page = pages.setdefault(page_id, _PageRank(page_id))
+                page.vector_rank = rank
+                page.vector_chunk = chunk_id
+        # Name hop: a page whose alias (or title) equals the query joins as rank 1
+        # of a third arm.
         for chunk_id, page_id in aliased:
-            if page_id not in present:
-                candidates.setdefault(chunk_id, _Candidate(chunk_id, page_id))
+            chunk_page.setdefault(chunk_id, page_id)
+            page = pages.setdefault(page_id, _PageRank(page_id))
+            page.named = True
+            if page.keyword_chunk is None and page.vector_chunk is None:
+                page.vector_chunk = chunk_id
         rows = (
             _hydrate(
                 cursor,
-                chunk_ids=[c.chunk_id for c in candidates.values()],
+                chunk_ids=list(chunk_page),
                 vector=literal,
                 source_ids=source_ids,
                 visibilities=visibilities,
                 types=list(types) if types else None,
+                lexemes=terms.lexemes,
             )
-            if candidates
+            if chunk_page
             else []
         )
 
     if not rows:
         return empty
     hydrated = {row.chunk_id: row for row in rows}
-    alias_hits = alias_pages
-
-    max_rrf = max((c.rrf for c in candidates.values()), default=0.0) or 1.0
+    page_rows: dict[int, _Row] = {}
+    for row in rows:
+        page_rows.setdefault(row.page_id, row)
     now = timezone.now()
-    scored: list[SearchResult] = []
-    for cand in candidates.values():
-        row = hydrated.get(cand.chunk_id)
-        if row is None:
+    for page in pages.values():
+        page_row = page_rows.get(page.page_id)
+        if page_row is None:
             continue
-        if cand.similarity is None and row.similarity is not None:
-            cand.similarity = row.similarity
-        norm_rrf = cand.rrf / max_rrf
-        if degraded:
-            base = norm_rrf
-        else:
-            base = RRF_WEIGHT * norm_rrf + COSINE_WEIGHT * max(
-                cand.similarity or 0.0, 0.0
-            )
-        title_match = normalize_alias(row.title) == norm_query
-        alias_hit = row.page_id in alias_hits and not title_match
-        score = base
-        if title_match or alias_hit:
-            score *= TITLE_BOOST
-        score *= 1 + BACKLINK_FACTOR * math.log1p(row.backlinks)
-        score *= _recency_boost(
-            row.type_name, row.effective_date or row.updated_at, now
+        rrf = sum(
+            1 / (RRF_K + rank)
+            for rank in (page.keyword_rank, page.vector_rank)
+            if rank is not None
         )
+        if page.named or normalize_alias(page_row.title) == norm_query:
+            rrf += 1 / (RRF_K + 1)
+            rrf *= TITLE_BOOST
+        rrf *= 1 + BACKLINK_FACTOR * math.log1p(page_row.backlinks)
+        rrf *= _recency_boost(
+            page_row.type_name, page_row.effective_date or page_row.updated_at, now
+        )
+        page.key = rrf
+    ordered = [
+        p.page_id
+        for p in sorted(
+            (p for p in pages.values() if p.page_id in page_rows),
+            key=lambda p: (*p.order(), page_rows[p.page_id].slug),
+        )
+    ]
+    if not degraded:
+        ordered = keep_keyword_hits(
+            ordered,
+            [pid for pid in keyword_pages if pid in page_rows],
+            min(limit, GUARD_WINDOW),
+        )
+
+    total_idf = sum(terms.idf.values())
+
+    def result(page: _PageRank, chunk_id: int) -> SearchResult:
+        row = hydrated[chunk_id]
+        matched = set(row.matched)
+        coverage = (
+            sum(terms.idf.get(lx, 0.0) for lx in matched) / total_idf
+            if total_idf
+            else 0.0
+        )
+        title_match = normalize_alias(row.title) == norm_query
+        alias_hit = page.named and not title_match
         if alias_hit:
             evidence = "alias_hit"
         elif title_match:
             evidence = "exact_title_match"
-        elif cand.similarity is not None and cand.similarity >= HIGH_VECTOR_MATCH:
+        elif row.similarity is not None and row.similarity >= HIGH_VECTOR_MATCH:
             evidence = "high_vector_match"
-        elif cand.keyword_rank is not None and norm_rrf >= KEYWORD_EXACT:
+        elif page.keyword_rank is not None and coverage >= KEYWORD_EXACT:
             evidence = "keyword_exact"
         else:
             evidence = "weak_semantic"
-        scored.append(
-            SearchResult(
-                slug=row.slug,
-                title=row.title,
-                source_id=row.source_id,
-                type=row.type_name,
-                chunk=row.text,
-                score=score,
-                similarity=cand.similarity,
-                evidence=evidence,
-                create_safety=EVIDENCE_SAFETY[evidence],
-                page_id=row.page_id,
-                chunk_ordinal=row.ordinal,
-                keyword_hit=cand.keyword_rank is not None,
-                provenance=row.provenance if isinstance(row.provenance, dict) else {},
-            )
+        score = 1.0 if evidence in ("alias_hit", "exact_title_match") else 0.0
+        return SearchResult(
+            slug=row.slug,
+            title=row.title,
+            source_id=row.source_id,
+            type=row.type_name,
+            chunk=row.text,
+            score=max(score, calibrated_score(coverage, row.similarity)),
+            similarity=row.similarity,
+            evidence=evidence,
+            create_safety=EVIDENCE_SAFETY[evidence],
+            page_id=row.page_id,
+            chunk_ordinal=row.ordinal,
+            keyword_hit=page.keyword_rank is not None,
+            matched_terms=[
+                word
+                for word, lexemes in terms.words.items()
+                if matched.intersection(lexemes)
+            ],
+            provenance=row.provenance if isinstance(row.provenance, dict) else {},
         )
 
-    scored.sort(key=lambda r: (-r.score, r.slug, r.chunk_ordinal))
-    per_page: dict[int, int] = defaultdict(int)
+    def evidence_chunks(page: _PageRank) -> list[int]:
+        """The page's chunks, best first: the chunk of the arm ranking it higher
+        (a tie goes to the keyword arm), then the other arm's, then the keyword
+        arm's other chunks of the page."""
+        first, second = page.keyword_chunk, page.vector_chunk
+        if page.keyword_rank is None or (
+            page.vector_rank is not None and page.vector_rank < page.keyword_rank
+        ):
+            first, second = second, first
+        more = sorted(
+            (
+                c
+                for c, p in chunk_page.items()
+                if p == page.page_id and c in keyword_score
+            ),
+            key=lambda c: -keyword_score[c],
+        )
+        out: list[int] = []
+        for chunk_id in (first, second, *more):
+            if chunk_id is not None and chunk_id in hydrated and chunk_id not in out:
+                out.append(chunk_id)
+        return out
+
+    chosen = [(pages[pid], evidence_chunks(pages[pid])) for pid in ordered[:limit]]
+    spare = limit - len(chosen)
     results: list[SearchResult] = []
-    for result in scored:
-        if per_page[result.page_id] >= MAX_CHUNKS_PER_PAGE:
-            continue
-        per_page[result.page_id] += 1
-        results.append(result)
-        if len(results) >= limit:
-            break
-    if not degraded:
-        results = _keep_keyword_hits(results, scored, keyword)
+    for page, chunks in chosen:
+        results.append(result(page, chunks[0]))
+        if spare > 0 and len(chunks) > 1 and MAX_CHUNKS_PER_PAGE > 1:
+            results.append(result(page, chunks[1]))
+            spare -= 1
 
     response = SearchResponse(query=text, results=results, search_degraded=reason)
     if budget_tokens is not None:
         kept: list[SearchResult] = []
         used = 0
-        for result in results:
-            cost = estimate_tokens(result.chunk) + estimate_tokens(result.title)
+        for item in results:
+            cost = estimate_tokens(item.chunk) + estimate_tokens(item.title)
             if used + cost <= budget_tokens:
-                kept.append(result)
+                kept.append(item)
                 used += cost
         response.results = kept
         response.budget_tokens = budget_tokens

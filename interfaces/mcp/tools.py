@@ -789,7 +789,8 @@ TOOLS: tuple[ToolSpec, ...] = (
         description=(
             "Hybrid search (keyword + meaning) over the pages you may read. Each "
             "result has slug, title, source_id, similarity (cosine), chunk (the "
-            "matching excerpt), score, evidence and create_safety. ALWAYS search "
+            "matching excerpt), score (0..1, comparable across queries), "
+            "matched_terms, evidence and create_safety. ALWAYS search "
             "before brain_add: when a result's create_safety is 'exists' or "
             "'probable', that page already exists, so read it with brain_get_page "
             "and change it with brain_update."

@@ -74,17 +74,16 @@ def test_every_result_carries_the_spec_fields(corpus: dict[str, str]) -> None:
 
 
 def test_paraphrase_is_found_through_the_vector_arm(
-    corpus: dict[str, str], settings
-) -> None:  # type: ignore[no-untyped-def]
+    corpus: dict[str, str],
+) -> None:
     query = "self-replicating malware infecting computers through email for months"
     hybrid = page_search(scope=trusted_scope(), query=query, limit=3)
-    assert hybrid.results[0].slug == corpus[KLEZ]
-    assert (
-        hybrid.results[0].similarity is not None and not hybrid.results[0].keyword_hit
-    )
-    settings.BRAIN_EMBEDDING_PROVIDER = "none"
-    keyword_only = page_search(scope=trusted_scope(), query=query, limit=3)
-    assert corpus[KLEZ] not in [r.slug for r in keyword_only.results]
+    top = hybrid.results[0]
+    assert top.slug == corpus[KLEZ]
+    # The keyword arm ORs the words (issue 26) and may see the page through
+    # "email"; the page is first because it is the query's nearest neighbour.
+    assert top.similarity is not None
+    assert top.similarity == max(r.similarity or 0.0 for r in hybrid.results)
 
 
 def test_keyword_only_mode_says_search_degraded(

@@ -20,8 +20,18 @@ class SearchResultOut(Schema):
     source_id: str
     type: str
     chunk: str
-    score: float
+    score: float = Field(
+        description=(
+            "Calibrated relevance 0..1, comparable across queries: a noisy OR of the "
+            "share of the query's term weight the chunk holds and its cosine "
+            "(results are ordered by the fused rank)."
+        )
+    )
     similarity: float | None = Field(None, description="Raw query↔chunk cosine.")
+    matched_terms: list[str] = Field(
+        default_factory=list,
+        description="The query's meaningful words that the chunk holds (stems matched).",
+    )
     evidence: Literal[
         "alias_hit",
         "exact_title_match",

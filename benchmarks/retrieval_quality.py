@@ -1,0 +1,259 @@
+"""Retrieval quality on natural-language questions (issue 26; SPEC §3): recall@1/5/10
+of hybrid, keyword-only and vector-only ``page_search`` beside plain BM25 on the same
+pages.
+
+The pages are the first ``--pages`` (default 1,000) messages of
+``spamassassin_ham/easy-ham-1`` in the shared data (``../shared/data`` or
+``BRAIN_SHARED_DATA``), sorted by file name: title = the subject (list tags and
+``Re:`` removed), body = the text/plain part without ``>``-quoted lines. The questions
+are ``tests/data/retrieval_dev/questions.jsonl`` (208 who/what/when/where/why
+questions written by hand from single messages, with paraphrase and inflection; see
+SOURCE.md there); each names the one message that answers it.
+
+Pages are written through the write path and embedded with the configured local
+model into their own database ``brain_retrieval_<N>`` on the embedded server (built
+once, reused). Then per question:
+
+- hybrid: ``page_search`` (query embedding included);
+- keyword-only: ``page_search`` with provider ``none``;
+- vector-only: the nearest chunks by cosine (exact scan), best chunk per page;
+- BM25: ``rank_bm25.BM25Okapi`` (k1 1.5, b 0.75) over the same title + body, tokens
+  = lower-cased words (``\\w+``), no stemming or stopwords: the plain bar.
+
+Recall@k counts a question found when its page is among the first k distinct pages.
+Each arm's figure is printed beside BM25's with the difference in points. It also
+prints how ``score`` separates the answer from the other results (the calibration
+figure of ``brain.search.calibrated_score``).
+
+Usage:
+    .venv/bin/python benchmarks/retrieval_quality.py [--pages 1000] [--show-misses 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import email
+import json
+import os
+import re
+import statistics
+import sys
+import time
+from email import policy
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gbrain_site.settings")
+
+from benchmarks.data import shared_data  # noqa: E402
+
+QUESTIONS = ROOT / "tests" / "data" / "retrieval_dev" / "questions.jsonl"
+SOURCE = "retrieval"
+KS = (1, 5, 10)
+_TOKEN = re.compile(r"\w+")
+
+
+def load_pages(n_pages: int) -> list[tuple[str, str, str]]:
+    """``[(key, title, body)]`` for the first ``n_pages`` messages of easy-ham-1
+    (``key`` = ``easy-ham-1/<file name>``)."""
+    folder = shared_data() / "spamassassin_ham" / "easy-ham-1"
+    if not folder.is_dir():
+        raise SystemExit(f"shared data not found: {folder}")
+    pages = []
+    for path in sorted(folder.glob("*"))[:n_pages]:
+        message = email.message_from_bytes(path.read_bytes(), policy=policy.default)
+        subject = re.sub(r"\[[^\]]*\]", "", str(message["subject"] or ""))
+        subject = re.sub(r"^\s*((re|fw|fwd)(\[\d+\])?:\s*)+", "", subject, flags=re.I)
+        title = re.sub(r"\s+", " ", subject).strip(" :") or path.name[:5]
+        try:
+            part = message.get_body(preferencelist=("plain",))
+            text = part.get_content() if part else ""
+        except (LookupError, ValueError):  # odd real mail: keep it, empty body
+            text = ""
+        lines = [ln for ln in text.splitlines() if not ln.lstrip().startswith(">")]
+        pages.append((f"easy-ham-1/{path.name}", title, "\n".join(lines).strip()))
+    return pages
+
+
+def slug_of(key: str) -> str:
+    """The page slug of a message key."""
+    return "notes/" + key.split("/")[-1].split(".")[0]
+
+
+def build(pages: list[tuple[str, str, str]]) -> None:
+    """Write the pages (batches of 100) and embed them, unless already there."""
+    from brain.access import local_caller
+    from brain.models import Page, Source
+    from brain.services.pages import PageInput, pages_embed_pending, pages_write
+    from brain.services.sources import source_ensure
+
+    have = Page.objects.filter(source_id=SOURCE, deleted_at__isnull=True).count()
+    if have != len(pages):
+        Source.objects.filter(id=SOURCE).delete()
+        source = source_ensure(source_id=SOURCE, kind=Source.Kind.MANUAL, name=SOURCE)
+        started = time.perf_counter()
+        for start in range(0, len(pages), 100):
+            pages_write(
+                source=source,
+                actor=local_caller(),
+                items=[
+                    PageInput(
+                        mode="upsert",
+                        slug=slug_of(key),
+                        title=title,
+                        body=body or title,
+                        type_name="note",
+                    )
+                    for key, title, body in pages[start : start + 100]
+                ],
+                embed=False,
+            )
+            print(
+                f"  wrote {min(start + 100, len(pages))}/{len(pages)} pages "
+                f"({time.perf_counter() - started:.0f} s)",
+                flush=True,
+            )
+    embedded = pages_embed_pending(
+        source_ids=[SOURCE],
+        progress=lambda n: print(f"  embedded {n} chunks", flush=True),
+    )
+    if embedded:
+        print(f"  {embedded} chunks embedded", flush=True)
+
+
+def vector_only(vector: list[float], limit: int = 10) -> list[str]:
+    """Distinct page slugs by the cosine of their best chunk (exact scan)."""
+    from django.db import connection
+    from pgvector import Vector
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT p.slug, max(1 - (c.embedding <=> %(v)s::vector)) AS sim
+            FROM brain_chunk c JOIN brain_page p ON p.id = c.page_id
+            WHERE c.source_id = %(s)s AND c.embedding IS NOT NULL
+            GROUP BY p.slug ORDER BY sim DESC, p.slug LIMIT %(n)s
+            """,
+            {"v": Vector(vector).to_text(), "s": SOURCE, "n": limit},
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
+def distinct(slugs: list[str]) -> list[str]:
+    """``slugs`` without repeats, first occurrence kept."""
+    return list(dict.fromkeys(slugs))
+
+
+def recall(ranked: list[list[str]], gold: list[str], k: int) -> float:
+    """Share of questions whose gold slug is among the first ``k`` distinct slugs."""
+    return sum(g in r[:k] for r, g in zip(ranked, gold, strict=True)) / len(gold)
+
+
+def main() -> None:
+    """Build the pages, run the four rankers on every question, print the table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pages", type=int, default=1000)
+    parser.add_argument(
+        "--show-misses", type=int, default=0, help="Print N hybrid misses at @5."
+    )
+    args = parser.parse_args()
+
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.core.management import call_command
+    from django.db import connections
+    from rank_bm25 import BM25Okapi
+
+    from benchmarks.search import use_database
+    from brain import embeddings
+    from brain.access import ReadScope
+    from brain.search import page_search
+
+    connections.close_all()
+    use_database(f"brain_retrieval_{args.pages}")
+    call_command("migrate", verbosity=0)
+    pages = load_pages(args.pages)
+    questions = [json.loads(line) for line in QUESTIONS.read_text().splitlines()]
+    keys = {key for key, _t, _b in pages}
+    questions = [q for q in questions if q["page"] in keys]
+    print(
+        f"{len(pages)} pages (easy-ham-1), {len(questions)} questions "
+        f"({QUESTIONS.relative_to(ROOT)})",
+        flush=True,
+    )
+    build(pages)
+
+    tokenized = [_TOKEN.findall(f"{t}\n{b}".lower()) for _k, t, b in pages]
+    bm25 = BM25Okapi(tokenized)
+    page_slugs = [slug_of(key) for key, _t, _b in pages]
+    scope = ReadScope(source_ids=(SOURCE,), include_private=False)
+    gold = [slug_of(q["page"]) for q in questions]
+    vectors, _model = embeddings.embed_texts([q["question"] for q in questions])
+    if vectors is None:
+        raise SystemExit("no embedding provider: set BRAIN_EMBEDDING_PROVIDER=local")
+
+    ranked: dict[str, list[list[str]]] = {}
+    timings: dict[str, list[float]] = {}
+    gold_scores: list[float] = []
+    other_scores: list[float] = []
+    for mode in ("hybrid", "keyword-only"):
+        settings.BRAIN_EMBEDDING_PROVIDER = "local" if mode == "hybrid" else "none"
+        ranked[mode], timings[mode] = [], []
+        for question, vector, answer in zip(questions, vectors, gold, strict=True):
+            started = time.perf_counter()
+            response = page_search(
+                scope=scope,
+                query=question["question"],
+                limit=10,
+                query_embedding=vector if mode == "hybrid" else None,
+            )
+            timings[mode].append((time.perf_counter() - started) * 1000)
+            ranked[mode].append(distinct([r.slug for r in response.results]))
+            if mode == "hybrid":
+                for result in response.results:
+                    (gold_scores if result.slug == answer else other_scores).append(
+                        result.score
+                    )
+    settings.BRAIN_EMBEDDING_PROVIDER = "local"
+    ranked["vector-only"] = [vector_only(v) for v in vectors]
+    ranked["BM25"] = []
+    for question in questions:
+        scores = bm25.get_scores(_TOKEN.findall(question["question"].lower()))
+        order = sorted(range(len(pages)), key=lambda i: -scores[i])[:10]
+        ranked["BM25"].append([page_slugs[i] for i in order])
+
+    floor = {k: recall(ranked["BM25"], gold, k) for k in KS}
+    print(f"\n{'ranker':<14}" + "".join(f"  recall@{k:<2} (vs BM25)  " for k in KS))
+    for mode in ("BM25", "hybrid", "keyword-only", "vector-only"):
+        cells = []
+        for k in KS:
+            value = recall(ranked[mode], gold, k)
+            diff = (value - floor[k]) * 100
+            cells.append(f"  {value:9.3f} ({diff:+5.1f} pt)  ")
+        print(f"{mode:<14}" + "".join(cells))
+    for mode in ("hybrid", "keyword-only"):
+        p50 = statistics.median(timings[mode])
+        p95 = statistics.quantiles(timings[mode], n=20)[-1]
+        print(f"{mode} latency: p50 {p50:.1f} ms, p95 {p95:.1f} ms (this corpus)")
+    if gold_scores and other_scores:
+        cut = 0.5
+        print(
+            f"hybrid score: answer page median {statistics.median(gold_scores):.2f} "
+            f"({sum(s >= cut for s in gold_scores) / len(gold_scores):.0%} ≥ {cut}); "
+            f"other results median {statistics.median(other_scores):.2f} "
+            f"({sum(s >= cut for s in other_scores) / len(other_scores):.0%} ≥ {cut})"
+        )
+    misses = [
+        (q["question"], g, r[:5])
+        for q, g, r in zip(questions, gold, ranked["hybrid"], strict=True)
+        if g not in r[:5]
+    ]
+    for question, answer, got in misses[: args.show_misses]:
+        print(f"MISS {question!r} -> want {answer}, got {got}")
+
+
+if __name__ == "__main__":
+    main()
