@@ -206,8 +206,19 @@ class ImapAccount:
         return token
 
     def kick(self) -> None:
-        """Drop every open IMAP connection of this account (server side)."""
+        """Drop every open IMAP connection of this account (server side) and wait
+        (up to 10 s) until the server lists none: ``doveadm kick`` only signals the
+        imap processes, and on a busy machine the next command could still reach one
+        that has not exited yet."""
         self.server.doveadm("kick", self.user)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                if self.user not in self.server.doveadm("who", self.user):
+                    return
+            except RuntimeError:
+                return  # no anvil to ask: the kick itself is all we have
+            time.sleep(0.05)
 
 
 def enron_folders() -> dict[str, list[bytes]]:
