@@ -65,6 +65,7 @@ from loops.selectors import (
 from loops.services import (
     CLOSED_BY_STALENESS,
     CommitmentInput,
+    LoopBatch,
     due_end_of_day,
     loop_apply_verdict,
     loop_close,
@@ -470,11 +471,13 @@ def thread_process(
     page: Page | None | bool = False,
     preload: ChunkState | None = None,
     runs: list[ExtractionRun] | None = None,
+    batch: LoopBatch | None = None,
 ) -> dict[str, Any]:
     """Detector, extraction and follow-up for one thread (one transaction for the
     detector's writes). ``messages``/``page`` may be preloaded (``page=False``: look
-    it up); ``runs`` collects the unsaved extraction runs for a batch caller.
-    Returns a per-thread report."""
+    it up); ``runs`` collects the unsaved extraction runs and ``batch`` the new
+    detector loops for a batch caller, which writes them. Returns a per-thread
+    report."""
     if messages is None:
         messages = thread_messages(source_id=source.id, thread_id=thread_id)
     subs = [m for m in messages if is_substantive(m) and m.sent_at <= now]
@@ -508,6 +511,7 @@ def thread_process(
         contacts=contacts,
     )
     open_loops = preload.open_loops.get(thread_id, []) if preload else None
+    queued = len(batch.pending) if batch is not None else 0
     report["detector"] = loop_apply_verdict(
         source=source,
         thread_id=thread_id,
@@ -515,9 +519,13 @@ def thread_process(
         page=page,
         open_loops=open_loops,
         has_hold=(thread_id in preload.held) if preload else None,
+        batch=batch,
     )
-    if report["detector"]["closed"] or report["detector"]["opened"]:
-        open_loops = None  # changed: let follow-up re-read the thread's loops
+    queued = (len(batch.pending) if batch is not None else 0) - queued
+    if report["detector"]["closed"] or report["detector"]["opened"] > queued:
+        # Changed: let follow-up re-read the thread's loops. Loops queued in the
+        # batch are new detector loops, which follow-up (commitments) never reads.
+        open_loops = None
     report["reason"] = verdict.reason
     visible = [m for m in messages if m.date is None or m.date <= now]
     if mode == "llm":
@@ -554,7 +562,8 @@ def _chunk_process(
 ) -> list[dict[str, Any] | None]:
     """``thread_process`` for a chunk of threads inside the caller's transaction,
     with their messages, pages and state loaded in a few queries, and their
-    extraction runs inserted in one statement. Returns one report per thread.
+    extraction runs and new detector loops (``LoopBatch``) inserted a few statements
+    per chunk. Returns one report per thread.
 
     ``isolate=False``: the first failing thread raises (the caller rolls the chunk
     back). ``isolate=True``: each thread runs in its own savepoint; a failing one is
@@ -572,12 +581,26 @@ def _chunk_process(
             source_id=source.id,
             addresses=state.kinds,  # type: ignore[union-attr]
         )
+        # New detector loops are written together at the end (one savepoint-free
+        # chunk only: a retry thread by thread writes them one by one).
+        batch = (
+            None
+            if isolate
+            else LoopBatch(
+                source=source,
+                known=set(
+                    OpenLoop.objects.filter(
+                        source=source, thread_id__in=thread_ids
+                    ).values_list("dedup_key", flat=True)
+                ),
+            )
+        )
     except Exception:
         if not isolate:
             raise
         # One malformed record must not sink the batch: load thread by thread.
         logger.warning("loops: batch load failed for %s; per thread", source.id)
-        preloaded, messages, pages, state = False, {}, {}, None
+        preloaded, messages, pages, state, batch = False, {}, {}, None, None
     runs: list[ExtractionRun] = []
     outcomes: list[dict[str, Any] | None] = []
     for thread_id in thread_ids:
@@ -595,6 +618,7 @@ def _chunk_process(
                     page=pages.get(thread_id) if preloaded else False,
                     preload=state,
                     runs=thread_runs,
+                    batch=batch,
                 )
         except Exception:
             if not isolate:
@@ -604,6 +628,8 @@ def _chunk_process(
             continue
         runs += thread_runs
         outcomes.append(result)
+    if batch is not None:
+        batch.flush()
     ExtractionRun.objects.bulk_create(runs, ignore_conflicts=True)
     return outcomes
 

@@ -157,21 +157,30 @@ def reference_clock(
 def counterparty_page(*, source_id: str, email: str) -> Page | None:
     """The person page whose email alias is ``email`` in the same source, only when
     exactly one live person page has it (ambiguous means no pick; never a guess)."""
-    if not email:
-        return None
+    return counterparty_pages(source_id=source_id, emails={email}).get(
+        (email or "").lower()
+    )
+
+
+def counterparty_pages(*, source_id: str, emails: Iterable[str]) -> dict[str, Page]:
+    """``counterparty_page`` for many addresses in two queries: ``{email (lower):
+    page}`` for each address exactly one live person page of the source has."""
+    wanted = {e.lower() for e in emails if e}
+    if not wanted:
+        return {}
     # Page ids through the (source, alias) index first; DISTINCT over whole page
     # rows (bodies included) cost milliseconds per call.
-    ids = list(
-        Alias.objects.filter(
-            source_id=source_id,
-            alias=email.lower(),
-            page__type__name="person",
-            page__deleted_at__isnull=True,
-        )
-        .values_list("page_id", flat=True)
-        .distinct()[:2]
-    )
-    return Page.objects.get(pk=ids[0]) if len(ids) == 1 else None
+    owners: dict[str, set[int]] = {}
+    for alias, page_id in Alias.objects.filter(
+        source_id=source_id,
+        alias__in=wanted,
+        page__type__name="person",
+        page__deleted_at__isnull=True,
+    ).values_list("alias", "page_id"):
+        owners.setdefault(alias, set()).add(page_id)
+    single = {alias: ids.pop() for alias, ids in owners.items() if len(ids) == 1}
+    pages = Page.objects.in_bulk(set(single.values()))
+    return {alias: pages[pk] for alias, pk in single.items() if pk in pages}
 
 
 def loop_list(
