@@ -7,7 +7,7 @@ These do not ask: pleasantries ("How are you?"), conditional offers ("Let me kno
 if you have any questions", "Feel free to call", "If you would like, we can…",
 "Please call if you need anything"), pointers ("Please see attached", "Please note"),
 and asks tied to a day that has passed ("Are you coming on Friday?" read weeks
-later: moot).
+later, "your notes for the November 1st interviews" read in December: moot).
 
 Pure functions over text; ``loops.detectors`` calls ``find_ask`` on the text that
 ``loops.definitions.reply_text`` leaves (quoted tails already cut).
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from loops.definitions import URL_RE, collapse
+from loops.extractors.rules import EXPLICIT_DATE_RE, resolve_due
 
 QUESTION = "question"
 REQUEST = "request"
@@ -27,6 +28,9 @@ REQUEST = "request"
 # An ask tied to a named day (tomorrow, Friday, this afternoon) is moot once the
 # message is this old (SPEC §5.1a: a careful assistant would not list it).
 ANCHORED_ASK_LIFETIME = timedelta(days=14)
+# An ask naming an explicit calendar date ("for the November 1st interviews", "by
+# Dec 3") is moot once that date is this far behind the reference time.
+DATED_ASK_GRACE = timedelta(days=7)
 
 _SENTENCE_END = re.compile(
     r"(?<=[.?!])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])|\n\s*\n|\n(?=\s*[-*•\d]+[.)]?\s)"
@@ -110,6 +114,13 @@ _DEADLINE = re.compile(
     r"afternoon|evening|week))\b",
     re.I,
 )
+# A deadline on an explicit date anywhere in the message ("by Dec 3", "no later
+# than 5/30") ties all of its asks to that date.
+_DATED_DEADLINE = re.compile(
+    rf"\b(?:by|before|until|no later than|prior to)\s+(?:the\s+)?"
+    rf"(?:(?:mon|tues|wednes|thurs|fri|satur|sun)day,?\s+)?(?:{EXPLICIT_DATE_RE.pattern})",
+    re.I,
+)
 # An ask to fix a time ("what time could we meet?") is tied to the day the message
 # names anywhere ("This afternoon at 2 PM would work").
 _SCHEDULING = re.compile(
@@ -181,11 +192,29 @@ def find_asks(text: str) -> list[Ask]:
 def live_asks(
     text: str, *, sent_at: datetime | None, now: datetime | None
 ) -> list[Ask]:
-    """The asks of ``text`` still worth an answer at ``now``: when the message is
-    older than ``ANCHORED_ASK_LIFETIME`` and an ask is tied to a named day (in its
-    own sentence, a deadline anywhere in the message, or a scheduling ask in a
-    message that names the day), the message's asks are moot (the day passed)."""
+    """The asks of ``text`` still worth an answer at ``now``.
+
+    An ask whose sentence names an explicit calendar date ("for the November 1st
+    interviews") that was ``DATED_ASK_GRACE`` past at ``now`` is moot, and a
+    deadline on such a date anywhere in the message ("by Dec 3") makes every ask
+    moot; dates are read relative to ``sent_at`` (``resolve_due``). When the
+    message is older than ``ANCHORED_ASK_LIFETIME`` and an ask is tied to a named
+    day (in its own sentence, a deadline anywhere in the message, or a scheduling
+    ask in a message that names the day), the message's asks are moot (the day
+    passed)."""
     asks = find_asks(text)
+    if asks and sent_at is not None and now is not None:
+        deadline = _DATED_DEADLINE.search(text or "")
+        if deadline and date_passed(deadline.group(0), sent_at=sent_at, now=now):
+            return []
+        asks = [
+            a
+            for a in asks
+            if not any(
+                date_passed(m.group(0), sent_at=sent_at, now=now)
+                for m in EXPLICIT_DATE_RE.finditer(a.sentence)
+            )
+        ]
     if (
         asks
         and sent_at is not None
@@ -202,6 +231,17 @@ def live_asks(
     ):
         return []
     return asks
+
+
+def date_passed(phrase: str, *, sent_at: datetime, now: datetime) -> bool:
+    """True when the calendar date ``phrase`` names, read relative to ``sent_at``
+    ("Dec 3", "November 1st", "5/30/01"), ended ``DATED_ASK_GRACE`` or more before
+    ``now``; False when it names no date or a later one."""
+    day = resolve_due(phrase, sent_at)
+    if day is None:
+        return False
+    ends = datetime.combine(day, datetime.min.time(), tzinfo=sent_at.tzinfo)
+    return ends + timedelta(days=1) + DATED_ASK_GRACE <= now
 
 
 def settles_by_silence(

@@ -31,7 +31,12 @@ from loops.definitions import collapse, is_mine, is_substantive, reply_text
 from loops.detectors import Mutes, detect_thread
 from loops.eligibility import extraction_eligibility
 from loops.extraction import extraction_enqueue
-from loops.extractors.fulfilment import kept_in
+from loops.extractors.fulfilment import (
+    SIBLING_SHARED,
+    arranged_in,
+    kept_in,
+    party_marks,
+)
 from loops.extractors.rules import (
     DEADLINE_RE,
     resolve_due,
@@ -50,6 +55,7 @@ from loops.models import (
 )
 from loops.selectors import (
     MAILBOX_WINDOW_DAYS,
+    counterparty_messages,
     mutes_for,
     newest_message_at,
     reference_clock,
@@ -347,20 +353,50 @@ def thread_follow_up(
 
 
 def _close_if_kept(
-    *, loop: OpenLoop, later: Sequence[MailMessage], owners: set[str]
+    *,
+    loop: OpenLoop,
+    later: Sequence[MailMessage],
+    owners: set[str],
+    sibling: bool = False,
 ) -> bool:
     """Close ``loop`` (done, closed_by ``fulfilled``, with the message as evidence)
     when a later message of whoever owes it says it is done (SPEC §5.4, high
-    confidence: done wording and a shared content word). Returns True if closed."""
+    confidence: done wording and a shared content word). ``sibling``: ``later``
+    comes from other threads, so a done-message of mine must be addressed to the
+    counterparty and share ``SIBLING_SHARED`` content words; a promise of mine to
+    arrange a delivery is also kept by my asking anyone to deliver to the
+    counterparty, named by organisation or family name (``arranged_in``). Returns
+    True if closed."""
     promise = (loop.evidence[0].get("quote") if loop.evidence else "") or (
         loop.summary.split(":", 1)[-1]
     )
+    party = (loop.counterparty_email or "").lower()
+    shared = SIBLING_SHARED if sibling else 1
     if loop.loop_type == LoopType.COMMITMENT_OWED_BY_ME:
-        kept = kept_in(promise, later, lambda m: is_mine(m, owners))
-    else:
-        owed_by = (loop.counterparty_email or "").lower()
         kept = kept_in(
-            promise, later, lambda m: bool(owed_by) and m.from_addr.lower() == owed_by
+            promise,
+            later,
+            lambda m: (
+                is_mine(m, owners)
+                and (not sibling or party in {a.lower() for a in (*m.to, *m.cc) if a})
+            ),
+            min_shared=shared,
+        )
+        if kept is None and sibling:
+            # "I will arrange for the copies to be mailed", kept by my asking a
+            # third party to send them to the counterparty.
+            kept = arranged_in(
+                promise,
+                later,
+                lambda m: is_mine(m, owners),
+                party_marks(party, loop.counterparty_name),
+            )
+    else:
+        kept = kept_in(
+            promise,
+            later,
+            lambda m: bool(party) and m.from_addr.lower() == party,
+            min_shared=shared,
         )
     if kept is None:
         return False
@@ -370,10 +406,50 @@ def _close_if_kept(
             "message_id": kept.message_id,
             "raw_record_id": kept.raw_record_id,
             "quote": collapse(reply_text(kept.body))[:200],
-            "reason": "kept_in_thread",
+            "reason": "kept_in_other_thread" if sibling else "kept_in_thread",
         },
     )
     return bool(loop_confirm_fulfilment(loop=loop, actor="detector")["closed"])
+
+
+def loops_sibling_fulfilment(*, source: Source, now: datetime) -> int:
+    """Promises kept in ANOTHER thread with the same counterparty (SPEC §5.4): an
+    open commitment closes as ``fulfilled`` when a later message (up to ``now``) of
+    whoever owes it, in another thread, says the promised thing is done ("the
+    copies were mailed" to the person I promised to mail them to), or, for my
+    promise to arrange a delivery, asks someone to deliver to them
+    (``_close_if_kept`` with ``sibling``). Theirs must come from them. Runs at the
+    end of ``process_threads``; returns the number closed."""
+    owners = {a.lower() for a in source.owner_addresses}
+    loops = list(
+        OpenLoop.objects.filter(
+            source=source, status=LoopStatus.OPEN, loop_type__in=COMMITMENT_TYPES
+        ).exclude(counterparty_email="")
+    )
+    if not loops:
+        return 0
+    messages = [
+        m
+        for m in counterparty_messages(
+            source_id=source.id,
+            addresses={lp.counterparty_email for lp in loops},
+            owners=owners,
+            after=min(lp.opened_at for lp in loops),
+        )
+        if m.sent_at <= now and is_substantive(m)
+    ]
+    closed = 0
+    for loop in loops:
+        later = [
+            m
+            for m in messages
+            if m.sent_at > loop.opened_at and m.thread_id != loop.thread_id
+        ]
+        if later and _close_if_kept(
+            loop=loop, later=later, owners=owners, sibling=True
+        ):
+            closed += 1
+    return closed
 
 
 def loops_window_sweep(*, source: Source, now: datetime) -> int:
@@ -718,6 +794,11 @@ def process_threads(
         ) + loops_window_sweep(source=source, now=ref)
     except Exception:
         logger.exception("loops: staleness pass failed for %s", source_id)
+        report["failed"] += 1
+    try:
+        report["closed"] += loops_sibling_fulfilment(source=source, now=ref)
+    except Exception:
+        logger.exception("loops: sibling fulfilment pass failed for %s", source_id)
         report["failed"] += 1
     return report
 

@@ -183,6 +183,31 @@ def counterparty_pages(*, source_id: str, emails: Iterable[str]) -> dict[str, Pa
     return {alias: pages[pk] for alias, pk in single.items() if pk in pages}
 
 
+def counterparty_pages(
+    *, pairs: Iterable[tuple[str, str]]
+) -> dict[tuple[str, str], Page]:
+    """``{(source_id, email): person page}`` for the pairs whose address is an alias
+    of exactly one live person page of that source today (the people resolution
+    service files a person's other addresses on their page, issue 25); pairs with
+    no page or an ambiguous one are absent. One query per source."""
+    wanted: dict[str, set[str]] = {}
+    for source_id, email in pairs:
+        if source_id and email:
+            wanted.setdefault(source_id, set()).add(email.lower())
+    found: dict[tuple[str, str], set[int]] = {}
+    for source_id, emails in sorted(wanted.items()):
+        for alias, page_id in Alias.objects.filter(
+            source_id=source_id,
+            alias__in=sorted(emails),
+            page__type__name="person",
+            page__deleted_at__isnull=True,
+        ).values_list("alias", "page_id"):
+            found.setdefault((source_id, alias), set()).add(page_id)
+    single = {key: next(iter(ids)) for key, ids in found.items() if len(ids) == 1}
+    pages = Page.objects.in_bulk(set(single.values()))
+    return {key: pages[pid] for key, pid in single.items() if pid in pages}
+
+
 def loop_list(
     *,
     scope: ReadScope,
@@ -225,6 +250,35 @@ def profile_messages(
         for pk, metadata in qs.values_list("id", "metadata")
         if metadata.get("message_id") and metadata.get("thread_id") is not None
     ]
+
+
+def counterparty_messages(
+    *, source_id: str, addresses: Iterable[str], owners: Iterable[str], after: datetime
+) -> list[MailMessage]:
+    """Messages of the source dated after ``after`` that ``addresses`` sent, plus
+    the owner's own messages (From among ``owners``, sent folder or SENT label: to
+    them, or to a third party who delivers for me),
+    oldest first: where a promise to or from one of them may have been kept in
+    another thread (SPEC §5.4). One query."""
+    wanted = sorted({(a or "").lower() for a in addresses if a})
+    if not wanted:
+        return []
+    match = (
+        Q(metadata__from_addr__in=[*wanted, *sorted(owners)])
+        | Q(metadata__is_mine=True)
+        | Q(metadata__labels__contains=["SENT"])
+    )
+    out = [
+        MailMessage.from_metadata(metadata, raw_record_id=pk)
+        for pk, metadata in RawRecord.objects.filter(
+            match, source_id=source_id
+        ).values_list("id", "metadata")
+        if metadata.get("message_id") and metadata.get("date")
+    ]
+    return sorted(
+        (m for m in out if m.date and m.date > after),
+        key=lambda m: (m.sent_at, m.message_id),
+    )
 
 
 def sender_kinds(*, source_id: str, addresses: Iterable[str]) -> dict[str, str]:

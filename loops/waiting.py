@@ -2,7 +2,8 @@
 and the context to respond". One read function, ``waiting_report``, serves the CLI,
 the API and the admin dashboard; it only reads.
 
-Ranking per counterparty group, deterministic for a given ``as_of``:
+Ranking per counterparty group (one per person: the addresses a person page holds,
+or one full display name within a source), deterministic for a given ``as_of``:
 10 × min(3, distinct entries) + due bonus of the nearest due date (overdue 50, ≤ 3
 days 30, ≤ 7 days 15, later 5, none 0) + min(20, age in days of the oldest loop) +
 min(20, backlinks of the counterparty page); ties by counterparty. ≤ 5 entries per
@@ -26,6 +27,7 @@ from django.utils import timezone
 
 from brain.access import Caller, ReadScope
 from brain.models import RawRecord, Source
+from brain.people import person_name
 from brain.selectors import backlink_counts
 from loops.definitions import normalise_subject
 from loops.detectors import detect_thread
@@ -35,6 +37,7 @@ from loops.selectors import (
     MAILBOX_WINDOW_DAYS,
     automated_senders,
     counterparty_page,
+    counterparty_pages,
     loop_list,
     mutes_for,
     sender_contacts,
@@ -313,19 +316,16 @@ def waiting_report(
     orphans: list[LoopView] = []
     automated = automated_senders(source_ids=[s.id for s in src_rows])
     machine: list[LoopView] = []
+    people: list[LoopView] = []
     for view in views:
         if (view.source_id, (view.counterparty_email or "").lower()) in automated:
             machine.append(view)
-            continue
-        if view.counterparty_page_id:
-            key = f"{view.source_id}:{view.counterparty_slug}"
-        elif view.counterparty_email:
-            key = view.counterparty_email
+        elif view.counterparty_page_id or view.counterparty_email:
+            people.append(view)
         else:
             orphans.append(view)
-            continue
-        group = groups.setdefault(key, {"counterparty": key, "loops": []})
-        group["loops"].append(view)
+    for key, members in _person_groups(people).items():
+        groups[key] = {"counterparty": key, "loops": members}
     backlinks = backlink_counts(
         {v.counterparty_page_id for v in views if v.counterparty_page_id}
     )
@@ -433,6 +433,59 @@ def waiting_report(
     if trusted:
         report["text"] = render_digest(report)
     return report
+
+
+def _person_groups(views: list[LoopView]) -> dict[str, list[LoopView]]:
+    """One group per person: loops whose counterparties share a person page (the
+    loop's own, or the page the people resolution files the address on today) or,
+    within a source, the same normalised full display name ("Lee, Dana" and "Dana
+    Lee" from a personal and a work address) fall together (SPEC §5.5). Keyed by
+    ``<source>:<page slug>`` when the group has a page, else by its smallest
+    address."""
+    pages = counterparty_pages(
+        pairs=[
+            (v.source_id, v.counterparty_email)
+            for v in views
+            if not v.counterparty_page_id and v.counterparty_email
+        ]
+    )
+    parent: dict[str, str] = {}
+
+    def find(node: str) -> str:
+        while parent.setdefault(node, node) != node:
+            parent[node] = parent[parent[node]]
+            node = parent[node]
+        return node
+
+    labels: list[tuple[LoopView, list[str], str]] = []
+    for view in views:
+        email = (view.counterparty_email or "").lower()
+        page = pages.get((view.source_id, email))
+        slug = view.counterparty_slug if view.counterparty_page_id else ""
+        if page is not None and not slug:
+            slug = page.slug
+            view.counterparty_page_id = page.pk
+            view.counterparty_slug, view.counterparty_title = page.slug, page.title
+        nodes = [f"page:{view.source_id}:{slug}"] if slug else []
+        if email:
+            nodes.append(f"mail:{email}")
+        name = person_name(view.counterparty_name or "")
+        if name is not None and name.full:
+            nodes.append(f"name:{view.source_id}:{name.key()}")
+        for node in nodes[1:]:
+            parent[find(node)] = find(nodes[0])
+        labels.append((view, nodes, f"{view.source_id}:{slug}" if slug else email))
+    keys: dict[str, tuple[bool, str]] = {}
+    for _view, nodes, label in labels:
+        root = find(nodes[0])
+        # A page label (it carries the source id) beats an address; then the
+        # smallest, so the key does not depend on the loops' order.
+        rank = (":" not in label, label)
+        keys[root] = min(keys.get(root, rank), rank)
+    out: dict[str, list[LoopView]] = {}
+    for view, nodes, _label in labels:
+        out.setdefault(keys[find(nodes[0])][1], []).append(view)
+    return out
 
 
 def _collapse_repeats(loops: list[LoopView]) -> list[tuple[LoopView, int]]:

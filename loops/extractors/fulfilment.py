@@ -1,8 +1,10 @@
-"""Promises kept later in the same thread (SPEC §5.4 fulfilment detection).
+"""Promises kept later (SPEC §5.4 fulfilment detection), in the same thread or in
+another thread with the same counterparty.
 
 A promise is kept when a later message from whoever owes it says, in its newest
 text, that the thing is done ("The call is confirmed", "I've sent the contract")
-and shares a content word with the promise. Both conditions together are the
+and shares a content word with the promise (two in another thread: "the copies
+were mailed" keeps "I will arrange for the additional copies to be mailed"). Both conditions together are the
 high-confidence case that closes a loop (closed_by ``fulfilled``); an attachment or
 "Attached is…" only makes it suspected (``loops.pipeline.thread_follow_up``).
 """
@@ -33,6 +35,9 @@ DONE_RE = re.compile(
     r"talked\s+to)\b",
     re.I,
 )
+# Content words a done-sentence in ANOTHER thread must share with the promise (the
+# promise's object, "copies … mailed"): one shared word across threads is chance.
+SIBLING_SHARED = 2
 STOPWORDS = frozenset(
     """the a an and or to of for on by in at it its this that these those with from
     will shall would i i'll ill we we'll you your yours me my our us he she they them
@@ -53,19 +58,97 @@ def content_stems(text: str) -> set[str]:
 
 
 def kept_in(
-    promise: str, later: Iterable[MailMessage], by: Callable[[MailMessage], bool]
+    promise: str,
+    later: Iterable[MailMessage],
+    by: Callable[[MailMessage], bool],
+    *,
+    min_shared: int = 1,
 ) -> MailMessage | None:
     """The first later message written by whoever owes the promise (``by`` tells
     which messages are theirs) whose newest text says the promised thing is done
-    and shares a content word with ``promise``; None when there is none."""
+    in a sentence sharing ``min_shared`` or more content words with ``promise``
+    (one in the promise's own thread; a message of another thread needs more,
+    ``SIBLING_SHARED``); None when there is none."""
     wanted = content_stems(promise)
-    if not wanted:
+    if len(wanted) < min_shared or not wanted:
         return None
     for m in later:
         if not by(m):
             continue
         text = reply_text(m.body)
         for sentence in re.split(r"(?<=[.!?])\s+|\n+", text):
-            if DONE_RE.search(sentence) and wanted & content_stems(sentence):
+            if (
+                DONE_RE.search(sentence)
+                and len(wanted & content_stems(sentence)) >= min_shared
+            ):
+                return m
+    return None
+
+
+# A promise to have someone else deliver ("I will arrange for the copies to be
+# mailed", "I'll have my assistant send you the plans").
+ARRANGE_RE = re.compile(
+    r"\b(?:arrange|have\s+(?:\w+\s+){1,3}(?:send|mail|ship|fax|deliver|forward)|"
+    r"get\s+(?:\w+\s+){1,3}to\s+(?:send|mail|ship|fax|deliver|forward))",
+    re.I,
+)
+# Asking a third party to deliver to someone ("please send 5 full sets … to Dyal
+# Roberts Custom Homes").
+DELIVERY_REQUEST_RE = re.compile(
+    r"\b(?:send|mail|ship|deliver|fax|forward|courier|overnight)\b[^.?!]{0,200}?\bto\b",
+    re.I,
+)
+
+
+def party_marks(address: str, name: str = "") -> set[str]:
+    """What names a counterparty in running text: their address's organisation
+    label ("dyalroberts" for troberts@dyalroberts.com, not a free-mail host;
+    matched with spaces removed, "Dyal Roberts") and, as whole words, the family
+    name of a full display name ("lee" for "Dana Lee"; ``name:`` prefixed)."""
+    marks: set[str] = set()
+    domain = (address or "").lower().rpartition("@")[2]
+    label = domain.split(".")[-2] if domain.count(".") >= 1 else ""
+    if len(label) >= 5 and label not in FREE_MAIL:
+        marks.add(label)
+    words = re.findall(r"[a-z]{3,}", (name or "").lower())
+    if len(words) >= 2:
+        marks.add("name:" + words[-1])
+    return marks
+
+
+def _names_party(sentence: str, marks: set[str]) -> bool:
+    squashed = re.sub(r"[^a-z]", "", sentence.lower())
+    words = set(re.findall(r"[a-z]+", sentence.lower()))
+    return any(
+        (m[5:] in words) if m.startswith("name:") else (m in squashed) for m in marks
+    )
+
+
+FREE_MAIL = frozenset(
+    """gmail yahoo hotmail aol msn outlook live icloud mail prodigy earthlink
+    comcast swbell juno compuserve netscape excite""".split()
+)
+
+
+def arranged_in(
+    promise: str,
+    later: Iterable[MailMessage],
+    by: Callable[[MailMessage], bool],
+    marks: set[str],
+) -> MailMessage | None:
+    """For a promise to have someone else deliver (``ARRANGE_RE``): the first
+    later message written by me (``by``) whose newest text asks for a delivery to
+    the counterparty, naming them (``marks``, see ``party_marks``); None
+    otherwise."""
+    if not marks or not ARRANGE_RE.search(promise or ""):
+        return None
+    for m in later:
+        if not by(m):
+            continue
+        text = reply_text(m.body)
+        # Split at sentence ends only: an address block after "send … to" on
+        # its own lines belongs to the request.
+        for sentence in re.split(r"(?<=[.!?])\s+", text):
+            if DELIVERY_REQUEST_RE.search(sentence) and _names_party(sentence, marks):
                 return m
     return None

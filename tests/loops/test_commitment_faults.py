@@ -281,6 +281,74 @@ def test_promise_kept_later_in_the_thread_closes_its_open_loop(robins_mailbox, s
     assert loop.events.filter(event_type="fulfilment_suspected").exists()
 
 
+def _open_promise(source, store, body: str, to: str = DANA) -> OpenLoop:  # type: ignore[no-untyped-def]
+    store(source, [mail(1, body, frm=ROBIN, to=(to,))])
+    process_threads(source_id=source.id, thread_ids=["t-dana"])
+    loop = OpenLoop.objects.get(source=source, loop_type=LoopType.COMMITMENT_OWED_BY_ME)
+    assert loop.status == LoopStatus.OPEN
+    return loop
+
+
+def test_promise_kept_in_another_thread_with_the_same_counterparty_is_fulfilled(
+    robins_mailbox, store
+):
+    loop = _open_promise(
+        robins_mailbox, store, "I will arrange for the extra copies to be mailed."
+    )
+    # A later thread with Dana on another subject: one shared word is chance.
+    other = mail(
+        2, "The invoice was mailed.", frm=ROBIN, to=(DANA,), hours=5, thread="t-b"
+    )
+    # The same words to someone else keep nothing for Dana.
+    elsewhere = mail(
+        3, "The extra copies were mailed.", frm=ROBIN, to=(LEE,), hours=6, thread="t-c"
+    )
+    store(robins_mailbox, [other, elsewhere])
+    process_threads(source_id=robins_mailbox.id, thread_ids=["t-b", "t-c"])
+    loop.refresh_from_db()
+    assert loop.status == LoopStatus.OPEN
+    kept = mail(
+        4, "Dana, the copies were mailed this morning.", frm=ROBIN, to=(DANA,),
+        hours=24, thread="t-d",
+    )  # fmt: skip
+    store(robins_mailbox, [kept])
+    process_threads(source_id=robins_mailbox.id, thread_ids=["t-d"])
+    loop.refresh_from_db()
+    assert (loop.status, loop.closed_by) == (LoopStatus.DONE, "fulfilled")
+    assert loop.fulfilment_evidence["message_id"] == "<4.t-d@example>"
+    assert loop.fulfilment_evidence["reason"] == "kept_in_other_thread"
+
+
+def test_promise_to_arrange_delivery_kept_by_asking_a_third_party_in_another_thread(
+    robins_mailbox, store
+):
+    builder = "dana@okaforbuild.example"
+    loop = _open_promise(
+        robins_mailbox,
+        store,
+        "I will arrange for the additional plans to be mailed.",
+        to=builder,
+    )
+    unrelated = mail(
+        2, "Please send the survey to the bank.", frm=ROBIN, to=(LEE,), hours=2,
+        thread="t-b",
+    )  # fmt: skip
+    store(robins_mailbox, [unrelated])
+    process_threads(source_id=robins_mailbox.id, thread_ids=["t-b"])
+    loop.refresh_from_db()
+    assert loop.status == LoopStatus.OPEN
+    asked = mail(
+        3,
+        "As discussed, please send 5 full sets to Okafor Build, 12 Quay Road.",
+        frm=ROBIN, to=(LEE,), hours=3, thread="t-c",
+    )  # fmt: skip
+    store(robins_mailbox, [asked])
+    process_threads(source_id=robins_mailbox.id, thread_ids=["t-c"])
+    loop.refresh_from_db()
+    assert (loop.status, loop.closed_by) == (LoopStatus.DONE, "fulfilled")
+    assert loop.fulfilment_evidence["message_id"] == "<3.t-c@example>"
+
+
 def test_mailbox_dated_after_the_wall_clock_still_gets_loops_with_a_warning(
     db, tmp_path
 ):

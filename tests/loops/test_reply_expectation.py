@@ -165,6 +165,37 @@ def test_ask_tied_to_a_day_long_past_is_moot() -> None:
     assert opened([mail(1, body)]) == [LoopType.UNANSWERED_INBOUND]
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        "Olivia,\n\nCould you send your notes for the March 6th interviews?\n\nAnn",
+        "Olivia,\n\nPlease send the signed lease by Mar 7. Also, can you call me?",
+        "Olivia,\n\nCan you confirm the room for 3/6/2024?",
+    ],
+)
+def test_ask_tied_to_a_long_past_calendar_date_is_moot(body: str) -> None:
+    # Sent Monday 4 March about 6-7 March: moot at the end of the month, live the
+    # day after it was sent (an explicit date, read relative to the message date).
+    asked = [mail(1, body)]
+    late = T0 + timedelta(days=26)
+    assert detect_thread(asked, owner_addresses=[ME], now=late).open == []
+    assert [
+        s.loop_type
+        for s in detect_thread(
+            asked, owner_addresses=[ME], now=T0 + timedelta(days=2)
+        ).open
+    ] == [LoopType.UNANSWERED_INBOUND]
+
+
+def test_ask_naming_a_calendar_date_still_ahead_stays_live() -> None:
+    body = "Olivia,\n\nCould you send your notes before the April 20 board meeting?"
+    late = T0 + timedelta(days=26)
+    assert [
+        s.loop_type
+        for s in detect_thread([mail(1, body)], owner_addresses=[ME], now=late).open
+    ] == [LoopType.UNANSWERED_INBOUND]
+
+
 def test_silence_as_consent_deadline_long_past_is_moot() -> None:
     ask = mail(1, "Please review the attached design for sign-off.", cc=(BOB,))
     nudge = mail(

@@ -14,7 +14,7 @@ from brain.access import local_caller
 from loops.models import Detector, LoopType, OpenLoop
 from loops.pipeline import process_threads
 from loops.waiting import due_bonus, waiting_report
-from tests.factories import PageFactory, RelationFactory, relation_type
+from tests.factories import AliasFactory, PageFactory, RelationFactory, relation_type
 from tests.loops.shapes import JEFF, OWNER, T0, msg
 
 pytestmark = pytest.mark.django_db
@@ -118,6 +118,32 @@ def test_group_shows_at_most_five_loops(mailbox):
         and len(group["loops"]) == 5
         and group["loops_omitted"] == 2
     )
+
+
+def test_one_person_with_two_addresses_is_one_group_by_display_name(mailbox):
+    home = make_loop(mailbox, "h", email="dana.lee@home.example", opened_days=3)
+    work = make_loop(mailbox, "w", email="dlee@works.example", opened_days=2)
+    other = make_loop(mailbox, "o", email="dana.lee@elsewhere.example")
+    OpenLoop.objects.filter(pk=home.pk).update(counterparty_name="Dana Lee")
+    OpenLoop.objects.filter(pk=work.pk).update(counterparty_name="Lee, Dana")
+    OpenLoop.objects.filter(pk=other.pk).update(counterparty_name="Dana")
+    groups = waiting_report(caller=local_caller(), as_of=AS_OF)["groups"]
+    sizes = sorted((g["counterparty"], g["loop_count"]) for g in groups)
+    # A first name alone is not a person: that address keeps its own group.
+    assert sizes == [("dana.lee@elsewhere.example", 1), ("dana.lee@home.example", 2)]
+
+
+def test_one_person_with_two_addresses_on_one_page_is_one_group(mailbox, jeff):
+    # The people resolution filed Jeff's personal address on his page after the
+    # loops were opened: the loops carry no page, the page joins them.
+    AliasFactory(page=jeff, source=mailbox, alias="jeff.s@home.example", kind="email")
+    make_loop(mailbox, "p", email=JEFF, opened_days=3)
+    make_loop(mailbox, "q", email="jeff.s@home.example", opened_days=2)
+    groups = waiting_report(caller=local_caller(), as_of=AS_OF)["groups"]
+    assert [(g["counterparty"], g["loop_count"]) for g in groups] == [
+        ("allen:people/jeff-smith", 2)
+    ]
+    assert groups[0]["counterparty_name"] == "Jeff Smith"
 
 
 def test_trusted_view_has_quotes_links_and_digest_remote_is_redacted(
