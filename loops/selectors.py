@@ -183,31 +183,6 @@ def counterparty_pages(*, source_id: str, emails: Iterable[str]) -> dict[str, Pa
     return {alias: pages[pk] for alias, pk in single.items() if pk in pages}
 
 
-def counterparty_pages(
-    *, pairs: Iterable[tuple[str, str]]
-) -> dict[tuple[str, str], Page]:
-    """``{(source_id, email): person page}`` for the pairs whose address is an alias
-    of exactly one live person page of that source today (the people resolution
-    service files a person's other addresses on their page, issue 25); pairs with
-    no page or an ambiguous one are absent. One query per source."""
-    wanted: dict[str, set[str]] = {}
-    for source_id, email in pairs:
-        if source_id and email:
-            wanted.setdefault(source_id, set()).add(email.lower())
-    found: dict[tuple[str, str], set[int]] = {}
-    for source_id, emails in sorted(wanted.items()):
-        for alias, page_id in Alias.objects.filter(
-            source_id=source_id,
-            alias__in=sorted(emails),
-            page__type__name="person",
-            page__deleted_at__isnull=True,
-        ).values_list("alias", "page_id"):
-            found.setdefault((source_id, alias), set()).add(page_id)
-    single = {key: next(iter(ids)) for key, ids in found.items() if len(ids) == 1}
-    pages = Page.objects.in_bulk(set(single.values()))
-    return {key: pages[pid] for key, pid in single.items() if pid in pages}
-
-
 def loop_list(
     *,
     scope: ReadScope,

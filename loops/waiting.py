@@ -442,13 +442,17 @@ def _person_groups(views: list[LoopView]) -> dict[str, list[LoopView]]:
     Lee" from a personal and a work address) fall together (SPEC §5.5). Keyed by
     ``<source>:<page slug>`` when the group has a page, else by its smallest
     address."""
-    pages = counterparty_pages(
-        pairs=[
-            (v.source_id, v.counterparty_email)
-            for v in views
-            if not v.counterparty_page_id and v.counterparty_email
-        ]
-    )
+    unpaged: dict[str, set[str]] = {}
+    for v in views:
+        if not v.counterparty_page_id and v.counterparty_email:
+            unpaged.setdefault(v.source_id, set()).add(v.counterparty_email)
+    pages = {
+        (source_id, email): page
+        for source_id, emails in sorted(unpaged.items())
+        for email, page in counterparty_pages(
+            source_id=source_id, emails=emails
+        ).items()
+    }
     parent: dict[str, str] = {}
 
     def find(node: str) -> str:
