@@ -733,22 +733,17 @@ def phase_synthesis(budget: Budget, now: Any, *, meter: LlmMeter) -> PhaseResult
     error = ""
     for index, page in enumerate(todo):
         prompt = f"Conversation: {page.title}\n\n{_cut(page.body, CONVERSATION_CHARS)}"
-        if not meter.affords(len(prompt) + len(SYNTHESIS_SYSTEM), SYNTHESIS_MAX_TOKENS):
+        response, error = _llm_ask(
+            client,
+            meter,
+            system=SYNTHESIS_SYSTEM,
+            prompt=prompt,
+            max_tokens=SYNTHESIS_MAX_TOKENS,
+            phase="synthesis",
+        )
+        if response is None:
             deferred = len(todo) - index
             break
-        try:
-            response = client.messages.create(
-                model=meter.model,
-                max_tokens=SYNTHESIS_MAX_TOKENS,
-                system=SYNTHESIS_SYSTEM,
-                messages=[{"role": "user", "content": prompt}],
-            )
-        except Exception as exc:  # noqa: BLE001 - any API failure stops the phase
-            logger.warning("dream synthesis: Anthropic call failed", exc_info=True)
-            error = f"{type(exc).__name__}: {exc}"[:300]
-            deferred = len(todo) - index
-            break
-        meter.charge(response)
         text = _reply_text(response)
         if response.stop_reason == "refusal" or not text:
             refused += 1
@@ -793,6 +788,36 @@ def phase_synthesis(budget: Budget, now: Any, *, meter: LlmMeter) -> PhaseResult
         status="warn" if error else "ok",
         details={"error": error} if error else {},
     )
+
+
+def _llm_ask(
+    client: Any,
+    meter: LlmMeter,
+    *,
+    system: str,
+    prompt: str,
+    max_tokens: int,
+    phase: str,
+) -> tuple[Any | None, str]:
+    """One metered Anthropic call of an LLM phase (SPEC §10): ``(response, "")``
+    with its cost charged to ``meter``; ``(None, "")`` when the run's budget cannot
+    afford the call's worst case (``max_tokens`` of output); ``(None, error)`` when
+    the API call fails (logged; the phase stops and reports ``warn``). Never raises
+    for an API failure."""
+    if not meter.affords(len(prompt) + len(system), max_tokens):
+        return None, ""
+    try:
+        response = client.messages.create(
+            model=meter.model,
+            max_tokens=max_tokens,
+            system=system,
+            messages=[{"role": "user", "content": prompt}],
+        )
+    except Exception as exc:  # noqa: BLE001 - any API failure stops the phase
+        logger.warning("dream %s: Anthropic call failed", phase, exc_info=True)
+        return None, f"{type(exc).__name__}: {exc}"[:300]
+    meter.charge(response)
+    return response, ""
 
 
 def _synthesis_slug(slug: str) -> str:
@@ -846,22 +871,17 @@ def phase_patterns(budget: Budget, now: Any, *, meter: LlmMeter) -> PhaseResult:
         prompt = "\n\n".join(
             f"[{n}] {p.title}\n{_cut(p.body, 2000)}" for n, p in enumerate(pages, 1)
         )
-        if not meter.affords(len(prompt) + len(PATTERNS_SYSTEM), PATTERNS_MAX_TOKENS):
+        response, error = _llm_ask(
+            client,
+            meter,
+            system=PATTERNS_SYSTEM,
+            prompt=prompt,
+            max_tokens=PATTERNS_MAX_TOKENS,
+            phase="patterns",
+        )
+        if response is None:
             deferred = len(eligible) - index
             break
-        try:
-            response = client.messages.create(
-                model=meter.model,
-                max_tokens=PATTERNS_MAX_TOKENS,
-                system=PATTERNS_SYSTEM,
-                messages=[{"role": "user", "content": prompt}],
-            )
-        except Exception as exc:  # noqa: BLE001 - any API failure stops the phase
-            logger.warning("dream patterns: Anthropic call failed", exc_info=True)
-            error = f"{type(exc).__name__}: {exc}"[:300]
-            deferred = len(eligible) - index
-            break
-        meter.charge(response)
         text = _reply_text(response)
         if (
             response.stop_reason in ("refusal", "max_tokens")
