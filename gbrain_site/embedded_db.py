@@ -124,7 +124,7 @@ def clear_stale_pid(pgdata: Path) -> bool:
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
-            pass
+            pass  # dead: the cut-short file is stale and is removed below
         except PermissionError:
             return False  # alive, someone else's
         else:

@@ -447,7 +447,7 @@ def _in_savepoint(run: Any) -> tuple[Any, list[str]]:
             box["after"] = fingerprint()
             raise _Rollback
     except _Rollback:
-        pass
+        pass  # the call's writes are rolled back on purpose; fingerprints are kept
     return box["answer"], [box["before"], box["after"]]
 
 

@@ -55,7 +55,7 @@ def _die_with_parent() -> None:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
     except OSError:
-        pass
+        pass  # no prctl (not Linux glibc): the fixture's own teardown still stops it
 
 
 def _free_port() -> int:

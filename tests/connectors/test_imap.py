@@ -250,8 +250,8 @@ def test_starttls_and_implicit_tls_against_the_servers_certificate(
     assert {"INBOX", "Sent"} <= names
     # Without the self-signed certificate in the trust store, TLS is refused.
     untrusted = imap_account.settings(security=security, port=port)
-    with pytest.raises(PermanentError) as caught, ImapReader(untrusted):
-        pass
+    with pytest.raises(PermanentError) as caught, ImapReader(untrusted) as reader:
+        reader.folders()  # reached only if the server wrongly accepted
     assert caught.value.code == "tls_failed"
 
 
@@ -259,8 +259,8 @@ def test_a_refused_login_is_permanent_and_never_shows_the_password(
     imap_account: ImapAccount,
 ) -> None:
     bad = imap_account.settings(secret="wrong-" + PASSWORD)
-    with pytest.raises(PermanentError) as caught, ImapReader(bad):
-        pass
+    with pytest.raises(PermanentError) as caught, ImapReader(bad) as reader:
+        reader.folders()  # reached only if the server wrongly accepted
     assert caught.value.code == "auth_failed"
     assert PASSWORD not in str(caught.value) and PASSWORD not in repr(bad)
     assert PASSWORD not in str(caught.value.detail)
@@ -340,6 +340,6 @@ def test_xoauth2_logs_in_with_an_access_token(imap_account: ImapAccount) -> None
     with ImapReader(settings) as reader:
         assert reader.examine("INBOX").exists == INBOX_FILES
     expired = imap_account.settings(auth="xoauth2", secret="ya29.not-issued")
-    with pytest.raises(PermanentError) as caught, ImapReader(expired):
-        pass
+    with pytest.raises(PermanentError) as caught, ImapReader(expired) as reader:
+        reader.folders()  # reached only if the server wrongly accepted
     assert caught.value.code == "auth_failed"

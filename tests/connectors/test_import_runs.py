@@ -26,7 +26,7 @@ pytestmark = pytest.mark.django_db
 
 
 class _Killed(Exception):
-    pass
+    """Stands for the process dying mid-import."""
 
 
 def _other_connection():  # type: ignore[no-untyped-def]

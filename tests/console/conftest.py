@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from selenium import webdriver
 
 from tests.jobs.conftest import restore_migrated_rows  # noqa: F401 (a fixture)
 
@@ -42,13 +43,16 @@ def _live_server_helper(request: pytest.FixtureRequest) -> Iterator[None]:
 
 @pytest.fixture
 def browser(request: pytest.FixtureRequest) -> Iterator[Any]:
-    """A headless Chromium WebDriver; skipped where the system browser is absent
-    (``.ci/run`` installs it, so CI always runs the suite)."""
-    webdriver = pytest.importorskip("selenium.webdriver")
+    """A headless Chromium WebDriver. A missing system browser fails the test with
+    the install command (``.ci/run`` installs it; a skip would hide a broken
+    install), as the Dovecot fixture does for the IMAP suite."""
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     driver_path = shutil.which("chromedriver")
     if not chromium or not driver_path:
-        pytest.skip("chromium and chromium-driver are not installed")
+        pytest.fail(
+            "chromium and chromium-driver are not installed: apt-get install -y "
+            "chromium chromium-driver (.ci/run does)."
+        )
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
     for flag in (

@@ -39,7 +39,7 @@ def _link_type(
         try:
             return schema.relation_type(name, from_type, to_type)
         except SchemaViolation:
-            pass
+            pass  # the Schema refuses the inferred type here: fall back to mentions
     return schema.relation_type(DEFAULT_LINK_TYPE, from_type, to_type)
 
 
