@@ -26,6 +26,7 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
+import psutil
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q
@@ -570,6 +571,40 @@ def job_reap_stalled(
 
 
 # --- worker liveness (operations: doctor, /api/health) ---
+
+
+def running_job_workers_gone() -> list[str]:
+    """``host:pid`` names of the workers of running jobs on this host whose process
+    no longer exists (killed before ``manage.py worker`` saw its pid, e.g. by a group
+    SIGTERM while the cluster was starting); ``job_reap_stalled(workers=…)`` takes
+    them."""
+    host = worker_name_of(0).rsplit(":", 1)[0]
+    names = (
+        Job.objects.filter(status=Job.Status.RUNNING, worker__startswith=f"{host}:")
+        .values_list("worker", flat=True)
+        .distinct()
+    )
+    return [name for name in names if not _process_runs(name.rsplit(":", 1)[1])]
+
+
+def running_job_workers(workers: list[str]) -> list[str]:
+    """Which of ``workers`` (``host:pid`` names) still hold a running job."""
+    return list(
+        Job.objects.filter(status=Job.Status.RUNNING, worker__in=workers)
+        .values_list("worker", flat=True)
+        .distinct()
+    )
+
+
+def _process_runs(pid: str) -> bool:
+    """Whether process ``pid`` (digits) exists and is not a zombie (a killed worker
+    whose parent died stays a zombie until something reaps it)."""
+    if not pid.isdigit():
+        return True  # not a name this module wrote: leave it alone
+    try:
+        return psutil.Process(int(pid)).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def worker_beat(*, name: str) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 
 from accounts.models import User
@@ -103,11 +104,23 @@ def demo(transactional_db: None) -> dict[str, Any]:
     return {"mail": mail, "dana": dana, "loops": loops}
 
 
+def _go(driver: Any, element: Any, keys: str | None = None) -> None:
+    """Click ``element`` (or type ``keys`` into it) and wait until the page that
+    loads has replaced this one, so the next lookup cannot find an element of the
+    old page (which would then go stale: the console's pages share ids)."""
+    old = driver.find_element(By.TAG_NAME, "html")
+    if keys is None:
+        element.click()
+    else:
+        element.send_keys(keys)
+    WebDriverWait(driver, 30).until(expected_conditions.staleness_of(old))
+
+
 def _login(driver: Any, live_server: Any) -> None:
     driver.get(f"{live_server.url}/admin/login/")
     driver.find_element(By.NAME, "username").send_keys("curator")
     driver.find_element(By.NAME, "password").send_keys(PASSWORD)
-    driver.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+    _go(driver, driver.find_element(By.CSS_SELECTOR, "input[type=submit]"))
     assert "Brain console" in driver.find_element(By.ID, "site-name").text
 
 
@@ -147,26 +160,32 @@ def test_waiting_triage_in_the_browser(
     _login(browser, live_server)
     home = browser.find_element(By.ID, "dash-waiting").text
     assert "5 open loop(s)" in home
-    browser.find_element(By.ID, "nav-waiting").click()
+    _go(browser, browser.find_element(By.ID, "nav-waiting"))
     assert "Reply owed by me" in _row(browser, "Send Dana the Q3 numbers").text
     _keep_screenshot(browser, "waiting-triage.png")
 
-    _row(browser, "Send Dana the Q3 numbers").find_element(
-        By.CSS_SELECTOR, "button.loop-done"
-    ).click()
+    _go(
+        browser,
+        _row(browser, "Send Dana the Q3 numbers").find_element(
+            By.CSS_SELECTOR, "button.loop-done"
+        ),
+    )
     _message(browser, "“Send Dana the Q3 numbers” closed as done.")
     assert "Send Dana the Q3 numbers" not in _triage(browser)
 
     row = _row(browser, "Review the vendor contract")
     due = row.find_element(By.CSS_SELECTOR, "input.loop-due-input")
     browser.execute_script("arguments[0].value = '2031-05-04'", due)
-    row.find_element(By.CSS_SELECTOR, "button.loop-due").click()
+    _go(browser, row.find_element(By.CSS_SELECTOR, "button.loop-due"))
     _message(browser, "due date changed from no due date to 2031-05-04")
     assert "2031-05-04" in _row(browser, "Review the vendor contract").text
 
-    _row(browser, "Weekly newsletter").find_element(
-        By.CSS_SELECTOR, "button.loop-mute"
-    ).click()
+    _go(
+        browser,
+        _row(browser, "Weekly newsletter").find_element(
+            By.CSS_SELECTOR, "button.loop-mute"
+        ),
+    )
     message = _message(browser, "Muted news@example.org")
     assert "Closed 2 open loop(s) with them" in message
     assert "Weekly newsletter" not in _triage(browser)
@@ -182,8 +201,8 @@ def test_person_card_and_merge_in_the_browser(
     """Open a person card from People, see their loops, find the duplicate with
     "Merge with…", preview both side by side and merge them."""
     _login(browser, live_server)
-    browser.find_element(By.ID, "nav-people").click()
-    browser.find_element(By.LINK_TEXT, "Dana Reyes").click()
+    _go(browser, browser.find_element(By.ID, "nav-people"))
+    _go(browser, browser.find_element(By.LINK_TEXT, "Dana Reyes"))
     card = browser.find_element(By.ID, "person-loops").text
     assert "Send Dana the Q3 numbers" in card
     assert "I promised" in card
@@ -191,11 +210,14 @@ def test_person_card_and_merge_in_the_browser(
     _keep_screenshot(browser, "person-card.png")
 
     browser.find_element(By.ID, "merge-q").send_keys("dana.r@")
-    browser.find_element(By.CSS_SELECTOR, "#person-merge input[type=submit]").click()
-    browser.find_element(By.CSS_SELECTOR, "a.merge-preview").click()
+    _go(
+        browser,
+        browser.find_element(By.CSS_SELECTOR, "#person-merge input[type=submit]"),
+    )
+    _go(browser, browser.find_element(By.CSS_SELECTOR, "a.merge-preview"))
     assert "Merged away: Dana R." in browser.find_element(By.ID, "merge-side").text
     assert "Kept: Dana Reyes" in browser.find_element(By.ID, "keep-side").text
-    browser.find_element(By.ID, "merge-confirm").click()
+    _go(browser, browser.find_element(By.ID, "merge-confirm"))
     _message(browser, "Merged Dana R. into Dana Reyes")
     assert "dana.r@example.org" in browser.find_element(By.ID, "content-main").text
     assert Page.objects.get(title="Dana R.").deleted_at is not None
@@ -207,33 +229,33 @@ def test_edit_search_revert_and_api_docs_in_the_browser(
     """Edit a page, find the new words with the search box, revert the edit from the
     revisions, then read the API docs (served offline from the package)."""
     _login(browser, live_server)
-    browser.find_element(By.ID, "nav-people").click()
-    browser.find_element(By.LINK_TEXT, "Dana Reyes").click()
-    browser.find_element(By.LINK_TEXT, "Page").click()
+    _go(browser, browser.find_element(By.ID, "nav-people"))
+    _go(browser, browser.find_element(By.LINK_TEXT, "Dana Reyes"))
+    _go(browser, browser.find_element(By.LINK_TEXT, "Page"))
     assert "Dana runs finance." in browser.find_element(By.ID, "page-body").text
-    browser.find_element(By.ID, "page-edit").click()
+    _go(browser, browser.find_element(By.ID, "page-edit"))
     body = browser.find_element(By.ID, "id_body")
     body.clear()
     body.send_keys("Dana now leads the Zanzibar offsite.")
-    browser.find_element(By.ID, "page-save").click()
+    _go(browser, browser.find_element(By.ID, "page-save"))
     _message(browser, "Page saved; a revision was recorded")
     assert "Zanzibar offsite" in browser.find_element(By.ID, "page-body").text
 
-    browser.find_element(By.ID, "console-search").send_keys("Zanzibar\n")
-    browser.find_element(By.CSS_SELECTOR, "#search-results a").click()
+    _go(browser, browser.find_element(By.ID, "console-search"), "Zanzibar\n")
+    _go(browser, browser.find_element(By.CSS_SELECTOR, "#search-results a"))
     assert "Zanzibar offsite" in browser.find_element(By.ID, "page-body").text
 
-    browser.find_element(By.ID, "page-revisions").click()
+    _go(browser, browser.find_element(By.ID, "page-revisions"))
     assert (
         "+Dana now leads the Zanzibar offsite."
         in browser.find_element(By.CSS_SELECTOR, ".revision .diff").text
     )
-    browser.find_element(By.CSS_SELECTOR, ".revision button.revert").click()
+    _go(browser, browser.find_element(By.CSS_SELECTOR, ".revision button.revert"))
     _message(browser, "Reverted to the text before")
-    browser.find_element(By.LINK_TEXT, "Dana Reyes").click()
+    _go(browser, browser.find_element(By.LINK_TEXT, "Dana Reyes"))
     assert "Dana runs finance." in browser.find_element(By.ID, "page-body").text
 
-    browser.find_element(By.LINK_TEXT, "API docs").click()
+    _go(browser, browser.find_element(By.LINK_TEXT, "API docs"))
     title = browser.find_element(By.CSS_SELECTOR, ".swagger-ui .info .title")
     assert "Brain API" in title.text
     assert browser.find_elements(By.CSS_SELECTOR, ".opblock")

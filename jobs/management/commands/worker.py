@@ -9,7 +9,9 @@ down, like a lost machine. What this command changes is the master's stop:
   the whole process group got SIGTERM (systemd's and Docker's stop), the sentinel and
   the workers are already dead and that call blocks forever on a condition they held.
   Here the stop runs in a helper thread, and the master waits for it at most
-  ``--stop-timeout`` seconds (default 8, so a stop stays under 10 s).
+  ``--stop-timeout`` seconds (default 8, so a stop stays under 10 s). This handler
+  replaces django-q2's before the cluster starts, so a signal that lands while it
+  is still starting is handled the same way.
 - On SIGTERM or SIGINT to the master alone, the cluster finishes the task in hand and
   exits (about 3 s when idle).
 - Whatever is still alive at the deadline is killed, and the jobs that this cluster's
@@ -38,6 +40,8 @@ from django_q.cluster import Cluster
 
 from jobs.services import (
     job_reap_stalled,
+    running_job_workers,
+    running_job_workers_gone,
     worker_beat,
     worker_gone,
     worker_name,
@@ -45,6 +49,9 @@ from jobs.services import (
 )
 
 logger = logging.getLogger(__name__)
+
+REAP_ATTEMPTS = 5
+REAP_PAUSE_SECONDS = 0.2
 
 
 class Command(BaseCommand):
@@ -69,19 +76,25 @@ class Command(BaseCommand):
         )
         self.stdout.write("Schedules: manage.py setup_schedules installs them.")
         self.stdout.flush()
-        cluster = Cluster()
-        cluster.start()
-        code = self._supervise(cluster, stop_timeout=options["stop_timeout"])
+        code = self._run(Cluster(), stop_timeout=options["stop_timeout"])
         self.stdout.flush()
         if code:
             raise SystemExit(code)
 
-    def _supervise(self, cluster: Cluster, *, stop_timeout: float) -> int:
-        """Beat while the cluster runs; on the first stop signal stop it from a
-        helper thread and kill what is left after ``stop_timeout`` seconds.
-        Returns the exit code (0 after a clean stop)."""
+    def _run(self, cluster: Cluster, *, stop_timeout: float) -> int:
+        """Start the cluster and beat while it runs; on the first stop signal stop
+        it from a helper thread and kill what is left after ``stop_timeout``
+        seconds. Returns the exit code (0 after a clean stop).
+
+        The stop handler replaces django-q2's (installed by ``Cluster()``) before
+        ``Cluster.start()``: a signal that arrives while the cluster is still
+        starting (its workers may already hold a task) is only recorded, and acted
+        on once ``start()`` returns or fails because a group SIGTERM killed the
+        sentinel. django-q2's own handler would block for good on a held task, or
+        leave the task's job ``running``."""
         deadline: list[float] = []
         members: set[int] = set()
+        stopping = threading.Event()
 
         def stop(signum: int, frame: Any) -> None:
             if deadline:
@@ -91,7 +104,6 @@ class Command(BaseCommand):
                 f"Stopping the cluster (signal {signal.Signals(signum).name}); "
                 f"it has {stop_timeout:g} s to finish the task in hand."
             )
-            threading.Thread(target=cluster.stop, daemon=True).start()
 
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
@@ -99,8 +111,17 @@ class Command(BaseCommand):
         every = float(getattr(settings, "BRAIN_WORKER_BEAT_SECONDS", 15))
         next_beat = 0.0
         try:
+            try:
+                cluster.start()
+            except RuntimeError:
+                # The sentinel died while starting: a group SIGTERM, or a crash.
+                if not deadline:
+                    raise
             while cluster.sentinel.is_alive():
                 members |= _descendants()
+                if deadline and not stopping.is_set():
+                    stopping.set()
+                    threading.Thread(target=cluster.stop, daemon=True).start()
                 if not deadline and time.monotonic() >= next_beat:
                     _beat(me)
                     next_beat = time.monotonic() + every
@@ -110,6 +131,14 @@ class Command(BaseCommand):
                 time.sleep(0.1)
             if not deadline:
                 self.stderr.write("The cluster's sentinel died; stopping.")
+            members |= _descendants()
+            if _alive(members):
+                # The sentinel is gone but some of its processes are not (a worker
+                # still holding a task): they get what is left of the stop time.
+                _wait(members, until=deadline[0] if deadline else time.monotonic())
+            if _alive(members):
+                self._kill(members)
+                return 1
             self._requeue(members, killed=False)
             self.stdout.write("The cluster stopped.")
             return 0 if deadline else 1
@@ -130,12 +159,21 @@ class Command(BaseCommand):
 
     def _requeue(self, members: set[int], *, killed: bool) -> None:
         """Re-queue the jobs still marked running by a process of this cluster (a
-        worker killed by a group SIGTERM, or by the deadline)."""
+        worker killed by a group SIGTERM, or by the deadline), and those of any
+        process on this host that no longer exists."""
         try:
-            requeued = job_reap_stalled(
-                stale_after_seconds=0,
-                workers=[worker_name_of(pid) for pid in sorted(members)],
-            )
+            workers = {worker_name_of(pid) for pid in members}
+            requeued = []
+            # A row whose killed worker's last heartbeat is still committing is
+            # locked for a moment (the reap skips locked rows): look again briefly.
+            for _attempt in range(REAP_ATTEMPTS):
+                gone = workers | set(running_job_workers_gone())
+                requeued += job_reap_stalled(
+                    stale_after_seconds=0, workers=sorted(gone)
+                )
+                if not running_job_workers(sorted(gone)):
+                    break
+                time.sleep(REAP_PAUSE_SECONDS)
         except DatabaseError:
             logger.warning("could not re-queue the cluster's jobs", exc_info=True)
             return
@@ -154,6 +192,23 @@ def _descendants() -> set[int]:
     with contextlib.suppress(psutil.Error):
         return {p.pid for p in psutil.Process().children(recursive=True)}
     return set()
+
+
+def _alive(pids: set[int]) -> list[psutil.Process]:
+    """The processes of ``pids`` still running (zombies count as gone)."""
+    alive = []
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            proc = psutil.Process(pid)
+            if proc.status() != psutil.STATUS_ZOMBIE:
+                alive.append(proc)
+    return alive
+
+
+def _wait(pids: set[int], *, until: float) -> None:
+    """Poll until none of ``pids`` runs or ``until`` (``time.monotonic()``) passes."""
+    while _alive(pids) and time.monotonic() < until:
+        time.sleep(0.1)
 
 
 def _beat(name: str) -> None:
