@@ -21,12 +21,15 @@ once, reused). Then per question:
   = lower-cased words (``\\w+``), no stemming or stopwords: the plain bar.
 
 Recall@k counts a question found when its page is among the first k distinct pages.
-Each arm's figure is printed beside BM25's with the difference in points. It also
+Each arm's figure is printed beside BM25's with the difference in points, for all
+questions and for each half of the set: the even ids (on which the fusion weights of
+``brain.search.fused_key`` were chosen) and the odd ids (the check half). It also
 prints how ``score`` separates the answer from the other results (the calibration
 figure of ``brain.search.calibrated_score``).
 
 Usage:
     .venv/bin/python benchmarks/retrieval_quality.py [--pages 1000] [--show-misses 0]
+        [--per-question]
 """
 
 from __future__ import annotations
@@ -150,12 +153,40 @@ def recall(ranked: list[list[str]], gold: list[str], k: int) -> float:
     return sum(g in r[:k] for r, g in zip(ranked, gold, strict=True)) / len(gold)
 
 
+MODES = ("BM25", "hybrid", "keyword-only", "vector-only")
+
+
+def position(slugs: list[str], answer: str) -> str:
+    """The 1-based rank of ``answer`` in ``slugs`` as text, ``-`` when absent."""
+    return str(slugs.index(answer) + 1) if answer in slugs else "-"
+
+
+def table(ranked: dict[str, list[list[str]]], gold: list[str]) -> None:
+    """Print recall@1/5/10 per ranker beside BM25's, with the difference in
+    points."""
+    floor = {k: recall(ranked["BM25"], gold, k) for k in KS}
+    print(f"{'ranker':<14}" + "".join(f"  recall@{k:<2} (vs BM25)  " for k in KS))
+    for mode in MODES:
+        cells = []
+        for k in KS:
+            value = recall(ranked[mode], gold, k)
+            diff = (value - floor[k]) * 100
+            cells.append(f"  {value:9.3f} ({diff:+5.1f} pt)  ")
+        print(f"{mode:<14}" + "".join(cells))
+
+
 def main() -> None:
     """Build the pages, run the four rankers on every question, print the table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pages", type=int, default=1000)
     parser.add_argument(
         "--show-misses", type=int, default=0, help="Print N hybrid misses at @5."
+    )
+    parser.add_argument(
+        "--per-question",
+        action="store_true",
+        help="For each question hybrid misses at rank 1, print every ranker's rank "
+        "of its answer (within the first 10 pages).",
     )
     args = parser.parse_args()
 
@@ -225,15 +256,17 @@ def main() -> None:
         order = sorted(range(len(pages)), key=lambda i: -scores[i])[:10]
         ranked["BM25"].append([page_slugs[i] for i in order])
 
-    floor = {k: recall(ranked["BM25"], gold, k) for k in KS}
-    print(f"\n{'ranker':<14}" + "".join(f"  recall@{k:<2} (vs BM25)  " for k in KS))
-    for mode in ("BM25", "hybrid", "keyword-only", "vector-only"):
-        cells = []
-        for k in KS:
-            value = recall(ranked[mode], gold, k)
-            diff = (value - floor[k]) * 100
-            cells.append(f"  {value:9.3f} ({diff:+5.1f} pt)  ")
-        print(f"{mode:<14}" + "".join(cells))
+    ids = [int(q["id"]) for q in questions]
+    for label, keep in (
+        ("all questions", lambda i: True),
+        ("even ids (the half fusion weights were chosen on)", lambda i: i % 2 == 0),
+        ("odd ids (the check half)", lambda i: i % 2 == 1),
+    ):
+        rows = [n for n, i in enumerate(ids) if keep(i)]
+        part = {mode: [lists[n] for n in rows] for mode, lists in ranked.items()}
+        answers = [gold[n] for n in rows]
+        print(f"\n{label}: {len(rows)} questions")
+        table(part, answers)
     for mode in ("hybrid", "keyword-only"):
         p50 = statistics.median(timings[mode])
         p95 = statistics.quantiles(timings[mode], n=20)[-1]
@@ -253,6 +286,15 @@ def main() -> None:
     ]
     for question, answer, got in misses[: args.show_misses]:
         print(f"MISS {question!r} -> want {answer}, got {got}")
+    if args.per_question:
+        print("\nQuestions hybrid does not answer at rank 1: the answer's rank per arm")
+        for n, question in enumerate(questions):
+            if ranked["hybrid"][n][:1] == [gold[n]]:
+                continue
+            cells = " ".join(
+                f"{mode}={position(ranked[mode][n], gold[n])}" for mode in MODES
+            )
+            print(f"  {question['id']:>4} {cells}  {question['question']}")
 
 
 if __name__ == "__main__":

@@ -186,3 +186,89 @@ def test_common_terms_do_not_widen_the_candidate_set(
         )
     results = page_search(scope=scope(), query="zeppelin meeting").results
     assert [r.slug for r in results] == ["notes/zeppelin"]
+
+
+def _pages(source: Source, capture, items: list[tuple[str, str]]) -> None:  # type: ignore[no-untyped-def]
+    with capture(execute=True):
+        for slug, body in items:
+            page_add(
+                source=source, slug=slug, title=slug, body=body, actor=local_caller()
+            )
+
+
+def test_the_query_is_parsed_as_pages_are_so_compounds_and_dotted_tokens_match(
+    default_source: Source, django_capture_on_commit_callbacks, settings
+) -> None:  # type: ignore[no-untyped-def]
+    """Loss kind: query and page tokenised differently. The query was split on
+    word characters first, so "802.11a" became ``802`` + ``11a`` and the parts of
+    "XML-in-silicon" after the first hyphen were dropped: lexemes no page holds."""
+    settings.BRAIN_EMBEDDING_PROVIDER = "none"
+    _pages(
+        default_source,
+        django_capture_on_commit_callbacks,
+        [
+            ("notes/radio", "The radio range is long and the range is stable."),
+            ("notes/wifi", "The 802.11a card has a short range."),
+            ("notes/parsers", "XML parsers written in Java."),
+            ("notes/appliance", "DataPower ships an XML-in-silicon appliance."),
+        ],
+    )
+    top = page_search(scope=scope(), query="802.11a range").results[0]
+    assert top.slug == "notes/wifi"
+    assert "802.11" in top.matched_terms
+    top = page_search(scope=scope(), query="an XML-in-silicon box").results[0]
+    assert top.slug == "notes/appliance"
+    assert {"xml-in-silicon", "silicon"} <= set(top.matched_terms)
+
+
+def test_a_minus_inside_a_compound_is_not_an_exclusion(
+    default_source: Source, django_capture_on_commit_callbacks, settings
+) -> None:  # type: ignore[no-untyped-def]
+    settings.BRAIN_EMBEDDING_PROVIDER = "none"
+    _pages(
+        default_source,
+        django_capture_on_commit_callbacks,
+        [
+            ("notes/p2p", "A peer-to-peer network of digests."),
+            ("notes/digests", "Digests of the mailing list, weekly."),
+        ],
+    )
+    assert [
+        r.slug for r in page_search(scope=scope(), query="digests -weekly").results
+    ] == ["notes/p2p"]
+    ranked = [r.slug for r in page_search(scope=scope(), query="peer-to-peer").results]
+    assert ranked == ["notes/p2p"]
+
+
+def test_term_frequency_counts_with_saturation(
+    default_source: Source, django_capture_on_commit_callbacks, settings
+) -> None:  # type: ignore[no-untyped-def]
+    """Loss kind: binary term frequency. A chunk that keeps returning to the rare
+    word used to score the same as one naming it once (same length), the tie going
+    to the older chunk; BM25 counts the occurrences, saturating (k1 1.2)."""
+    settings.BRAIN_EMBEDDING_PROVIDER = "none"
+    once = "The zeppelin flew over the harbour on a calm and quiet morning."
+    thrice = "A zeppelin: the zeppelin hangar, zeppelin crews, morning works."
+    assert len(thrice) >= len(once)
+    _pages(
+        default_source,
+        django_capture_on_commit_callbacks,
+        [("notes/once", once), ("notes/thrice", thrice)],
+    )
+    results = page_search(scope=scope(), query="zeppelin").results
+    assert [r.slug for r in results] == ["notes/thrice", "notes/once"]
+
+
+def test_a_strong_hit_of_one_arm_beats_a_page_both_arms_find_weakly() -> None:
+    """Loss kind: rank fusion. RRF (k 60) scored a page that one arm ranks 2nd and
+    the other misses (1/62) below a page both arms rank 15th (2/75); the fused key
+    weighs the arms' evidence, so a close vector match (cosine 0.75) outranks a
+    weak keyword share (0.3) with a loose cosine (0.40), and the keyword arm's
+    first page (share 1.0) with a fair cosine (0.55) outranks a vector-only page
+    of the same cosine."""
+    assert search_module.fused_key(0.0, 0.75) > search_module.fused_key(0.3, 0.40)
+    assert search_module.fused_key(1.0, 0.55) > search_module.fused_key(0.0, 0.55)
+    assert search_module.fused_key(1.0, None) == pytest.approx(
+        search_module.KEYWORD_WEIGHT
+    )
+    assert search_module.fused_key(1.0, 0.9) == pytest.approx(1.0)
