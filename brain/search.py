@@ -459,15 +459,17 @@ def _keyword_arm(
                    ph.tsq IS NOT NULL AND m.tsv @@ ph.tsq AS phrase_hit
             FROM matched m CROSS JOIN phrase ph CROSS JOIN stats s
             CROSS JOIN LATERAL (
-                SELECT array_agg(q.lexeme ORDER BY q.ord) AS matched,
-                       sum(q.idf * GREATEST(cardinality(u.positions), 1)
-                           * (%(k1)s + 1)
-                           / (GREATEST(cardinality(u.positions), 1)
-                              + %(k1)s * (1 - %(b)s + %(b)s * m.len / s.avg_len)))
+                SELECT array_agg(u.lexeme ORDER BY u.ord) AS matched,
+                       sum(u.idf * u.tf * (%(k1)s + 1)
+                           / (u.tf + %(k1)s * (1 - %(b)s + %(b)s * m.len / s.avg_len)))
                            AS weight
-                FROM unnest(m.tsv) AS u
-                JOIN unnest(%(lexemes)s::text[], %(idfs)s::float8[])
-                     WITH ORDINALITY AS q(lexeme, idf, ord) ON q.lexeme = u.lexeme
+                FROM (
+                    SELECT x.lexeme, q.ord, (%(idfs)s::float8[])[q.ord] AS idf,
+                           GREATEST(cardinality(x.positions), 1) AS tf
+                    FROM unnest(m.tsv) AS x
+                    CROSS JOIN LATERAL array_position(
+                        %(lexemes)s::text[], x.lexeme) AS q(ord)
+                ) u
             ) t
         ),
         ranked AS (
