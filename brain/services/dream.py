@@ -545,11 +545,20 @@ def phase_embeddings(
 
 def phase_orphans(budget: Budget, now: Any) -> PhaseResult:
     """Count live entity and concept pages no other page links to (records such as
-    mail threads are leaves by nature); warn when they are most of them."""
+    mail threads are leaves by nature); warn when they are most of them (SPEC §8,
+    digest: warn only above 50 %).
+
+    Pages a connector created from captured records (frontmatter ``origin``: the
+    people of mail headers, calendar attendees, contacts) are grounded in those
+    records, not orphans: they are counted as ``grounded`` and left out of the
+    ratio, so a brain built from mail alone does not warn on every run. What is
+    left are pages people and agents wrote that nothing links to."""
     live = Page.objects.filter(
         deleted_at__isnull=True,
         type__primitive__in=[PageType.Primitive.ENTITY, PageType.Primitive.CONCEPT],
     )
+    grounded = live.filter(frontmatter__has_key="origin").count()
+    live = live.exclude(frontmatter__has_key="origin")
     total = live.count()
     linked_to = Relation.objects.filter(
         to_page=OuterRef("pk"), from_page__deleted_at__isnull=True
@@ -561,8 +570,11 @@ def phase_orphans(budget: Budget, now: Any) -> PhaseResult:
     )
     share = count / total if total else 0.0
     return PhaseResult(
-        summary=f"{count} of {total} live entity/concept page(s) have no inbound link",
-        counts={"orphans_found": count},
+        summary=(
+            f"{count} of {total} live entity/concept page(s) have no inbound link"
+            f" ({grounded} more are grounded in captured records)"
+        ),
+        counts={"orphans_found": count, "grounded": grounded},
         status="warn" if total >= 10 and share > 0.5 else "ok",
         details={"sample": sample, "share": round(share, 3)},
     )

@@ -24,6 +24,7 @@ from brain.models import (
 )
 from brain.services.dream import LOCK_KEY, dream_run
 from brain.services.merges import merge_proposal_accept, merge_proposal_reject
+from brain.services.people import people_resolve
 from jobs.models import Job
 from jobs.runner import execute_job
 from jobs.services import job_enqueue
@@ -309,8 +310,26 @@ def test_orphan_report_counts_live_entity_pages_without_inbound_links(src) -> No
     RelationFactory(from_page=a, to_page=b)
     PageFactory(source=src, title="a note nobody links to")  # records are leaves
     orphans = phase(dream_run(phases=["orphans"]), "orphans")
-    assert orphans["counts"] == {"orphans_found": 2}
+    assert orphans["counts"] == {"orphans_found": 2, "grounded": 0}
     assert sorted(orphans["details"]["sample"]) == sorted([a.slug, c.slug])
+
+
+def test_people_a_connector_captured_from_records_are_grounded_not_orphans(src) -> None:  # type: ignore[no-untyped-def]
+    """A brain built from mail alone: its people come from headers and nothing
+    links to them; the orphan report counts them as grounded and stays ``ok``,
+    while the pages someone wrote and nobody links to still count."""
+    people_resolve(
+        source=src,
+        sightings={f"p{i}@example.org": {f"Person {i}": 1} for i in range(12)},
+        create=[f"p{i}@example.org" for i in range(12)],
+        owner_addresses=["me@example.org"],
+        actor="test",
+    )
+    written = person(src, "Written By Hand")
+    orphans = phase(dream_run(phases=["orphans"]), "orphans")
+    assert orphans["counts"] == {"orphans_found": 1, "grounded": 12}
+    assert orphans["details"]["sample"] == [written.slug]
+    assert orphans["status"] == "ok"
 
 
 def test_dream_runs_as_a_job_and_its_report_is_the_job_result(settings) -> None:  # type: ignore[no-untyped-def]
