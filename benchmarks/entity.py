@@ -6,7 +6,10 @@ Seeds a synthetic brain into its own source (``bench-entity``) with COPY:
 service functions the API calls and prints p50/p95/p99 in milliseconds. Beside
 entity() it prints its floor, measured right after each call on the same card: the
 single-row lookups the card needs (the resolve probes, then the first row of each
-section: aliases, timeline, facts, edges out and in), and the ratio of the two.
+section: aliases, timeline, facts, edges out and in), and the ratio of the two;
+then entity() split into names that resolve (a card) and misses (near-miss
+suggestions, bounded by ``SUGGESTION_TIMEOUT_MS``), with how many misses got
+suggestions.
 
 Targets (SPEC §11): entity() p99 ≤ 25 ms; context_pack and delta p95 ≤ 100 ms.
 
@@ -349,7 +352,7 @@ def _floor_ms(name: str, body: dict) -> float:
 
 def report(name: str, values: list[float], target: str) -> None:
     print(
-        f"{name:<14} n={len(values):<5} p50={_pct(values, 50):7.2f} ms  "
+        f"{name:<15} n={len(values):<5} p50={_pct(values, 50):7.2f} ms  "
         f"p95={_pct(values, 95):7.2f} ms  p99={_pct(values, 99):7.2f} ms  "
         f"mean={statistics.fmean(values):7.2f} ms   target {target}"
     )
@@ -404,10 +407,14 @@ def main() -> None:
     # timed on the same page right after it (same caches, same machine load).
     ent: list[float] = []
     floor: list[float] = []
+    by_outcome: dict[bool, list[float]] = {True: [], False: []}
+    suggested = 0
     for name in names:
         start = time.perf_counter()
         body = verb_entity(caller=caller, name=name, source=SOURCE_ID)
         ent.append((time.perf_counter() - start) * 1000)
+        by_outcome[body["found"]].append(ent[-1])
+        suggested += not body["found"] and bool(body["suggestions"])
         floor.append(_floor_ms(name, body))
     hits = sum(
         verb_entity(caller=caller, name=n, source=SOURCE_ID)["found"]
@@ -419,6 +426,12 @@ def main() -> None:
         f"               ratio p50 {_pct(ent, 50) / _pct(floor, 50):.1f}x, "
         f"p99 {_pct(ent, 99) / _pct(floor, 99):.1f}x; "
         f"found {hits}/200 of the sampled names (10% are misses)"
+    )
+    report("  found", by_outcome[True] or [0.0], "(a card)")
+    report("  not found", by_outcome[False] or [0.0], "(near-miss suggestions)")
+    print(
+        f"               {suggested}/{len(by_outcome[False])} misses got near-miss "
+        "suggestions (the lookup gives up after SUGGESTION_TIMEOUT_MS)"
     )
 
     packs = [",".join(t for _, t in rng.sample(sample, 3)) for _ in range(200)]

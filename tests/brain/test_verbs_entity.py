@@ -5,11 +5,16 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from brain.access import Caller, local_caller
 from brain.models import Alias, Page, Relation
-from brain.services.entities import entity_resolve
+from brain.services.entities import (
+    entity_resolve,
+    entity_suggestions,
+    entity_touch,
+)
 from brain.services.facts import fact_remember
 from brain.services.verbs import verb_entity
 from tests.brain.conftest import add_page
@@ -172,23 +177,97 @@ def test_card_aka_lists_aliases_and_entity_touch_records_retrieval(
     assert body["latency_ms"] >= 0
 
 
+def _busy_page(source, title: str, size: int) -> Page:  # type: ignore[no-untyped-def]
+    """A page with ``size`` backlinks, outgoing edges, facts, aliases and timeline
+    entries each."""
+    page = add_page(source, title=title)
+    for i in range(size):
+        other = add_page(source, title=f"{title} Friend {i}")
+        for a, b in ((other, page), (page, other)):
+            Relation.objects.create(
+                source=source,
+                from_page=a,
+                to_page=b,
+                relation_type=relation_type("related_to"),
+            )
+        Alias.objects.create(source=source, page=page, alias=f"{title.lower()} {i}")
+        TimelineEntryFactory(page=page, summary=f"event {i}")
+        fact_remember(
+            caller=local_caller(),
+            text=f"{title} fact number {i}",
+            provenance="test",
+            entity=page,
+            use_llm=False,
+        )
+    return page
+
+
+# A card is the scope check, the resolve, the retrieval touch (at most once a minute),
+# the card's own statement and the open loops: five statements, whatever its size.
+CARD_QUERIES = 5
+
+
 def test_entity_card_takes_a_fixed_number_of_queries(
-    default_source, django_assert_max_num_queries
+    default_source, django_assert_num_queries
 ) -> None:  # type: ignore[no-untyped-def]
     """Depth-1 reads only: the count does not grow with edges, facts or timeline."""
-    hub = add_page(default_source, title="Busy Person")
-    for i in range(15):
-        other = add_page(default_source, title=f"Busy Friend {i}")
-        Relation.objects.create(
-            source=default_source,
-            from_page=other,
-            to_page=hub,
-            relation_type=relation_type("related_to"),
+    _busy_page(default_source, "Quiet Person", 1)
+    _busy_page(default_source, "Busy Person", 15)
+    for name, backlinks in (("Quiet Person", 1), ("Busy Person", 15)):
+        with django_assert_num_queries(CARD_QUERIES):
+            body = verb_entity(caller=local_caller(), name=name)
+        assert body["card"]["backlink_count"] == backlinks
+        assert len(body["card"]["edges"]) == min(10, 2 * backlinks)
+        # Asked again within the minute: no touch, one statement fewer.
+        with django_assert_num_queries(CARD_QUERIES - 1):
+            verb_entity(caller=local_caller(), name=name)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_entity_touch_is_one_statement_that_leaves_the_session_settings_alone(
+    default_source, django_assert_num_queries
+) -> None:  # type: ignore[no-untyped-def]
+    """The touch turns synchronous commit off for its own transaction only (in
+    autocommit, as a request runs it), not for the connection's later work."""
+    page = add_page(default_source, title="Touched Person")
+    with django_assert_num_queries(1):
+        entity_touch(page=page)
+    page.refresh_from_db()
+    assert page.last_retrieved_at is not None
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW synchronous_commit")
+        assert cursor.fetchone()[0] == "on"
+
+
+def _one_pass_suggestions(name: str) -> list[str]:
+    """The near misses the way one wide pass finds them (every title at similarity
+    >= 0.3, most similar first): the oracle for the two-pass lookup."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT slug FROM brain_page WHERE deleted_at IS NULL"
+            " AND similarity(title, %s) >= 0.3"
+            " ORDER BY similarity(title, %s) DESC, slug LIMIT 3",
+            [name, name],
         )
-        TimelineEntryFactory(page=hub, summary=f"event {i}")
-    with django_assert_max_num_queries(8):
-        body = verb_entity(caller=local_caller(), name="Busy Person")
-    assert body["card"]["backlink_count"] == 15
+        return [row[0] for row in cursor.fetchall()]
+
+
+@pytest.mark.parametrize(
+    "titles",
+    [
+        # Three close titles: the narrow pass alone answers.
+        ("Margaret Hamilton", "Margaret Hamiltons", "Margarett Hamilton", "Marge Ham"),
+        # One close title: the wide pass adds the distant ones after it.
+        ("Margaret Hamilton", "Margot Hamm", "Marge Ham", "Hamlet Margins"),
+    ],
+)
+def test_two_pass_suggestions_equal_the_one_wide_pass(default_source, titles) -> None:  # type: ignore[no-untyped-def]
+    for title in titles:
+        add_page(default_source, title=title)
+    scope = local_caller().read_scope()
+    got = [s["slug"] for s in entity_suggestions(scope=scope, name="Margaret Hamiltn")]
+    assert got == _one_pass_suggestions("Margaret Hamiltn")
+    assert len(got) >= 2
 
 
 def test_card_open_threads_put_open_loops_first_with_loop_fields(
