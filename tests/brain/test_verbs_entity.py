@@ -223,20 +223,22 @@ def test_entity_card_takes_a_fixed_number_of_queries(
             verb_entity(caller=local_caller(), name=name)
 
 
-@pytest.mark.django_db(transaction=True)
-def test_entity_touch_is_one_statement_that_leaves_the_session_settings_alone(
+def test_entity_touch_is_one_statement_that_does_not_wait_for_the_wal_flush(
     default_source, django_assert_num_queries
 ) -> None:  # type: ignore[no-untyped-def]
-    """The touch turns synchronous commit off for its own transaction only (in
-    autocommit, as a request runs it), not for the connection's later work."""
+    """The touch turns synchronous commit off for its own transaction (set_config
+    with is_local), in the same statement as the update."""
     page = add_page(default_source, title="Touched Person")
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW synchronous_commit")
+        assert cursor.fetchone()[0] == "on"
     with django_assert_num_queries(1):
         entity_touch(page=page)
     page.refresh_from_db()
     assert page.last_retrieved_at is not None
     with connection.cursor() as cursor:
         cursor.execute("SHOW synchronous_commit")
-        assert cursor.fetchone()[0] == "on"
+        assert cursor.fetchone()[0] == "off"
 
 
 def _one_pass_suggestions(name: str) -> list[str]:
