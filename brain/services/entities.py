@@ -37,6 +37,8 @@ RECENT_EVENT_DAYS = 90
 TIMELINE_LOOKBACK = 5
 SUGGESTIONS = 3
 SUGGESTION_TIMEOUT_MS = 25
+# The wide near-miss pass always gets this long, however long the narrow one took.
+WIDE_PASS_MIN_MS = 10
 # Near-miss similarity: the pg_trgm default threshold, the narrow first pass's
 # threshold, and where a title is a probable match (create_safety).
 MIN_SIMILARITY = 0.3
@@ -194,22 +196,22 @@ def entity_suggestions(*, scope: ReadScope, name: str) -> list[dict[str, Any]]:
     Two passes give the same answer as one, cheaper: the close titles first
     (similarity ≥ 0.5: the index prunes most candidates at that threshold), and only
     when fewer than 3 turn up, the pass at 0.3 (every title at ≥ 0.5 outranks every
-    one below, so the first pass is a prefix of the answer). The lookup fails soft
-    within ``SUGGESTION_TIMEOUT_MS`` for both passes together: when the wide pass runs
-    out of time (a very common name in a huge brain) it returns what the first pass
-    found, else ``[]``, so the lookup never costs much more than 25 ms."""
+    one below, so the first pass is a prefix of the answer). The lookup fails soft:
+    the passes share ``SUGGESTION_TIMEOUT_MS`` (25 ms), the wide one getting at least
+    ``WIDE_PASS_MIN_MS`` (10 ms) whatever the first took; when the wide pass runs out
+    of time (a very common name in a huge brain) it returns what the first pass
+    found, else ``[]``."""
     text = (name or "").strip()
     if not text:
         return []
     started = time.perf_counter()
     found: list[tuple[Page, float]] = []
     for threshold in (NARROW_SIMILARITY, MIN_SIMILARITY):
-        left = SUGGESTION_TIMEOUT_MS - round((time.perf_counter() - started) * 1000)
-        if left <= 0:
-            break
+        spent = round((time.perf_counter() - started) * 1000)
+        budget = max(SUGGESTION_TIMEOUT_MS - spent, WIDE_PASS_MIN_MS)
         try:
             found = _suggestion_rows(
-                scope=scope, text=text, threshold=threshold, budget_ms=left
+                scope=scope, text=text, threshold=threshold, budget_ms=budget
             )
         except OperationalError:
             logger.info("entity suggestions for %r timed out", text)
