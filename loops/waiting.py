@@ -40,6 +40,7 @@ from loops.selectors import (
     counterparty_pages,
     loop_list,
     mutes_for,
+    reference_clock,
     sender_contacts,
     sender_kinds,
 )
@@ -269,7 +270,8 @@ def waiting_report(
     Reads every source the caller may read (or the named ``sources``, which must be
     readable: ``ScopeDenied`` otherwise). ``as_of`` replays ranking (and, for mailbox
     sources, detection) for that time; default now (mailbox sources: their newest
-    message). Returns ``{groups, no_counterparty, count, stale, stale_sources,
+    message not dated after the wall clock, ``reference_clock``; each group is aged
+    against its own source's clock, given as the group's ``as_of``). Returns ``{groups, no_counterparty, count, stale, stale_sources,
     completeness, clean, redacted, as_of, sources, warnings, text?}``; remote
     callers get counts, counterparty, summary and due date only (no quotes, links
     or digest).
@@ -281,23 +283,22 @@ def waiting_report(
     src_rows = list(Source.objects.filter(id__in=scope.source_ids).order_by("id"))
     wall = timezone.now()
     fresh = _freshness(src_rows, wall)
+    # "Now" of each source (SPEC §5.2, one rule: ``reference_clock``): the replayed
+    # day, the wall clock for live sources, the newest message not dated after the
+    # wall clock for a mailbox. A loop's age and due bonus are measured against its
+    # own source's clock, so a mailbox of 2002 does not age a mailbox of 2001 and
+    # one message with a wrong future date moves nothing.
+    clocks = {s.id: reference_clock(source=s, as_of=as_of) for s in src_rows}
+    source_now = {sid: clock[0] for sid, clock in clocks.items()}
     reference = as_of
     if reference is None:
-        from loops.selectors import newest_message_at
-
-        mailbox_refs = [
-            newest_message_at(source_id=s.id)
-            for s in src_rows
-            if s.kind == Source.Kind.MAILBOX
-        ]
-        only_mailboxes = (
-            bool(src_rows)
-            and all(
-                s.kind == Source.Kind.MAILBOX for s in src_rows if s.kind in MAIL_KINDS
-            )
-            and any(mailbox_refs)
+        only_mailboxes = bool(src_rows) and all(
+            s.kind == Source.Kind.MAILBOX for s in src_rows if s.kind in MAIL_KINDS
         )
-        reference = max(r for r in mailbox_refs if r) if only_mailboxes else wall
+        mailbox_now = [
+            source_now[s.id] for s in src_rows if s.kind == Source.Kind.MAILBOX
+        ]
+        reference = max(mailbox_now) if only_mailboxes and mailbox_now else wall
     views: list[LoopView] = []
     for source in src_rows:
         if as_of is not None and source.kind == Source.Kind.MAILBOX:
@@ -338,11 +339,12 @@ def waiting_report(
         page_id = next(
             (v.counterparty_page_id for v in loops if v.counterparty_page_id), None
         )
-        age_days = max(0, (reference - oldest).days)
+        now = source_now.get(min(loops, key=lambda v: v.opened_at).source_id, reference)
+        age_days = max(0, (now - oldest).days)
         links = backlinks.get(page_id, 0) if page_id else 0
         score = (
             10 * min(RANKED_ENTRIES_CAP, len(entries))
-            + due_bonus(nearest, reference)
+            + due_bonus(nearest, now)
             + min(20, age_days)
             + min(20, links)
         )
@@ -350,7 +352,7 @@ def waiting_report(
             entries,
             key=lambda e: (
                 e[0].due_at is None,
-                e[0].due_at or reference,
+                e[0].due_at or now,
                 -e[0].last_activity_at.timestamp(),
             ),
         )
@@ -372,6 +374,7 @@ def waiting_report(
                     ),
                 ),
                 "source_id": first.source_id,
+                "as_of": now.isoformat(),
                 "score": score,
                 "loop_count": len(loops),
                 "entry_count": len(entries),
@@ -399,6 +402,7 @@ def waiting_report(
             f"Stale Google sources (no successful sync for 24 h): "
             f"{', '.join(fresh['stale_sources'])}."
         )
+    warnings.extend(clock[1] for clock in clocks.values() if clock[1])
     if not fresh["mail_sources"]:
         warnings.append("No mail sources in scope: connect Google or import a mailbox.")
     report: dict[str, Any] = {
@@ -508,7 +512,7 @@ def _collapse_repeats(loops: list[LoopView]) -> list[tuple[LoopView, int]]:
 
 def render_digest(report: dict[str, Any]) -> str:
     """A paste-ready plain-text digest (trusted callers only). Ages are rendered
-    from ``as_of`` at read time; "You are clean" only when the report says so."""
+    from each group's ``as_of`` (its source's clock) at read time; "You are clean" only when the report says so."""
     as_of = datetime.fromisoformat(report["as_of"])
     lines = [
         f"Waiting as of {as_of:%Y-%m-%d %H:%M %Z}: {report['count']} open loop(s)."
@@ -529,7 +533,8 @@ def render_digest(report: dict[str, Any]) -> str:
             f"{n}. {who} — {group['loop_count']} loop(s), score {group['score']}"
         )
         for loop in group["loops"]:
-            age = (as_of - datetime.fromisoformat(loop["last_activity_at"])).days
+            now = datetime.fromisoformat(group.get("as_of") or report["as_of"])
+            age = (now - datetime.fromisoformat(loop["last_activity_at"])).days
             due = f", due {loop['due_at'][:10]}" if loop["due_at"] else ""
             times = f" ×{loop['repeats']}" if loop.get("repeats", 1) > 1 else ""
             lines.append(

@@ -15,9 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
+from selenium.common.exceptions import (
+    StaleElementReferenceException,
+    TimeoutException,
+    WebDriverException,
+)
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 
 from accounts.models import User
@@ -106,14 +109,26 @@ def demo(transactional_db: None) -> dict[str, Any]:
 
 def _go(driver: Any, element: Any, keys: str | None = None) -> None:
     """Click ``element`` (or type ``keys`` into it) and wait until the page that
-    loads has replaced this one, so the next lookup cannot find an element of the
-    old page (which would then go stale: the console's pages share ids)."""
-    old = driver.find_element(By.TAG_NAME, "html")
+    loads has replaced this one and finished loading, so the next lookup cannot
+    find an element of the old page (the console's pages share ids). The old page
+    is marked with a window property a new document does not have (more robust
+    than polling an old element, which chromedriver may answer with an inspector
+    error instead of "stale")."""
+    driver.execute_script("window.__brainOldPage = true;")
     if keys is None:
         element.click()
     else:
         element.send_keys(keys)
-    WebDriverWait(driver, 30).until(expected_conditions.staleness_of(old))
+
+    def loaded(d: Any) -> bool:
+        return bool(
+            d.execute_script(
+                "return window.__brainOldPage === undefined"
+                " && document.readyState === 'complete';"
+            )
+        )
+
+    WebDriverWait(driver, 30, ignored_exceptions=(WebDriverException,)).until(loaded)
 
 
 def _login(driver: Any, live_server: Any) -> None:

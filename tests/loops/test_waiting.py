@@ -11,10 +11,17 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from brain.access import local_caller
+from brain.models import RawRecord, Source
 from loops.models import Detector, LoopType, OpenLoop
 from loops.pipeline import process_threads
 from loops.waiting import due_bonus, waiting_report
-from tests.factories import AliasFactory, PageFactory, RelationFactory, relation_type
+from tests.factories import (
+    AliasFactory,
+    PageFactory,
+    RelationFactory,
+    SourceFactory,
+    relation_type,
+)
 from tests.loops.shapes import JEFF, OWNER, T0, msg
 
 pytestmark = pytest.mark.django_db
@@ -253,3 +260,59 @@ def test_due_dates_are_shown_in_the_owners_timezone(mailbox, settings):
     make_loop(mailbox, "a", email=JEFF, due=due_end_of_day(date(2001, 10, 5)))
     loop = waiting_report(caller=local_caller(), as_of=AS_OF)["groups"][0]["loops"][0]
     assert loop["due_at"] == "2001-10-05T23:59:59-05:00"
+
+
+def test_a_future_dated_message_does_not_move_the_waiting_clock(mailbox):
+    """One message with a wrong future date (seen in real mailboxes: a client
+    clock years ahead) is not "now" for waiting: the report's as_of and the
+    groups' ages come from the newest message not dated after the wall clock
+    (SPEC §5.2 reference time), the same rule detection uses."""
+    RawRecord.objects.create(
+        source=mailbox,
+        external_id="<normal@x>",
+        kind=RawRecord.Kind.RFC822,
+        content="x",
+        content_hash="a" * 64,
+        metadata={"date": AS_OF.isoformat()},
+    )
+    RawRecord.objects.create(
+        source=mailbox,
+        external_id="<future@x>",
+        kind=RawRecord.Kind.RFC822,
+        content="x",
+        content_hash="b" * 64,
+        metadata={"date": "2099-10-04T16:05:01+00:00"},
+    )
+    make_loop(mailbox, "a", email="dana@example.org", opened_days=3)
+
+    report = waiting_report(caller=local_caller(actor="test"))
+
+    assert report["as_of"] == AS_OF.isoformat()
+    assert report["groups"][0]["as_of"] == AS_OF.isoformat()
+    assert "(3 d ago)" in report["text"]
+
+
+def test_each_mailbox_source_is_aged_against_its_own_clock(mailbox):
+    """Two replayed mailboxes a year apart: a loop of the older one is 2 days old
+    at its own mailbox's newest message, not a year old at the other's."""
+    later = SourceFactory(id="later-box", kind=Source.Kind.MAILBOX, federated=False)
+    for source, when, key in (
+        (mailbox, AS_OF, "m1"),
+        (later, AS_OF + timedelta(days=365), "m2"),
+    ):
+        RawRecord.objects.create(
+            source=source,
+            external_id=f"<{key}@x>",
+            kind=RawRecord.Kind.RFC822,
+            content="x",
+            content_hash=key.ljust(64, "0"),
+            metadata={"date": when.isoformat()},
+        )
+    make_loop(mailbox, "old", email="dana@example.org", opened_days=2)
+
+    report = waiting_report(caller=local_caller(actor="test"))
+
+    group = report["groups"][0]
+    assert group["as_of"] == AS_OF.isoformat()
+    assert report["as_of"] == (AS_OF + timedelta(days=365)).isoformat()
+    assert "(2 d ago)" in report["text"]
