@@ -4,10 +4,10 @@ reference times and counterparty resolution. Writes live in ``loops.services``."
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from django.db.models import Q, QuerySet
+from django.db.models import Count, Q, QuerySet
 from django.db.models.fields.json import KeyTextTransform
 from django.utils import timezone
 
@@ -117,6 +117,25 @@ def newest_message_at(
         qs = qs.filter(msg_date__lte=until.astimezone(UTC).isoformat())
     newest = qs.order_by("-msg_date").values_list("msg_date", flat=True).first()
     return datetime.fromisoformat(newest) if newest else None
+
+
+def messages_outside_window(*, source_id: str, now: datetime) -> tuple[int, int]:
+    """``(dated messages older than the mailbox window before now, dated messages
+    up to now)`` of a source (SPEC §5.2: a mailbox source only considers threads
+    active in the ``MAILBOX_WINDOW_DAYS`` before its reference time)."""
+    floor = (now - timedelta(days=MAILBOX_WINDOW_DAYS)).astimezone(UTC).isoformat()
+    qs = (
+        RawRecord.objects.filter(source_id=source_id)
+        .annotate(msg_date=KeyTextTransform("date", "metadata"))
+        .filter(
+            msg_date__regex=r"^\d{4}-\d{2}-\d{2}T",
+            msg_date__lte=now.astimezone(UTC).isoformat(),
+        )
+    )
+    counts = qs.aggregate(
+        total=Count("pk"), older=Count("pk", filter=Q(msg_date__lt=floor))
+    )
+    return counts["older"], counts["total"]
 
 
 def reference_time(*, source: Source, as_of: datetime | None = None) -> datetime:

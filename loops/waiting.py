@@ -39,6 +39,7 @@ from loops.selectors import (
     counterparty_page,
     counterparty_pages,
     loop_list,
+    messages_outside_window,
     mutes_for,
     reference_clock,
     sender_contacts,
@@ -56,6 +57,9 @@ MAIL_KINDS = (Source.Kind.GOOGLE, Source.Kind.MAILBOX, Source.Kind.IMAP)
 # Live sources sync on a schedule: stale when no successful sync for 24 h (SPEC §5.5).
 LIVE_KINDS = (Source.Kind.GOOGLE, Source.Kind.IMAP)
 NO_COUNTERPARTY = "no_counterparty"
+# A mailbox whose detection window (SPEC §5.2) holds fewer messages than this, while
+# most of its mail is older, gets a warning naming how little was examined.
+FEW_IN_WINDOW = 50
 
 
 @dataclass
@@ -403,6 +407,20 @@ def waiting_report(
             f"{', '.join(fresh['stale_sources'])}."
         )
     warnings.extend(clock[1] for clock in clocks.values() if clock[1])
+    for source in src_rows:
+        if source.kind != Source.Kind.MAILBOX:
+            continue
+        older, total = messages_outside_window(
+            source_id=source.id, now=source_now[source.id]
+        )
+        inside = total - older
+        if inside < FEW_IN_WINDOW and older > inside:
+            warnings.append(
+                f"Source {source.id}: only {inside} of its {total} messages fall in "
+                f"the {MAILBOX_WINDOW_DAYS} days before its newest message "
+                f"({source_now[source.id]:%Y-%m-%d}), the window loops are detected "
+                "in; replay an earlier day with --as-of (API: as_of)."
+            )
     if not fresh["mail_sources"]:
         warnings.append("No mail sources in scope: connect Google or import a mailbox.")
     report: dict[str, Any] = {

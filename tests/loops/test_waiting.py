@@ -316,3 +316,43 @@ def test_each_mailbox_source_is_aged_against_its_own_clock(mailbox):
     assert group["as_of"] == AS_OF.isoformat()
     assert report["as_of"] == (AS_OF + timedelta(days=365)).isoformat()
     assert "(2 d ago)" in report["text"]
+
+
+def test_a_mailbox_whose_window_holds_little_of_its_mail_says_so(mailbox):
+    """SPEC §5.2 examines a mailbox's last 90 days only; when they hold a handful of
+    its messages (a mailbox quiet before its last message), waiting says how many
+    were examined and how to replay an earlier day instead of a bare "clean"."""
+    dates = [AS_OF - timedelta(days=200 + n) for n in range(60)] + [AS_OF]
+    for n, when in enumerate(dates):
+        RawRecord.objects.create(
+            source=mailbox,
+            external_id=f"<w{n}@x>",
+            kind=RawRecord.Kind.RFC822,
+            content="x",
+            content_hash=f"w{n}".ljust(64, "0"),
+            metadata={"date": when.isoformat()},
+        )
+
+    report = waiting_report(caller=local_caller(actor="test"))
+
+    assert any(
+        "only 1 of its 61 messages" in w and "--as-of" in w for w in report["warnings"]
+    ), report["warnings"]
+
+
+def test_a_mailbox_with_recent_mail_gets_no_window_warning(mailbox):
+    """Years of older mail are normal: no warning while the window holds enough."""
+    for n in range(120):
+        when = AS_OF - timedelta(days=n if n < 60 else 400 + n)
+        RawRecord.objects.create(
+            source=mailbox,
+            external_id=f"<r{n}@x>",
+            kind=RawRecord.Kind.RFC822,
+            content="x",
+            content_hash=f"r{n}".ljust(64, "0"),
+            metadata={"date": when.isoformat()},
+        )
+
+    report = waiting_report(caller=local_caller(actor="test"))
+
+    assert not any("window" in w for w in report["warnings"]), report["warnings"]
