@@ -138,6 +138,15 @@ _SILENCE_IS_CONSENT = re.compile(
     r"[^.?!]{0,40}\b(?:approv|accept|agree|ok|fine|sign))",
     re.I,
 )
+# An ask for a conversation ("Can you call me to discuss the quote?", "Please call
+# me so we can do a phone interview", "Could we meet?"): it is answered by the call
+# or the meeting itself, which the mail does not hold.
+_CONVERSATION = re.compile(
+    r"\b(?:call|phone|ring) (?:me|us)\b(?! (?:or|and) )|\bgive (?:me|us) a (?:call|ring)\b"
+    r"|\b(?:can|could|shall|should) we (?:talk|meet|speak|chat|get together)\b"
+    r"|\blet'?s (?:talk|meet|speak|chat|get together)\b|\bphone interview\b",
+    re.I,
+)
 _VOCATIVE = re.compile(
     r"^\s*(?:(?:hi|hello|hey|dear|morning|good morning)\s+)?([A-Z][a-z]{1,20})"
     r"(?:\s*[,:!-]|\s*\n)"
@@ -190,7 +199,11 @@ def find_asks(text: str) -> list[Ask]:
 
 
 def live_asks(
-    text: str, *, sent_at: datetime | None, now: datetime | None
+    text: str,
+    *,
+    sent_at: datetime | None,
+    now: datetime | None,
+    call_answers: bool = False,
 ) -> list[Ask]:
     """The asks of ``text`` still worth an answer at ``now``.
 
@@ -222,6 +235,7 @@ def live_asks(
         and now - sent_at > ANCHORED_ASK_LIFETIME
         and (
             any(a.anchored for a in asks)
+            or (call_answers and any(_CONVERSATION.search(a.sentence) for a in asks))
             or _DEADLINE.search(text or "")
             or (
                 any(_SCHEDULING.search(a.sentence) for a in asks)

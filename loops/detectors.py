@@ -25,7 +25,7 @@ from loops.definitions import (
     reply_text,
 )
 from loops.models import CLOSED_BY_FULFILLED, LoopType
-from loops.senders import is_list_address
+from loops.senders import Contact, is_list_address
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping, Sequence
@@ -176,7 +176,7 @@ def detect_thread(
     mutes: Mutes = Mutes(),
     now: datetime,
     sender_kinds: Mapping[str, str] | None = None,
-    contacts: Mapping[str, tuple[datetime | None, datetime | None]] | None = None,
+    contacts: Mapping[str, Contact] | None = None,
 ) -> Verdict:
     """Decide which deterministic loops of one thread open and close (SPEC §5.2,
     §5.1a).
@@ -184,9 +184,11 @@ def detect_thread(
     ``messages`` are one thread's messages in any order; messages dated after
     ``now`` are ignored (replay). ``sender_kinds`` maps addresses to ``person`` or
     ``automated`` (``loops.senders``; an address absent counts as a person);
-    ``contacts`` maps an address to (their last message to me, my last message to
-    them) over the whole source: an ask followed ``SUPERSEDE_GAP`` or more later by
-    correspondence with that person elsewhere is superseded.
+    ``contacts`` maps an address to its ``Contact`` over the whole source: an ask
+    followed ``SUPERSEDE_GAP`` or more later by correspondence with that person
+    elsewhere is superseded, and so is an ask followed by my own report of contact
+    with them ("I spoke to Dana", "Dana is going to send it", any thread, any
+    recipient): the conversation happened.
     An inbound loop opens only when a person's newest unquoted text, addressed to
     me and not to a crowd, asks something of me (``loops.asks``); an outbound loop
     only when my text asks something of a person. Returns a ``Verdict``; never
@@ -261,12 +263,20 @@ def _superseded(
     return bool(asked_at and later and asked_at + SUPERSEDE_GAP <= later <= now)
 
 
+def _reported_since(asked_at: datetime | None, contact: Contact, now: datetime) -> bool:
+    """True when, after ``asked_at`` and by ``now``, I reported contact with the
+    person in any message ("I spoke to Dana, she will send it"): the ask was taken
+    up in a conversation the mail does not hold."""
+    later = contact.last_reported
+    return bool(asked_at and later and asked_at < later <= now)
+
+
 def _outbound(
     run: list[MailMessage],
     last: MailMessage,
     owners: set[str],
     kinds: Mapping[str, str],
-    contacts: Mapping[str, tuple[datetime | None, datetime | None]],
+    contacts: Mapping[str, Contact],
     mutes: Mutes,
     now: datetime,
     thread_id: str,
@@ -275,7 +285,11 @@ def _outbound(
     """Last turn is mine: inbound loops close; a waiting loop opens when my text
     asks something of a person (SPEC §5.2 rule 5, §5.1a "my asks")."""
     verdict = Verdict(close=[LoopType.UNANSWERED_INBOUND])
-    asking = [m for m in run if live_asks(reply_text(m.body), sent_at=m.date, now=now)]
+    asking = [
+        m
+        for m in run
+        if live_asks(reply_text(m.body), sent_at=m.date, now=now, call_answers=True)
+    ]
     if not asking:
         verdict.reason = "no_question"
         return verdict
@@ -304,10 +318,13 @@ def _outbound(
     ):
         verdict.reason = "muted"
         return verdict
-    if counterparty and _superseded(
-        asking[-1].date, contacts.get(counterparty, (None, None))[0], now
-    ):
+    contact = contacts.get(counterparty, Contact()) if counterparty else Contact()
+    if _superseded(asking[-1].date, contact.last_from, now):
         verdict.reason = "superseded"
+        verdict.retract[LoopType.UNANSWERED_OUTBOUND] = verdict.reason
+        return verdict
+    if _reported_since(asking[-1].date, contact, now):
+        verdict.reason = "reported_contact"
         verdict.retract[LoopType.UNANSWERED_OUTBOUND] = verdict.reason
         return verdict
     started = asking[0].sent_at
@@ -341,7 +358,7 @@ def _inbound(
     last: MailMessage,
     owners: set[str],
     kinds: Mapping[str, str],
-    contacts: Mapping[str, tuple[datetime | None, datetime | None]],
+    contacts: Mapping[str, Contact],
     mutes: Mutes,
     now: datetime,
     thread_id: str,
@@ -383,8 +400,10 @@ def _inbound(
             verdict.reason = (
                 "crowd" if any(addressed_to_crowd(m) for m in run) else "no_ask"
             )
-        elif _superseded(asking[-1].date, contacts.get(sender, (None, None))[1], now):
+        elif _superseded(asking[-1].date, contacts.get(sender, Contact()).last_to, now):
             verdict.reason = "superseded"
+        elif _reported_since(asking[-1].date, contacts.get(sender, Contact()), now):
+            verdict.reason = "reported_contact"
         elif any(
             settles_by_silence(reply_text(m.body), sent_at=m.date, now=now)
             for m in run

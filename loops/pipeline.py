@@ -68,6 +68,7 @@ from loops.selectors import (
     threads_messages,
     threads_pages,
 )
+from loops.senders import Contact
 from loops.services import (
     CLOSED_BY_STALENESS,
     CommitmentInput,
@@ -486,7 +487,7 @@ class ChunkState:
     held: set[str]
     rule_keys: set[str]
     kinds: dict[str, str] | None = None
-    contacts: dict[str, tuple[datetime | None, datetime | None]] | None = None
+    contacts: dict[str, Contact] | None = None
 
 
 def senders_kinds(*, source: Source, messages: Iterable[MailMessage]) -> dict[str, str]:

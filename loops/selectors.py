@@ -15,6 +15,7 @@ from brain.models import Alias, Page, RawRecord, Source
 from loops.detectors import Mutes
 from loops.message import MailMessage
 from loops.models import LoopStatus, LoopSuppression, OpenLoop, SenderProfile
+from loops.senders import Contact
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -310,21 +311,20 @@ def sender_threads(*, source_id: str, address: str) -> list[str]:
     )
 
 
-def sender_contacts(
-    *, source_id: str, addresses: Iterable[str]
-) -> dict[str, tuple[datetime | None, datetime | None]]:
-    """``{address: (their last message to me, my last message to them)}`` from the
-    stored sender profiles (SPEC §5.1a): later correspondence supersedes an old
-    unanswered ask."""
+def sender_contacts(*, source_id: str, addresses: Iterable[str]) -> dict[str, Contact]:
+    """``{address: Contact(their last message to me, my last message to them, my
+    last report of contact with them)}`` from the stored sender profiles (SPEC
+    §5.1a): later contact supersedes an old unanswered ask."""
     wanted = sorted({(a or "").lower() for a in addresses if a})
-    out: dict[str, tuple[datetime | None, datetime | None]] = {}
+    out: dict[str, Contact] = {}
     for address, signals in SenderProfile.objects.filter(
         source_id=source_id, address__in=wanted
     ).values_list("address", "signals"):
         signals = signals or {}
-        out[address] = (
+        out[address] = Contact(
             _when(signals.get("last_from")),
             _when(signals.get("last_to")),
+            _when(signals.get("last_reported")),
         )
     return out
 

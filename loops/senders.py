@@ -28,7 +28,8 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from difflib import SequenceMatcher
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from loops.definitions import is_mine, is_noise_sender, normalise_subject, reply_text
 
@@ -190,6 +191,7 @@ class SenderStats:
     names: set[str] = field(default_factory=set)
     last_from: datetime | None = None
     last_to: datetime | None = None
+    last_reported: datetime | None = None
 
     def signals(self) -> dict[str, Any]:
         """JSON-safe summary stored with the profile (what the admin sees)."""
@@ -210,7 +212,102 @@ class SenderStats:
             "display_names": len(self.names),
             "last_from": self.last_from.isoformat() if self.last_from else None,
             "last_to": self.last_to.isoformat() if self.last_to else None,
+            "last_reported": (
+                self.last_reported.isoformat() if self.last_reported else None
+            ),
         }
+
+
+class Contact(NamedTuple):
+    """The latest evidence of contact with one address over a source (aware
+    datetimes or None): ``last_from`` their last message to me, ``last_to`` my last
+    message to them, ``last_reported`` my last message to anyone that reports
+    contact with them by name or address ("I spoke to Dana Reyes", "Dana Reyes is
+    going to send it"; ``reported_contacts``)."""
+
+    last_from: datetime | None = None
+    last_to: datetime | None = None
+    last_reported: datetime | None = None
+
+
+# A person named in my text ("Dana Reyes", "Dana", "D. Reyes") or an address.
+_NAME = (
+    r"([A-Z][a-z'A-Z]+(?:\s+[A-Z]\.)?(?:\s+[A-Z][a-zA-Z'-]+)?|[\w.+-]+@[\w-]+\.[\w.-]+)"
+)
+# My report of contact with a person: I spoke/talked/met with them, heard from
+# them, or they called, said, agreed, are going to act ("Dana is going to pull the
+# files"): the contact happened, whatever I had asked them before.
+_REPORTED = re.compile(
+    r"\b(?:I|We|i|we)(?:'ve| have| had)?\s+(?:just\s+|already\s+|finally\s+|also\s+)?"
+    r"(?:spoke|spoken|talked|talk|met|chatted|heard back|heard|got a call|caught up|"
+    r"visited|checked)\s+(?:with|to|from)\s+"
+    + _NAME
+    + r"|"
+    + _NAME
+    + r"\s+(?:called|phoned|e-?mailed|wrote|said|says|told (?:me|us)|"
+    r"confirmed|agreed|has agreed|is going to|will be sending|is sending|sent me|"
+    r"got back to (?:me|us))\b"
+)
+# Name tokens this short, or these words, identify nobody.
+_NOT_NAME_TOKENS = frozenset(
+    """the this that they there then please thanks thank also and but she he it
+    we you our your his her their mr mrs ms dr jr sr""".split()
+)
+# Two spellings of one family name ("Gosset" / "gossett") at or above this
+# similarity are one name.
+NAME_SIMILARITY = 0.85
+
+
+def _tokens(text: str) -> list[str]:
+    return [
+        t
+        for t in re.split(r"[^a-z']+", (text or "").lower())
+        if len(t) >= 2 and t not in _NOT_NAME_TOKENS
+    ]
+
+
+def _same_name(a: str, b: str) -> bool:
+    if a == b:
+        return True
+    return (
+        min(len(a), len(b)) >= 5
+        and SequenceMatcher(None, a, b).ratio() >= NAME_SIMILARITY
+    )
+
+
+def reported_contacts(text: str, people: dict[str, set[str]]) -> set[str]:
+    """The addresses of ``people`` (address → name tokens from its local part and
+    display names) that ``text`` (my newest unquoted text) reports contact with
+    (``_REPORTED``). A mention is an address, a full name (first name or initial
+    and family name; a family name may be misspelt by a letter), or one token that
+    names exactly one of ``people``; an ambiguous first name reports nobody."""
+    found: set[str] = set()
+    for match in _REPORTED.finditer(text or ""):
+        mention = next(g for g in match.groups() if g)
+        if "@" in mention:
+            if mention.lower() in people:
+                found.add(mention.lower())
+            continue
+        words = _tokens(mention.replace(".", " "))
+        if not words:
+            continue
+        if len(words) >= 2:
+            first, family = words[0], words[-1]
+            hits = {
+                a
+                for a, names in people.items()
+                if any(_same_name(family, n) for n in names if len(n) >= 4)
+                and any(n == first or n.startswith(first[0]) for n in names)
+            }
+        else:
+            hits = {
+                a
+                for a, names in people.items()
+                if len(words[0]) >= 3 and words[0] in names
+            }
+        if len(hits) == 1:
+            found |= hits
+    return found
 
 
 def sender_stats(
@@ -224,8 +321,10 @@ def sender_stats(
     last_to: dict[str, datetime] = {}
     threads_mine: set[str] = set()
     senders_by_thread: dict[str, set[str]] = defaultdict(set)
+    mine: list[MailMessage] = []
     for m in messages:
         if is_mine(m, owners):
+            mine.append(m)
             for a in (*m.to, *m.cc, *m.bcc):
                 if not a:
                     continue
@@ -270,6 +369,21 @@ def sender_stats(
     for address, s in stats.items():
         s.reciprocal = address in written_to
         s.last_to = last_to.get(address)
+    people = {
+        address: {
+            *_tokens(address.split("@", 1)[0]),
+            *(t for name in s.names for t in _tokens(name)),
+        }
+        for address, s in stats.items()
+        if not s.noise and not s.role
+    }
+    for m in mine:
+        if not m.date:
+            continue
+        for address in reported_contacts(reply_text(m.body), people):
+            s = stats[address]
+            if s.last_reported is None or m.date > s.last_reported:
+                s.last_reported = m.date
     for thread_id in threads_mine:
         for address in senders_by_thread.get(thread_id, ()):
             stats[address].replied_in_thread = True

@@ -18,9 +18,11 @@ from loops.models import CLOSED_BY_FULFILLED, LoopType
 from loops.senders import (
     AUTOMATED,
     PERSON,
+    Contact,
     classify_senders,
     has_opt_out_wording,
     local_part_is_role,
+    reported_contacts,
 )
 
 ME = "olivia.owner@acme.example"
@@ -563,3 +565,96 @@ def test_follow_up_on_the_same_subject_without_re_joins() -> None:
     )
     threads = thread_messages([ask, again, much_later], owner_addresses={ME})
     assert sorted(len(t) for t in threads.values()) == [1, 2]
+
+
+# --- contact elsewhere -------------------------------------------------------
+
+
+def test_my_report_that_i_spoke_to_them_settles_my_ask_to_them() -> None:
+    # I asked Ann; days later I tell a third person "I spoke to Ann Baker, she will
+    # send it": the conversation happened off the mail, my ask is not waiting.
+    carol = "carol.diaz@partner.example"
+    ask = mail(1, "Ann, can you send me the signed lease?", frm=ME, to=(ANN,))
+    her_old_note = mail(
+        5, "Olivia, the budget is attached.", thread="t0", hours=-48, name="Ann Baker"
+    )
+    report = mail(
+        2,
+        "Carol,\n\nI spoke to Ann Baker this morning; she will send the lease "
+        "to the title company.\n\nOlivia",
+        frm=ME,
+        to=(carol,),
+        subject="Lease",
+        thread="t2",
+        hours=30,
+    )
+    signals = classify_senders([her_old_note, ask, report], owner_addresses=[ME])[ANN][
+        2
+    ]
+    contact = Contact(None, None, datetime.fromisoformat(signals["last_reported"]))
+    verdict = detect_thread(
+        [ask], owner_addresses=[ME], now=NOW, contacts={ANN: contact}
+    )
+    assert verdict.open == [] and verdict.reason == "reported_contact"
+    # Without the report (or with one older than my ask) the ask waits.
+    assert opened([ask]) == [LoopType.UNANSWERED_OUTBOUND]
+    older = Contact(None, None, T0 - timedelta(days=1))
+    stale = detect_thread([ask], owner_addresses=[ME], now=NOW, contacts={ANN: older})
+    assert [s.loop_type for s in stale.open] == [LoopType.UNANSWERED_OUTBOUND]
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("I spoke to Ann Baker this afternoon about the lease.", {ANN}),
+        ("Bob Cartr is going to pull the files from the larger days.", {BOB}),
+        ("We talked with ann.baker@partner.example yesterday.", {ANN}),
+        ("Bob said the numbers are fine.", {BOB}),
+        # A first name two people share names nobody; no contact verb, nobody.
+        ("I spoke to Anna this morning.", set()),
+        ("Ann Baker's report is attached.", set()),
+        ("I will talk to Ann Baker next week.", set()),
+    ],
+)
+def test_reported_contact_names_one_person_by_name_or_address(
+    text: str, found: set[str]
+) -> None:
+    people = {
+        ANN: {"ann", "baker", "anna"},
+        BOB: {"bob", "carter"},
+        "anna.ruiz@partner.example": {"anna", "ruiz"},
+    }
+    assert reported_contacts(text, people) == found
+
+
+def test_my_call_request_long_unanswered_is_settled_off_the_mail() -> None:
+    # "Please call me so we can…": the call answers it; weeks later with nothing
+    # in the mail it took place or is moot. A call asked OF me stays owed.
+    mine = mail(
+        1,
+        "Ann,\n\nCan you call me to discuss the panel quote? The new quote is 30% "
+        "higher than April's. Have material costs gone up that much?\n\nOlivia",
+        frm=ME,
+        to=(ANN,),
+    )
+    weeks = T0 + timedelta(days=40)
+    assert detect_thread([mine], owner_addresses=[ME], now=weeks).open == []
+    assert opened([mine]) == [LoopType.UNANSWERED_OUTBOUND]
+    theirs = mail(
+        1, "Olivia,\n\nHow is the new house going? Give me a call when you can.\n\nAnn"
+    )
+    assert [
+        s.loop_type
+        for s in detect_thread([theirs], owner_addresses=[ME], now=weeks).open
+    ] == [LoopType.UNANSWERED_INBOUND]
+    # "Call or email" leaves the channel open: an emailed answer is expected.
+    either = mail(
+        1,
+        "Ann, have you gathered the title work? Call or email when you can.",
+        frm=ME,
+        to=(ANN,),
+    )
+    assert [
+        s.loop_type
+        for s in detect_thread([either], owner_addresses=[ME], now=weeks).open
+    ] == [LoopType.UNANSWERED_OUTBOUND]
