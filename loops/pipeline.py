@@ -34,6 +34,7 @@ from loops.extraction import extraction_enqueue
 from loops.extractors.fulfilment import (
     SIBLING_SHARED,
     arranged_in,
+    content_stems,
     kept_in,
     party_marks,
 )
@@ -45,6 +46,7 @@ from loops.extractors.rules import (
     split_sentences,
 )
 from loops.models import (
+    CLOSED_BY_REPLY,
     Detector,
     ExtractionRun,
     GraceHold,
@@ -453,6 +455,122 @@ def loops_sibling_fulfilment(*, source: Source, now: datetime) -> int:
     return closed
 
 
+# My draft sent on: the later message of mine carries at least this share of the
+# asking message's content words, and the asking text has at least this many.
+SENT_ON_SHARE = 0.8
+SENT_ON_MIN_WORDS = 20
+CLOSED_BY_SENT_ON = "superseded: I sent the text on"
+
+
+def _answered_in(
+    ask_words: set[str],
+    later: Sequence[MailMessage],
+    party: str,
+    owners: set[str],
+) -> MailMessage | None:
+    """The counterparty's later message to me titled with the matter I asked
+    about: its subject shares ``SIBLING_SHARED`` content words with my ask."""
+    for m in later:
+        if (m.from_addr or "").lower() != party:
+            continue
+        if not owners & {a.lower() for a in (*m.to, *m.cc) if a}:
+            continue
+        if len(ask_words & content_stems(m.subject or "")) >= SIBLING_SHARED:
+            return m
+    return None
+
+
+def _sent_on(
+    ask_words: set[str], later: Sequence[MailMessage], party: str, owners: set[str]
+) -> MailMessage | None:
+    """My later message to other people carrying the text I had asked the
+    counterparty to look at ("Please review. <draft>", then the draft itself to
+    its addressee): I went ahead, the ask is moot."""
+    if len(ask_words) < SENT_ON_MIN_WORDS:
+        return None
+    for m in later:
+        if not is_mine(m, owners):
+            continue
+        if party in {a.lower() for a in (*m.to, *m.cc) if a}:
+            continue
+        words = content_stems(reply_text(m.body))
+        if len(ask_words & words) >= SENT_ON_SHARE * len(ask_words):
+            return m
+    return None
+
+
+def loops_outbound_settled_elsewhere(*, source: Source, now: datetime) -> int:
+    """My waiting asks settled in ANOTHER thread (SPEC §5.1a): an open
+    ``unanswered_outbound`` loop with a counterparty closes when, after my ask and
+    by ``now``, the counterparty wrote to me in another thread titled with the
+    matter (its subject shares ``SIBLING_SHARED`` content words with my asking
+    text: ``done``, ``reply_detected``), or I sent the very text I had asked them
+    to look at on to other people (``dropped``, ``CLOSED_BY_SENT_ON``). The
+    closing message is the event's evidence. Runs at the end of
+    ``process_threads``; returns the number closed."""
+    owners = {a.lower() for a in source.owner_addresses}
+    loops = list(
+        OpenLoop.objects.filter(
+            source=source,
+            status=LoopStatus.OPEN,
+            loop_type=LoopType.UNANSWERED_OUTBOUND,
+        ).exclude(counterparty_email="")
+    )
+    if not loops:
+        return 0
+    threads = threads_messages(
+        source_id=source.id, thread_ids=sorted({lp.thread_id for lp in loops})
+    )
+    messages = [
+        m
+        for m in counterparty_messages(
+            source_id=source.id,
+            addresses={lp.counterparty_email for lp in loops},
+            owners=owners,
+            after=min(lp.opened_at for lp in loops),
+        )
+        if m.sent_at <= now and is_substantive(m)
+    ]
+    closed = 0
+    for loop in loops:
+        party = loop.counterparty_email.lower()
+        asking = [
+            m
+            for m in threads.get(loop.thread_id, [])
+            if is_mine(m, owners) and loop.opened_at <= m.sent_at <= now
+        ]
+        if not asking:
+            continue
+        ask_words = content_stems(
+            " ".join(reply_text(m.body) for m in asking)
+        ) - content_stems(f"{party.split('@')[0]} {asking[0].from_name}")
+        later = [
+            m
+            for m in messages
+            if m.sent_at > loop.opened_at and m.thread_id != loop.thread_id
+        ]
+        answer = _answered_in(ask_words, later, party, owners)
+        sent_on = None if answer else _sent_on(ask_words, later, party, owners)
+        hit = answer or sent_on
+        if hit is None:
+            continue
+        result = loop_close(
+            loop=loop,
+            status=LoopStatus.DONE if answer else LoopStatus.DROPPED,
+            closed_by=CLOSED_BY_REPLY if answer else CLOSED_BY_SENT_ON,
+            actor="detector",
+            at=now,
+            evidence={
+                "message_id": hit.message_id,
+                "raw_record_id": hit.raw_record_id,
+                "quote": collapse(reply_text(hit.body))[:200],
+                "reason": "answered_in_other_thread" if answer else "sent_on",
+            },
+        )
+        closed += int(bool(result["closed"]))
+    return closed
+
+
 def loops_window_sweep(*, source: Source, now: datetime) -> int:
     """Mailbox sources only consider threads active in the 90 days before the
     reference time (SPEC §5.2): deterministic loops older than that go stale."""
@@ -798,6 +916,7 @@ def process_threads(
         report["failed"] += 1
     try:
         report["closed"] += loops_sibling_fulfilment(source=source, now=ref)
+        report["closed"] += loops_outbound_settled_elsewhere(source=source, now=ref)
     except Exception:
         logger.exception("loops: sibling fulfilment pass failed for %s", source_id)
         report["failed"] += 1

@@ -1,0 +1,118 @@
+"""Issue 14, my waiting asks settled in another thread: one test per fault kind
+found on real mail, built from small invented messages (invented people: Robin
+Vale owns the mailbox, Dana Okafor and Lee Marsh write to her)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from brain.models import Source
+from loops.message import MailMessage
+from loops.models import LoopStatus, LoopType, OpenLoop
+from loops.pipeline import CLOSED_BY_SENT_ON, process_threads
+from tests.factories import SourceFactory
+
+ROBIN = "robin@example.org"
+DANA = "dana@example.com"
+LEE = "lee@example.net"
+T0 = datetime(2025, 3, 3, 15, 0, tzinfo=UTC)
+LATER = T0 + timedelta(days=10)
+
+DRAFT = (
+    "Kim, after electing in October to take a full distribution of my deferral "
+    "account under section six of the plan, a disagreement has arisen about the "
+    "phantom stock account. Section six says a participant may elect a single sum "
+    "distribution of all deferral accounts subject to a penalty, notwithstanding any "
+    "other provision, valued on the last day of the month preceding the request. "
+    "I read this paragraph to mean the balance as of the end of September."
+)
+
+
+def mail(
+    n: int,
+    body: str,
+    *,
+    frm: str = ROBIN,
+    to: tuple[str, ...] = (DANA,),
+    hours: float = 0,
+    thread: str = "t-ask",
+    subject: str = "Harbour lease",
+) -> MailMessage:
+    return MailMessage(
+        message_id=f"<{n}.{thread}@example>",
+        thread_id=thread,
+        subject=subject,
+        from_addr=frm,
+        to=list(to),
+        date=T0 + timedelta(hours=hours),
+        is_mine=frm == ROBIN,
+        body=body,
+    )
+
+
+@pytest.fixture
+def robins_mailbox(db: None) -> Source:
+    return SourceFactory(
+        id="robin", kind=Source.Kind.MAILBOX, owner_addresses=[ROBIN], federated=False
+    )
+
+
+def _waiting(source: Source) -> OpenLoop:
+    return OpenLoop.objects.get(source=source, loop_type=LoopType.UNANSWERED_OUTBOUND)
+
+
+def test_answer_in_a_new_thread_titled_with_the_matter_closes_my_ask(
+    robins_mailbox, store
+):
+    ask = mail(
+        1, "Dana, please send me a note describing the rollover option so I can "
+        "pass it along to the committee.",
+    )  # fmt: skip
+    # Dana writes again the same day about something else: no answer.
+    other = mail(
+        2, "Robin, the parking passes are at the desk.", frm=DANA, to=(ROBIN,),
+        hours=2, thread="t-other", subject="Parking passes",
+    )  # fmt: skip
+    store(robins_mailbox, [ask, other])
+    process_threads(
+        source_id=robins_mailbox.id, thread_ids=["t-ask", "t-other"], now=LATER
+    )
+    loop = _waiting(robins_mailbox)
+    assert loop.status == LoopStatus.OPEN
+    answer = mail(
+        3, "Robin, it would go along these lines: we pay nothing further and keep "
+        "the licence.", frm=DANA, to=(ROBIN,), hours=5, thread="t-new",
+        subject="Rollover option",
+    )  # fmt: skip
+    store(robins_mailbox, [answer])
+    process_threads(source_id=robins_mailbox.id, thread_ids=["t-new"], now=LATER)
+    loop.refresh_from_db()
+    assert (loop.status, loop.closed_by) == (LoopStatus.DONE, "reply_detected")
+    event = loop.events.filter(event_type="closed").latest("id")
+    assert event.extra_data["evidence"]["message_id"] == "<3.t-new@example>"
+
+
+def test_review_request_is_moot_once_i_send_the_draft_on(robins_mailbox, store):
+    ask = mail(1, "Dana, please review before I send it.\n\n" + DRAFT)
+    store(robins_mailbox, [ask])
+    process_threads(source_id=robins_mailbox.id, thread_ids=["t-ask"], now=LATER)
+    loop = _waiting(robins_mailbox)
+    assert loop.status == LoopStatus.OPEN
+    # A short note to Lee sharing a few words is not the draft.
+    note = mail(
+        2, "Lee, the phantom stock account question is still open.", to=(LEE,),
+        hours=20, thread="t-note", subject="Plan",
+    )  # fmt: skip
+    store(robins_mailbox, [note])
+    process_threads(source_id=robins_mailbox.id, thread_ids=["t-note"], now=LATER)
+    loop.refresh_from_db()
+    assert loop.status == LoopStatus.OPEN
+    sent_on = mail(
+        3, DRAFT, to=("kim@example.org",), hours=48, thread="t-sent", subject="Plan"
+    )
+    store(robins_mailbox, [sent_on])
+    process_threads(source_id=robins_mailbox.id, thread_ids=["t-sent"], now=LATER)
+    loop.refresh_from_db()
+    assert (loop.status, loop.closed_by) == (LoopStatus.DROPPED, CLOSED_BY_SENT_ON)
