@@ -12,7 +12,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from loops.asks import is_fulfilment, live_asks, settles_by_silence, vocative
+from loops.asks import (
+    QUESTION,
+    is_fulfilment,
+    live_asks,
+    settles_by_silence,
+    vocative,
+)
 from loops.definitions import (
     asks_question,
     collapse,
@@ -177,6 +183,7 @@ def detect_thread(
     now: datetime,
     sender_kinds: Mapping[str, str] | None = None,
     contacts: Mapping[str, Contact] | None = None,
+    answers_visible: bool = True,
 ) -> Verdict:
     """Decide which deterministic loops of one thread open and close (SPEC §5.2,
     §5.1a).
@@ -191,7 +198,9 @@ def detect_thread(
     recipient): the conversation happened.
     An inbound loop opens only when a person's newest unquoted text, addressed to
     me and not to a crowd, asks something of me (``loops.asks``); an outbound loop
-    only when my text asks something of a person. Returns a ``Verdict``; never
+    only when my text asks something of a person, and never when
+    ``answers_visible`` is False (a source holding only my sent mail cannot see
+    whether anyone answered: ``loops.selectors.answers_visible``). Returns a ``Verdict``; never
     raises on odd mail.
     """
     owners = {a.lower() for a in owner_addresses}
@@ -229,7 +238,7 @@ def detect_thread(
             if not is_mine(m, owners):
                 break
             mine_run.insert(0, m)
-        if mine_run:
+        if mine_run and answers_visible:
             return _outbound(
                 mine_run,
                 mine_run[-1],
@@ -241,6 +250,10 @@ def detect_thread(
                 thread_id,
                 subject,
             )
+    if mine and not answers_visible:
+        verdict = Verdict(close=[LoopType.UNANSWERED_INBOUND], reason="no_inbound_mail")
+        verdict.retract[LoopType.UNANSWERED_OUTBOUND] = verdict.reason
+        return verdict
     if mine:
         return _outbound(run, last, owners, kinds, seen, mutes, now, thread_id, subject)
     return _inbound(
@@ -312,6 +325,15 @@ def _outbound(
         return verdict
     to_people = [a.lower() for a in ask.to if a and a.lower() in people]
     broadcast = len(people) > BROADCAST_RECIPIENTS
+    if broadcast and not any(
+        a.kind == QUESTION
+        for a in live_asks(reply_text(ask.body), sent_at=ask.date, now=now)
+    ):
+        # "Please push on with the review" to a team: an instruction, not a
+        # question the group owes me an answer to.
+        verdict.reason = "broadcast_instruction"
+        verdict.retract[LoopType.UNANSWERED_OUTBOUND] = verdict.reason
+        return verdict
     counterparty = "" if broadcast else (to_people or people)[0]
     if mutes.thread_muted(thread_id) or (
         counterparty and mutes.sender_muted(counterparty)
@@ -325,6 +347,14 @@ def _outbound(
         return verdict
     if _reported_since(asking[-1].date, contact, now):
         verdict.reason = "reported_contact"
+        verdict.retract[LoopType.UNANSWERED_OUTBOUND] = verdict.reason
+        return verdict
+    if _superseded(asking[-1].date, contact.last_to, now) and contact.last_to not in {
+        m.date for m in run
+    }:
+        # I wrote to them again elsewhere, long after, without repeating the ask
+        # here: I moved on.
+        verdict.reason = "superseded_by_me"
         verdict.retract[LoopType.UNANSWERED_OUTBOUND] = verdict.reason
         return verdict
     started = asking[0].sent_at

@@ -57,6 +57,7 @@ from loops.models import (
 )
 from loops.selectors import (
     MAILBOX_WINDOW_DAYS,
+    answers_visible,
     counterparty_messages,
     mutes_for,
     newest_message_at,
@@ -606,6 +607,7 @@ class ChunkState:
     rule_keys: set[str]
     kinds: dict[str, str] | None = None
     contacts: dict[str, Contact] | None = None
+    answers_visible: bool | None = None
 
 
 def senders_kinds(*, source: Source, messages: Iterable[MailMessage]) -> dict[str, str]:
@@ -697,6 +699,11 @@ def thread_process(
         if preload is not None and preload.contacts is not None
         else sender_contacts(source_id=source.id, addresses=kinds)
     )
+    answers_seen = (
+        preload.answers_visible
+        if preload is not None and preload.answers_visible is not None
+        else answers_visible(source_id=source.id, owners=source.owner_addresses)
+    )
     verdict = detect_thread(
         messages,
         owner_addresses=source.owner_addresses,
@@ -704,6 +711,7 @@ def thread_process(
         now=now,
         sender_kinds=kinds,
         contacts=contacts,
+        answers_visible=answers_seen,
     )
     open_loops = preload.open_loops.get(thread_id, []) if preload else None
     queued = len(batch.pending) if batch is not None else 0
@@ -775,6 +783,9 @@ def _chunk_process(
         state.contacts = sender_contacts(  # type: ignore[union-attr]
             source_id=source.id,
             addresses=state.kinds,  # type: ignore[union-attr]
+        )
+        state.answers_visible = answers_visible(  # type: ignore[union-attr]
+            source_id=source.id, owners=source.owner_addresses
         )
         # New detector loops are written together at the end (one savepoint-free
         # chunk only: a retry thread by thread writes them one by one).

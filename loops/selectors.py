@@ -311,6 +311,30 @@ def sender_threads(*, source_id: str, address: str) -> list[str]:
     )
 
 
+# A source of at least this many messages of which fewer than this share come
+# from anyone else holds only my sent mail (an exported sent folder).
+SENT_ONLY_MIN_MESSAGES = 50
+SENT_ONLY_INBOUND_SHARE = 0.02
+
+
+def answers_visible(*, source_id: str, owners: Iterable[str]) -> bool:
+    """False when the source holds (almost) only my own mail: at least
+    ``SENT_ONLY_MIN_MESSAGES`` messages and under ``SENT_ONLY_INBOUND_SHARE`` of
+    them from others (sent folder or SENT label or an owner address is mine). Such
+    a source cannot show whether anyone answered my asks (SPEC §5.1a). Two count
+    queries."""
+    records = RawRecord.objects.filter(source_id=source_id, kind=RawRecord.Kind.RFC822)
+    total = records.count()
+    if total < SENT_ONLY_MIN_MESSAGES:
+        return True
+    mine = records.filter(
+        Q(metadata__is_mine=True)
+        | Q(metadata__labels__contains=["SENT"])
+        | Q(metadata__from_addr__in=sorted({(o or "").lower() for o in owners}))
+    ).count()
+    return (total - mine) >= SENT_ONLY_INBOUND_SHARE * total
+
+
 def sender_contacts(*, source_id: str, addresses: Iterable[str]) -> dict[str, Contact]:
     """``{address: Contact(their last message to me, my last message to them, my
     last report of contact with them)}`` from the stored sender profiles (SPEC

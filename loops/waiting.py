@@ -35,6 +35,7 @@ from loops.message import MailMessage
 from loops.models import Detector, LoopStatus, OpenLoop
 from loops.selectors import (
     MAILBOX_WINDOW_DAYS,
+    answers_visible,
     automated_senders,
     counterparty_page,
     counterparty_pages,
@@ -190,6 +191,7 @@ def _replay_source(source: Source, as_of: datetime) -> list[LoopView]:
         },
     )
     contacts = sender_contacts(source_id=source.id, addresses=kinds)
+    visible = answers_visible(source_id=source.id, owners=source.owner_addresses)
     views: list[LoopView] = []
     for _thread_id, messages in sorted(by_thread.items()):
         verdict = detect_thread(
@@ -199,6 +201,7 @@ def _replay_source(source: Source, as_of: datetime) -> list[LoopView]:
             now=as_of,
             sender_kinds=kinds,
             contacts=contacts,
+            answers_visible=visible,
         )
         for spec in verdict.open:
             person = counterparty_page(

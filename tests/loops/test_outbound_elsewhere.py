@@ -12,6 +12,7 @@ from brain.models import Source
 from loops.message import MailMessage
 from loops.models import LoopStatus, LoopType, OpenLoop
 from loops.pipeline import CLOSED_BY_SENT_ON, process_threads
+from loops.selectors import answers_visible
 from tests.factories import SourceFactory
 
 ROBIN = "robin@example.org"
@@ -116,3 +117,24 @@ def test_review_request_is_moot_once_i_send_the_draft_on(robins_mailbox, store):
     process_threads(source_id=robins_mailbox.id, thread_ids=["t-sent"], now=LATER)
     loop.refresh_from_db()
     assert (loop.status, loop.closed_by) == (LoopStatus.DROPPED, CLOSED_BY_SENT_ON)
+
+
+def test_a_source_of_only_my_sent_mail_cannot_see_answers(robins_mailbox, store):
+    sent = [
+        mail(n, f"Dana, can you send me report {n}?", hours=n, thread=f"t{n}")
+        for n in range(60)
+    ]
+    store(robins_mailbox, sent, page=False)
+    assert not answers_visible(source_id=robins_mailbox.id, owners=[ROBIN])
+    process_threads(source_id=robins_mailbox.id, thread_ids=["t1", "t2"], now=LATER)
+    assert not OpenLoop.objects.filter(source=robins_mailbox).exists()
+    # Two answers in sixty-two messages: others' mail is in the source.
+    answers = [
+        mail(100 + n, "Robin, report attached.", frm=DANA, to=(ROBIN,), hours=n,
+             thread=f"t{n}")
+        for n in (1, 2)
+    ]  # fmt: skip
+    store(robins_mailbox, answers, page=False)
+    assert answers_visible(source_id=robins_mailbox.id, owners=[ROBIN])
+    process_threads(source_id=robins_mailbox.id, thread_ids=["t3"], now=LATER)
+    assert _waiting(robins_mailbox).counterparty_email == DANA

@@ -658,3 +658,42 @@ def test_my_call_request_long_unanswered_is_settled_off_the_mail() -> None:
         s.loop_type
         for s in detect_thread([either], owner_addresses=[ME], now=weeks).open
     ] == [LoopType.UNANSWERED_OUTBOUND]
+
+
+def test_broadcast_instruction_without_a_question_opens_nothing() -> None:
+    # "Please push on with the review" to a team is an instruction, not a
+    # question the group owes me an answer to; a broadcast question still waits.
+    team = tuple(f"member{i}@acme.example" for i in range(5))
+    order = mail(1, "Team, please push forward with the review.", frm=ME, to=team)
+    verdict = detect([order])
+    assert verdict.open == [] and verdict.reason == "broadcast_instruction"
+    asked = mail(1, "Team, who can review the layer by Friday?", frm=ME, to=team)
+    assert opened([asked]) == [LoopType.UNANSWERED_OUTBOUND]
+
+
+def test_my_later_message_to_them_elsewhere_supersedes_my_old_ask() -> None:
+    # Weeks after asking Ann, I wrote to her about other things without repeating
+    # the ask: I moved on. A nudge in the thread itself does not count.
+    ask = mail(
+        1, "Ann, what do you think of the Elm Street building?", frm=ME, to=(ANN,)
+    )
+    late = T0 + timedelta(days=30)
+    moved_on = Contact(None, T0 + timedelta(days=20), None)
+    verdict = detect_thread(
+        [ask], owner_addresses=[ME], now=late, contacts={ANN: moved_on}
+    )
+    assert verdict.open == [] and verdict.reason == "superseded_by_me"
+    nudge = mail(2, "Ann, just following up on this.", frm=ME, to=(ANN,), hours=480)
+    in_thread = Contact(None, nudge.date, None)
+    kept = detect_thread(
+        [ask, nudge], owner_addresses=[ME], now=late, contacts={ANN: in_thread}
+    )
+    assert [s.loop_type for s in kept.open] == [LoopType.UNANSWERED_OUTBOUND]
+
+
+def test_source_of_only_my_sent_mail_opens_no_waiting_loop() -> None:
+    # A sent folder alone cannot show whether anyone answered.
+    ask = mail(1, "Ann, can you send me the rent roll?", frm=ME, to=(ANN,))
+    blind = detect_thread([ask], owner_addresses=[ME], now=NOW, answers_visible=False)
+    assert blind.open == [] and blind.reason == "no_inbound_mail"
+    assert opened([ask]) == [LoopType.UNANSWERED_OUTBOUND]
