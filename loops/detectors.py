@@ -312,8 +312,10 @@ def _outbound(
         for a in dict.fromkeys(x.lower() for x in (*ask.to, *ask.cc) if x)
         if a not in owners
     ]
-    if any(is_list_address(a) for a in recipients):
-        # Posted to a mailing list: its readers, not a person, may answer.
+    if ask.list_unsubscribe or any(is_list_address(a) for a in recipients):
+        # Posted to a mailing list (a list address, or my own message came back
+        # through a list server with its List-Unsubscribe): its readers, not a
+        # person, may answer.
         verdict.reason = "mailing_list"
         verdict.retract[LoopType.UNANSWERED_OUTBOUND] = verdict.reason
         return verdict

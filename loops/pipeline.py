@@ -27,7 +27,13 @@ from django.utils import timezone
 
 from brain.llm import anthropic_client
 from brain.models import Page, RawRecord, Source
-from loops.definitions import collapse, is_mine, is_substantive, reply_text
+from loops.definitions import (
+    collapse,
+    is_mine,
+    is_substantive,
+    normalise_subject,
+    reply_text,
+)
 from loops.detectors import Mutes, detect_thread
 from loops.eligibility import extraction_eligibility
 from loops.extraction import extraction_enqueue
@@ -500,21 +506,43 @@ def _sent_on(
     return None
 
 
-def loops_outbound_settled_elsewhere(*, source: Source, now: datetime) -> int:
-    """My waiting asks settled in ANOTHER thread (SPEC §5.1a): an open
+def _replied_in(
+    subject: str, later: Sequence[MailMessage], party: str, owners: set[str]
+) -> MailMessage | None:
+    """My later message to the asker in another thread on the same matter: its
+    subject shares ``SIBLING_SHARED`` content words with the subject they asked
+    under ("First Amendment to Contract - For Execution" answered under "RE:
+    Blackline of First Amendment to Contract")."""
+    wanted = content_stems(normalise_subject(subject))
+    for m in later:
+        if not is_mine(m, owners):
+            continue
+        if party not in {a.lower() for a in (*m.to, *m.cc) if a}:
+            continue
+        got = content_stems(normalise_subject(m.subject or ""))
+        if len(wanted & got) >= SIBLING_SHARED:
+            return m
+    return None
+
+
+def loops_settled_elsewhere(*, source: Source, now: datetime) -> int:
+    """Reply loops settled in ANOTHER thread (SPEC §5.1a). An open
     ``unanswered_outbound`` loop with a counterparty closes when, after my ask and
     by ``now``, the counterparty wrote to me in another thread titled with the
     matter (its subject shares ``SIBLING_SHARED`` content words with my asking
     text: ``done``, ``reply_detected``), or I sent the very text I had asked them
-    to look at on to other people (``dropped``, ``CLOSED_BY_SENT_ON``). The
-    closing message is the event's evidence. Runs at the end of
-    ``process_threads``; returns the number closed."""
+    to look at on to other people (``dropped``, ``CLOSED_BY_SENT_ON``). An open
+    ``unanswered_inbound`` loop closes (``done``, ``reply_detected``) when, after
+    their last message, I wrote to them in another thread whose subject shares
+    ``SIBLING_SHARED`` content words with theirs. The closing message is the
+    event's evidence. Runs at the end of ``process_threads``; returns the number
+    closed."""
     owners = {a.lower() for a in source.owner_addresses}
     loops = list(
         OpenLoop.objects.filter(
             source=source,
             status=LoopStatus.OPEN,
-            loop_type=LoopType.UNANSWERED_OUTBOUND,
+            loop_type__in=[LoopType.UNANSWERED_OUTBOUND, LoopType.UNANSWERED_INBOUND],
         ).exclude(counterparty_email="")
     )
     if not loops:
@@ -535,23 +563,37 @@ def loops_outbound_settled_elsewhere(*, source: Source, now: datetime) -> int:
     closed = 0
     for loop in loops:
         party = loop.counterparty_email.lower()
-        asking = [
-            m
-            for m in threads.get(loop.thread_id, [])
-            if is_mine(m, owners) and loop.opened_at <= m.sent_at <= now
-        ]
-        if not asking:
-            continue
-        ask_words = content_stems(
-            " ".join(reply_text(m.body) for m in asking)
-        ) - content_stems(f"{party.split('@')[0]} {asking[0].from_name}")
-        later = [
-            m
-            for m in messages
-            if m.sent_at > loop.opened_at and m.thread_id != loop.thread_id
-        ]
-        answer = _answered_in(ask_words, later, party, owners)
-        sent_on = None if answer else _sent_on(ask_words, later, party, owners)
+        thread = threads.get(loop.thread_id, [])
+        answer = sent_on = None
+        if loop.loop_type == LoopType.UNANSWERED_INBOUND:
+            theirs = [m for m in thread if (m.from_addr or "").lower() == party]
+            if not theirs:
+                continue
+            asked = max(theirs, key=lambda m: m.sent_at)
+            later = [
+                m
+                for m in messages
+                if asked.sent_at < m.sent_at and m.thread_id != loop.thread_id
+            ]
+            answer = _replied_in(asked.subject or "", later, party, owners)
+        else:
+            asking = [
+                m
+                for m in thread
+                if is_mine(m, owners) and loop.opened_at <= m.sent_at <= now
+            ]
+            if not asking:
+                continue
+            ask_words = content_stems(
+                " ".join(reply_text(m.body) for m in asking)
+            ) - content_stems(f"{party.split('@')[0]} {asking[0].from_name}")
+            later = [
+                m
+                for m in messages
+                if m.sent_at > loop.opened_at and m.thread_id != loop.thread_id
+            ]
+            answer = _answered_in(ask_words, later, party, owners)
+            sent_on = None if answer else _sent_on(ask_words, later, party, owners)
         hit = answer or sent_on
         if hit is None:
             continue
@@ -927,7 +969,7 @@ def process_threads(
         report["failed"] += 1
     try:
         report["closed"] += loops_sibling_fulfilment(source=source, now=ref)
-        report["closed"] += loops_outbound_settled_elsewhere(source=source, now=ref)
+        report["closed"] += loops_settled_elsewhere(source=source, now=ref)
     except Exception:
         logger.exception("loops: sibling fulfilment pass failed for %s", source_id)
         report["failed"] += 1

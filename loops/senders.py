@@ -12,7 +12,8 @@ Signals, per sender address, over the whole source:
   spaces and line breaks do not hide it ("to be  removed", "reply with remove",
   "click here to unsubscribe");
 - volume with repetition: several messages whose digit-normalised subjects or
-  body openings are the same;
+  body openings are the same, or whose subjects are numbered issues of one
+  running title ("Viridian Note 00324: …", "Viridian Note 00326: …");
 - recipient count: a sender that only ever writes to crowds;
 - HTML-only mail (``MailMessage.html_only``) and marketing wording (a cold pitch:
   "register today", "early bird", "special offer");
@@ -102,6 +103,8 @@ _MARKETING = re.compile(
 )
 _WS = re.compile(r"\s+")
 _DIGITS = re.compile(r"\d+")
+# A running title of two or more words followed by an issue number.
+_SERIAL = re.compile(r"^((?:[a-z][\w'&-]*[\s:,.-]+){2,}(?:no\.?\s*|#\s*|vol\.?\s*)?#)")
 
 # Thresholds (messages, shares). A sender with fewer messages than REPEAT_MIN is
 # never called repetitive; VOLUME_MIN messages with no reciprocity at all is volume.
@@ -179,6 +182,9 @@ class SenderStats:
     address: str
     messages: int = 0
     subjects: Counter[str] = field(default_factory=Counter)
+    # Subjects cut at their first number ("viridian note #", "weekly digest no #"):
+    # an issue number under one running title is a serial publication.
+    serials: Counter[str] = field(default_factory=Counter)
     openings: Counter[str] = field(default_factory=Counter)
     opt_out: int = 0
     crowd: int = 0
@@ -352,7 +358,11 @@ def sender_stats(
         senders_by_thread[m.thread_id].add(address)
         subject = normalise_subject(m.subject)
         if subject != "(no subject)":
-            s.subjects[_DIGITS.sub("#", subject)] += 1
+            numbered = _DIGITS.sub("#", subject)
+            s.subjects[numbered] += 1
+            serial = _SERIAL.match(numbered)
+            if serial:
+                s.serials[serial.group(1)] += 1
         opening = _WS.sub(" ", _DIGITS.sub("#", reply_text(m.body))).strip()[:80]
         if len(opening) >= 20:
             s.openings[opening.lower()] += 1
@@ -414,7 +424,10 @@ def classify_sender(stats: SenderStats) -> tuple[str, list[str]]:
     if stats.role:
         weak.append("role_address")
     if stats.messages >= REPEAT_MIN:
-        top_subject = stats.subjects.most_common(1)[0][1] if stats.subjects else 0
+        top_subject = max(
+            stats.subjects.most_common(1)[0][1] if stats.subjects else 0,
+            stats.serials.most_common(1)[0][1] if stats.serials else 0,
+        )
         top_opening = stats.openings.most_common(1)[0][1] if stats.openings else 0
         if max(top_subject, top_opening) / n >= REPEAT_SHARE and len(stats.names) <= 2:
             weak.append("repetition")

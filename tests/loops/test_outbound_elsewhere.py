@@ -1,6 +1,6 @@
-"""Issue 14, my waiting asks settled in another thread: one test per fault kind
-found on real mail, built from small invented messages (invented people: Robin
-Vale owns the mailbox, Dana Okafor and Lee Marsh write to her)."""
+"""Issue 14, reply loops settled in another thread: one test per fault kind found
+on real mail, built from small invented messages (invented people: Robin Vale
+owns the mailbox, Dana Okafor and Lee Marsh write to her)."""
 
 from __future__ import annotations
 
@@ -138,3 +138,35 @@ def test_a_source_of_only_my_sent_mail_cannot_see_answers(robins_mailbox, store)
     assert answers_visible(source_id=robins_mailbox.id, owners=[ROBIN])
     process_threads(source_id=robins_mailbox.id, thread_ids=["t3"], now=LATER)
     assert _waiting(robins_mailbox).counterparty_email == DANA
+
+
+def test_their_ask_answered_in_my_message_under_a_sibling_subject_closes(
+    robins_mailbox, store
+):
+    # Dana sends the amendment "For Execution"; I answer under the blackline's
+    # thread ("RE: Blackline of the First Amendment"): her ask is answered.
+    ask = mail(
+        1, "Robin, please sign the amendment and fax a copy to me.", frm=DANA,
+        to=(ROBIN,), subject="First Amendment to Lease - For Execution",
+    )  # fmt: skip
+    unrelated = mail(
+        2, "Dana, the parking passes are at the desk.", hours=20, thread="t-park",
+        subject="Parking passes for the lease team",
+    )  # fmt: skip
+    store(robins_mailbox, [ask, unrelated])
+    process_threads(
+        source_id=robins_mailbox.id, thread_ids=["t-ask", "t-park"], now=LATER
+    )
+    loop = OpenLoop.objects.get(
+        source=robins_mailbox, loop_type=LoopType.UNANSWERED_INBOUND
+    )
+    assert loop.status == LoopStatus.OPEN
+    reply = mail(
+        3, "Dana, here are my comments; I would rather sign both at once.",
+        hours=30, thread="t-blackline",
+        subject="RE: Blackline of First Amendment to Lease",
+    )  # fmt: skip
+    store(robins_mailbox, [reply])
+    process_threads(source_id=robins_mailbox.id, thread_ids=["t-blackline"], now=LATER)
+    loop.refresh_from_db()
+    assert (loop.status, loop.closed_by) == (LoopStatus.DONE, "reply_detected")

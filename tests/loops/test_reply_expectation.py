@@ -697,3 +697,33 @@ def test_source_of_only_my_sent_mail_opens_no_waiting_loop() -> None:
     blind = detect_thread([ask], owner_addresses=[ME], now=NOW, answers_visible=False)
     assert blind.open == [] and blind.reason == "no_inbound_mail"
     assert opened([ask]) == [LoopType.UNANSWERED_OUTBOUND]
+
+
+def test_numbered_issues_of_one_running_title_are_automated() -> None:
+    # A newsletter mailed to me alone: "Field Notes 00412: …", "Field Notes
+    # 00414: …" — its questions are headlines, not asks of me.
+    letter = "writer@columns.example"
+    issues = [
+        mail(n, f"Key ideas: {topic}. Is it the future? Links below.", frm=letter,
+             subject=f"Field Notes {412 + 2 * n}: {topic}", thread=f"fn{n}")
+        for n, topic in enumerate(["Solar roads", "Kelp farms", "Wind kites", "Mud"])
+    ]  # fmt: skip
+    verdicts = classify_senders(issues, owner_addresses=[ME])
+    assert verdicts[letter][0] == AUTOMATED
+    assert "repetition" in verdicts[letter][1]
+    # A person's different subjects are not a series.
+    notes = [
+        mail(n, "Can you check this?", frm=ANN, subject=s, thread=f"a{n}")
+        for n, s in enumerate(["Budget", "Q3 plan", "Lease", "Parking"])
+    ]
+    assert classify_senders(notes, owner_addresses=[ME])[ANN][0] == PERSON
+
+
+def test_my_message_delivered_through_a_list_opens_no_waiting_loop() -> None:
+    # My own commit notice came back with the list's List-Unsubscribe: it was
+    # posted to a list, whatever the list address looks like.
+    body = "Update of /cvsroot/app/lib\nModified Files: Conf.pm\nWhy? See the log."
+    post = mail(1, body, frm=ME, to=("app-commits@example.org",))
+    post.list_unsubscribe = True
+    verdict = detect([post])
+    assert verdict.open == [] and verdict.reason == "mailing_list"
