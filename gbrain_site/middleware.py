@@ -13,6 +13,7 @@ from collections.abc import Callable
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from brain.embeddings import serving_request
+from brain.exceptions import envelope
 
 API_PREFIX = "/api/"
 
@@ -72,13 +73,12 @@ def api_error_envelope(
         status = response.status_code
         default = "internal" if status >= 500 else "invalid_params"
         message, suggestion = _message(request, response)
-        body = {
-            "error": CODES.get(status, default),
-            "message": message,
-            "suggestion": suggestion,
-            "detail": None,
-            "protocol_version": 1,
-        }
+        body = envelope(
+            CODES.get(status, default),
+            message,
+            suggestion,
+            f"HTTP {status} for {request.method} {request.path}",
+        )
         wrapped = JsonResponse(body, status=status, json_dumps_params={"indent": None})
         for header in ("Allow", "WWW-Authenticate", "Retry-After"):
             if response.has_header(header):

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import Count
+
 from brain.access import Caller
-from brain.exceptions import PROTOCOL_VERSION, InvalidParams
+from brain.exceptions import PROTOCOL_VERSION, InvalidParams, ScopeDenied
 from brain.hints import unsearched_sources_hint
 from brain.models import Page, Source
 from brain.search import page_search
@@ -170,8 +172,63 @@ def loop_for_write(caller: Caller, loop_id: str) -> OpenLoop:
         else tuple(caller.readable_source_ids)
     )
     loop = loop_get(loop_id=loop_id, source_ids=readable)
+    if (
+        caller.can("write")
+        and caller.write_source_id is not None
+        and not caller.may("write", source_id=loop.source_id)
+    ):
+        # The generic refusal ("Omit 'source'") would not fit: no source was sent.
+        raise ScopeDenied(
+            f"Loop {loop.pk} is in source '{loop.source_id}'; this key writes only "
+            f"to source '{caller.write_source_id}'.",
+            suggestion=(
+                f"Use a key whose write source is '{loop.source_id}': an admin sets "
+                "it in admin → API keys, or creates one with `manage.py apikey "
+                f"create --name NAME --scopes read,write --write-source "
+                f"{loop.source_id}`. Staff can also close it in the console."
+            ),
+            detail={
+                "loop_source": loop.source_id,
+                "write_source": caller.write_source_id,
+            },
+        )
     caller.write_source(loop.source_id)
     return loop
+
+
+def refuse_update_elsewhere(caller: Caller, *, slug: str, write_source_id: str) -> None:
+    """After an update found no page ``slug`` in the write source: when the caller
+    may read a live page of that slug in another source, raise ``ScopeDenied`` (403)
+    naming that source, instead of the ``not_found`` "add_page to create it"
+    (SPEC §8: only a page the caller cannot read answers as missing, and this one
+    it can read). Returns None when there is no such page."""
+    scope = caller.all_readable_scope()
+    page = (
+        Page.objects.filter(
+            slug=slug,
+            source_id__in=[s for s in scope.source_ids if s != write_source_id],
+            visibility__in=scope.visibilities,
+            deleted_at__isnull=True,
+        )
+        .order_by("source_id")
+        .first()
+    )
+    if page is None:
+        return
+    raise ScopeDenied(
+        f"Page {slug!r} is in source '{page.source_id}', which this key may read "
+        f"but not write (it writes only to '{write_source_id}').",
+        suggestion=(
+            f"Use a key whose write source is '{page.source_id}' (admin → API "
+            f"keys), or keep your note in '{write_source_id}' with add_page and "
+            "remember (a fact may name this page as its entity)."
+        ),
+        detail={
+            "slug": slug,
+            "source": page.source_id,
+            "write_source": write_source_id,
+        },
+    )
 
 
 def op_loops_close(
@@ -187,17 +244,84 @@ def op_loops_close(
 def op_loops_mute(
     caller: Caller, *, kind: str, value: str, source: str | None
 ) -> dict[str, Any]:
-    """Mute a sender or thread in the caller's write source (SPEC §5):
-    ``{kind, value, source_id, created, protocol_version}``."""
-    src = caller.write_source(source)
-    row, created = loop_mute(source=src, kind=kind, value=value, actor=caller.actor)
+    """Mute a sender or thread (SPEC §5): ``{kind, value, source_id, source_ids,
+    created, open_loops, note, protocol_version}``.
+
+    ``source`` given: that source only (it must be writable). Omitted: the caller's
+    write source plus every other source where that sender (or thread) has open
+    loops the caller may read *and* write (a local caller: all of them), so the
+    mute lands where their mail is. ``source_ids`` lists where it applied,
+    ``open_loops`` counts their open loops per readable source, and ``note`` says
+    in words what happened: a mute gates new detection only, so those loops keep
+    their state, and sources the caller may not write were not muted.
+    """
+    primary = caller.write_source(source)
+    row, created = loop_mute(source=primary, kind=kind, value=value, actor=caller.actor)
+    field = "counterparty_email" if kind == "sender" else "thread_id"
+    open_loops = {
+        sid: count
+        for sid, count in _open_loop_counts(caller, field=field, value=row.value)
+    }
+    muted = [primary.id]
+    if source is None:
+        for sid in sorted(open_loops):
+            if sid != primary.id and caller.may("write", source_id=sid):
+                loop_mute(
+                    source=caller.write_source(sid),
+                    kind=kind,
+                    value=row.value,
+                    actor=caller.actor,
+                )
+                muted.append(sid)
     return {
         "kind": row.kind,
         "value": row.value,
-        "source_id": src.id,
+        "source_id": primary.id,
+        "source_ids": muted,
         "created": created,
+        "open_loops": open_loops,
+        "note": _mute_note(kind, row.value, muted, open_loops),
         "protocol_version": PROTOCOL_VERSION,
     }
+
+
+def _open_loop_counts(
+    caller: Caller, *, field: str, value: str
+) -> list[tuple[str, int]]:
+    """(source id, open loops) of one sender or thread in the caller's readable
+    sources."""
+    scope = caller.all_readable_scope()
+    rows = (
+        OpenLoop.objects.filter(
+            source_id__in=scope.source_ids, status=LoopStatus.OPEN, **{field: value}
+        )
+        .values("source_id")
+        .annotate(n=Count("id"))
+        .order_by("source_id")
+    )
+    return [(r["source_id"], r["n"]) for r in rows]
+
+
+def _mute_note(
+    kind: str, value: str, muted: list[str], open_loops: dict[str, int]
+) -> str:
+    """The mute's outcome in words: where it applies, and what it does not do."""
+    where = ", ".join(f"'{s}'" for s in muted)
+    text = f"Muted {kind} {value} in {where}: new mail there opens no loops for it."
+    kept = sum(open_loops.values())
+    if kept:
+        text += (
+            f" A mute gates new detection only: the {kept} open loop(s) it has keep "
+            "their state (close them with loops_close)."
+        )
+    elsewhere = sorted(s for s in open_loops if s not in muted)
+    if elsewhere:
+        names = ", ".join(f"'{s}'" for s in elsewhere)
+        text += (
+            f" Not muted in {names}, where it has open loops: this key may not write "
+            "there (an admin can mute there, or use a key with that write source)."
+        )
+    return text
 
 
 def op_loops_unmute(

@@ -220,16 +220,29 @@ def _validate(
 
 
 def _entity_target(
-    *, source: Source, caller: Caller, entity: str | Page | None
+    *,
+    source: Source,
+    caller: Caller,
+    entity: str | Page | None,
+    anywhere_readable: bool = False,
 ) -> tuple[Page | None, str | None]:
-    """Resolve ``entity`` inside the write source: (page, slug) or (None, fallback
-    reference slug) when no page matches."""
+    """Resolve ``entity`` to (page, slug), or (None, fallback reference slug) when no
+    page matches.
+
+    The write source is tried first; with ``anywhere_readable`` (a caller that let
+    the write source default, i.e. the ``remember`` verb) a miss there is resolved
+    in every source the caller may read (``Caller.all_readable_scope``, private
+    pages only for trusted callers), so a fact named after a readable person page
+    of a mailbox source is filed under that page rather than a dangling reference
+    (SPEC §2.4, §8: linking a fact to a page needs only read access to the page)."""
     if entity is None or (isinstance(entity, str) and not entity.strip()):
         return None, None
     if isinstance(entity, Page):
         return entity, entity.slug
     scope = ReadScope(source_ids=(source.id,), include_private=caller.trusted)
     resolution = entity_resolve(scope=scope, name=entity)
+    if resolution.page is None and anywhere_readable:
+        resolution = entity_resolve(scope=caller.all_readable_scope(), name=entity)
     if resolution.page is not None:
         return resolution.page, resolution.page.slug
     raw = entity.strip().lower()
@@ -263,8 +276,10 @@ def fact_remember(
 
     ``source`` defaults to the caller's write source (``ScopeDenied`` without the
     write scope). ``entity`` (name, slug or page) is resolved inside that source with
-    the ``entity()`` precedence; an unresolved name is kept as ``evidence.entity_ref``
-    and echoed as the slug. ``ttl`` (``30d``/``12h``/``45m``/ISO timestamp) or
+    the ``entity()`` precedence, then (when ``source`` was not given) in every source
+    the caller may read, so the fact is filed under the readable page the caller
+    named wherever it lives (the fact itself stays in the write source); an
+    unresolved name is kept as ``evidence.entity_ref`` and echoed as the slug. ``ttl`` (``30d``/``12h``/``45m``/ISO timestamp) or
     ``valid_until`` sets the validity end; ``valid_from`` defaults to now.
 
     The fact's subject, slot and value come from ``slot``/``value`` when given, else
@@ -301,8 +316,14 @@ def fact_remember(
         if valid_until is not None
         else parse_ttl(ttl, now=now)
     )
+    anywhere_readable = source is None
     source = source or caller.write_source()
-    page, entity_slug = _entity_target(source=source, caller=caller, entity=entity)
+    page, entity_slug = _entity_target(
+        source=source,
+        caller=caller,
+        entity=entity,
+        anywhere_readable=anywhere_readable,
+    )
     vectors, model_name = embed_texts([clean])
     vector = vectors[0] if vectors else None
     stamped = {

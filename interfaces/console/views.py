@@ -136,8 +136,10 @@ def _loop_name(loop: OpenLoop) -> str:
 
 def loop_act(request: HttpRequest, loop_id: int) -> HttpResponse:
     """POST ``action`` on one loop (SPEC §5): ``done`` | ``drop`` | ``reopen`` |
-    ``due`` (``due`` = YYYY-MM-DD, empty clears it) | ``snooze`` (``until`` =
-    YYYY-MM-DD after today, from midnight local time; empty wakes it) | ``mute_close`` (mute the
+    ``due`` (``due`` = YYYY-MM-DD, empty clears it; the same date again changes
+    nothing and says so) | ``snooze`` (``until`` = YYYY-MM-DD after today, from
+    midnight local time; empty wakes a snoozed loop and is refused on one that is
+    not snoozed) | ``mute_close`` (mute the
     counterparty and close all their open loops in the source). Redirects to
     ``next`` (the waiting view, a person card) with a message saying what changed."""
     if request.method != "POST":
@@ -166,9 +168,16 @@ def loop_act(request: HttpRequest, loop_id: int) -> HttpResponse:
                 messages.error(request, f"'{raw}' is not a date (use YYYY-MM-DD).")
                 return _back(request, fallback)
             old = loop.due_at
-            loop_correct_due(loop=loop, due_at=new, actor=actor)
             before = old.date().isoformat() if old else "no due date"
             after = new.date().isoformat() if new else "no due date"
+            if before == after:
+                messages.info(
+                    request,
+                    f"{name}: nothing changed, the due date is still {after} "
+                    "(pick a date to set one).",
+                )
+                return _back(request, fallback)
+            loop_correct_due(loop=loop, due_at=new, actor=actor)
             messages.success(
                 request, f"{name}: due date changed from {before} to {after}."
             )
@@ -178,6 +187,13 @@ def loop_act(request: HttpRequest, loop_id: int) -> HttpResponse:
                 day = date.fromisoformat(raw) if raw else None
             except ValueError:
                 messages.error(request, f"'{raw}' is not a date (use YYYY-MM-DD).")
+                return _back(request, fallback)
+            if day is None and loop.snoozed_until is None:
+                messages.error(
+                    request,
+                    f"{name} is not snoozed and no date was chosen: pick the day "
+                    "to snooze it until. Nothing changed.",
+                )
                 return _back(request, fallback)
             until = (
                 datetime.combine(

@@ -62,8 +62,11 @@ class LoopsMuteOut(Schema):
     kind: str
     value: str
     source_id: str
+    source_ids: list[str] | None = None
     created: bool | None = None
     removed: bool | None = None
+    open_loops: dict[str, int] | None = None
+    note: str | None = None
     protocol_version: int = PROTOCOL_VERSION
 
 
@@ -153,7 +156,9 @@ def loops_correct_due(
 
 @router.post("/loops_mute", response=LoopsMuteOut)
 def loops_mute(request: HttpRequest, payload: LoopsMuteIn) -> dict[str, Any]:
-    """Mute a sender or thread in the caller's write source (SPEC §5)."""
+    """Mute a sender or thread in the caller's write source, and (with no
+    ``source_id``) in the other writable sources where it has open loops; ``note``
+    says where it applied and that existing loops keep their state (SPEC §5)."""
     return op_loops_mute(
         request_caller(request),
         kind=payload.kind,

@@ -9,7 +9,7 @@ from django.http import HttpRequest
 from ninja import Field, Query, Router, Schema
 from ninja.pagination import LimitOffsetPagination, paginate
 
-from brain.exceptions import PROTOCOL_VERSION
+from brain.exceptions import PROTOCOL_VERSION, NotFound
 from brain.search import MAX_LIMIT
 from brain.selectors import page_get, page_list
 from brain.services.pages import RelationInput, page_add, page_update
@@ -22,7 +22,12 @@ from interfaces.http.schemas.pages import (
     SearchOut,
     WriteOut,
 )
-from interfaces.operations import op_search, page_out, write_out
+from interfaces.operations import (
+    op_search,
+    page_out,
+    refuse_update_elsewhere,
+    write_out,
+)
 
 router = Router(tags=["pages"])
 
@@ -123,23 +128,30 @@ def update_page(
     request: HttpRequest, slug: str, payload: PageUpdateIn
 ) -> dict[str, Any]:
     """Append to (default) or replace a page's body, keeping its frontmatter; a
-    missing page is ``not_found`` with a pointer to add_page (SPEC §2.3)."""
+    missing page is ``not_found`` with a pointer to add_page (SPEC §2.3); a page the
+    key can read only in another source is ``scope_denied`` (403) naming it."""
     caller = request_caller(request)
     source = caller.write_source(payload.source)
-    result = page_update(
-        mode=payload.mode,
-        source=source,
-        actor=caller,
-        slug=slug,
-        title=payload.title,
-        body=payload.body,
-        summary=payload.summary,
-        tags=payload.tags,
-        frontmatter=payload.frontmatter,
-        visibility=payload.visibility,
-        effective_date=payload.effective_date,
-        allow_empty=payload.allow_empty,
-        provenance=payload.provenance,
-        relations=[RelationInput(r.type, r.to, r.context) for r in payload.relations],
-    )
+    try:
+        result = page_update(
+            mode=payload.mode,
+            source=source,
+            actor=caller,
+            slug=slug,
+            title=payload.title,
+            body=payload.body,
+            summary=payload.summary,
+            tags=payload.tags,
+            frontmatter=payload.frontmatter,
+            visibility=payload.visibility,
+            effective_date=payload.effective_date,
+            allow_empty=payload.allow_empty,
+            provenance=payload.provenance,
+            relations=[
+                RelationInput(r.type, r.to, r.context) for r in payload.relations
+            ],
+        )
+    except NotFound:
+        refuse_update_elsewhere(caller, slug=slug, write_source_id=source.id)
+        raise
     return write_out(result)

@@ -33,7 +33,10 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import close_old_connections
 from django.http.request import split_domain_port, validate_host
-from mcp.server.transport_security import TransportSecuritySettings
+from mcp.server.transport_security import (
+    DEFAULT_MAX_REQUEST_BODY_SIZE,
+    TransportSecuritySettings,
+)
 
 from accounts.services import RateLimited
 from brain.access import Caller
@@ -214,6 +217,19 @@ class McpHttpApp:
                 "Host not allowed.", suggestion="Add the host to DJANGO_ALLOWED_HOSTS."
             )
             await _send_json(send, 400, error.envelope())
+            return
+        declared = headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > DEFAULT_MAX_REQUEST_BODY_SIZE:
+            # The SDK would refuse it too, but in plain text; a chunked body without
+            # a length still reaches the SDK's own (plain-text) 413.
+            error = InvalidParams(
+                f"The request body is {int(declared)} bytes; the limit is "
+                f"{DEFAULT_MAX_REQUEST_BODY_SIZE} bytes.",
+                suggestion="Send a smaller message: split large pages into several "
+                "calls.",
+                detail={"limit_bytes": DEFAULT_MAX_REQUEST_BODY_SIZE},
+            )
+            await _send_json(send, 413, error.envelope())
             return
         surface = _surface_for(scope["path"])
         if surface is None:

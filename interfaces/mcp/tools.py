@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BaseModel, Field
 
 from brain.access import Caller  # noqa: TC001 - resolved at runtime for the schemas
-from brain.exceptions import PROTOCOL_VERSION
+from brain.exceptions import PROTOCOL_VERSION, NotFound
 from brain.selectors import page_get, page_list
 from brain.services.ask import brain_ask
 from brain.services.pages import page_add, page_update
@@ -45,6 +45,7 @@ from interfaces.operations import (
     op_search,
     op_whoami,
     page_out,
+    refuse_update_elsewhere,
     write_out,
 )
 
@@ -480,19 +481,25 @@ def brain_update(
     ] = False,
     source: SourceArg = None,
 ) -> dict[str, Any]:
-    """brain_update → ``brain.services.pages.page_update`` in the write source."""
-    result = page_update(
-        mode=mode,
-        source=caller.write_source(source),
-        actor=caller,
-        slug=slug,
-        title=title,
-        body=body,
-        summary=summary,
-        tags=tags,
-        allow_empty=allow_empty,
-        provenance={"from": provenance, "ingested_via": "mcp:brain_update"},
-    )
+    """brain_update → ``brain.services.pages.page_update`` in the write source; a
+    page readable only in another source is ``scope_denied`` naming it."""
+    target = caller.write_source(source)
+    try:
+        result = page_update(
+            mode=mode,
+            source=target,
+            actor=caller,
+            slug=slug,
+            title=title,
+            body=body,
+            summary=summary,
+            tags=tags,
+            allow_empty=allow_empty,
+            provenance={"from": provenance, "ingested_via": "mcp:brain_update"},
+        )
+    except NotFound:
+        refuse_update_elsewhere(caller, slug=slug, write_source_id=target.id)
+        raise
     return write_out(result)
 
 
@@ -910,7 +917,9 @@ TOOLS: tuple[ToolSpec, ...] = (
         title="Mute a sender or thread",
         description=(
             "Stop new loops from a sender (email address) or a thread, e.g. a "
-            "newsletter. Existing loops keep their state; undo with loops_unmute."
+            "newsletter. Without 'source' it applies to your write source and to "
+            "every source you may write where that sender has open loops; 'note' "
+            "says where. Existing loops keep their state; undo with loops_unmute."
         ),
         read_only=False,
     ),

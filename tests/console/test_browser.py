@@ -274,3 +274,30 @@ def test_edit_search_revert_and_api_docs_in_the_browser(
     title = browser.find_element(By.CSS_SELECTOR, ".swagger-ui .info .title")
     assert "Brain API" in title.text
     assert browser.find_elements(By.CSS_SELECTOR, ".opblock")
+
+
+def test_loop_page_done_and_reopen_in_the_browser(
+    browser: Any, live_server: Any, demo: dict[str, Any]
+) -> None:
+    """The loop's own page: Done closes it and Reopen opens it again (was: the
+    buttons sat inside the admin change form, so Done answered "Please correct the
+    error below." and Reopen did nothing); a loop without a due date shows an
+    empty date field, not "None"."""
+    _login(browser, live_server)
+    _go(browser, browser.find_element(By.ID, "nav-waiting"))
+    row = _row(browser, "Omar owes the draft")
+    assert row.find_element(By.CSS_SELECTOR, "input.loop-due-input").get_attribute(
+        "value"
+    ) in ("", None)
+    _go(browser, row.find_element(By.LINK_TEXT, "Omar owes the draft"))
+    _go(browser, browser.find_element(By.CSS_SELECTOR, "#loop-triage button.loop-done"))
+    message = _message(browser, "“Omar owes the draft” closed as done.")
+    assert "Please correct the error" not in message
+    _go(
+        browser,
+        browser.find_element(By.CSS_SELECTOR, "#loop-triage button.loop-reopen"),
+    )
+    _message(browser, "“Omar owes the draft” is open again.")
+    loop = demo["loops"]["draft"]
+    loop.refresh_from_db()
+    assert loop.status == LoopStatus.OPEN

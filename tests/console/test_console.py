@@ -7,6 +7,8 @@ Driven through Django's test client against the real database; the browser suite
 from __future__ import annotations
 
 from datetime import timedelta
+from html.parser import HTMLParser
+from typing import Any
 
 import pytest
 from django.test import Client
@@ -523,3 +525,111 @@ def test_snooze_hides_the_loop_from_waiting_and_says_until_when(
         follow=True,
     )
     assert "Snooze until a day after today." in texts(past)
+
+
+# --- the loop page's action forms (what a browser actually submits) -----------------
+
+
+class _FormOwner(HTMLParser):
+    """Which form owns each button, as an HTML parser decides it: a ``<form>`` start
+    tag inside an open form is ignored (WHATWG "form element pointer"), so a nested
+    form's button and inputs belong to the outer form. Collects, per button class,
+    the owning form's action and the named fields it would submit."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.forms: list[dict[str, Any]] = []
+        self.open: dict[str, Any] | None = None
+        self.depth = 0
+        self.buttons: dict[str, dict[str, Any]] = {}
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = {k: v or "" for k, v in attrs}
+        if tag == "form":
+            if self.open is None:
+                self.open = {"action": a.get("action", ""), "fields": {}}
+                self.forms.append(self.open)
+                self.depth = 1
+            else:
+                self.depth += 1  # ignored by the parser, as is its end tag
+        elif self.open is not None and tag == "input" and a.get("name"):
+            if a.get("type") not in ("checkbox", "submit"):
+                self.open["fields"].setdefault(a["name"], a.get("value", ""))
+        elif self.open is not None and tag == "button":
+            for cls in a.get("class", "").split() or [a.get("type", "")]:
+                self.buttons.setdefault(cls, self.open)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "form" and self.open is not None:
+            self.depth -= 1
+            if self.depth == 0:
+                self.open = None
+
+
+def _submit(staff: Client, page_url: str, button: str) -> Any:
+    """Load ``page_url`` and post exactly what clicking ``button`` (a class) posts."""
+    parser = _FormOwner()
+    parser.feed(texts(staff.get(page_url)))
+    form = parser.buttons[button]
+    return staff.post(form["action"] or page_url, form["fields"], follow=True)
+
+
+def test_loop_page_buttons_post_to_their_own_action_not_the_change_form(
+    staff: Client, mail_source: Source
+) -> None:
+    """Done and Reopen on the loop's admin page (was: nested in the change form, so
+    Done answered "Please correct the error below." and the loop stayed open)."""
+    loop = a_loop(mail_source, "dana@example.org", "Send the Q3 numbers")
+    page = reverse("admin:loops_openloop_change", args=[loop.pk])
+    done = texts(_submit(staff, page, "loop-done"))
+    assert "Please correct the error" not in done
+    assert "“Send the Q3 numbers” closed as done." in done
+    loop.refresh_from_db()
+    assert loop.status == LoopStatus.DONE
+    reopened = texts(_submit(staff, page, "loop-reopen"))
+    assert "“Send the Q3 numbers” is open again." in reopened
+    loop.refresh_from_db()
+    assert loop.status == LoopStatus.OPEN
+
+
+def test_due_input_of_a_loop_without_due_date_is_empty(
+    staff: Client, mail_source: Source
+) -> None:
+    a_loop(mail_source, "dana@example.org", "Send the Q3 numbers")
+    html = texts(staff.get(reverse("admin:loops_waiting")))
+    assert 'class="loop-due-input"' in html
+    assert 'value="None"' not in html
+
+
+def test_change_due_with_nothing_changed_says_nothing_changed(
+    staff: Client, mail_source: Source
+) -> None:
+    loop = a_loop(mail_source, "dana@example.org", "Send the Q3 numbers")
+    html = texts(
+        staff.post(
+            reverse("admin:console_loop_act", args=[loop.pk]),
+            {"action": "due", "due": ""},
+            follow=True,
+        )
+    )
+    assert "changed from no due date to no due date" not in html
+    assert "nothing changed" in html
+    assert not LoopEvent.objects.filter(
+        loop=loop, event_type=LoopEvent.EventType.DUE_CORRECTED
+    ).exists()
+
+
+def test_empty_snooze_on_an_awake_loop_is_refused(
+    staff: Client, mail_source: Source
+) -> None:
+    loop = a_loop(mail_source, "dana@example.org", "Send the Q3 numbers")
+    html = texts(
+        staff.post(
+            reverse("admin:console_loop_act", args=[loop.pk]),
+            {"action": "snooze", "until": ""},
+            follow=True,
+        )
+    )
+    assert "is awake" not in html
+    assert "pick the day to snooze it until" in html
+    assert not LoopEvent.objects.filter(loop=loop, event_type="snoozed").exists()

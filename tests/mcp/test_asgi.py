@@ -45,3 +45,22 @@ def test_a_host_outside_allowed_hosts_is_refused(live_asgi) -> None:  # type: ig
     response = anyio.run(go)
     assert response.status_code == 400
     assert response.json()["message"] == "Host not allowed."
+
+
+def test_an_oversized_mcp_body_gets_the_envelope_not_plain_text(live_asgi) -> None:  # type: ignore[no-untyped-def]
+    """SPEC §4: a body over the MCP SDK's 4 MiB limit is refused by our code, with
+    the envelope, before the SDK's plain-text 413."""
+
+    async def go() -> httpx2.Response:
+        async with httpx2.AsyncClient() as http:
+            return await http.post(
+                f"{live_asgi}/mcp",
+                content=b"x" * (6 * 1024 * 1024),
+                headers={"Content-Type": "application/json"},
+            )
+
+    response = anyio.run(go)
+    assert response.status_code == 413
+    body = response.json()
+    assert body["error"] == "invalid_params"
+    assert "limit" in body["message"] and isinstance(body["detail"], str)

@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
-from brain.access import Caller
+from brain.access import Caller, ReadScope
 from brain.exceptions import PROTOCOL_VERSION
+from brain.hints import unsearched_sources_hint
 from brain.selectors_facts import fact_rank
 from brain.services.entities import (
     entity_facts,
@@ -51,7 +52,9 @@ def verb_context_pack(
     (comma list), plus a pre-rendered ``text`` block wrapped as data, not instructions.
 
     World-only unless a trusted caller sends ``include_private: true``. Unknown names
-    are listed in ``missing`` (not an error). With ``budget_tokens`` whole items are
+    are listed in ``missing`` (not an error), with a warning when the name is a
+    private page (send ``include_private``) or lives in a readable source the pack
+    did not cover. With ``budget_tokens`` whole items are
     packed in order cards → threads → facts. Zero LLM.
     """
     names = _names(entities)
@@ -102,6 +105,9 @@ def verb_context_pack(
         hot = fact_rank(recent, now=now)[:PACK_FACTS_PER_ENTITY]
         fact_items += [("fact", fact_wire(f)) for f in hot]
 
+    warnings += _missing_hints(
+        caller=caller, scope=scope, missing=missing, requested=_sources(source)
+    )
     packed, used, dropped = _pack(items + threads + fact_items, budget)
     cards = [i for k, i in packed if k == "card"]
     out_threads = [i for k, i in packed if k == "thread"]
@@ -122,6 +128,34 @@ def verb_context_pack(
         "private_included": scope.include_private,
         "warnings": warnings,
     }
+
+
+def _missing_hints(
+    *,
+    caller: Caller,
+    scope: ReadScope,
+    missing: list[str],
+    requested: list[str] | None,
+) -> list[str]:
+    """Why a name ``entity()`` would find is in ``missing``: a private page (a
+    trusted caller that did not send ``include_private``; ``entity()`` resolves
+    private pages for trusted callers) or a page in a readable source the pack did
+    not cover (``brain.hints``). One warning per such name."""
+    out: list[str] = []
+    private = ReadScope(source_ids=scope.source_ids, include_private=True)
+    for name in missing:
+        if caller.trusted and not scope.include_private:
+            found = entity_resolve(scope=private, name=name).page
+            if found is not None:
+                out.append(
+                    f"'{name}' is the private page {found.slug}: send "
+                    "include_private: true to pack it."
+                )
+                continue
+        hint = unsearched_sources_hint(caller=caller, requested=requested, entity=name)
+        if hint:
+            out.append(f"'{name}': {hint['text']}")
+    return out
 
 
 def _data(text: str | None) -> str:

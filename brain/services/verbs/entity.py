@@ -19,7 +19,7 @@ from brain.services.entities import (
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
-from brain.services.verbs.common import _sources
+from brain.services.verbs.common import _sources, check_entity_name
 
 logger = logging.getLogger(__name__)
 
@@ -35,8 +35,10 @@ def verb_entity(
     Miss (never an error): ``{found: false, suggestions[≤3 near misses]}`` with no
     ``card`` key, plus a ``hint`` when the name resolves in a readable source the
     read did not cover. Always ``latency_ms``: server time to answer, whole ms.
+    A name over ``ENTITY_NAME_MAX_CHARS`` is ``InvalidParams``.
     """
     started = time.perf_counter()
+    check_entity_name(name, field="name")
     scope = caller.read_scope(_sources(source))
     resolution = entity_resolve(scope=scope, name=name or "")
     if resolution.page is None:

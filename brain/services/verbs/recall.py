@@ -25,6 +25,7 @@ from brain.services.verbs.common import (
     _facts_for_query,
     _pack,
     _sources,
+    check_entity_name,
     fact_wire,
     parse_since,
     search_pages,
@@ -66,6 +67,7 @@ def verb_recall(
             suggestion=f"Send a limit between 1 and {RECALL_LIMIT_MAX}, or omit it.",
             detail={"field": "limit"},
         )
+    check_entity_name(entity)
     arm_limit = min(limit or RECALL_LIMIT_DEFAULT, RECALL_LIMIT_MAX)
     budget = _budget(budget_tokens)
     since_at = parse_since(since)

@@ -11,6 +11,7 @@ from brain.services.entities import (
     iso_ms,
 )
 from brain.services.facts import fact_remember
+from brain.services.verbs.common import check_entity_name
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +41,7 @@ def verb_remember(
     (missing provenance, bad ttl such as ``P30D``, bad kind), ``ProvenanceRequired``
     (blank provenance), ``ScopeDenied`` (no write scope).
     """
+    check_entity_name(entity)
     written = fact_remember(
         caller=caller,
         text=fact,

@@ -116,7 +116,7 @@ class Command(BaseCommand):
         self._embedding_report(source_id, serving=not options["no_serve"])
         if options["no_serve"]:
             return
-        self._serve(options["addr"], password)
+        self._serve(options["addr"], password, source_id)
 
     def _federate(self, source_id: str, *, federate: bool | None) -> None:
         """Offer to federate the imported mailbox (SPEC §4, §8) and say what it means."""
@@ -212,8 +212,10 @@ class Command(BaseCommand):
             options["source"] or SAMPLE_SOURCE,
         )
 
-    def _serve(self, addr: str, password: str) -> None:
-        """Start a django-q2 worker and serve the ASGI site (admin, API, MCP) until Ctrl-C."""
+    def _serve(self, addr: str, password: str, source_id: str) -> None:
+        """Start a django-q2 worker and serve the ASGI site (admin, API, MCP) until
+        Ctrl-C; prints how to make a harness key that writes (closes loops) in the
+        imported mailbox ``source_id``."""
         host, _, port = addr.rpartition(":")
         manage = str(settings.BASE_DIR / "manage.py")
         # Its own process group, so stopping the demo stops the cluster's children too.
@@ -232,6 +234,12 @@ class Command(BaseCommand):
         )
         self.stdout.write(
             f"   MCP:     http://{addr}/mcp        (bearer key from admin → API keys)"
+        )
+        self.stdout.write(
+            "   harness key (reads the mailbox, closes and mutes its loops):\n"
+            "      .venv/bin/python manage.py apikey create --name harness "
+            f"--scopes read,write --write-source {source_id} "
+            f"--readable {source_id},default --trusted"
         )
         self.stdout.write(
             f"   worker:  pid {worker.pid} (django-q2; jobs in admin → Jobs)"
