@@ -88,8 +88,12 @@ def test_loops_mute_and_unmute(mailbox, make_key, api_client):
         "kind": "sender",
         "value": JEFF,
         "source_id": "allen",
+        "source_ids": ["allen"],
         "created": True,
         "removed": None,
+        "open_loops": {},
+        "note": f"Muted sender {JEFF} in 'allen': new mail there opens no loops "
+        "for it.",
         "protocol_version": 1,
     }
     again = client.post(
