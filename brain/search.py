@@ -17,7 +17,8 @@ Pipeline, for one query inside one ``ReadScope`` (the only scoping input, SPEC �
    ``ARM_CANDIDATES`` pages;
 4. page-level fusion (``fused_key``): 0.3 × the page's keyword score as a share of
    the query's best keyword score + 0.7 × its best cosine mapped to 0..1 (0.30 →
-   0, 0.80 → 1); a page whose title or alias equals the query adds 0.3 (a name
+   0, 0.80 → 1), or its keyword share alone while none of its found chunks has an
+   embedding yet (``pending_key``); a page whose title or alias equals the query adds 0.3 (a name
    arm, as much as the keyword arm's first page); then multiplicative boosts: exact title or alias ×1.25, backlinks
    ×(1 + 0.05·ln(1 + n)) without ``mentions``, recency per page type; ties go to
    the better keyword rank; the keyword arm's top 3 pages are kept in the top 10
@@ -720,6 +721,17 @@ def fused_key(keyword_share: float, similarity: float | None) -> float:
     return KEYWORD_WEIGHT * keyword_share + VECTOR_WEIGHT * cosine_part(similarity)
 
 
+def pending_key(keyword_share: float) -> float:
+    """The fusion key of a page none of whose found chunks has an embedding yet,
+    while the query has one (SPEC §3 hybrid): its keyword share on the same 0..1
+    scale as ``fused_key``, as if the vector arm agreed with the keyword arm. Scoring
+    it by ``fused_key`` would count the missing vector part as 0, as if the page
+    were unrelated, and rank a page that holds every word of the query below pages
+    that hold one (newcomer check: a note just saved ranked 5th for its own
+    title). Once embedded, the page is scored by ``fused_key``."""
+    return min(max(keyword_share, 0.0), 1.0)
+
+
 def calibrated_score(coverage: float, similarity: float | None) -> float:
     """The ``score`` of a result, 0..1, comparable across queries (issue 26).
 
@@ -948,12 +960,19 @@ def page_search(
         page_row = page_rows.get(page.page_id)
         if page_row is None:
             continue
-        key = fused_key(
+        share = (
             keyword_score[page.keyword_chunk] / best_keyword
             if page.keyword_chunk is not None and best_keyword > 0
-            else 0.0,
-            best_cosine.get(page.page_id),
+            else 0.0
         )
+        similarity = best_cosine.get(page.page_id)
+        if similarity is None and not degraded:
+            # None of its chunks has an embedding yet (a page just written, its
+            # embedding pending): the vector arm has not judged it, so the keyword
+            # arm's evidence stands for both instead of a vector part of 0.
+            key = pending_key(share)
+        else:
+            key = fused_key(share, similarity)
         if page.named or normalize_alias(page_row.title) == norm_query:
             key += KEYWORD_WEIGHT
             key *= TITLE_BOOST

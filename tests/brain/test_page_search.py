@@ -299,3 +299,44 @@ def test_types_filter_keeps_only_those_types(
 def test_blank_query_is_refused(default_source: Source) -> None:
     with pytest.raises(InvalidParams, match="empty"):
         page_search(scope=trusted_scope(), query="   ")
+
+
+def test_a_page_whose_embedding_is_pending_is_ranked_by_its_keyword_evidence(
+    corpus: dict[str, str],
+    default_source: Source,
+    django_capture_on_commit_callbacks,  # type: ignore[no-untyped-def]
+) -> None:
+    """A page just written has no embedding until the embed job runs; the vector arm
+    has not judged it, so it must not rank as if it were unrelated: the one page
+    holding every word of the query comes first, ahead of embedded pages that hold
+    one of them (newcomer check: a note ranked 5th for its own title)."""
+    from brain.models import Chunk
+
+    with django_capture_on_commit_callbacks(execute=True):
+        note = page_add(
+            source=default_source,
+            slug="notes/walrus",
+            title="Quarterly walrus inventory",
+            body="The walrus inventory for the quarter is done: 14 walruses counted.",
+            actor=local_caller(),
+        )
+    Chunk.objects.filter(page__slug="notes/walrus").update(embedding=None)
+    for n in range(4):
+        with django_capture_on_commit_callbacks(execute=True):
+            page_add(
+                source=default_source,
+                slug=f"notes/chairs-{n}",
+                title=f"Inventory report {n}",
+                body=f"Inventory of office chairs, floor {n}: all present.",
+                actor=local_caller(),
+            )
+
+    # The other pages are as close to the query as a vector can be.
+    query_vector = embeddings.get_provider().embed(["walrus inventory"])[0]
+    Chunk.objects.filter(page__slug__startswith="notes/chairs-").update(
+        embedding=query_vector
+    )
+
+    response = page_search(scope=trusted_scope(), query="walrus inventory")
+
+    assert response.results[0].slug == "notes/walrus", note
