@@ -118,6 +118,9 @@ def build_hnsw(started: float) -> None:
 
     connection.ensure_connection()
     with connection.cursor() as cur:
+        cur.execute("SELECT to_regclass('brain_chunk_embedding_hnsw') IS NOT NULL")
+        if cur.fetchone()[0]:
+            return
         cur.execute("SET maintenance_work_mem = '3GB'")
         cur.execute("SET max_parallel_maintenance_workers = 1")
         cur.execute(
