@@ -438,16 +438,7 @@ def loops_sibling_fulfilment(*, source: Source, now: datetime) -> int:
     )
     if not loops:
         return 0
-    messages = [
-        m
-        for m in counterparty_messages(
-            source_id=source.id,
-            addresses={lp.counterparty_email for lp in loops},
-            owners=owners,
-            after=min(lp.opened_at for lp in loops),
-        )
-        if m.sent_at <= now and is_substantive(m)
-    ]
+    messages = _substantive_exchanges(source, loops, owners=owners, now=now)
     closed = 0
     for loop in loops:
         later = [
@@ -550,16 +541,7 @@ def loops_settled_elsewhere(*, source: Source, now: datetime) -> int:
     threads = threads_messages(
         source_id=source.id, thread_ids=sorted({lp.thread_id for lp in loops})
     )
-    messages = [
-        m
-        for m in counterparty_messages(
-            source_id=source.id,
-            addresses={lp.counterparty_email for lp in loops},
-            owners=owners,
-            after=min(lp.opened_at for lp in loops),
-        )
-        if m.sent_at <= now and is_substantive(m)
-    ]
+    messages = _substantive_exchanges(source, loops, owners=owners, now=now)
     closed = 0
     for loop in loops:
         party = loop.counterparty_email.lower()
@@ -612,6 +594,24 @@ def loops_settled_elsewhere(*, source: Source, now: datetime) -> int:
         )
         closed += int(bool(result["closed"]))
     return closed
+
+
+def _substantive_exchanges(
+    source: Source, loops: Sequence[OpenLoop], *, owners: set[str], now: datetime
+) -> list[MailMessage]:
+    """Substantive messages between the owner and the counterparties of ``loops``
+    since the oldest of them opened, up to ``now`` (oldest first): the mail the
+    cross-thread settling passes read."""
+    return [
+        m
+        for m in counterparty_messages(
+            source_id=source.id,
+            addresses={lp.counterparty_email for lp in loops},
+            owners=owners,
+            after=min(lp.opened_at for lp in loops),
+        )
+        if m.sent_at <= now and is_substantive(m)
+    ]
 
 
 def loops_window_sweep(*, source: Source, now: datetime) -> int:

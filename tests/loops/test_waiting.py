@@ -60,6 +60,18 @@ def make_loop(
     )
 
 
+def dated_mail(source, key: str, when: datetime) -> RawRecord:  # type: ignore[no-untyped-def]
+    """A stored message of ``source`` dated ``when`` (all the clock rules read)."""
+    return RawRecord.objects.create(
+        source=source,
+        external_id=f"<{key}@x>",
+        kind=RawRecord.Kind.RFC822,
+        content="x",
+        content_hash=key.ljust(64, "0"),
+        metadata={"date": when.isoformat()},
+    )
+
+
 def test_due_bonus_steps():
     assert [
         due_bonus(AS_OF + timedelta(days=d), AS_OF) for d in (-1, 0, 2, 3, 6, 30)
@@ -267,22 +279,8 @@ def test_a_future_dated_message_does_not_move_the_waiting_clock(mailbox):
     clock years ahead) is not "now" for waiting: the report's as_of and the
     groups' ages come from the newest message not dated after the wall clock
     (SPEC §5.2 reference time), the same rule detection uses."""
-    RawRecord.objects.create(
-        source=mailbox,
-        external_id="<normal@x>",
-        kind=RawRecord.Kind.RFC822,
-        content="x",
-        content_hash="a" * 64,
-        metadata={"date": AS_OF.isoformat()},
-    )
-    RawRecord.objects.create(
-        source=mailbox,
-        external_id="<future@x>",
-        kind=RawRecord.Kind.RFC822,
-        content="x",
-        content_hash="b" * 64,
-        metadata={"date": "2099-10-04T16:05:01+00:00"},
-    )
+    dated_mail(mailbox, "normal", AS_OF)
+    dated_mail(mailbox, "future", datetime(2099, 10, 4, 16, 5, tzinfo=UTC))
     make_loop(mailbox, "a", email="dana@example.org", opened_days=3)
 
     report = waiting_report(caller=local_caller(actor="test"))
@@ -300,14 +298,7 @@ def test_each_mailbox_source_is_aged_against_its_own_clock(mailbox):
         (mailbox, AS_OF, "m1"),
         (later, AS_OF + timedelta(days=365), "m2"),
     ):
-        RawRecord.objects.create(
-            source=source,
-            external_id=f"<{key}@x>",
-            kind=RawRecord.Kind.RFC822,
-            content="x",
-            content_hash=key.ljust(64, "0"),
-            metadata={"date": when.isoformat()},
-        )
+        dated_mail(source, key, when)
     make_loop(mailbox, "old", email="dana@example.org", opened_days=2)
 
     report = waiting_report(caller=local_caller(actor="test"))
@@ -324,14 +315,7 @@ def test_a_mailbox_whose_window_holds_little_of_its_mail_says_so(mailbox):
     were examined and how to replay an earlier day instead of a bare "clean"."""
     dates = [AS_OF - timedelta(days=200 + n) for n in range(60)] + [AS_OF]
     for n, when in enumerate(dates):
-        RawRecord.objects.create(
-            source=mailbox,
-            external_id=f"<w{n}@x>",
-            kind=RawRecord.Kind.RFC822,
-            content="x",
-            content_hash=f"w{n}".ljust(64, "0"),
-            metadata={"date": when.isoformat()},
-        )
+        dated_mail(mailbox, f"w{n}", when)
 
     report = waiting_report(caller=local_caller(actor="test"))
 
@@ -344,14 +328,7 @@ def test_a_mailbox_with_recent_mail_gets_no_window_warning(mailbox):
     """Years of older mail are normal: no warning while the window holds enough."""
     for n in range(120):
         when = AS_OF - timedelta(days=n if n < 60 else 400 + n)
-        RawRecord.objects.create(
-            source=mailbox,
-            external_id=f"<r{n}@x>",
-            kind=RawRecord.Kind.RFC822,
-            content="x",
-            content_hash=f"r{n}".ljust(64, "0"),
-            metadata={"date": when.isoformat()},
-        )
+        dated_mail(mailbox, f"r{n}", when)
 
     report = waiting_report(caller=local_caller(actor="test"))
 
