@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from django.db import connection
+from django.db import connection, transaction
 from django.db.migrations.recorder import MigrationRecorder
 from django.utils import timezone
 
@@ -136,51 +136,45 @@ def table_fingerprints() -> dict[str, dict[str, Any]]:
 def backup_create(*, path: Path, progress: Any = None) -> dict[str, Any]:
     """Write a backup archive at ``path`` (a ``.tar.gz``; parent folders created).
 
-    Returns the manifest. Raises ``BackupError`` when ``pg_dump`` fails (its
-    message included). The database is read in one ``pg_dump`` snapshot; the
-    markdown export and the fingerprints are read right after it, so writes that
-    land in between show up as a fingerprint mismatch at restore time.
+    Returns the manifest. Everything the archive says about the database is read
+    from one snapshot: a ``REPEATABLE READ, READ ONLY`` transaction exports its
+    snapshot (``pg_export_snapshot()``), ``pg_dump --snapshot`` dumps that
+    snapshot while the transaction stays open, and the markdown export and the
+    tables' fingerprints are read inside the same transaction. Writes that land
+    meanwhile (the worker's heartbeat, an embed job) are in neither, so a backup
+    taken while the brain is in use restores verified. Raises ``BackupError`` when
+    ``pg_dump`` fails (its message included) or when called inside a transaction
+    (the snapshot must be the transaction's first read).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    if connection.in_atomic_block:
+        raise BackupError(
+            "A backup cannot start inside a database transaction.",
+            suggestion="Call backup_create outside transaction.atomic().",
+        )
     with tempfile.TemporaryDirectory(prefix="brain-backup-") as tmp:
         work = Path(tmp)
-        _say(progress, "dumping the database")
-        dump = work / DUMP
-        result = subprocess.run(  # noqa: S603 - our own arguments
-            [
-                pg_program("pg_dump"),
-                "--format=custom",
-                "--no-owner",
-                "--file",
-                str(dump),
-                database_uri(),
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if result.returncode:
-            raise BackupError(
-                f"pg_dump failed: {result.stderr.strip()[-500:]}",
-                suggestion="Check the database connection (manage.py doctor).",
-            )
-        _say(progress, "exporting markdown")
-        export = markdown_export(directory=work / MARKDOWN)
-        _say(progress, "fingerprinting tables")
-        manifest = {
-            "format": FORMAT,
-            "created_at": timezone.now().isoformat(),
-            "server_version": _server_version(),
-            "pg_dump": _program_version("pg_dump"),
-            "migrations": _migrations(),
-            "tables": table_fingerprints(),
-            "markdown_pages": export.pages,
-            "files": {
-                str(f.relative_to(work)): _sha256(f)
-                for f in sorted(work.rglob("*"))
-                if f.is_file()
-            },
+        with transaction.atomic():
+            snapshot = _snapshot_begin()
+            _say(progress, "dumping the database")
+            _pg_dump(work / DUMP, snapshot=snapshot)
+            _say(progress, "exporting markdown")
+            export = markdown_export(directory=work / MARKDOWN)
+            _say(progress, "fingerprinting tables")
+            manifest = {
+                "format": FORMAT,
+                "created_at": timezone.now().isoformat(),
+                "server_version": _server_version(),
+                "pg_dump": _program_version("pg_dump"),
+                "migrations": _migrations(),
+                "tables": table_fingerprints(),
+                "markdown_pages": export.pages,
+            }
+        manifest["files"] = {
+            str(f.relative_to(work)): _sha256(f)
+            for f in sorted(work.rglob("*"))
+            if f.is_file()
         }
         (work / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True))
         _say(progress, f"writing {path}")
@@ -190,6 +184,40 @@ def backup_create(*, path: Path, progress: Any = None) -> dict[str, Any]:
                 tar.add(item, arcname=item.name)
         partial.replace(path)
     return manifest
+
+
+def _snapshot_begin() -> str:
+    """Make the open transaction ``REPEATABLE READ, READ ONLY`` and export its
+    snapshot; returns the snapshot id for ``pg_dump --snapshot`` (valid while the
+    transaction stays open)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        cursor.execute("SELECT pg_export_snapshot()")
+        return str(cursor.fetchone()[0])
+
+
+def _pg_dump(dump: Path, *, snapshot: str) -> None:
+    """``pg_dump --format=custom`` of the whole database into ``dump``, reading the
+    exported ``snapshot``. Raises ``BackupError`` when it fails."""
+    result = subprocess.run(  # noqa: S603 - our own arguments
+        [
+            pg_program("pg_dump"),
+            "--format=custom",
+            "--no-owner",
+            f"--snapshot={snapshot}",
+            "--file",
+            str(dump),
+            database_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode:
+        raise BackupError(
+            f"pg_dump failed: {result.stderr.strip()[-500:]}",
+            suggestion="Check the database connection (manage.py doctor).",
+        )
 
 
 def backup_read(*, path: Path, into: Path) -> dict[str, Any]:
@@ -282,12 +310,48 @@ def backup_restore(*, path: Path, progress: Any = None) -> RestoreReport:
     if report.mismatches:
         raise BackupError(
             f"The restored database differs from the backup in "
-            f"{len(report.mismatches)} table(s): {', '.join(report.mismatches)}.",
-            suggestion="Do not use this restore; check the server's version and "
-            "extensions, then restore again into an empty database.",
+            f"{len(report.mismatches)} table(s): "
+            + "; ".join(
+                f"{table} {_difference(m['backup'], m['restored'])}"
+                for table, m in report.mismatches.items()
+            )
+            + ".",
+            suggestion=_mismatch_advice(manifest),
             detail={"mismatches": report.mismatches},
         )
     return report
+
+
+def _difference(want: dict[str, Any] | None, got: dict[str, Any] | None) -> str:
+    """How one table's restored fingerprint differs from the backup's, in words."""
+    if want is None:
+        return "(not in the backup)"
+    if got is None:
+        return "(missing after the restore)"
+    if want["rows"] != got["rows"]:
+        return f"({want['rows']} rows in the backup, {got['rows']} restored)"
+    return f"(same {want['rows']} rows, different content)"
+
+
+def _mismatch_advice(manifest: dict[str, Any]) -> str:
+    """What to do about a restore whose tables differ from the manifest: a dump
+    that does not match its own manifest (an archive made before backups read one
+    snapshot, while the brain was being written) or a server that sorts or prints
+    values differently (another major version)."""
+    here = _server_version()
+    there = manifest.get("server_version", "")
+    advice = (
+        "Do not use this restore: the archive's dump does not hold what its manifest "
+        "recorded. Drop this database, take a new backup of the running brain "
+        "(manage.py backup; it reads the dump and the manifest from one snapshot) "
+        "and restore that into a new, empty database."
+    )
+    if there and here.split(".")[0] != there.split(".")[0]:
+        advice += (
+            f" The backup came from PostgreSQL {there} and this server is {here}: "
+            "restore into the same major version."
+        )
+    return advice
 
 
 def backup_restore_markdown(*, path: Path, progress: Any = None) -> RestoreReport:

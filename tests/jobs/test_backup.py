@@ -9,8 +9,11 @@ checks what it reports it could not carry.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+import tarfile
+import threading
 import uuid
 from io import StringIO
 from pathlib import Path
@@ -20,17 +23,20 @@ import psycopg
 import pytest
 from django.core.management import call_command
 from django.db import connection
+from django.db import connections as db_connections
 
 from accounts.services import apikey_create
 from brain.models import Source
 from jobs.backup import (
     BackupError,
+    backup_create,
     backup_prune,
     backup_read,
     database_uri,
     table_fingerprints,
 )
 from jobs.models import Job
+from jobs.services import worker_beat
 from loops.models import Detector, LoopSuppression, LoopType, OpenLoop
 from tests.factories import FactFactory, PageFactory, SourceFactory
 from tests.jobs.test_worker_kill import ROOT
@@ -136,6 +142,80 @@ def test_backup_then_restore_into_an_empty_database_reproduces_every_table(
     assert restored.returncode == 0, restored.stderr + restored.stdout
     assert "every row count and content hash matches" in restored.stdout
     assert fingerprints_of(empty_database) == before
+
+
+def test_backup_reads_the_dump_and_the_fingerprints_from_one_snapshot(
+    restore_migrated_rows: None,
+    transactional_db: None,
+    tmp_path: Path,
+    empty_database: str,
+) -> None:
+    """Another connection writes while the backup runs (a worker's heartbeat, an
+    embed job adding rows): at every step of the backup a thread with its own
+    connection commits a write. The archive still restores verified, because the
+    dump, the markdown and the fingerprints all read the backup's snapshot."""
+    seed_brain()
+    worker_beat(name="host:1")
+    writes: list[str] = []
+
+    def write_elsewhere() -> None:
+        try:
+            worker_beat(name="host:1")
+            Job.objects.create(kind="dream", params={}, status=Job.Status.QUEUED)
+            PageFactory(source_id="drill", slug=f"notes/n{len(writes)}")
+        finally:
+            db_connections.close_all()
+
+    def step(message: str) -> None:
+        writer = threading.Thread(target=write_elsewhere)
+        writer.start()
+        writer.join()
+        writes.append(message)
+
+    archive = tmp_path / "brain.tar.gz"
+    manifest = backup_create(path=archive, progress=step)
+    assert len(writes) >= 3  # written before the dump, before and after fingerprints
+    live = table_fingerprints()
+    assert live["jobs_job"] != manifest["tables"]["jobs_job"]
+    assert live["brain_page"] != manifest["tables"]["brain_page"]
+
+    restored = manage("restore", str(archive), database_url=empty_database)
+
+    assert restored.returncode == 0, restored.stderr + restored.stdout
+    assert "every row count and content hash matches" in restored.stdout
+    assert fingerprints_of(empty_database) == manifest["tables"]
+
+
+def test_a_restore_that_differs_says_which_rows_differ_and_what_to_do(
+    restore_migrated_rows: None,
+    transactional_db: None,
+    tmp_path: Path,
+    empty_database: str,
+) -> None:
+    """A dump that does not hold what its manifest says (an archive from before
+    backups read one snapshot) is reported table by table with the counts, and
+    the advice is to take a new backup, not to check the server's extensions."""
+    seed_brain()
+    archive = tmp_path / "brain.tar.gz"
+    backup_create(path=archive)
+    unpacked = tmp_path / "x"
+    with tarfile.open(archive) as tar:
+        tar.extractall(unpacked, filter="data")
+    manifest = json.loads((unpacked / "manifest.json").read_text())
+    manifest["tables"]["jobs_job"]["rows"] += 1
+    (unpacked / "manifest.json").write_text(json.dumps(manifest))
+    altered = tmp_path / "altered.tar.gz"
+    with tarfile.open(altered, "w:gz") as tar:
+        for item in unpacked.iterdir():
+            tar.add(item, arcname=item.name)
+
+    restored = manage("restore", str(altered), database_url=empty_database)
+
+    said = restored.stdout + restored.stderr
+    assert restored.returncode != 0, said
+    assert "jobs_job (2 rows in the backup, 1 restored)" in said
+    assert "take a new backup" in said
+    assert "extensions" not in said
 
 
 def test_restore_refuses_a_database_that_is_not_empty(
