@@ -20,8 +20,13 @@ if TYPE_CHECKING:
     from datetime import datetime
 
 SYNC_PREFIX = "sync_source:"
-# Source kinds whose mail is synced on a timer.
+# Source kinds that hold mail (a sync can be run by hand for each of them).
 MAIL_SOURCE_KINDS = (Source.Kind.GOOGLE, Source.Kind.MAILBOX, Source.Kind.IMAP)
+# Source kinds synced on a timer: live connectors only (Gmail, Calendar and
+# Contacts of a Google account, Workspace delegation, IMAP). A mailbox source is a
+# one-shot import of an mbox or maildir file: nothing new arrives on a schedule,
+# so it gets no sync schedule (re-run ``import_mail`` when the file grows).
+SCHEDULED_SYNC_KINDS = (Source.Kind.GOOGLE, Source.Kind.IMAP)
 DEFAULT_SYNC_MINUTES = 10
 
 
@@ -62,8 +67,10 @@ class InstalledSchedule:
 
 
 def schedule_specs() -> list[ScheduleSpec]:
-    """Every schedule the brain needs now: one sync schedule per mail source
-    (Google, mailbox, IMAP; a shared mailbox at its own ``sync_every_minutes``)."""
+    """Every schedule the brain needs now: one sync schedule per live source
+    (``SCHEDULED_SYNC_KINDS``: Google and IMAP; a shared mailbox at its own
+    ``sync_every_minutes``). Sources imported from files (mailbox, markdown) and
+    harness notes get none; ``schedules_install`` deletes one left from before."""
     specs = [
         # https://crontab.guru/#*_*_*_*_* : every minute
         ScheduleSpec("jobs_reaper", "jobs.tasks.reap_and_dispatch", "* * * * *", {}),
@@ -94,7 +101,7 @@ def schedule_specs() -> list[ScheduleSpec]:
     # Shared mailboxes carry their own interval (SPEC §6.1a); others every 10 min.
     every = dict(SharedMailbox.objects.values_list("source_id", "sync_every_minutes"))
     for source_id in (
-        Source.objects.filter(kind__in=MAIL_SOURCE_KINDS)
+        Source.objects.filter(kind__in=SCHEDULED_SYNC_KINDS)
         .order_by("id")
         .values_list("id", flat=True)
     ):

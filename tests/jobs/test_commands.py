@@ -33,7 +33,7 @@ def rows() -> list[tuple]:
 
 
 def test_setup_schedules_twice_leaves_the_same_schedule_rows() -> None:
-    SourceFactory(id="shared-inbox", kind="mailbox")
+    SourceFactory(id="shared-inbox", kind="imap")
     SourceFactory(id="notes", kind="markdown")
     first = run("setup_schedules")
     before = rows()
@@ -72,12 +72,36 @@ def test_schedules_sync_each_mail_source_every_10_minutes_and_dream_at_2am_local
 
 
 def test_setup_schedules_removes_the_sync_schedule_of_a_deleted_source() -> None:
-    source = SourceFactory(id="old-box", kind="mailbox")
+    source = SourceFactory(id="old-box", kind="imap")
     run("setup_schedules")
     source.delete()
     out = run("setup_schedules")
     assert "deleted" in out
     assert not Schedule.objects.filter(name="sync_source:old-box").exists()
+
+
+def test_setup_schedules_schedules_live_sources_only_not_file_imports() -> None:
+    """Google and IMAP sources are synced every 10 minutes; a source imported
+    from an mbox, maildir or markdown file has nothing new to fetch, so it gets no
+    sync schedule, and one installed by an older version is deleted."""
+    SourceFactory(id="gmail", kind="google")
+    SourceFactory(id="team-imap", kind="imap")
+    SourceFactory(id="archive", kind="mailbox")
+    SourceFactory(id="notes", kind="markdown")
+    Schedule.objects.create(
+        name="sync_source:archive",
+        func="jobs.tasks.enqueue_kind",
+        schedule_type=Schedule.CRON,
+        cron="*/10 * * * *",
+    )
+    out = run("setup_schedules")
+    synced = set(
+        Schedule.objects.filter(name__startswith="sync_source:").values_list(
+            "name", flat=True
+        )
+    )
+    assert synced == {"sync_source:gmail", "sync_source:team-imap"}
+    assert "sync_source:archive" in out and "deleted" in out
 
 
 @pytest.mark.usefixtures("test_kinds")

@@ -123,6 +123,29 @@ def test_doctor_fails_on_missing_schedules_with_the_fix() -> None:
     assert check["fix"] == "manage.py setup_schedules"
 
 
+def test_doctor_requires_no_sync_schedule_for_a_mailbox_imported_from_a_file(
+    healthy: None, tmp_path, client: Client
+) -> None:  # type: ignore[no-untyped-def]
+    """``import_mail FILE --source S`` after the schedules were installed: S is a
+    one-shot import with nothing to sync on a timer, so the schedules check stays
+    ok and /api/health is not degraded."""
+    mbox = tmp_path / "one.mbox"
+    mbox.write_text(
+        "From ada@example.org Mon Nov 30 10:00:00 2026\n"
+        "From: Ada Quill <ada@example.org>\n"
+        "To: me@example.org\n"
+        "Subject: Budget\n"
+        "Date: Mon, 30 Nov 2026 10:00:00 +0000\n"
+        "Message-ID: <b1@example.org>\n\n"
+        "Can you send the budget by Friday?\n"
+    )
+    call_command("import_mail", str(mbox), "--source", "archive", stdout=StringIO())
+    check = line(doctor_report(deploy=False), "schedules")
+    assert check["status"] == "ok", check
+    assert "sync_source:archive" not in check["seen"]
+    assert client.get("/api/health").json()["status"] == "ok"
+
+
 def test_doctor_reports_embedding_coverage_and_the_backlog(
     healthy: None, settings
 ) -> None:  # type: ignore[no-untyped-def]
