@@ -31,7 +31,7 @@ from connectors.mailbox.sync import mailbox_import
 from connectors.markdown.sync import markdown_import
 from jobs.backup import backup_nightly
 from jobs.runner import PartialResult
-from jobs.services import job_enqueue
+from jobs.services import embed_pending_enqueue
 from loops.extraction import commitments_extract
 from loops.extractors.llm import RetryableExtraction
 from loops.pipeline import loops_sweep as loops_sweep_service
@@ -265,14 +265,11 @@ def dream(job: Job, ctx: JobContext) -> Any:
         ctx.progress(step, total, name)
 
     def embed_later(pending: int) -> str:
-        queued, created = job_enqueue(
-            kind="embed_pending",
-            coalesce=True,
-            parent_id=job.pk,
-            created_by=f"job:{job.pk}",
+        queued, created = embed_pending_enqueue(
+            parent_id=job.pk, created_by=f"job:{job.pk}"
         )
         return f"the embed_pending job #{queued.pk}" + (
-            "" if created else " (already queued)"
+            "" if created else f" (already {queued.get_status_display().lower()})"
         )
 
     report = run(

@@ -33,6 +33,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from brain.exceptions import AlreadyExists, InvalidParams, NotFound
+from brain.services.pages import pages_embed_backlog
 from jobs.exceptions import JobInterrupted
 from jobs.models import Job, WorkerHeartbeat
 from jobs.registry import kind_spec
@@ -134,6 +135,49 @@ def job_enqueue(
     if dispatch:
         job_dispatch_on_commit(job_id=job.pk, kind=job.kind)
     return job, True
+
+
+def embed_pending_enqueue(
+    *,
+    source_ids: list[str] | None = None,
+    created_by: str,
+    parent_id: int | None = None,
+    dispatch: bool = True,
+) -> tuple[Job, bool]:
+    """Queue an ``embed_pending`` job for ``source_ids`` (None: every source)
+    unless a queued or running one already covers them (SPEC §7, docs/jobs.md).
+
+    A live job without a ``limit`` covers every source when it names none, and its
+    ``source_ids`` otherwise; a request for every source is also covered when the
+    live jobs' sources hold the whole backlog (``pages_embed_backlog``). Returns
+    ``(job, created)``: the covering job with ``created=False``, or the new one.
+    Whatever the outcome, two embedders never embed the same chunk
+    (``pages_embed_pending`` claims its batches).
+    """
+    wanted = set(source_ids or [])
+    live = [
+        job
+        for job in Job.objects.filter(
+            kind="embed_pending", status__in=[Job.Status.QUEUED, Job.Status.RUNNING]
+        ).order_by("id")
+        if not (job.params or {}).get("limit")
+    ]
+    covered: set[str] = set()
+    for job in live:
+        named = set((job.params or {}).get("source_ids") or [])
+        if not named or (wanted and wanted <= named):
+            return job, False
+        covered |= named
+    if live and not wanted and not pages_embed_backlog(exclude_source_ids=covered):
+        return live[0], False
+    return job_enqueue(
+        kind="embed_pending",
+        params={"source_ids": sorted(wanted)} if wanted else {},
+        coalesce=True,
+        parent_id=parent_id,
+        created_by=created_by,
+        dispatch=dispatch,
+    )
 
 
 def _live_with_key(key: str) -> Job | None:

@@ -214,3 +214,57 @@ def test_demo_closing_lines_say_how_to_finish_embedding(settings) -> None:  # ty
     command._embedding_report("mail-x", serving=True)
     assert Job.objects.filter(kind="embed_pending").count() == 1, "coalesced"
     assert f"embeds them in the background (job #{job.pk}" in command.stdout.getvalue()
+
+
+@pytest.mark.django_db
+def test_demo_reports_the_embed_jobs_real_status(settings) -> None:  # type: ignore[no-untyped-def]
+    """``bin/demo --no-serve`` with a worker alive: a running embed job is called
+    running (on its worker), a queued one is left to the live worker; neither
+    tells the user to start a worker."""
+    from io import StringIO
+
+    from interfaces.management.commands import demo
+    from jobs.services import job_claim, job_enqueue, worker_beat
+    from tests.brain.conftest import add_page
+    from tests.factories import SourceFactory
+
+    settings.BRAIN_EMBEDDING_PROVIDER = "local"
+    mailbox = SourceFactory(id="mail-x")
+    add_page(mailbox, title="Thread", body="Budget review.")
+    worker_beat(name="host:1")
+    job, _ = job_enqueue(
+        kind="embed_pending", params={"source_ids": ["mail-x"]}, dispatch=False
+    )
+    command = demo.Command(stdout=StringIO())
+    command._embedding_report("mail-x", serving=False)
+    queued = command.stdout.getvalue()
+    assert f"job #{job.pk} is queued; the running worker starts it" in queued
+    assert "start `manage.py worker`" not in queued
+
+    job_claim(job_id=job.pk, worker="host:1")
+    command = demo.Command(stdout=StringIO())
+    command._embedding_report("mail-x", serving=False)
+    running = command.stdout.getvalue()
+    assert f"job #{job.pk} is running on worker host:1" in running
+    assert "queued" not in running
+    assert Job.objects.filter(kind="embed_pending").count() == 1
+
+
+@pytest.mark.django_db
+def test_import_mail_says_embeddings_wait_for_a_job_it_did_not_queue(
+    tmp_path,  # type: ignore[no-untyped-def]
+) -> None:
+    mbox = tmp_path / "one.mbox"
+    mbox.write_text(
+        "From ada@example.org Mon Nov 30 10:00:00 2026\n"
+        "From: Ada Quill <ada@example.org>\n"
+        "To: me@example.org\n"
+        "Subject: Budget\n"
+        "Date: Mon, 30 Nov 2026 10:00:00 +0000\n"
+        "Message-ID: <b1@example.org>\n\n"
+        "Can you send the budget by Friday?\n"
+    )
+    out = run("import_mail", str(mbox), "--source", "archive")
+    assert not Job.objects.filter(kind="embed_pending").exists()
+    assert "deferred to the embed_pending job" not in out
+    assert "no job was queued" in out and "run_job embed_pending" in out

@@ -214,15 +214,20 @@ def _needs_embedding(model: str) -> Q:
     return Q(embedding__isnull=True) | ~Q(embedding_model=model)
 
 
-def pages_embed_backlog() -> int:
+def pages_embed_backlog(*, exclude_source_ids: Iterable[str] = ()) -> int:
     """How many chunks of live pages ``pages_embed_pending`` would embed now (no
-    vector, or another model's); 0 with provider ``none``. One count query."""
+    vector, or another model's), leaving out the sources in
+    ``exclude_source_ids``; 0 with provider ``none``. One count query."""
     provider = embeddings.get_provider()
     if provider is None:
         return 0
-    return Chunk.objects.filter(
-        _needs_embedding(provider.name), page__deleted_at__isnull=True
-    ).count()
+    return (
+        Chunk.objects.filter(
+            _needs_embedding(provider.name), page__deleted_at__isnull=True
+        )
+        .exclude(source_id__in=list(exclude_source_ids))
+        .count()
+    )
 
 
 def pages_embed_pending(
@@ -243,6 +248,12 @@ def pages_embed_pending(
     ``timing``, when given, gets ``seconds`` (the whole run) and ``model_seconds``
     (inside the model), so a caller can compare the pipeline's rate with the
     model's own. Idempotent: a second run finds nothing to do.
+
+    Embedders running at once never embed the same chunk: each batch is claimed
+    with ``SELECT … FOR UPDATE SKIP LOCKED`` in a transaction that holds it while
+    the batch is embedded and stored (one model call, ``EMBED_BATCH`` chunks), so a
+    second embedder takes the next unclaimed chunks and stops when none are left.
+    A page write that replaces a claimed page's chunks waits for that batch.
     """
     started = time.perf_counter()
     if timing is not None:
@@ -256,19 +267,21 @@ def pages_embed_pending(
         stale &= Q(source_id__in=list(source_ids))
     while limit is None or total < limit:
         size = EMBED_BATCH if limit is None else min(EMBED_BATCH, limit - total)
-        batch = list(
-            Chunk.objects.filter(stale, page__deleted_at__isnull=True)
-            .only("id", "page_id", "text")
-            .order_by("id")[:size]
-        )
-        if not batch:
-            break
-        titles = dict(
-            Page.objects.filter(pk__in={c.page_id for c in batch}).values_list(
-                "pk", "title"
+        with transaction.atomic():
+            batch = list(
+                Chunk.objects.filter(stale, page__deleted_at__isnull=True)
+                .select_for_update(skip_locked=True, of=("self",))
+                .only("id", "page_id", "text")
+                .order_by("id")[:size]
             )
-        )
-        model = _embed_chunks(batch, titles, timing)
+            if not batch:
+                break
+            titles = dict(
+                Page.objects.filter(pk__in={c.page_id for c in batch}).values_list(
+                    "pk", "title"
+                )
+            )
+            model = _embed_chunks(batch, titles, timing)
         if model is None:
             break
         total += len(batch)

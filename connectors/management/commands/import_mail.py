@@ -111,8 +111,10 @@ class Command(BaseCommand):
             self.stdout.write(f"Note: {warning}")
         if not options["embed"] and counts["pages"]:
             self.stdout.write(
-                "Embeddings are deferred to the embed_pending job "
-                "(brain.services.pages.pages_embed_pending); keyword search works now."
+                "Embeddings were not computed (--embed computes them during the "
+                "import) and no job was queued: run `manage.py run_job "
+                "embed_pending` to compute them now, or leave them to the worker "
+                "(the nightly dream queues embed_pending). Keyword search works now."
             )
         source = Source.objects.filter(id=report.source_id).first()
         if source is not None and not source.federated:

@@ -35,7 +35,9 @@ from brain.embeddings import embedding_backlog
 from brain.models import Source
 from brain.services.sources import source_set_federated
 from brain.text import slugify_title
-from jobs.services import job_enqueue
+from jobs.models import Job
+from jobs.selectors import WORKER_ALIVE_SECONDS, worker_heartbeats
+from jobs.services import embed_pending_enqueue
 
 ADMIN_USERNAME = "admin"
 SAMPLE = Path("demo") / "enron-allen-p"
@@ -151,8 +153,10 @@ class Command(BaseCommand):
     def _embedding_report(self, source_id: str, *, serving: bool) -> None:
         """Closing lines: how much of the mailbox still lacks embeddings (search
         is degraded until it is done) and how long it takes here; queues one
-        ``embed_pending`` job for the mailbox (coalesced), which the worker the demo
-        starts runs in the background (its progress shows in admin → Jobs)."""
+        ``embed_pending`` job for the mailbox unless a live one covers it
+        (``embed_pending_enqueue``), which the worker the demo starts runs in the
+        background (its progress shows in admin → Jobs), and says the job's real
+        status: running, queued for a live worker, or waiting for one."""
         backlog = embedding_backlog(source_ids=[source_id])
         pending, total = backlog["pending"], backlog["total"]
         if backlog["provider"] == "none":
@@ -164,20 +168,30 @@ class Command(BaseCommand):
         if not pending:
             self.stdout.write(f"   embeddings: all {total} chunks embedded")
             return
-        job, _ = job_enqueue(
-            kind="embed_pending",
-            params={"source_ids": [source_id]},
-            coalesce=True,
-            created_by="demo",
-            dispatch=serving,
+        job, _ = embed_pending_enqueue(
+            source_ids=[source_id], created_by="demo", dispatch=serving
         )
-        how = (
-            f"the worker started below embeds them in the background (job #{job.pk}, "
-            "progress in admin → Jobs)"
-            if serving
-            else f"job #{job.pk} is queued: start `manage.py worker` to embed them in "
-            "the background"
-        )
+        alive = worker_heartbeats(alive_within_seconds=WORKER_ALIVE_SECONDS).exists()
+        if job.status == Job.Status.RUNNING:
+            how = (
+                f"job #{job.pk} is running on worker {job.worker or 'unknown'} "
+                "(progress in admin → Jobs)"
+            )
+        elif serving:
+            how = (
+                f"the worker started below embeds them in the background (job "
+                f"#{job.pk}, progress in admin → Jobs)"
+            )
+        elif alive:
+            how = (
+                f"job #{job.pk} is queued; the running worker starts it within a "
+                "minute (progress in admin → Jobs)"
+            )
+        else:
+            how = (
+                f"job #{job.pk} is queued: start `manage.py worker` to embed them in "
+                "the background"
+            )
         estimate = ""
         if backlog["seconds"] is not None:
             estimate = (
