@@ -88,7 +88,9 @@ class Caller:
     ) -> ReadScope:
         """Resolve the sources a read covers; the one scoping function (SPEC §8).
 
-        ``requested`` (explicit source ids) must all be readable, else ``ScopeDenied``;
+        ``requested`` (explicit source ids) must all be readable, else ``ScopeDenied``
+        (for a caller without a key that reads every source, an unknown id raises
+        ``NotFound`` naming the sources that exist);
         none requested means the federated sources the caller may read plus the
         caller's own write source (a caller always reads back what it wrote). Private
         rows only for trusted callers, and only if ``include_private`` is not False.
@@ -104,6 +106,16 @@ class Caller:
                 if self.readable_source_ids is None
                 else set(wanted) - self.readable_source_ids
             )
+            if unknown and self.api_key_id is None and self.readable_source_ids is None:
+                # No key (CLI, MCP over stdio, staff): nothing to probe, say it.
+                existing = Source.objects.order_by("id").values_list("id", flat=True)
+                raise NotFound(
+                    f"Source(s) {sorted(unknown)} do not exist.",
+                    suggestion="Name an existing source: "
+                    + (", ".join(existing[:20]) or "there are none yet")
+                    + ".",
+                    detail={"sources": sorted(unknown)},
+                )
             if unknown or denied:
                 # One message for both, so a key cannot probe which sources exist.
                 raise ScopeDenied(

@@ -317,7 +317,10 @@ def _keys() -> list[Check]:
     if no_expiry.exists():
         problems.append(f"{no_expiry.count()} never expire")
     if unused.exists():
-        names = ", ".join(unused.values_list("name", flat=True)[:5])
+        names = ", ".join(
+            f"{name} ({prefix})"
+            for name, prefix in unused.values_list("name", "prefix")[:5]
+        )
         problems.append(f"{unused.count()} unused for 90 days ({names})")
     total = live.count()
     if not problems:
@@ -327,7 +330,8 @@ def _keys() -> list[Check]:
             "api keys",
             WARN,
             f"{total} active; " + "; ".join(problems),
-            f"{MANAGE} apikey revoke NAME for unused keys; give new keys an expiry "
+            f"{MANAGE} apikey revoke PREFIX (shown in parentheses, or by "
+            f"`{MANAGE} apikey list`) for unused keys; give new keys an expiry "
             "(admin → API keys).",
         )
     ]

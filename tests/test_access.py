@@ -7,7 +7,7 @@ import pytest
 from accounts.models import ApiKey
 from accounts.services import apikey_authenticate, apikey_revoke, hash_key
 from brain.access import local_caller
-from brain.exceptions import ScopeDenied
+from brain.exceptions import NotFound, ScopeDenied
 from interfaces.callers import caller_for_key
 from tests.factories import SourceFactory
 
@@ -66,3 +66,21 @@ def test_writes_go_only_to_the_key_write_source(make_key, source_a, source_b) ->
     reader = caller_for_key(make_key(source_a, scopes=("read",)).api_key)
     with pytest.raises(ScopeDenied, match="lacks the 'write' scope"):
         reader.write_source()
+
+
+def test_a_keyless_caller_naming_an_unknown_source_is_told_it_does_not_exist(
+    source_a,  # type: ignore[no-untyped-def]
+) -> None:
+    """The CLI has no key: ``waiting --source nosuch`` says the source does not
+    exist and names those that do, instead of "not readable with this key"."""
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(NotFound, match=r"do not exist"):
+        local_caller().read_scope(["nosuch"])
+    with pytest.raises(CommandError) as raised:
+        call_command("waiting", "--source", "nosuch", stdout=StringIO())
+    message = str(raised.value)
+    assert "['nosuch'] do not exist" in message and "team-a" in message
+    assert "with this key" not in message

@@ -40,7 +40,11 @@ Layouts read (a folder tree may mix them, nested to any depth):
 
 Files that are part of a mailbox format but hold no message (``.mh_sequences``,
 ``maildirfolder``, dovecot and courier index files) are listed in
-``MailboxReader.metadata`` and yield no entry. Any other file is an entry: an empty
+``MailboxReader.metadata`` and yield no entry. So do the documents a mail folder
+is shipped with, in the root of the path only (``README*``, ``LICENSE*``,
+``LICENCE*``, ``COPYING*``, ``NOTICE*``, ``SOURCE.txt``/``SOURCE.md``, see
+``is_folder_document``): they are listed in ``MailboxReader.not_mail`` and the
+importer counts them as "skipped (not mail)". Any other file is an entry: an empty
 file has problem ``empty`` and a file that is not mail is refused by the parser
 (held as ``not_mail``).
 
@@ -82,6 +86,10 @@ _METADATA_PREFIXES = ("dovecot", "courierimap", ".uidvalidity")
 # Index files of mail clients (Thunderbird ``Inbox.msf``) and version-control folders.
 _METADATA_SUFFIXES = (".msf",)
 _METADATA_FOLDERS = {".git", ".hg", ".svn"}
+# Documents shipped beside mail in a folder's root (a dataset's provenance note,
+# its licence): never messages. Names without a suffix (``README``) match too.
+_DOCUMENT_STEMS = ("readme", "license", "licence", "copying", "notice", "source")
+_DOCUMENT_SUFFIXES = ("", ".txt", ".md", ".rst", ".html", ".pdf")
 _MBOX_SUFFIXES = (".mbox", ".mbx", ".mboxrd", ".mboxo", ".mboxcl")
 # An mbox envelope line: "From <sender> <asctime>" with an optional time zone
 # before the year (Google Takeout), or an RFC 5322 date.
@@ -137,6 +145,18 @@ def is_metadata_file(name: str) -> bool:
         or lower in _METADATA_FOLDERS
         or lower.startswith(_METADATA_PREFIXES)
         or lower.endswith(_METADATA_SUFFIXES)
+    )
+
+
+def is_folder_document(name: str) -> bool:
+    """True for a document a mail folder ships with (``README``, ``README.md``,
+    ``LICENSE.txt``, ``COPYING``, ``NOTICE``, ``SOURCE.txt`` …, any case): read
+    only in the root of an imported folder, where such files describe the data."""
+    stem, dot, suffix = name.lower().partition(".")
+    suffix = dot + suffix
+    return (
+        any(stem == d or stem.startswith(d + "-") for d in _DOCUMENT_STEMS)
+        and suffix in _DOCUMENT_SUFFIXES
     )
 
 
@@ -219,13 +239,14 @@ class _StrictMbox(mailbox.mbox):
 class MailboxReader:
     """Iterate every item under ``path`` (see the module docstring).
 
-    After iteration, ``metadata`` lists the mailbox-format files seen (relative
-    paths). Raises ``MailboxPathError`` when ``path`` is missing or is a FIFO,
+    After iteration, ``metadata`` lists the mailbox-format files seen and
+    ``not_mail`` the folder documents skipped in the root (relative paths). Raises ``MailboxPathError`` when ``path`` is missing or is a FIFO,
     socket or device.
     """
 
     path: Path
     metadata: list[str] = field(default_factory=list)
+    not_mail: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.path = Path(self.path)
@@ -273,6 +294,9 @@ class MailboxReader:
             location = path.relative_to(root).as_posix()
             if is_metadata_file(child.name):
                 self.metadata.append(location)
+                continue
+            if directory == root and child.is_file() and is_folder_document(child.name):
+                self.not_mail.append(location)
                 continue
             if child.is_symlink():
                 real = Path(os.path.realpath(path))

@@ -188,6 +188,7 @@ class MailboxConnector(Connector):
         self.tally = Tally()
         self.holds: list[Hold] = []
         self.metadata_files: list[str] = []
+        self.not_mail_files: list[str] = []
         self._stored_hashes: list[str] = []
         self._held_keys: set[tuple[str, str]] = set()
 
@@ -208,6 +209,7 @@ class MailboxConnector(Connector):
             entry if entry.folder else replace(entry, folder=root) for entry in reader
         ]
         self.metadata_files = reader.metadata
+        self.not_mail_files = reader.not_mail
         return entries
 
     def _parse_all(self) -> list[ParsedMail]:
@@ -229,6 +231,11 @@ class MailboxConnector(Connector):
         self.tally.items = total
         if self.metadata_files:
             self.report.counts["metadata_files"] = len(self.metadata_files)
+        if self.not_mail_files:
+            self.report.counts["not_mail_files"] = len(self.not_mail_files)
+            self.report.skipped["not mail (" + ", ".join(self.not_mail_files) + ")"] = (
+                len(self.not_mail_files)
+            )
         return parsed
 
     def _learn_owners(self, messages: list[ParsedMail]) -> None:

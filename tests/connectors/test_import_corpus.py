@@ -67,9 +67,12 @@ def assert_nothing_lost(root: Path, source_id: str, report) -> None:  # type: ig
         counts["items"] == counts["stored"] + counts["duplicates"] + counts["held"]
     ), counts
     assert counts["lost"] == 0
-    # Every file on disk is at least one item (an mbox is several).
-    locations = {e.location.split("#")[0] for e in MailboxReader(root)}
-    assert files_on_disk(root) <= locations
+    # Every file on disk is at least one item (an mbox is several), or a document
+    # of the folder's root (README, LICENSE, SOURCE.txt) counted as not mail.
+    reader = MailboxReader(root)
+    locations = {e.location.split("#")[0] for e in reader}
+    assert files_on_disk(root) <= locations | set(reader.not_mail)
+    assert counts.get("not_mail_files", 0) == len(reader.not_mail)
     # The ledger and held items agree with the report.
     held = HeldItem.objects.filter(source_id=source_id, released_at__isnull=True)
     assert held.count() == counts["held"]

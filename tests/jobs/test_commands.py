@@ -268,3 +268,44 @@ def test_import_mail_says_embeddings_wait_for_a_job_it_did_not_queue(
     assert not Job.objects.filter(kind="embed_pending").exists()
     assert "deferred to the embed_pending job" not in out
     assert "no job was queued" in out and "run_job embed_pending" in out
+
+
+MESSAGE = (
+    "From: Ada Quill <ada@example.org>\n"
+    "To: me@example.org\n"
+    "Subject: Budget\n"
+    "Date: Mon, 30 Nov 2026 10:00:00 +0000\n"
+    "Message-ID: <b1@example.org>\n\n"
+    "Can you send the budget by Friday?\n"
+)
+
+
+@pytest.mark.django_db
+def test_import_mail_skips_folder_documents_in_the_root_as_not_mail(
+    tmp_path,  # type: ignore[no-untyped-def]
+) -> None:
+    """A mail folder shipped with SOURCE.txt, README.md and LICENSE (as the demo's
+    sample is): those are counted "not mail" and skipped, not held forever."""
+    from connectors.models import HeldItem
+
+    root = tmp_path / "box"
+    (root / "inbox").mkdir(parents=True)
+    (root / "inbox" / "1.").write_text(MESSAGE)
+    for name in ("SOURCE.txt", "README.md", "LICENSE"):
+        (root / name).write_text("Dataset: a mail corpus; licence: research only.\n")
+    out = run("import_mail", str(root), "--source", "box", "--owner", "me@example.org")
+    assert not HeldItem.objects.filter(source_id="box").exists()
+    assert "1 read = 1 stored + 0 duplicates + 0 held" in out
+    assert "     3  not mail (LICENSE, README.md, SOURCE.txt)" in out
+
+
+def test_the_demo_sample_has_one_folder_document_and_it_is_not_read_as_mail() -> None:
+    from django.conf import settings
+
+    from connectors.mailbox.client import MailboxReader
+    from interfaces.management.commands.demo import SAMPLE
+
+    reader = MailboxReader(settings.BASE_DIR / SAMPLE)
+    locations = {entry.location for entry in reader}
+    assert reader.not_mail == ["SOURCE.txt"]
+    assert "SOURCE.txt" not in locations

@@ -177,6 +177,24 @@ def test_doctor_warns_about_keys_unused_for_90_days(
     assert "old harness" in check["seen"]
 
 
+def test_doctor_key_fix_matches_the_revoke_command_which_takes_a_prefix(
+    healthy: None, make_key: Callable[..., IssuedKey], default_source: Source
+) -> None:
+    """The fix says ``apikey revoke PREFIX`` and the line shows each unused key's
+    prefix; revoking by what the line shows works."""
+    issued = make_key(default_source, name="old harness")
+    key = issued.api_key
+    type(key).objects.filter(pk=key.pk).update(
+        created_at=timezone.now() - timedelta(days=200)
+    )
+    check = line(doctor_report(deploy=False), "api keys")
+    assert "apikey revoke PREFIX" in check["fix"] and "NAME" not in check["fix"]
+    assert f"old harness ({key.prefix})" in check["seen"]
+    out = StringIO()
+    call_command("apikey", "revoke", key.prefix, stdout=out)
+    assert "Revoked key 'old harness'" in out.getvalue()
+
+
 def test_doctor_json_is_the_same_report(healthy: None) -> None:
     out = StringIO()
     call_command("doctor", "--no-models", "--json", stdout=out)

@@ -94,7 +94,7 @@ class Command(BaseCommand):
             f"{counts['held']} held."
         )
         if report.skipped:
-            self.stdout.write("Not written again (duplicates, noise):")
+            self.stdout.write("Skipped (duplicates, noise, not mail):")
             for reason, count in sorted(report.skipped.items()):
                 self.stdout.write(f"  {count:6d}  {reason}")
         if report.held:
