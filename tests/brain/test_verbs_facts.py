@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from brain.access import local_caller
+from brain.access import Caller, local_caller
 from brain.exceptions import InvalidParams, NotFound, ProvenanceRequired, ScopeDenied
 from brain.models import AuditEvent, Fact
 from brain.selectors_facts import fact_decay_score
@@ -204,3 +204,32 @@ def test_decay_half_lives_per_kind(alice) -> None:  # type: ignore[no-untyped-de
     assert fact_decay_score(event, now=now) == pytest.approx(0.3679, abs=1e-3)
     assert fact_decay_score(belief, now=now) == pytest.approx(0.3679, abs=1e-3)
     assert fact_decay_score(lapsed, now=now) == 0.0
+
+
+def test_a_world_fact_about_a_private_page_does_not_name_it_to_a_remote_key(
+    default_source,
+) -> None:  # type: ignore[no-untyped-def]
+    """SPEC §8: a remote (untrusted) key reads world rows only. A world fact whose
+    entity is a private person page comes back without ``entity_slug``, so the key
+    learns neither that the private page exists nor its slug; a trusted caller
+    still gets the slug."""
+    add_page(
+        default_source,
+        title="Heather Quill",
+        slug="people/heather-quill",
+        visibility="private",
+    )
+    remember("Heather Quill prefers the weekly report", entity="people/heather-quill")
+    remote = Caller(
+        actor="key:remote",
+        trusted=False,
+        scopes=frozenset({"read"}),
+        readable_source_ids=frozenset({"default"}),
+    )
+
+    seen = verb_recall(caller=remote, query="weekly report")["facts"]
+    trusted = verb_recall(caller=local_caller(), query="weekly report")["facts"]
+
+    assert [f["fact"] for f in seen] == ["Heather Quill prefers the weekly report"]
+    assert seen[0]["entity_slug"] is None
+    assert trusted[0]["entity_slug"] == "people/heather-quill"

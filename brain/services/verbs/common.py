@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 from django.contrib.postgres.search import SearchQuery, SearchVector
 
-from brain.access import ReadScope
+from brain.access import Caller, ReadScope
 from brain.exceptions import InvalidParams
 from brain.models import Fact
 from brain.search import page_search
@@ -119,15 +119,23 @@ def _names(value: str | Sequence[str] | None) -> list[str]:
     return seen
 
 
-def fact_wire(fact: Fact) -> dict[str, Any]:
-    """A fact as the verbs return it: ``id`` (legacy integer), ``fact_id`` (string),
-    ``fact``, ``kind``, ``entity_slug``, ``provenance``, ``valid_until``,
-    ``visibility``, ``confidence``, ``created_at`` (SPEC §4 recall)."""
-    entity_slug = (
-        fact.entity.slug
-        if fact.entity is not None
-        else (fact.evidence or {}).get("entity_ref")
-    )
+def fact_wire(fact: Fact, *, caller: Caller) -> dict[str, Any]:
+    """A fact as the verbs return it to ``caller``: ``id`` (legacy integer),
+    ``fact_id`` (string), ``fact``, ``kind``, ``entity_slug``, ``provenance``,
+    ``valid_until``, ``visibility``, ``confidence``, ``created_at`` (SPEC §4 recall).
+
+    ``entity_slug`` names the fact's entity page only when ``caller`` may read that
+    page (``Caller.may``, SPEC §8): a world fact about a private person must not
+    tell a remote key that the private page exists or what its slug is; such a
+    fact comes back with ``entity_slug`` None."""
+    page = fact.entity
+    if page is not None:
+        readable = caller.may(
+            "read", source_id=page.source_id, visibility=page.visibility
+        )
+        entity_slug = page.slug if readable else None
+    else:
+        entity_slug = (fact.evidence or {}).get("entity_ref")
     return {
         "id": fact.pk,
         "fact_id": str(fact.pk),

@@ -103,7 +103,7 @@ def verb_context_pack(
         threads += [("thread", {"entity_slug": page.slug, **t}) for t in threads_of]
         recent = [f for f in facts if since_at is None or f.created_at >= since_at]
         hot = fact_rank(recent, now=now)[:PACK_FACTS_PER_ENTITY]
-        fact_items += [("fact", fact_wire(f)) for f in hot]
+        fact_items += [("fact", fact_wire(f, caller=caller)) for f in hot]
 
     warnings += _missing_hints(
         caller=caller, scope=scope, missing=missing, requested=_sources(source)

@@ -244,7 +244,12 @@ def verb_delta(
     )
     for fact in facts_qs.order_by("created_at", "pk")[:fetch]:
         stream.append(
-            (fact.created_at, key_for("facts", fact.pk), "fact", fact_wire(fact))
+            (
+                fact.created_at,
+                key_for("facts", fact.pk),
+                "fact",
+                fact_wire(fact, caller=caller),
+            )
         )
     for ts, key, item in _loop_stream(
         scope=scope,

@@ -91,7 +91,7 @@ def verb_recall(
                 :FACT_FETCH_CAP
             ]
         )
-    fact_items = [fact_wire(f) for f in fact_rank(facts)[:arm_limit]]
+    fact_items = [fact_wire(f, caller=caller) for f in fact_rank(facts)[:arm_limit]]
 
     results: list[dict[str, Any]] = []
     degraded: str | None = None

@@ -99,7 +99,7 @@ def verb_synthesize(
         results = [r for r in results if _within(dates, r["slug"], since_at, until_at)]
     results = results[:SYNTH_PAGES]
     facts = [
-        fact_wire(f)
+        fact_wire(f, caller=caller)
         for f in fact_rank(_facts_for_query(scope=scope, query=text, since=since_at))[
             :SYNTH_FACTS
         ]
