@@ -45,10 +45,6 @@ from brain.services.facts import fact_remember  # noqa: E402
 DATA = ROOT / "tests" / "data" / "facts_pairs.jsonl"
 
 
-class _Rollback(Exception):
-    """Raised to roll back one pair's writes after reading its status."""
-
-
 def load(path: Path = DATA) -> list[dict]:
     """The labelled pairs: dicts with id, category, expect, split, old, new."""
     return [
@@ -63,21 +59,18 @@ def run_pair(pair: dict) -> str:
     second write."""
     caller = local_caller(actor="benchmark")
     status = ""
-    try:
-        with transaction.atomic():
-            for side in ("old", "new"):
-                fact = pair[side]
-                written = fact_remember(
-                    caller=caller,
-                    text=fact["text"],
-                    provenance="benchmarks/facts_quality.py",
-                    entity=fact.get("entity"),
-                    kind=fact["kind"],
-                )
-                status = written.status
-            raise _Rollback
-    except _Rollback:
-        pass  # the pair's writes are rolled back on purpose; only its status is kept
+    with transaction.atomic():
+        for side in ("old", "new"):
+            fact = pair[side]
+            written = fact_remember(
+                caller=caller,
+                text=fact["text"],
+                provenance="benchmarks/facts_quality.py",
+                entity=fact.get("entity"),
+                kind=fact["kind"],
+            )
+            status = written.status
+        transaction.set_rollback(True)  # only the status is kept, not the writes
     return status
 
 

@@ -121,13 +121,13 @@ def clear_stale_pid(pgdata: Path) -> bool:
     except ValueError:
         pid = 0
     if pid > 0:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            pass  # dead: the cut-short file is stale and is removed below
-        except PermissionError:
-            return False  # alive, someone else's
-        else:
+        # A dead pid (ProcessLookupError) makes the cut-short file stale: it is
+        # removed below; a live one, ours or someone else's, leaves it alone.
+        with contextlib.suppress(ProcessLookupError):
+            try:
+                os.kill(pid, 0)
+            except PermissionError:
+                return False  # alive, someone else's
             return False  # alive
     pid_file.unlink(missing_ok=True)
     return True

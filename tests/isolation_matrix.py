@@ -54,10 +54,6 @@ BOOKKEEPING = {"SessionCursor", "AuditEvent", "LlmUsage", "ApiKey", "SyncRun"}
 NOISY_COLUMNS = {"last_retrieved_at", "last_used_at"}
 
 
-class _Rollback(Exception):
-    """Raised to roll a case's savepoint back."""
-
-
 @dataclass(frozen=True)
 class Shape:
     """One key shape: trust, scopes, write source, readable sources."""
@@ -439,16 +435,12 @@ def reveals(
 
 def _in_savepoint(run: Any) -> tuple[Any, list[str]]:
     """Run ``run()`` in a savepoint, fingerprinting before and after, then roll back."""
-    box: dict[str, Any] = {}
-    try:
-        with transaction.atomic():
-            box["before"] = fingerprint()
-            box["answer"] = run()
-            box["after"] = fingerprint()
-            raise _Rollback
-    except _Rollback:
-        pass  # the call's writes are rolled back on purpose; fingerprints are kept
-    return box["answer"], [box["before"], box["after"]]
+    with transaction.atomic():
+        before = fingerprint()
+        answer = run()
+        after = fingerprint()
+        transaction.set_rollback(True)  # the call's writes go; the fingerprints stay
+    return answer, [before, after]
 
 
 def _send(

@@ -17,6 +17,7 @@ which carries the ``\\Sent`` SPECIAL-USE flag).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import datetime as dt
 import grp
@@ -51,11 +52,10 @@ ACCOUNTS = 60  # accounts in the passwd-file, one per test that asks for one
 def _die_with_parent() -> None:
     """In the child before exec: ask Linux to send SIGTERM when the test process
     dies (``PR_SET_PDEATHSIG``), so a killed test run leaves no Dovecot behind."""
-    try:
+    # Without prctl (not Linux glibc) the fixture's own teardown still stops it.
+    with contextlib.suppress(OSError):
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
-    except OSError:
-        pass  # no prctl (not Linux glibc): the fixture's own teardown still stops it
 
 
 def _free_port() -> int:

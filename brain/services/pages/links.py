@@ -4,6 +4,7 @@ queries per batch."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -36,10 +37,9 @@ def _link_type(
     """The inferred type when the Schema allows it between these page types, else
     ``mentions`` (which allows any endpoints)."""
     if name != DEFAULT_LINK_TYPE:
-        try:
+        # When the Schema refuses the inferred type here, fall back to mentions.
+        with contextlib.suppress(SchemaViolation):
             return schema.relation_type(name, from_type, to_type)
-        except SchemaViolation:
-            pass  # the Schema refuses the inferred type here: fall back to mentions
     return schema.relation_type(DEFAULT_LINK_TYPE, from_type, to_type)
 
 
