@@ -106,6 +106,13 @@ class LocalProvider:
                 self._warming.start()
             return self._warming
 
+    @property
+    def loading(self) -> bool:
+        """True while the background load started by ``warm_up`` is still running
+        (the model is not ready yet); False once it is loaded or failed."""
+        warming = self._warming
+        return self._model is None and warming is not None and warming.is_alive()
+
     def _warm(self) -> None:
         try:
             self._load()
@@ -212,6 +219,14 @@ def get_provider() -> EmbeddingProvider | None:
         settings.BRAIN_OPENAI_BASE_URL,
         settings.BRAIN_EMBEDDING_DIMENSIONS,
     )
+
+
+def model_loading() -> bool:
+    """True while the configured local model is loading in this process's
+    background thread (``embeddings_warm_up``): a query cannot be embedded yet and
+    search answers keyword-only for a few seconds (SPEC §3 ``search_degraded``)."""
+    provider = get_provider()
+    return isinstance(provider, LocalProvider) and provider.loading
 
 
 def embed_texts(texts: list[str]) -> tuple[list[Vector] | None, str]:

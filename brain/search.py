@@ -31,8 +31,8 @@ Pipeline, for one query inside one ``ReadScope`` (the only scoping input, SPEC �
    ``create_safety``; then the token budget (chars/4) on whole results.
 
 ``search_degraded`` is None when search is whole, else a string naming why: with
-provider ``none`` or a failing provider the vector arm is skipped
-(``vector_search_unavailable: …``); when some searched chunks have no embedding yet
+provider ``none``, a failing provider or a local model still loading the vector arm
+is skipped (``vector_search_unavailable: …``, naming the loading); when some searched chunks have no embedding yet
 (``embeddings_pending: N of M``) the vector arm cannot see them. Soft-deleted pages
 have no chunks and are filtered again when results are hydrated.
 """
@@ -657,16 +657,20 @@ def _degradation(
 ) -> str | None:
     """Why search is not whole, or None (SPEC §3, §4 ``search_degraded``).
 
-    ``vector_search_unavailable: provider <name>`` when the query could not be
-    embedded; else ``embeddings_pending: N of M`` when N of the M searched chunks have
+    ``vector_search_unavailable: provider <name> (keyword-only)`` when the query
+    could not be embedded (``(model loading, …)`` while the local model is still
+    loading in this process's background thread); else ``embeddings_pending: N of M`` when N of the M searched chunks have
     no embedding yet (one indexed EXISTS on ``brain_chunk_embedding_pending`` when
     every chunk is embedded; the counts only when some are not).
     """
     if not vector_ok:
-        return (
-            f"vector_search_unavailable: provider {settings.BRAIN_EMBEDDING_PROVIDER}"
-            " (keyword-only)"
-        )
+        provider = settings.BRAIN_EMBEDDING_PROVIDER
+        if embeddings.model_loading():
+            return (
+                f"vector_search_unavailable: provider {provider} (model loading, "
+                "keyword-only until it is ready, usually a few seconds)"
+            )
+        return f"vector_search_unavailable: provider {provider} (keyword-only)"
     params = {"sources": list(source_ids), "visibilities": list(visibilities)}
     with connection.cursor() as cursor:
         cursor.execute(_PENDING_SQL, params)

@@ -5,6 +5,7 @@ production."""
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING
 
 from django.urls import reverse
@@ -58,3 +59,52 @@ def test_no_request_loads_the_embedding_model(
     found = client.get(reverse("api:search"), {"query": "harbor tram"})
     assert found.status_code == 200, found.json()
     assert [r["title"] for r in found.json()["results"]] == ["Harbor tram"]
+
+
+def test_search_while_the_model_loads_says_so(
+    settings,  # type: ignore[no-untyped-def]
+    default_source: Source,
+    make_key: Callable[..., IssuedKey],
+    api_client: Callable[[str | None], Client],
+) -> None:
+    """Right after a server starts, the model loads in the background: search answers
+    keyword-only and its ``search_degraded`` says the model is loading (it used to
+    read like a provider failure), then says nothing once the model is ready."""
+    settings.BRAIN_EMBEDDING_PROVIDER = "none"  # the page is saved before the server
+    client = api_client(make_key(default_source, trusted=True).plaintext)
+    assert (
+        client.post(
+            "/api/pages",
+            {"title": "Ferry timetable", "body": "The ferry leaves at nine."},
+            content_type="application/json",
+        ).status_code
+        == 201
+    )
+    settings.BRAIN_EMBEDDING_PROVIDER = "local"
+    settings.BRAIN_EMBEDDING_MODEL = "all-MiniLM-L6-v2-loading-at-start"
+    provider = get_provider()
+    assert isinstance(provider, LocalProvider)
+    assert provider.loaded_in is None
+    # The server's warm-up thread has not finished: a stand-in thread that is alive
+    # until released holds the provider's loading slot, as a slow load would.
+    release = threading.Event()
+    slow_load = threading.Thread(target=release.wait, name=WARM_UP_THREAD, daemon=True)
+    slow_load.start()
+    provider._warming = slow_load
+    try:
+        loading = client.get(reverse("api:search"), {"query": "ferry timetable"})
+    finally:
+        release.set()
+        slow_load.join()
+
+    assert loading.status_code == 200, loading.json()
+    body = loading.json()
+    assert [r["title"] for r in body["results"]] == ["Ferry timetable"]
+    assert body["search_degraded"].startswith(
+        "vector_search_unavailable: provider local (model loading"
+    ), body["search_degraded"]
+    warming = provider.warm_up()
+    if warming is not None:
+        warming.join()
+    embedded = client.get(reverse("api:search"), {"query": "ferry timetable"}).json()
+    assert "model loading" not in (embedded["search_degraded"] or "")
