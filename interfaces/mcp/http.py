@@ -87,6 +87,41 @@ def _authenticate(token: str, client: str) -> Caller | BrainError | None:
         close_old_connections()
 
 
+def _too_large(size: str) -> dict[str, Any]:
+    """The SPEC §4 envelope for a body over the MCP SDK's limit (HTTP 413)."""
+    return InvalidParams(
+        f"The request body is {size}; the limit is "
+        f"{DEFAULT_MAX_REQUEST_BODY_SIZE} bytes.",
+        suggestion="Send a smaller message: split large pages into several calls.",
+        detail={"limit_bytes": DEFAULT_MAX_REQUEST_BODY_SIZE},
+    ).envelope()
+
+
+async def _buffered_body(receive: Any) -> Any | None:
+    """Read a request body sent without a length, up to the SDK's limit
+    (``DEFAULT_MAX_REQUEST_BODY_SIZE``, 4 MiB), and return an ASGI ``receive`` that
+    replays it as one message; None when the body is larger (nothing is handed on).
+    A disconnect while reading is replayed as it came."""
+    body = bytearray()
+    replay: list[dict[str, Any]] = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            replay.append(message)
+            break
+        body.extend(message.get("body", b""))
+        if len(body) > DEFAULT_MAX_REQUEST_BODY_SIZE:
+            return None
+        if not message.get("more_body", False):
+            break
+    replay.insert(0, {"type": "http.request", "body": bytes(body), "more_body": False})
+
+    async def replaying() -> dict[str, Any]:
+        return replay.pop(0) if replay else await receive()
+
+    return replaying
+
+
 async def _send_json(
     send: Any, status: int, body: dict[str, Any], *, www_authenticate: str = ""
 ) -> None:
@@ -220,17 +255,16 @@ class McpHttpApp:
             return
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > DEFAULT_MAX_REQUEST_BODY_SIZE:
-            # The SDK would refuse it too, but in plain text; a chunked body without
-            # a length still reaches the SDK's own (plain-text) 413.
-            error = InvalidParams(
-                f"The request body is {int(declared)} bytes; the limit is "
-                f"{DEFAULT_MAX_REQUEST_BODY_SIZE} bytes.",
-                suggestion="Send a smaller message: split large pages into several "
-                "calls.",
-                detail={"limit_bytes": DEFAULT_MAX_REQUEST_BODY_SIZE},
-            )
-            await _send_json(send, 413, error.envelope())
+            # The SDK would refuse it too, but in plain text.
+            await _send_json(send, 413, _too_large(f"{int(declared)} bytes"))
             return
+        if not declared and scope.get("method") == "POST":
+            # A body without a length (chunked) is read here, within the limit, so
+            # that an oversized one gets the envelope, not the SDK's plain 413.
+            receive = await _buffered_body(receive)
+            if receive is None:
+                await _send_json(send, 413, _too_large("more bytes"))
+                return
         surface = _surface_for(scope["path"])
         if surface is None:
             error = NotFound(

@@ -64,3 +64,26 @@ def test_an_oversized_mcp_body_gets_the_envelope_not_plain_text(live_asgi) -> No
     body = response.json()
     assert body["error"] == "invalid_params"
     assert "limit" in body["message"] and isinstance(body["detail"], str)
+
+
+def test_an_oversized_chunked_mcp_body_gets_the_envelope(live_asgi) -> None:  # type: ignore[no-untyped-def]
+    """SPEC §4: a body over the limit sent without a length (chunked transfer) is
+    refused with the envelope too (it reached the SDK's plain-text 413 before)."""
+
+    async def chunks():  # type: ignore[no-untyped-def]
+        for _ in range(6):
+            yield b"x" * (1024 * 1024)
+
+    async def go() -> httpx2.Response:
+        async with httpx2.AsyncClient() as http:
+            return await http.post(
+                f"{live_asgi}/mcp",
+                content=chunks(),
+                headers={"Content-Type": "application/json"},
+            )
+
+    response = anyio.run(go)
+    assert response.status_code == 413
+    body = response.json()
+    assert body["error"] == "invalid_params"
+    assert "limit" in body["message"]

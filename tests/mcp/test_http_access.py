@@ -205,3 +205,34 @@ def test_mcp_over_http_counts_against_the_keys_http_rate_limit(  # type: ignore[
     body = mcp_over.json()
     assert body["error"] == "unavailable" and body["protocol_version"] == 1
     assert "2 requests per minute" in body["message"] and body["suggestion"]
+
+
+@committed_db
+def test_a_chunked_mcp_request_within_the_limit_is_served(  # type: ignore[no-untyped-def]
+    live_asgi, make_key, default_source
+) -> None:
+    """A body sent without a length is read within the limit and handed on whole:
+    ``initialize`` sent in two chunks is answered as if it had a length."""
+    key = make_key(default_source)
+    raw = json.dumps(INITIALIZE).encode()
+
+    async def chunks():  # type: ignore[no-untyped-def]
+        yield raw[:20]
+        yield raw[20:]
+
+    async def go() -> httpx2.Response:
+        async with httpx2.AsyncClient() as http:
+            return await http.post(
+                f"{live_asgi}/mcp",
+                content=chunks(),
+                headers={
+                    **ACCEPT,
+                    "Content-Type": "application/json",
+                    "Authorization": f"Bearer {key.plaintext}",
+                },
+            )
+
+    response = anyio.run(go)
+    assert response.status_code == 200, response.text
+    assert "content-length" not in response.request.headers
+    assert '"protocolVersion"' in response.text
