@@ -5,6 +5,9 @@ append keeps the frontmatter; errors carry the SPEC §4 envelope."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from typing import Any
 
 import anyio
@@ -13,7 +16,15 @@ from mcp import Client
 from accounts.models import ApiKey
 from brain.models import Page, PageRevision
 from loops.models import LoopSuppression
-from tests.mcp.conftest import committed_db, envelope, http_client, manage_mcp, payload
+from tests.mcp.conftest import (
+    REPO_ROOT,
+    committed_db,
+    envelope,
+    http_client,
+    manage_mcp,
+    payload,
+    subprocess_env,
+)
 from tests.mcp.scenario import APPENDED, BODY, TITLE, run_session
 from tests.mcp.test_surfaces import EXPECTED
 
@@ -133,3 +144,29 @@ def test_http_session_calls_every_tool_as_the_keys_remote_caller(  # type: ignor
     # Remote writes carry the server-stamped provenance of the key.
     assert page.frontmatter["provenance"]["key"] == f"key:{issued.api_key.prefix}"
     assert ApiKey.objects.get(pk=issued.api_key.pk).last_used_at is not None
+
+
+@committed_db
+def test_stdio_server_starts_loading_the_model_at_start() -> None:
+    """The stdio server starts the local model's background load as it starts (the
+    harness's first search used to load it, ~20 s on a busy machine); with provider
+    ``none`` there is nothing to load and it says nothing."""
+    said = {}
+    for provider in ("local", "none"):
+        done = subprocess.run(
+            [sys.executable, "manage.py", "mcp"],
+            input=b"",  # stdin closes at once: the server reports and stops
+            capture_output=True,
+            cwd=REPO_ROOT,
+            env={
+                **os.environ,
+                **subprocess_env(),
+                "BRAIN_EMBEDDING_PROVIDER": provider,
+            },
+            timeout=120,
+            check=True,
+        )
+        said[provider] = done.stderr.decode()
+    assert "embedding model loading in the background" in said["local"], said
+    assert "brain MCP server on stdio" in said["none"], said
+    assert "embedding model" not in said["none"], said

@@ -4,7 +4,8 @@ over stdio for a local agent harness (SPEC §4, §8).
 The harness starts this command as a subprocess and speaks MCP on its stdin/stdout, so
 stdout carries protocol messages only; what the command did goes to stderr. A stdio
 caller is a trusted local caller: it reads private pages and facts. ``--source``
-narrows it to one source, which becomes its write source too.
+narrows it to one source, which becomes its write source too. The local embedding
+model starts loading in a background thread as the server starts.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import anyio
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from brain.access import local_caller
+from brain.embeddings import embeddings_warm_up
 from brain.models import Source
 from interfaces.mcp.server import build_server
 from interfaces.mcp.tools import SURFACES, tools_for_surface
@@ -55,11 +57,15 @@ class Command(BaseCommand):
             )
         server = build_server(surface=surface, resolve_caller=lambda ctx: caller)
         names = [spec.name for spec in tools_for_surface(surface)]
+        # The local model loads while the harness initialises and lists tools, not
+        # inside its first search (a search that comes sooner waits for the load).
+        warming = embeddings_warm_up()
         # stdout is the protocol channel: report on stderr.
         print(
             f"brain MCP server on stdio: surface '{surface}', {len(names)} tools "
             f"({', '.join(names)}); trusted local caller, "
-            f"sources: {source_id or 'all'}",
+            f"sources: {source_id or 'all'}"
+            + ("; embedding model loading in the background" if warming else ""),
             file=sys.stderr,
             flush=True,
         )
