@@ -210,6 +210,16 @@ DATABASES["default"].setdefault("OPTIONS", {})["server_side_binding"] = True
 # scan of it happens to be (synchronize_seqscans): the keyword arm's bounded set of
 # chunks holding a very common word (brain.search, "the first N that match") is then
 # the same set on every run, read from the same cached blocks (SPEC §3, §11).
+# A statement a connection runs again and again (entity()'s resolve and card, the
+# search arms, push's mention lookup) is prepared on the server after
+# BRAIN_DB_PREPARE_THRESHOLD runs (psycopg's prepare_threshold; Django's default is
+# never): planning those statements took longer than running them (SPEC §11). A
+# negative value turns it off (a pooler in transaction mode without prepared
+# statement support).
+_prepare_threshold = env_int("BRAIN_DB_PREPARE_THRESHOLD", 5)
+DATABASES["default"]["OPTIONS"]["prepare_threshold"] = (
+    _prepare_threshold if _prepare_threshold >= 0 else None
+)
 _pg_options = DATABASES["default"]["OPTIONS"].get("options", "")
 DATABASES["default"]["OPTIONS"]["options"] = (
     f"{_pg_options} -c synchronize_seqscans=off".strip()

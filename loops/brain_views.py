@@ -50,8 +50,11 @@ def card_threads(
         counterparty_id__in=list(slug_of),
         status=LoopStatus.OPEN,
     ).order_by(F("due_at").asc(nulls_last=True), "-opened_at", "pk")
-    for loop in rows[: limit * len(pages)]:
-        page_id = loop.counterparty_id
+    # Plain rows, no model instances: the card is on entity()'s latency path.
+    fields = ("counterparty_id", "pk", "summary", "opened_at", "loop_type", "due_at")
+    for page_id, pk, summary, opened_at, loop_type, due_at, status in rows.values_list(
+        *fields, "status"
+    )[: limit * len(pages)]:
         if page_id is None:  # excluded by the filter; narrows the type
             continue
         items = by_page.setdefault(page_id, [])
@@ -60,13 +63,13 @@ def card_threads(
         items.append(
             {
                 "kind": "commitment",
-                "text": loop.summary,
-                "date": iso_ms(loop.opened_at),
-                "direction": _LOOP_DIRECTION.get(loop.loop_type, loop.loop_type),
-                "due": iso_ms(loop.due_at),
+                "text": summary,
+                "date": iso_ms(opened_at),
+                "direction": _LOOP_DIRECTION.get(loop_type, loop_type),
+                "due": iso_ms(due_at),
                 "counterparty": slug_of[page_id],
-                "status": loop.status,
-                "loop_id": str(loop.pk),
+                "status": status,
+                "loop_id": str(pk),
             }
         )
     return by_page

@@ -232,24 +232,10 @@ def entity_suggestions(*, scope: ReadScope, name: str) -> list[dict[str, Any]]:
     ]
 
 
-_TOUCH_SQL = """
-UPDATE brain_page SET last_retrieved_at = %(now)s
- WHERE id = %(page)s
-   -- A lost touch after a crash is harmless: this transaction's commit does not wait
-   -- for the WAL flush (set for the transaction only, in the same round trip).
-   AND set_config('synchronous_commit', 'off', true) IS NOT NULL
-"""
-
-
-def entity_touch(*, page: Page, now: datetime | None = None) -> None:
-    """Record that ``page`` was retrieved (``last_retrieved_at``), at most once a
-    minute, in one statement; ``updated_at`` is left alone so delta does not see a
-    change."""
-    now = now or timezone.now()
-    if page.last_retrieved_at is None or now - page.last_retrieved_at > TOUCH_EVERY:
-        with connection.cursor() as cursor:
-            cursor.execute(_TOUCH_SQL, {"now": now, "page": page.pk})
-        page.last_retrieved_at = now
+def touch_due(page: Page, now: datetime) -> bool:
+    """True when ``page``'s ``last_retrieved_at`` should be refreshed at ``now``: never
+    set, or older than ``TOUCH_EVERY`` (reads do not become a write each)."""
+    return page.last_retrieved_at is None or now - page.last_retrieved_at > TOUCH_EVERY
 
 
 def page_synopsis(page: Page) -> str:
@@ -293,6 +279,14 @@ def _commitment_thread(
 
 _CARD_SQL = (
     """
+WITH touched AS (
+  -- The retrieval touch (``entity_touch``'s statement), in the card's own round trip
+  -- when %(touch)s: a data-modifying CTE runs whether or not the SELECT reads it.
+  UPDATE brain_page SET last_retrieved_at = %(now)s
+   WHERE id = %(page)s AND %(touch)s
+     AND set_config('synchronous_commit', 'off', true) IS NOT NULL
+  RETURNING 1
+)
 SELECT
   (SELECT coalesce(json_agg(a.alias ORDER BY a.alias), '[]') FROM (
      SELECT alias FROM brain_alias WHERE page_id = %(page)s ORDER BY alias LIMIT %(aka)s
@@ -332,7 +326,8 @@ SELECT
    ) e) AS edges_in,
   """
     + backlinks_sql("%(page)s", source_param="source", vis_param="visibilities")
-    + """ AS backlinks
+    + """ AS backlinks,
+  (SELECT count(*) FROM touched) AS touched
 """
 )
 
@@ -342,7 +337,7 @@ def _dt(value: str | None) -> datetime | None:
 
 
 def entity_card(
-    *, scope: ReadScope, page: Page, now: datetime | None = None
+    *, scope: ReadScope, page: Page, now: datetime | None = None, touch: bool = False
 ) -> dict[str, Any]:
     """Assemble the entity card of ``page`` (SPEC §4, digest §3.2) within ``scope``.
 
@@ -357,8 +352,15 @@ def entity_card(
     only, whoever asks: private detail comes from recall or
     ``context_pack(include_private)``.
     One query of depth-1 indexed sub-selects (plus one for loops when installed).
+
+    ``touch``: record the retrieval in the same statement (``last_retrieved_at`` set
+    to ``now`` when ``touch_due``; ``updated_at`` left alone so delta does not see a
+    change). The touch's transaction does not wait for the WAL flush
+    (``synchronous_commit`` off for that transaction only): a touch lost in a crash
+    is harmless.
     """
     now = now or timezone.now()
+    touching = touch and touch_due(page, now)
     params: dict[str, Any] = {
         "page": page.pk,
         "source": page.source_id,
@@ -371,10 +373,13 @@ def entity_card(
         "timeline": TIMELINE_LOOKBACK,
         "facts": ACTIVE_FACT_COUNT_CAP,
         "edges": CARD_EDGES,
+        "touch": touching,
     }
     with connection.cursor() as cursor:
         cursor.execute(_CARD_SQL, params)
-        aka, timeline, facts, edges_out, edges_in, backlinks = cursor.fetchone()
+        aka, timeline, facts, edges_out, edges_in, backlinks, _ = cursor.fetchone()
+    if touching:
+        page.last_retrieved_at = now
     timeline_rows = [(date.fromisoformat(d), summary) for d, summary in timeline]
     commitments = [
         (pk, text, datetime.fromisoformat(valid_from), _dt(valid_until))

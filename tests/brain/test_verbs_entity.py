@@ -11,9 +11,10 @@ from django.utils import timezone
 from brain.access import Caller, local_caller
 from brain.models import Alias, Page, Relation
 from brain.services.entities import (
+    entity_card,
     entity_resolve,
     entity_suggestions,
-    entity_touch,
+    iso_ms,
 )
 from brain.services.facts import fact_remember
 from brain.services.verbs import verb_entity
@@ -202,9 +203,9 @@ def _busy_page(source, title: str, size: int) -> Page:  # type: ignore[no-untype
     return page
 
 
-# A card is the scope check, the resolve, the retrieval touch (at most once a minute),
-# the card's own statement and the open loops: five statements, whatever its size.
-CARD_QUERIES = 5
+# A card is the scope check, the resolve, the card's own statement (with the retrieval
+# touch, at most once a minute) and the open loops: four statements, whatever its size.
+CARD_QUERIES = 4
 
 
 def test_entity_card_takes_a_fixed_number_of_queries(
@@ -218,27 +219,39 @@ def test_entity_card_takes_a_fixed_number_of_queries(
             body = verb_entity(caller=local_caller(), name=name)
         assert body["card"]["backlink_count"] == backlinks
         assert len(body["card"]["edges"]) == min(10, 2 * backlinks)
-        # Asked again within the minute: no touch, one statement fewer.
-        with django_assert_num_queries(CARD_QUERIES - 1):
+        # Asked again within the minute: no touch, the same statements.
+        with django_assert_num_queries(CARD_QUERIES):
             verb_entity(caller=local_caller(), name=name)
 
 
-def test_entity_touch_is_one_statement_that_does_not_wait_for_the_wal_flush(
-    default_source, django_assert_num_queries
+def test_entity_touch_rides_in_the_card_statement_without_waiting_for_the_wal_flush(
+    default_source,
 ) -> None:  # type: ignore[no-untyped-def]
-    """The touch turns synchronous commit off for its own transaction (set_config
-    with is_local), in the same statement as the update."""
+    """The card records the retrieval in its own statement, at most once a minute,
+    and turns synchronous commit off for that transaction only (set_config with
+    is_local); updated_at is left alone."""
     page = add_page(default_source, title="Touched Person")
+    updated = page.updated_at
     with connection.cursor() as cursor:
         cursor.execute("SHOW synchronous_commit")
         assert cursor.fetchone()[0] == "on"
-    with django_assert_num_queries(1):
-        entity_touch(page=page)
+    scope = local_caller().read_scope()
+    card = entity_card(scope=scope, page=page, touch=True)
     page.refresh_from_db()
     assert page.last_retrieved_at is not None
+    assert page.updated_at == updated
+    assert card["last_touched"]["last_retrieved_at"] == iso_ms(page.last_retrieved_at)
     with connection.cursor() as cursor:
         cursor.execute("SHOW synchronous_commit")
         assert cursor.fetchone()[0] == "off"
+    # Within the minute the touch is not repeated.
+    first = page.last_retrieved_at
+    entity_card(scope=scope, page=page, touch=True, now=first + timedelta(seconds=30))
+    page.refresh_from_db()
+    assert page.last_retrieved_at == first
+    entity_card(scope=scope, page=page, touch=True, now=first + timedelta(minutes=2))
+    page.refresh_from_db()
+    assert page.last_retrieved_at == first + timedelta(minutes=2)
 
 
 def _one_pass_suggestions(name: str) -> list[str]:

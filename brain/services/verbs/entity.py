@@ -13,7 +13,6 @@ from brain.services.entities import (
     entity_card,
     entity_resolve,
     entity_suggestions,
-    entity_touch,
     page_type_name,
 )
 
@@ -45,8 +44,7 @@ def verb_entity(
         card = None
         suggestions = entity_suggestions(scope=scope, name=name or "")
     else:
-        entity_touch(page=resolution.page)
-        card = entity_card(scope=scope, page=resolution.page)
+        card = entity_card(scope=scope, page=resolution.page, touch=True)
         suggestions = [
             {
                 "slug": p.slug,
