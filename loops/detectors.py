@@ -52,6 +52,12 @@ BROADCAST_RECIPIENTS = 3
 # another thread, supersedes the ask (they were in touch since: it was handled or
 # moot).
 SUPERSEDE_GAP = timedelta(days=7)
+# My question in reply to an announcement someone sent to a crowd (comments on a
+# report, a newsletter, a policy note) is answered, if at all, soon or in the next
+# announcement: unchased, it is moot this long after I asked (SPEC §5.1a). On the
+# allen-p dev set my answered asks were answered in a median 0.07 days and at the
+# 75th percentile 2.3 days (n=16), so two weeks is six times the usual wait.
+REPLY_TO_CROWD_LIFETIME = timedelta(days=14)
 AUTOMATED = "automated"
 # closed_by of a reply-owed loop retracted because no reply is expected after all
 # (its sender was found or marked automated, or the messages ask nothing of me).
@@ -198,7 +204,9 @@ def detect_thread(
     recipient): the conversation happened.
     An inbound loop opens only when a person's newest unquoted text, addressed to
     me and not to a crowd, asks something of me (``loops.asks``); an outbound loop
-    only when my text asks something of a person, and never when
+    only when my text asks something of a person (a single, unchased ask in
+    reply to their announcement to a crowd expires after
+    ``REPLY_TO_CROWD_LIFETIME``), and never when
     ``answers_visible`` is False (a source holding only my sent mail cannot see
     whether anyone answered: ``loops.selectors.answers_visible``). Returns a ``Verdict``; never
     raises on odd mail.
@@ -249,15 +257,54 @@ def detect_thread(
                 now,
                 thread_id,
                 subject,
+                _replied_to(turns, mine_run[0]),
             )
     if mine and not answers_visible:
         verdict = Verdict(close=[LoopType.UNANSWERED_INBOUND], reason="no_inbound_mail")
         verdict.retract[LoopType.UNANSWERED_OUTBOUND] = verdict.reason
         return verdict
     if mine:
-        return _outbound(run, last, owners, kinds, seen, mutes, now, thread_id, subject)
+        return _outbound(
+            run,
+            last,
+            owners,
+            kinds,
+            seen,
+            mutes,
+            now,
+            thread_id,
+            subject,
+            _replied_to(turns, run[0]),
+        )
     return _inbound(
         subs, run, last, owners, kinds, seen, mutes, now, thread_id, subject
+    )
+
+
+def _replied_to(turns: Sequence[MailMessage], first: MailMessage) -> MailMessage | None:
+    """The message just before ``first`` in the thread's turns (what my run of
+    messages replies to), or None when my run opens the thread."""
+    index = next((i for i, m in enumerate(turns) if m is first), 0)
+    return turns[index - 1] if index > 0 else None
+
+
+def _expired_reply_to_crowd(
+    asking: Sequence[MailMessage],
+    replied_to: MailMessage | None,
+    counterparty: str,
+    now: datetime,
+) -> bool:
+    """True when my ask answers an announcement the counterparty sent to a crowd
+    (``addressed_to_crowd``), I asked once (no chase) and it is
+    ``REPLY_TO_CROWD_LIFETIME`` old at ``now``: feedback on a broadcast, moot."""
+    return bool(
+        replied_to is not None
+        and counterparty
+        and (replied_to.from_addr or "").lower() == counterparty
+        and addressed_to_crowd(replied_to)
+        and len(asking) == 1
+        and asking[0].date is not None
+        and now - asking[0].date >= REPLY_TO_CROWD_LIFETIME
     )
 
 
@@ -294,9 +341,13 @@ def _outbound(
     now: datetime,
     thread_id: str,
     subject: str,
+    replied_to: MailMessage | None = None,
 ) -> Verdict:
     """Last turn is mine: inbound loops close; a waiting loop opens when my text
-    asks something of a person (SPEC §5.2 rule 5, §5.1a "my asks")."""
+    asks something of a person (SPEC §5.2 rule 5, §5.1a "my asks"). ``replied_to``
+    is the message my turn answers (None when it opens the thread): a single ask
+    in reply to their announcement to a crowd expires after
+    ``REPLY_TO_CROWD_LIFETIME``."""
     verdict = Verdict(close=[LoopType.UNANSWERED_INBOUND])
     asking = [
         m
@@ -349,6 +400,10 @@ def _outbound(
         return verdict
     if _reported_since(asking[-1].date, contact, now):
         verdict.reason = "reported_contact"
+        verdict.retract[LoopType.UNANSWERED_OUTBOUND] = verdict.reason
+        return verdict
+    if _expired_reply_to_crowd(asking, replied_to, counterparty, now):
+        verdict.reason = "reply_to_crowd_expired"
         verdict.retract[LoopType.UNANSWERED_OUTBOUND] = verdict.reason
         return verdict
     if _superseded(asking[-1].date, contact.last_to, now) and contact.last_to not in {

@@ -38,6 +38,7 @@ from loops.detectors import Mutes, detect_thread
 from loops.eligibility import extraction_eligibility
 from loops.extraction import extraction_enqueue
 from loops.extractors.fulfilment import (
+    FREE_MAIL,
     SIBLING_SHARED,
     arranged_in,
     content_stems,
@@ -65,6 +66,7 @@ from loops.selectors import (
     MAILBOX_WINDOW_DAYS,
     answers_visible,
     counterparty_messages,
+    domain_people,
     mutes_for,
     newest_message_at,
     reference_clock,
@@ -77,7 +79,7 @@ from loops.selectors import (
     threads_messages,
     threads_pages,
 )
-from loops.senders import Contact
+from loops.senders import Contact, handoff_names, resolve_first_name
 from loops.services import (
     CLOSED_BY_STALENESS,
     CommitmentInput,
@@ -516,6 +518,38 @@ def _replied_in(
     return None
 
 
+def _delegate_of(*, source: Source, party: str, asking_text: str) -> str:
+    """The colleague my ask was handed to: my asking text says "Please forward
+    this email to Steve" and exactly one person at the counterparty's own domain
+    (not a free-mail one) who wrote to me is a Steve (``resolve_first_name``);
+    '' otherwise."""
+    names = handoff_names(asking_text)
+    domain = party.rsplit("@", 1)[-1] if "@" in party else ""
+    if not names or not domain or domain.split(".", 1)[0] in FREE_MAIL:
+        return ""
+    colleagues = [
+        a for a in domain_people(source_id=source.id, domain=domain) if a != party
+    ]
+    for name in names:
+        delegate = resolve_first_name(name, colleagues)
+        if delegate:
+            return delegate
+    return ""
+
+
+def _delegate_answered(
+    later: Sequence[MailMessage], delegate: str, owners: set[str]
+) -> MailMessage | None:
+    """The delegate's first later message to me, in any thread: the person I
+    handed my ask to took it up."""
+    for m in later:
+        if (m.from_addr or "").lower() == delegate and owners & {
+            a.lower() for a in (*m.to, *m.cc) if a
+        }:
+            return m
+    return None
+
+
 def loops_settled_elsewhere(*, source: Source, now: datetime) -> int:
     """Reply loops settled in ANOTHER thread (SPEC §5.1a). An open
     ``unanswered_outbound`` loop with a counterparty closes when, after my ask and
@@ -541,7 +575,23 @@ def loops_settled_elsewhere(*, source: Source, now: datetime) -> int:
     threads = threads_messages(
         source_id=source.id, thread_ids=sorted({lp.thread_id for lp in loops})
     )
-    messages = _substantive_exchanges(source, loops, owners=owners, now=now)
+    delegates: dict[int, str] = {}
+    for loop in loops:
+        if loop.loop_type != LoopType.UNANSWERED_OUTBOUND:
+            continue
+        text = " ".join(
+            reply_text(m.body)
+            for m in threads.get(loop.thread_id, [])
+            if is_mine(m, owners) and loop.opened_at <= m.sent_at <= now
+        )
+        delegate = _delegate_of(
+            source=source, party=loop.counterparty_email.lower(), asking_text=text
+        )
+        if delegate:
+            delegates[loop.pk] = delegate
+    messages = _substantive_exchanges(
+        source, loops, owners=owners, now=now, extra=set(delegates.values())
+    )
     closed = 0
     for loop in loops:
         party = loop.counterparty_email.lower()
@@ -575,6 +625,8 @@ def loops_settled_elsewhere(*, source: Source, now: datetime) -> int:
                 if m.sent_at > loop.opened_at and m.thread_id != loop.thread_id
             ]
             answer = _answered_in(ask_words, later, party, owners)
+            if answer is None and loop.pk in delegates:
+                answer = _delegate_answered(later, delegates[loop.pk], owners)
             sent_on = None if answer else _sent_on(ask_words, later, party, owners)
         hit = answer or sent_on
         if hit is None:
@@ -589,7 +641,13 @@ def loops_settled_elsewhere(*, source: Source, now: datetime) -> int:
                 "message_id": hit.message_id,
                 "raw_record_id": hit.raw_record_id,
                 "quote": collapse(reply_text(hit.body))[:200],
-                "reason": "answered_in_other_thread" if answer else "sent_on",
+                "reason": (
+                    "sent_on"
+                    if answer is None
+                    else "answered_by_delegate"
+                    if (answer.from_addr or "").lower() != party
+                    else "answered_in_other_thread"
+                ),
             },
         )
         closed += int(bool(result["closed"]))
@@ -597,16 +655,22 @@ def loops_settled_elsewhere(*, source: Source, now: datetime) -> int:
 
 
 def _substantive_exchanges(
-    source: Source, loops: Sequence[OpenLoop], *, owners: set[str], now: datetime
+    source: Source,
+    loops: Sequence[OpenLoop],
+    *,
+    owners: set[str],
+    now: datetime,
+    extra: set[str] | None = None,
 ) -> list[MailMessage]:
     """Substantive messages between the owner and the counterparties of ``loops``
-    since the oldest of them opened, up to ``now`` (oldest first): the mail the
-    cross-thread settling passes read."""
+    (and the ``extra`` addresses: colleagues asks were handed to) since the oldest
+    of them opened, up to ``now`` (oldest first): the mail the cross-thread
+    settling passes read."""
     return [
         m
         for m in counterparty_messages(
             source_id=source.id,
-            addresses={lp.counterparty_email for lp in loops},
+            addresses={lp.counterparty_email for lp in loops} | (extra or set()),
             owners=owners,
             after=min(lp.opened_at for lp in loops),
         )

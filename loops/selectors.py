@@ -276,6 +276,22 @@ def counterparty_messages(
     )
 
 
+def domain_people(*, source_id: str, domain: str) -> list[str]:
+    """The addresses at ``domain`` (lower-cased, exact domain) whose stored sender
+    profile in the source is a person: the counterparty's colleagues who wrote to
+    the owner (SPEC §5.1a hand-offs). One query."""
+    domain = (domain or "").lower().strip()
+    if not domain:
+        return []
+    return sorted(
+        SenderProfile.objects.filter(
+            source_id=source_id,
+            address__endswith=f"@{domain}",
+            kind=SenderProfile.Kind.PERSON,
+        ).values_list("address", flat=True)
+    )
+
+
 def sender_kinds(*, source_id: str, addresses: Iterable[str]) -> dict[str, str]:
     """``{address: person | automated}`` for the stored profiles among
     ``addresses`` (lower-cased); senders without a profile are absent."""

@@ -316,6 +316,53 @@ def reported_contacts(text: str, people: dict[str, set[str]]) -> set[str]:
     return found
 
 
+# My ask handed to a person I name by first name: "Please forward this email to
+# Steve", "pass my questions on to Dana", "have Dana call me".
+_HANDOFF = re.compile(
+    r"\b(?:please\s+|pls\s+|kindly\s+|can you\s+|could you\s+)?(?:forward|pass|send|"
+    r"give|show)\s+(?:this|it|these|them|my\s+\w+|the\s+\w+)(?:\s+(?:e-?mail|note|"
+    r"message|request|questions?))?(?:\s+(?:along|on))?\s+to\s+([A-Z][a-z]{2,})\b"
+    r"|\b(?:have|ask)\s+([A-Z][a-z]{2,})\s+(?:to\s+)?(?:call|contact|e-?mail|phone|"
+    r"get back to)\s+me\b"
+)
+# A first name and the local-part token of its longer or shorter form ("steve" /
+# "steven", "dan" / "daniel") share at least this many leading letters.
+NICKNAME_PREFIX = 3
+
+
+def handoff_names(text: str) -> list[str]:
+    """First names my text hands its ask to ("Please forward this email to Steve"
+    → ``["steve"]``), lower-cased, in order; [] when it hands nothing on."""
+    names = []
+    for match in _HANDOFF.finditer(text or ""):
+        name = next(g for g in match.groups() if g).lower()
+        if name not in _NOT_NAME_TOKENS and name not in names:
+            names.append(name)
+    return names
+
+
+def _first_name_fits(name: str, token: str) -> bool:
+    if name == token:
+        return True
+    short, long = sorted((name, token), key=len)
+    return len(short) >= NICKNAME_PREFIX + 1 and long.startswith(short)
+
+
+def resolve_first_name(name: str, addresses: Iterable[str]) -> str:
+    """The one address of ``addresses`` whose local part opens with the first name
+    ``name`` or a longer or shorter form of it ("steve" → steven.matthews@…), or ''
+    when none or several do (an ambiguous name resolves to nobody)."""
+    name = (name or "").lower()
+    hits = {
+        a.lower()
+        for a in addresses
+        if a
+        and (tokens := _tokens(a.lower().split("@", 1)[0].replace(".", " ")))
+        and _first_name_fits(name, tokens[0])
+    }
+    return hits.pop() if len(hits) == 1 else ""
+
+
 def sender_stats(
     messages: Iterable[MailMessage], *, owner_addresses: Collection[str]
 ) -> dict[str, SenderStats]:

@@ -170,3 +170,52 @@ def test_their_ask_answered_in_my_message_under_a_sibling_subject_closes(
     process_threads(source_id=robins_mailbox.id, thread_ids=["t-blackline"], now=LATER)
     loop.refresh_from_db()
     assert (loop.status, loop.closed_by) == (LoopStatus.DONE, "reply_detected")
+
+
+def test_my_ask_handed_to_a_colleague_by_first_name_closes_when_they_write(
+    robins_mailbox, store
+):
+    # I asked Dana to pass my questions to "Steve"; Steven at Dana's firm wrote to
+    # me later (a new thread, another subject): the hand-off was taken up.
+    ask = mail(
+        1, "I would like more detail on the margin my positions need. "
+        "Can the bonds count toward it? Please forward this email to Steve.",
+    )  # fmt: skip
+    store(robins_mailbox, [ask])
+    process_threads(source_id=robins_mailbox.id, thread_ids=["t-ask"], now=LATER)
+    loop = _waiting(robins_mailbox)
+    assert loop.status == LoopStatus.OPEN
+    # A Steve at another firm writing to me is not Dana's colleague.
+    stranger = mail(
+        2, "Robin, the boat is ready for the season.", frm="steve@marina.example",
+        to=(ROBIN,), hours=30, thread="t-boat", subject="Boat",
+    )  # fmt: skip
+    store(robins_mailbox, [stranger])
+    process_threads(source_id=robins_mailbox.id, thread_ids=["t-boat"], now=LATER)
+    loop.refresh_from_db()
+    assert loop.status == LoopStatus.OPEN
+    steven = mail(
+        3, "Robin, we placed the funds in the bonds. Anything else I can do?",
+        frm="steven.ruiz@example.com", to=(ROBIN,), hours=60, thread="t-steve",
+        subject="Hello",
+    )  # fmt: skip
+    store(robins_mailbox, [steven])
+    process_threads(source_id=robins_mailbox.id, thread_ids=["t-steve"], now=LATER)
+    loop.refresh_from_db()
+    assert (loop.status, loop.closed_by) == (LoopStatus.DONE, "reply_detected")
+    event = loop.events.filter(event_type="closed").latest("id")
+    assert event.extra_data["evidence"]["reason"] == "answered_by_delegate"
+
+
+def test_a_first_name_two_colleagues_share_hands_off_to_nobody(robins_mailbox, store):
+    ask = mail(1, "Can the bonds count toward margin? Please pass this on to Steve.")
+    notes = [
+        mail(n, "Robin, the statement is ready.", frm=frm, to=(ROBIN,), hours=60 + n,
+             thread=f"t-{n}", subject="Statement")
+        for n, frm in ((2, "steven.ruiz@example.com"), (3, "steve.lamb@example.com"))
+    ]  # fmt: skip
+    store(robins_mailbox, [ask, *notes])
+    process_threads(
+        source_id=robins_mailbox.id, thread_ids=["t-ask", "t-2", "t-3"], now=LATER
+    )
+    assert _waiting(robins_mailbox).status == LoopStatus.OPEN

@@ -727,3 +727,29 @@ def test_my_message_delivered_through_a_list_opens_no_waiting_loop() -> None:
     post.list_unsubscribe = True
     verdict = detect([post])
     assert verdict.open == [] and verdict.reason == "mailing_list"
+
+
+def test_my_unchased_question_on_a_crowd_announcement_expires() -> None:
+    # Ann announced a new report to a crowd; I replied with a question about it
+    # and never chased. Two weeks on it is moot; the same question to a note she
+    # wrote to me alone still waits, and so does one I chased.
+    crowd = (ME, *(f"reader{i}@partner.example" for i in range(12)))
+    note = "The weekly report moves to paper copies. Tell me if you have comments."
+    announced = mail(1, note, to=crowd)
+    ask = mail(
+        2, "Ann, is this the report from Bob's group?", frm=ME, to=(ANN,), hours=12
+    )
+    late = T0 + timedelta(days=20)
+    verdict = detect_thread([announced, ask], owner_addresses=[ME], now=late)
+    assert verdict.open == [] and verdict.reason == "reply_to_crowd_expired"
+    # Within the lifetime it waits.
+    soon = detect_thread([announced, ask], owner_addresses=[ME], now=NOW)
+    assert [s.loop_type for s in soon.open] == [LoopType.UNANSWERED_OUTBOUND]
+    # Her note to me alone: my question stays owed an answer.
+    personal = mail(1, note)
+    kept = detect_thread([personal, ask], owner_addresses=[ME], now=late)
+    assert [s.loop_type for s in kept.open] == [LoopType.UNANSWERED_OUTBOUND]
+    # I chased it: the ask is live.
+    chase = mail(3, "Ann, any word on my question below?", frm=ME, to=(ANN,), hours=100)
+    chased = detect_thread([announced, ask, chase], owner_addresses=[ME], now=late)
+    assert [s.loop_type for s in chased.open] == [LoopType.UNANSWERED_OUTBOUND]
