@@ -69,6 +69,8 @@ _OFFER = re.compile(
     r"(?:help|assist|do)\b|\bhow (?:can|could|may) (?:i|we) help\b"
     r"|\b(?:call|phone|ring|e-?mail|contact|reach|write|get back to) (?:me |us )?"
     r"with (?:any |your )?(?:questions?|comments?|concerns?|problems?|issues?)\b"
+    r"|\b(?:let (?:me|us) know|tell (?:me|us)|call (?:me|us))\s+if (?:anything|"
+    r"something|there (?:is|are|'s) (?:anything|something|any))\b(?![^?]*\?)"
     r"|\bfeel free\b|\bdon'?t hesitate\b|\bdo not hesitate\b|\bat your (?:convenience|"
     r"leisure)\b|\bany questions\b|\bhappy to (?:help|answer|discuss)\b)",
     re.I,
@@ -193,9 +195,33 @@ def sentence_ask(sentence: str) -> Ask | None:
     return None
 
 
+# "Don't know if you saw this already. Interesting." / "FYI" / "Thought you would
+# enjoy this" opening a pasted article or clipping: the questions below it are the
+# article's, not the sender's.
+_FYI_PREFACE = re.compile(
+    r"^\W*(?:fyi\b|f\.y\.i\.|(?:i )?(?:don'?t|do not) know if you (?:saw|have seen|"
+    r"caught|read)|(?:i )?thought you(?:'d| would| might)? (?:like|enjoy|find|be "
+    r"interested|want to see|appreciate)|in case you (?:missed|haven'?t seen)|"
+    r"(?:check|take a look at) (?:this|out this)\b(?! and)|(?:an )?interesting "
+    r"(?:article|read|piece|story))",
+    re.I,
+)
+# A pasted article is longer than this many sentences; a short FYI note with a
+# question keeps all its asks.
+PASTED_MIN_SENTENCES = 8
+# The sender's own preface above a pasted article: its first sentences.
+PREFACE_SENTENCES = 2
+
+
 def find_asks(text: str) -> list[Ask]:
-    """Every ask in ``text`` (already the newest, unquoted part of a message)."""
-    return [a for a in (sentence_ask(s) for s in sentences(text)) if a]
+    """Every ask in ``text`` (already the newest, unquoted part of a message).
+    A long text that opens with an FYI preface ("Don't know if you saw this
+    already.") is a pasted article: only asks in its first
+    ``PREFACE_SENTENCES`` sentences count."""
+    found = sentences(text)
+    if len(found) > PASTED_MIN_SENTENCES and _FYI_PREFACE.match(found[0]):
+        found = found[:PREFACE_SENTENCES]
+    return [a for a in (sentence_ask(s) for s in found) if a]
 
 
 def live_asks(
@@ -287,6 +313,45 @@ _NOT_NAMES = frozenset(
     please ok okay yes no sure great good fyi attached here sorry again also and
     but so well note update morning afternoon evening""".split()
 )
+
+
+# An ask that I get in touch with someone ("Is there any way you could contact the
+# candidate?", "Have you had an opportunity to ring the candidate?").
+_CONTACT_ASK = re.compile(
+    r"\b(?:could|can|would|will|please|able to|chance to|opportunity to|time to)\s+"
+    r"(?:you\s+)?(?:\w+\s+)?(?:contact|call|ring|phone|reach|speak (?:to|with)|talk "
+    r"(?:to|with)|interview|meet with)\s+(?!me\b|us\b)",
+    re.I,
+)
+
+
+def asks_for_contact(text: str) -> bool:
+    """True when one of the asks in ``text`` asks me to get in touch with someone
+    other than the writer ("Could you contact the candidate below?"); my later
+    report to the writer that I reached them answers it
+    (``loops.senders.reports_reaching``)."""
+    return any(_CONTACT_ASK.search(a.sentence) for a in find_asks(text))
+
+
+# My decline: I closed the matter ("Thank you anyway", "I will pass", "I would not
+# be comfortable purchasing…", "we have decided not to proceed").
+_DECLINE = re.compile(
+    r"\b(?:thanks? (?:you )?anyway|no,? thanks?\b(?! for| to)|(?:i am|i'm|we are|we're) not "
+    r"interested|(?:i|we)(?:'ll| will| am going to| are going to) pass\b|(?:i|we) "
+    r"(?:would|will|am|are) not (?:be )?comfortable (?:purchasing|buying|investing|"
+    r"proceeding|moving forward|going ahead)|(?:i|we)(?:'ve| have)? decided (?:not to|"
+    r"against)|(?:i|we) (?:will|am|are) not (?:going to )?(?:buy|purchase|invest|"
+    r"proceed|pursue|move forward))",
+    re.I,
+)
+
+
+def declines(text: str) -> bool:
+    """True when ``text`` (my newest unquoted text) declines what was offered and
+    closes the matter ("I would not be comfortable purchasing a post office at
+    this time. Thank you anyway."): their rebuttal or next pitch in that thread
+    is not owed a reply (SPEC §5.1a, cold solicitations)."""
+    return bool(_DECLINE.search(collapse(text or "")))
 
 
 _FULFILMENT = re.compile(

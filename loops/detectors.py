@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from loops.asks import (
     QUESTION,
+    declines,
     is_fulfilment,
     live_asks,
     settles_by_silence,
@@ -452,7 +453,9 @@ def _inbound(
     subject: str,
 ) -> Verdict:
     """Last turn is theirs: my waiting loop closes (as fulfilled when they
-    delivered); a reply-owed loop opens only when a person asked me something."""
+    delivered); a reply-owed loop opens only when a person asked me something,
+    and not when my message just before their turn declined their offer
+    (``loops.asks.declines``)."""
     verdict = Verdict(close=[LoopType.UNANSWERED_OUTBOUND])
     delivered = next((m for m in run if is_fulfilment(reply_text(m.body))), None)
     if delivered is not None:
@@ -471,8 +474,15 @@ def _inbound(
         verdict.reason = "bulk_category"
     if verdict.reason:
         return verdict
+    before = subs[: next((i for i, m in enumerate(subs) if m is run[0]), 0)]
     if kinds.get(sender) == AUTOMATED:
         verdict.reason = "automated_sender"
+    elif (
+        before and is_mine(before[-1], owners) and declines(reply_text(before[-1].body))
+    ):
+        # I declined ("Thank you anyway"); their rebuttal or next offer in the
+        # thread is a pitch, not an ask I owe an answer to.
+        verdict.reason = "after_my_decline"
     else:
         asking = [
             m

@@ -27,6 +27,7 @@ from django.utils import timezone
 
 from brain.llm import anthropic_client
 from brain.models import Page, RawRecord, Source
+from loops.asks import asks_for_contact
 from loops.definitions import (
     collapse,
     is_mine,
@@ -79,7 +80,12 @@ from loops.selectors import (
     threads_messages,
     threads_pages,
 )
-from loops.senders import Contact, handoff_names, resolve_first_name
+from loops.senders import (
+    Contact,
+    handoff_names,
+    reports_reaching,
+    resolve_first_name,
+)
 from loops.services import (
     CLOSED_BY_STALENESS,
     CommitmentInput,
@@ -550,6 +556,19 @@ def _delegate_answered(
     return None
 
 
+def _reported_reaching(
+    later: Sequence[MailMessage], party: str, owners: set[str]
+) -> MailMessage | None:
+    """My later message to the asker, in any thread, reporting that I reached
+    someone ("I spoke to Brent D."): the answer to their ask that I contact a
+    person."""
+    for m in later:
+        if is_mine(m, owners) and party in {a.lower() for a in (*m.to, *m.cc) if a}:
+            if reports_reaching(reply_text(m.body)):
+                return m
+    return None
+
+
 def loops_settled_elsewhere(*, source: Source, now: datetime) -> int:
     """Reply loops settled in ANOTHER thread (SPEC §5.1a). An open
     ``unanswered_outbound`` loop with a counterparty closes when, after my ask and
@@ -559,7 +578,10 @@ def loops_settled_elsewhere(*, source: Source, now: datetime) -> int:
     to look at on to other people (``dropped``, ``CLOSED_BY_SENT_ON``). An open
     ``unanswered_inbound`` loop closes (``done``, ``reply_detected``) when, after
     their last message, I wrote to them in another thread whose subject shares
-    ``SIBLING_SHARED`` content words with theirs. The closing message is the
+    ``SIBLING_SHARED`` content words with theirs, or, when they asked me to get in
+    touch with someone (``asks_for_contact``), a later message of mine to them in
+    any thread reports that I reached someone (``_reported_reaching``). The
+    closing message is the
     event's evidence. Runs at the end of ``process_threads``; returns the number
     closed."""
     owners = {a.lower() for a in source.owner_addresses}
@@ -608,6 +630,10 @@ def loops_settled_elsewhere(*, source: Source, now: datetime) -> int:
                 if asked.sent_at < m.sent_at and m.thread_id != loop.thread_id
             ]
             answer = _replied_in(asked.subject or "", later, party, owners)
+            if answer is None and asks_for_contact(
+                " ".join(reply_text(m.body) for m in theirs)
+            ):
+                answer = _reported_reaching(later, party, owners)
         else:
             asking = [
                 m

@@ -254,6 +254,22 @@ _REPORTED = re.compile(
     r"confirmed|agreed|has agreed|is going to|will be sending|is sending|sent me|"
     r"got back to (?:me|us))\b"
 )
+# My report that I reached someone, named or not: "I spoke to Brent D.", "Left
+# message and sent email", "I talked with him this morning".
+_REACHED = re.compile(
+    r"\b(?:I|We|i|we)(?:'ve| have| had)?\s+(?:just\s+|already\s+|finally\s+)?"
+    r"(?:spoke|spoken|talked|met|chatted|got hold of|reached|left (?:a |him a |her a )?"
+    r"(?:message|voice ?mail))\b|^\W*left (?:a )?(?:message|voice ?mail)\b"
+)
+
+
+def reports_reaching(text: str) -> bool:
+    """True when my text reports that I reached, or tried to reach, a person
+    ("I spoke to Brent D.", "Left message and sent email"): it answers an ask to
+    contact someone (``loops.asks.asks_for_contact``)."""
+    return bool(_REACHED.search(text or ""))
+
+
 # Name tokens this short, or these words, identify nobody.
 _NOT_NAME_TOKENS = frozenset(
     """the this that they there then please thanks thank also and but she he it

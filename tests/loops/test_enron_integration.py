@@ -35,16 +35,25 @@ def open_loops(source_id: str) -> dict[str, OpenLoop]:
     }
 
 
-def test_enron_import_opens_the_reply_owed_to_jim_wills(imported):
-    loop = open_loops(imported)["jwills3@swbell.net"]
-    # inbox/73: "Do let me know what you've already found", never answered.
-    assert loop.loop_type == LoopType.UNANSWERED_INBOUND
-    assert loop.opened_at.date().isoformat() == "2001-11-28"
+def test_enron_import_opens_the_wait_on_david_oxley(imported):
+    loop = open_loops(imported)["david.oxley@enron.com"]
+    # sent_items: my dispute of David's reading of the plan; his only reply hands
+    # it to a colleague, so I am still waiting on him.
+    assert loop.loop_type == LoopType.UNANSWERED_OUTBOUND
+    assert loop.opened_at.date().isoformat() == "2001-11-26"
     assert loop.counterparty is not None  # a person page the owner corresponded with
     assert (
         loop.page is not None and loop.page.frontmatter["thread_id"] == loop.thread_id
     )
-    assert "insurance/repairs numbers" in loop.evidence[0]["quote"]
+    assert "Section 6.3" in loop.evidence[0]["quote"]
+
+
+def test_enron_broker_pitch_after_my_decline_is_not_owed_a_reply(imported):
+    # inbox/73: Jim Wills answers my "Thank you anyway" on the post offices with a
+    # rebuttal and another listing ("Do let me know what you've already found"): a
+    # sales pitch after I declined, not an ask I owe an answer to. (This test said
+    # the reply was owed until the mail was re-read against LOOPS_LABELLING.md.)
+    assert "jwills3@swbell.net" not in open_loops(imported)
 
 
 def test_enron_answered_thread_and_old_thread_open_nothing(imported):
@@ -66,7 +75,7 @@ def test_enron_newest_thread_is_held_in_grace(imported):
 def test_enron_waiting_ranks_and_replays(imported):
     report = waiting_report(caller=local_caller())
     people = [g["counterparty_email"] for g in report["groups"]]
-    assert "jwills3@swbell.net" in people and report["clean"] is False
+    assert "david.oxley@enron.com" in people and report["clean"] is False
     replay = waiting_report(
         caller=local_caller(), as_of=datetime(2001, 10, 27, tzinfo=UTC)
     )

@@ -219,3 +219,34 @@ def test_a_first_name_two_colleagues_share_hands_off_to_nobody(robins_mailbox, s
         source_id=robins_mailbox.id, thread_ids=["t-ask", "t-2", "t-3"], now=LATER
     )
     assert _waiting(robins_mailbox).status == LoopStatus.OPEN
+
+
+def test_their_ask_to_contact_someone_closes_on_my_report_that_i_reached_them(
+    robins_mailbox, store
+):
+    # Dana asks me to ring a candidate; days later, in a thread she opened about
+    # the same candidate, I tell her "I spoke to Kim R." — her ask is answered.
+    ask = mail(
+        1, "Robin, is there any way you could contact the candidate below? "
+        "Her resume is attached.", frm=DANA, to=(ROBIN,),
+    )  # fmt: skip
+    other = mail(
+        2, "Dana, the parking passes are at the desk.", to=(DANA,), hours=20,
+        thread="t-park", subject="Parking",
+    )  # fmt: skip
+    store(robins_mailbox, [ask, other])
+    process_threads(
+        source_id=robins_mailbox.id, thread_ids=["t-ask", "t-park"], now=LATER
+    )
+    loop = OpenLoop.objects.get(
+        source=robins_mailbox, loop_type=LoopType.UNANSWERED_INBOUND
+    )
+    assert loop.status == LoopStatus.OPEN
+    report = mail(
+        3, "Dana, I spoke to Kim R. I would recommend she interviews.", to=(DANA,),
+        hours=96, thread="t-kim", subject="The applicant we discussed",
+    )  # fmt: skip
+    store(robins_mailbox, [report])
+    process_threads(source_id=robins_mailbox.id, thread_ids=["t-kim"], now=LATER)
+    loop.refresh_from_db()
+    assert (loop.status, loop.closed_by) == (LoopStatus.DONE, "reply_detected")

@@ -142,6 +142,8 @@ def test_cold_solicitation_opens_nothing() -> None:
         "Let me know if the link does not work for you.",
         "Here are the volume charts. Please call with questions.",
         "The file is attached. Email me with any comments.",
+        "Your positions are attached. Let me know if anything looks to be incorrect.",
+        "Here is the schedule. Tell me if something is missing.",
     ],
 )
 def test_conditional_offer_opens_nothing(body: str) -> None:
@@ -151,6 +153,8 @@ def test_conditional_offer_opens_nothing(body: str) -> None:
 def test_conditional_offer_does_not_hide_a_real_question() -> None:
     body = "Please let me know if you still need the forecast."
     assert [a.kind for a in find_asks(body)] == ["request"]
+    asked = "Can you let me know if anything changed in the lease?"
+    assert [a.kind for a in find_asks(asked)] == ["question"]
 
 
 def test_question_to_another_recipient_is_not_mine() -> None:
@@ -753,3 +757,55 @@ def test_my_unchased_question_on_a_crowd_announcement_expires() -> None:
     chase = mail(3, "Ann, any word on my question below?", frm=ME, to=(ANN,), hours=100)
     chased = detect_thread([announced, ask, chase], owner_addresses=[ME], now=late)
     assert [s.loop_type for s in chased.open] == [LoopType.UNANSWERED_OUTBOUND]
+
+
+def test_their_pitch_after_my_decline_opens_nothing() -> None:
+    # I asked a broker for numbers, then declined ("Thank you anyway"); his
+    # rebuttal with another listing and "let me know what you are looking for"
+    # is a pitch, not an ask I owe an answer to. Without my decline it is owed.
+    asked = mail(
+        1,
+        "Ann, can you send me the numbers on the Elm St. building?",
+        frm=ME,
+        to=(ANN,),
+    )
+    numbers = mail(2, "Olivia, the numbers are attached.", hours=24)
+    declined = mail(
+        3,
+        "Ann,\n\nYour numbers look optimistic. I would not be comfortable purchasing "
+        "the building at this time. Thank you anyway.\n\nOlivia",
+        frm=ME,
+        to=(ANN,),
+        hours=30,
+    )
+    pitch = mail(
+        4,
+        "Olivia, our numbers are conservative. I have added another building for "
+        "your consideration. Do let me know what you would like to find.",
+        hours=40,
+    )
+    verdict = detect([asked, numbers, declined, pitch])
+    assert verdict.open == [] and verdict.reason == "after_my_decline"
+    kept = mail(
+        3, "Ann,\n\nYour numbers look optimistic. What cap rate do you assume?",
+        frm=ME, to=(ANN,), hours=30,
+    )  # fmt: skip
+    assert opened([asked, numbers, kept, pitch]) == [LoopType.UNANSWERED_INBOUND]
+
+
+def test_questions_in_an_article_forwarded_as_fyi_are_not_asks() -> None:
+    # "Don't know if you saw this already. Interesting." above a pasted magazine
+    # piece: its rhetorical questions are the journalist's, not Ann's.
+    article = (
+        "Don't know if you saw this already. Interesting.\n\nAnn\n\n"
+        "Turbines and Demand, by A. Writer, Trade Weekly.\n"
+        "All those new turbines mean more fuel demand, right? Maybe not. "
+        "Orders tripled in the late nineties. Utilities ordered in bulk. "
+        "Demand had to rise. But did it? Analysts are split. Prices fell. "
+        "What comes next? Nobody knows. Stay tuned."
+    )
+    assert find_asks(article) == []
+    assert opened([mail(1, article)]) == []
+    # A short FYI note that asks something still asks.
+    short = "FYI, the lease is below. Can you check the dates?"
+    assert [a.kind for a in find_asks(short)] == ["question"]
