@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from brain.mailtext import split_secondary
 from brain.text import estimate_tokens
 
 CHUNK_TOKENS = 300
@@ -91,6 +92,18 @@ def chunk_body(body: str) -> list[str]:
     if current:
         chunks.append(current)
     return chunks
+
+
+def chunk_segments(body: str) -> list[tuple[str, bool]]:
+    """``chunk_body`` that keeps what the page says apart from what it repeats
+    (issue 26): ``[(chunk text, secondary)]`` in body order, where ``secondary``
+    chunks hold only quoted history, a signature or a list footer
+    (``brain.mailtext.split_secondary``) and no chunk mixes the two, so the page's
+    own words are embedded and ranked on their own. ``[]`` for a blank body."""
+    out: list[tuple[str, bool]] = []
+    for text, secondary in split_secondary(body):
+        out.extend((chunk, secondary) for chunk in chunk_body(text))
+    return out
 
 
 def chunk_tokens(text: str) -> int:

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Protocol
 
 from mailparser_reply import EmailReplyParser
 
+from brain.mailtext import ATTRIBUTION as _ATTRIBUTION
+from brain.mailtext import HISTORY_MARKER_ALTERNATIVES, header_block_start
 from loops.message import BULK_CATEGORIES, SENT, MailMessage
 
 if TYPE_CHECKING:
@@ -164,50 +166,10 @@ def reply_parser() -> EmailReplyParser:
 
 
 _QUOTE_MARKERS = re.compile(
-    r"^\s*(?:-{2,}\s*Original Message\s*-{2,}|_{5,}|-{5,}\s*Forwarded by|"
-    r"-{3,}\s*(?:Forwarded|Begin forwarded) message|Begin forwarded message:|"
-    r"On .{0,200} wrote:|From:\s.*@)",
+    rf"^\s*(?:{HISTORY_MARKER_ALTERNATIVES}|On .{{0,200}} wrote:|From:\s.*@)",
     re.I | re.M,
 )
-# A client's header block above a quoted message: Outlook ("From: / Sent: / To: /
-# Subject:"), Lotus Notes (a sender line, then "To:" and "cc:" / "Subject:" in
-# columns, "Sent by:"). A "To:" line followed within four lines by "cc:" or
-# "Subject:" starts it; up to three lines just above it (sender, date, "Sent by")
-# belong to it.
-_HEADER_TO = re.compile(r"(?:^|\s)To:\s", re.I)
-_HEADER_NEXT = re.compile(r"(?:^|\s)(?:cc|Subject|Sent by):", re.I)
-_HEADER_ABOVE = re.compile(
-    r"(?:@|\bSent(?: by)?:|\bFrom:|\bDate:|\d{1,2}/\d{1,2}/\d{2,4}|"
-    r"\d{1,2}:\d{2}\s*[AP]M|^\s*\S+\s*$)",
-    re.I,
-)
-# "On <date>, <name> wrote:" and the "> " lines under it.
-_ATTRIBUTION = re.compile(r"^\s*On .{0,200}wrote:\s*$|^.{0,80}\bwrote:\s*$", re.I)
 _SIG_DELIMITER = re.compile(r"^--\s*$")
-
-
-def _header_block_start(text: str) -> int | None:
-    """Offset of the first quoted-message header block (Outlook or Notes style) in
-    ``text``, or None."""
-    lines = text.splitlines(keepends=True)
-    offsets = [0]
-    for line in lines:
-        offsets.append(offsets[-1] + len(line))
-    for i, line in enumerate(lines):
-        if not _HEADER_TO.search(line):
-            continue
-        if not any(_HEADER_NEXT.search(nxt) for nxt in lines[i + 1 : i + 5]):
-            continue
-        start = i
-        while (
-            start > 0
-            and i - start < 3
-            and lines[start - 1].strip()
-            and _HEADER_ABOVE.search(lines[start - 1])
-        ):
-            start -= 1
-        return offsets[start]
-    return None
 
 
 def _interleaved(text: str) -> str | None:
@@ -253,7 +215,7 @@ def _reply_text(body: str) -> str:
     # Cutting at our own markers first keeps the (slow, regex-heavy) parser's input
     # to the newest part; connectors already trimmed most quoted tails.
     head = body[: REPLY_SCAN_CHARS * 2]
-    block = _header_block_start(head)
+    block = header_block_start(head)
     if block is not None:
         head = head[:block]
     own = _interleaved(head)

@@ -30,6 +30,9 @@ class Chunk(models.Model):
     embedding = VectorField(dimensions=EMBEDDING_DIMENSIONS, null=True, blank=True)
     embedding_model = models.CharField(max_length=200, blank=True)
     content_hash = models.CharField(max_length=64)
+    # Only quoted history, a signature or a list footer (``brain.mailtext``): search
+    # counts it as weaker evidence than the page's own words (issue 26).
+    secondary = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         constraints = [

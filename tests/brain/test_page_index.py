@@ -12,7 +12,13 @@ from brain import embeddings
 from brain.access import local_caller
 from brain.embeddings import EmbeddingUnavailable
 from brain.models import Chunk, Page, Source
-from brain.services.pages import page_add, page_update, page_write, pages_embed_pending
+from brain.services.pages import (
+    page_add,
+    page_update,
+    page_write,
+    pages_embed_pending,
+    pages_rechunk,
+)
 from tests.brain.embedding_counter import CountingProvider
 
 pytestmark = pytest.mark.django_db
@@ -204,3 +210,52 @@ def test_embeddings_of_a_batch_are_computed_together_after_commit(
     assert len(counter.calls) == 1 and len(counter.calls[0]) == 5
     assert Page.objects.filter(indexed_hash="").count() == 0
     assert all(r.changed for r in results)
+
+
+REPLY_WITH_FOOTER = (
+    "Have a look at smoothwall, it will save you lots of time.\n\nJustin\n\n"
+    "-- \nIrish Linux Users' Group: ilug@linux.ie\n"
+    "http://www.linux.ie/mailman/listinfo/ilug for (un)subscription information."
+)
+
+
+def test_pages_rechunk_recuts_pages_stored_before_the_split(
+    default_source: Source,
+    counter: CountingProvider,
+    django_capture_on_commit_callbacks,
+) -> None:  # type: ignore[no-untyped-def]
+    """Migration brain.0013 runs ``pages_rechunk``: a page indexed as one mixed
+    chunk (as before issue 26's split) gets its own words and its signature in
+    separate chunks; an unchanged chunk keeps its embedding; a second run does
+    nothing."""
+    with django_capture_on_commit_callbacks(execute=True):
+        page = _write(default_source, "notes/reply", REPLY_WITH_FOOTER).page
+        _write(default_source, "notes/plain", "Nothing quoted here.")
+    assert list(
+        Chunk.objects.filter(page=page).order_by("ordinal").values_list("secondary")
+    ) == [(False,), (True,)]
+    # The index as the old chunker left it: one chunk holding the whole body.
+    Chunk.objects.filter(page=page).delete()
+    old = Chunk.objects.filter(page__slug="notes/plain").get()
+    Chunk.objects.create(
+        page=page,
+        source=default_source,
+        visibility=page.visibility,
+        ordinal=0,
+        text=REPLY_WITH_FOOTER,
+        content_hash="old",
+        embedding=old.embedding,
+        embedding_model=old.embedding_model,
+    )
+    kept = Chunk.objects.get(page__slug="notes/plain").embedding
+    seen_rebuilt = pages_rechunk()
+    assert seen_rebuilt == (2, 1)
+    chunks = list(Chunk.objects.filter(page=page).order_by("ordinal"))
+    assert [(c.secondary, c.embedding is None) for c in chunks] == [
+        (False, True),  # new texts: waiting for embed_pending
+        (True, True),
+    ]
+    assert "Irish Linux" in chunks[1].text and "Irish" not in chunks[0].text
+    assert list(Chunk.objects.get(page__slug="notes/plain").embedding) == list(kept)
+    assert pages_rechunk() == (2, 0)
+    assert pages_embed_pending() == 2

@@ -272,3 +272,118 @@ def test_a_strong_hit_of_one_arm_beats_a_page_both_arms_find_weakly() -> None:
         search_module.KEYWORD_WEIGHT
     )
     assert search_module.fused_key(1.0, 0.9) == pytest.approx(1.0)
+
+
+ELECTION = (
+    "Yesterday we messed up our gubernatorial election too. The same six "
+    "districts that were sued in 2000 came up gimpy again."
+)
+HEADER = (
+    "-----Original Message-----\n"
+    "From: list-admin@example.org [mailto:list-admin@example.org] On Behalf Of {0}\n"
+    "Sent: Wednesday, September 11, 2002 9:32 PM\n"
+    "To: list@example.org\n"
+    "Subject: RE: take two\n\n"
+)
+ARTICLE = (
+    "MIAMI, Sept. 10 -- A two-gram rock was found inside the shoe of the "
+    "governor's daughter by workers at the central rehabilitation center where she "
+    "is undergoing court-ordered treatment, police said today. She was not "
+    "arrested because witnesses would not give sworn statements, but the incident "
+    "is under investigation, according to the police spokesman. Wow, the witnesses "
+    "would not talk in an era where there are no more restrictions on being held "
+    "without a cause? Imagine that."
+)
+# The message that says it, over the article it answers (its own quoted history),
+# and a reply that quotes all of it under one line of its own.
+ORIGINAL = ELECTION + "\n\n" + HEADER.format("Tom") + ARTICLE
+QUOTING_REPLY = (
+    "I meant the gubernatorial primary.\n\n" + HEADER.format("Geege") + ORIGINAL
+)
+
+
+def test_a_reply_quoting_the_answer_ranks_below_the_message_that_gives_it(
+    default_source: Source, django_capture_on_commit_callbacks
+) -> None:  # type: ignore[no-untyped-def]
+    """Loss kind: quoted history. A reply carries the message it answers below an
+    "Original Message" header, so the same words sit on both pages, and hybrid
+    search ranked the reply, which names a query word once more in its own line,
+    above the message that says it. Quoted history is secondary evidence
+    (``brain.mailtext``, ``SECONDARY_WEIGHT``), so the original ranks first; the
+    reply is still found."""
+    _pages(
+        default_source,
+        django_capture_on_commit_callbacks,
+        [("notes/original", ORIGINAL), ("notes/reply", QUOTING_REPLY)],
+    )
+    ranked = [
+        r.slug
+        for r in page_search(
+            scope=scope(), query="gubernatorial election in six districts"
+        ).results
+    ]
+    assert ranked[:2] == ["notes/original", "notes/reply"]
+
+
+def test_quoted_history_is_still_found_when_its_original_is_not_in_the_brain(
+    default_source: Source, django_capture_on_commit_callbacks, settings
+) -> None:  # type: ignore[no-untyped-def]
+    settings.BRAIN_EMBEDDING_PROVIDER = "none"
+    _pages(
+        default_source,
+        django_capture_on_commit_callbacks,
+        [
+            ("notes/reply", QUOTING_REPLY),
+            ("notes/other", "The districts office moved to a new building."),
+        ],
+    )
+    results = page_search(scope=scope(), query="gimpy districts sued").results
+    assert results[0].slug == "notes/reply"
+    assert "gimpy" in results[0].chunk
+
+
+YAHOO_FOOTER = (
+    "------------------------ Yahoo! Groups Sponsor ---------------------~-->\n"
+    "Looking for a more powerful website? Try GeoCities for $8.95 per month.\n"
+    "Register your domain name (http://your-name.com). More storage! No ads!\n"
+    "http://geocities.yahoo.com/ps/info\n"
+    "---------------------------------------------------------------------~->\n\n"
+    "To unsubscribe from this group, send an email to:\n"
+    "forteana-unsubscribe@egroups.com\n\n"
+    "Your use of Yahoo! Groups is subject to http://docs.yahoo.com/info/terms/"
+)
+
+
+def test_a_short_reply_is_embedded_as_its_own_words_not_its_list_footer(
+    default_source: Source, django_capture_on_commit_callbacks, settings
+) -> None:  # type: ignore[no-untyped-def]
+    """Loss kind: boilerplate. A two-line reply under a list footer was one chunk,
+    embedded mostly as the footer that every message of the list carries, so a
+    question about what the reply says found pages on the topic first. The footer
+    is a secondary chunk of its own (``brain.mailtext``); the reply's words are
+    embedded alone."""
+    _pages(
+        default_source,
+        django_capture_on_commit_callbacks,
+        [
+            (
+                "notes/reply",
+                "Ah, I see where the problem lies! You seem to think that Zimbabwe "
+                "and Zambia are the same country.\n\nMartin\n\n" + YAHOO_FOOTER,
+            ),
+            (
+                "notes/news",
+                "Aid workers say millions of people in southern Africa face famine; "
+                "several governments in the region refused food aid.",
+            ),
+            (
+                "notes/travel",
+                "Our safari went through Kenya and Tanzania, two countries with "
+                "wonderful wildlife parks.",
+            ),
+        ],
+    )
+    results = page_search(
+        scope=scope(), query="Which African nations was someone confusing?"
+    ).results
+    assert results[0].slug == "notes/reply"

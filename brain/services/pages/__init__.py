@@ -20,6 +20,7 @@ from brain.services.pages.index import (
     page_reindex,
     pages_embed_backlog,
     pages_embed_pending,
+    pages_rechunk,
 )
 from brain.services.pages.inputs import (
     AGENT_INPUT_TAG,
@@ -58,6 +59,7 @@ __all__ = [
     "page_add",
     "page_hard_delete",
     "page_reindex",
+    "pages_rechunk",
     "page_restore",
     "page_soft_delete",
     "page_update",

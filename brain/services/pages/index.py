@@ -12,7 +12,7 @@ from django.db.models import Exists, F, OuterRef, Q
 
 from brain import embeddings
 from brain.bulk import bulk_insert
-from brain.chunking import chunk_body, chunk_tokens
+from brain.chunking import chunk_segments, chunk_tokens
 from brain.models import (
     Chunk,
     Page,
@@ -25,6 +25,12 @@ from brain.text import sha256_hex
 
 def _chunk_hash(title: str, text: str) -> str:
     return sha256_hex(f"{title}\n\n{text}")
+
+
+def _chunk_texts(page: Page) -> list[tuple[str, bool]]:
+    """The chunks a page's index holds: ``[(text, secondary)]`` of its body, or its
+    title alone when the body is blank."""
+    return chunk_segments(page.body) or ([(page.title, False)] if page.title else [])
 
 
 def _rebuild_chunks(page: Page) -> int:
@@ -59,9 +65,9 @@ def _rebuild_chunks_many(pages: Sequence[Page]) -> dict[int, int]:
     rows: list[dict[str, Any]] = []
     waiting: dict[int, int] = {}
     for page in pages:
-        texts = chunk_body(page.body) or ([page.title] if page.title else [])
+        texts = _chunk_texts(page)
         waiting[page.pk] = 0
-        for ordinal, text in enumerate(texts):
+        for ordinal, (text, secondary) in enumerate(texts):
             digest = _chunk_hash(page.title, text)
             reuse = old.get((page.pk, digest))
             if reuse is None:
@@ -75,6 +81,7 @@ def _rebuild_chunks_many(pages: Sequence[Page]) -> dict[int, int]:
                     "text": text,
                     "token_count": chunk_tokens(text),
                     "content_hash": digest,
+                    "secondary": secondary,
                     "embedding": reuse.embedding if reuse else None,
                     "embedding_model": reuse.embedding_model if reuse else "",
                     "title": page.title,
@@ -207,6 +214,52 @@ def page_reindex(*, page: Page) -> bool:
         transaction.on_commit(lambda: _embed_page(locked.pk, locked.content_hash))
         return False
     return _embed_page(locked.pk, locked.content_hash)
+
+
+def pages_rechunk(
+    *, batch: int = 500, progress: Callable[[int, int], None] | None = None
+) -> tuple[int, int]:
+    """Bring every live page's chunks to the current chunker (issue 26: a page's
+    own words and its quoted history, signature or list footer in separate chunks,
+    ``Chunk.secondary``); run by migration ``brain.0013`` for the pages stored
+    before it.
+
+    Pages are read ``batch`` at a time in id order; a page whose chunks (text and
+    ``secondary``, in order) already match ``chunk_segments`` of its body is left
+    alone, the others are rebuilt by ``_rebuild_chunks_many`` in one transaction per
+    batch: chunks whose text did not change keep their embedding from the current
+    provider, the rest wait for ``pages_embed_pending`` (search says
+    ``embeddings_pending`` meanwhile). Calls ``progress(seen, rebuilt)`` after each
+    batch. Returns ``(pages seen, pages rebuilt)``. Idempotent.
+    """
+    seen = rebuilt = 0
+    last = 0
+    while True:
+        pages = list(
+            Page.objects.filter(pk__gt=last, deleted_at__isnull=True).order_by("pk")[
+                :batch
+            ]
+        )
+        if not pages:
+            return seen, rebuilt
+        last = pages[-1].pk
+        stored: dict[int, list[tuple[str, bool]]] = {}
+        for page_id, text, secondary in (
+            Chunk.objects.filter(page_id__in=[p.pk for p in pages])
+            .order_by("page_id", "ordinal")
+            .values_list("page_id", "text", "secondary")
+        ):
+            stored.setdefault(page_id, []).append((text, secondary))
+        stale = [
+            page for page in pages if stored.get(page.pk, []) != _chunk_texts(page)
+        ]
+        if stale:
+            with transaction.atomic():
+                _rebuild_chunks_many(stale)
+        seen += len(pages)
+        rebuilt += len(stale)
+        if progress is not None:
+            progress(seen, rebuilt)
 
 
 def _needs_embedding(model: str) -> Q:

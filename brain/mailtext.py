@@ -1,0 +1,144 @@
+"""What a page says itself and what it only repeats (issue 26; SPEC §3).
+
+Pages made from mail carry text their writer did not write: quoted history
+("> …", "JH> …", "-----Original Message-----" and the message under it, a
+forwarded original), the attribution line above a quote ("On …, Ann wrote:"), a
+signature below "-- " and a mailing list's footer. The same words then sit on
+every page of the thread and on every message of the list, so the page that only
+quotes an answer competed with the page that gives it, and a two-line reply under a
+twelve-line list footer was embedded mostly as the footer.
+
+``split_secondary`` marks those lines; the chunker keeps them in chunks of their
+own (``brain.chunking.chunk_segments``) that search counts as weaker evidence
+(``brain.search.SECONDARY_WEIGHT``), so quoted text stays findable when its
+original is not in the brain. Pure functions, no database.
+
+This module is the one home of the quoted-history markers: ``loops.definitions``
+cuts a message's newest reply with ``history_start`` too.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Markers that start a quoted or forwarded message: everything below is history
+# (the alternatives, for callers that add their own, and the compiled line match).
+HISTORY_MARKER_ALTERNATIVES = (
+    r"-{2,}\s*Original Message\s*-{2,}|_{5,}|-{5,}\s*Forwarded by|"
+    r"-{3,}\s*(?:Forwarded|Begin forwarded) message|Begin forwarded message:"
+)
+HISTORY_MARKERS = re.compile(rf"^\s*(?:{HISTORY_MARKER_ALTERNATIVES})", re.I | re.M)
+# A client's header block above a quoted message: Outlook ("From: / Sent: / To: /
+# Subject:"), Lotus Notes (a sender line, then "To:" and "cc:" / "Subject:" in
+# columns, "Sent by:"). A "To:" line followed within four lines by "cc:" or
+# "Subject:" starts it; up to three lines just above it (sender, date, "Sent by")
+# belong to it.
+_HEADER_TO = re.compile(r"(?:^|\s)To:\s", re.I)
+_HEADER_NEXT = re.compile(r"(?:^|\s)(?:cc|Subject|Sent by):", re.I)
+_HEADER_ABOVE = re.compile(
+    r"(?:@|\bSent(?: by)?:|\bFrom:|\bDate:|\d{1,2}/\d{1,2}/\d{2,4}|"
+    r"\d{1,2}:\d{2}\s*[AP]M|^\s*\S+\s*$)",
+    re.I,
+)
+# "On <date>, <name> wrote:" / "<name> wrote:" above a quote.
+ATTRIBUTION = re.compile(r"^\s*On .{0,200}wrote:\s*$|^.{0,80}\bwrote:\s*$", re.I)
+# A quoted line: ">", initials before it as some clients write them ("JH> ",
+# "    E> "), or pine's "--]".
+_QUOTED_LINE = re.compile(r"^\s*(?:[A-Za-z]{1,4}>|>|--\])")
+_INITIALS_QUOTE = re.compile(r"^\s*(?:[A-Za-z]{1,4}>|--\])")
+# The signature delimiter ("-- ", often stripped to "--").
+_SIGNATURE = re.compile(r"^--\s?$")
+# A rule line above a list footer (Mailman's underscores, Yahoo! Groups' dashes
+# with a sponsor line) and the words that make the text under it a footer.
+_RULE = re.compile(r"^\s*(?:[_=]{10,}|-{10,}.*)\s*$")
+_FOOTER_WORDS = re.compile(
+    r"mailing list|listinfo|unsubscrib|list maintainer|groups sponsor", re.I
+)
+FOOTER_LINES = 15
+# A forward's opening line ("--- begin forwarded text", "Forwarded message:"): not
+# words of the page's own, so a page that is only a forward stays whole evidence.
+_FORWARD_LINE = re.compile(r"^\W*(?:begin )?forwarded (?:text|message)\W*$", re.I)
+
+
+def header_block_start(text: str) -> int | None:
+    """Offset of the first quoted-message header block (Outlook or Notes style) in
+    ``text``, or None."""
+    lines = text.splitlines(keepends=True)
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line))
+    for i, line in enumerate(lines):
+        if not _HEADER_TO.search(line):
+            continue
+        if not any(_HEADER_NEXT.search(nxt) for nxt in lines[i + 1 : i + 5]):
+            continue
+        start = i
+        while (
+            start > 0
+            and i - start < 3
+            and lines[start - 1].strip()
+            and _HEADER_ABOVE.search(lines[start - 1])
+        ):
+            start -= 1
+        return offsets[start]
+    return None
+
+
+def history_start(text: str) -> int | None:
+    """Offset in ``text`` where quoted or forwarded history begins (an "Original
+    Message" or forward marker, a rule of underscores, or a client's header block),
+    or None when there is none."""
+    marker = HISTORY_MARKERS.search(text)
+    block = header_block_start(text)
+    found = [o for o in (marker.start() if marker else None, block) if o is not None]
+    return min(found) if found else None
+
+
+def split_secondary(body: str) -> list[tuple[str, bool]]:
+    """``body`` cut into runs of whole lines, ``[(text, secondary)]`` in order:
+    ``secondary`` is True for text the page repeats rather than says.
+
+    Secondary lines: everything from the start of quoted or forwarded history
+    (``history_start``) on; quoted lines ("> …" when the page shows mail structure,
+    i.e. an attribution line, "JH> …" and "--] …" always) with the attribution line
+    above them; a signature (from a "-- " line to the end of the page's own text);
+    a list footer (from a rule line whose next ``FOOTER_LINES`` lines name a mailing
+    list or unsubscribing, to the end of the own text); a forward's opening line.
+    When nothing else is left — a bare forward — the whole body is the page's own
+    text (one run, False).
+    Joining the runs' texts with newlines gives back the body's lines.
+    """
+    lines = (body or "").splitlines()
+    if not lines:
+        return []
+    text = "\n".join(lines)
+    cut = history_start(text)
+    end = len(lines) if cut is None else text[:cut].count("\n")
+    secondary = [i >= end for i in range(len(lines))]
+    mail_like = cut is not None or any(ATTRIBUTION.match(ln) for ln in lines)
+    for i in range(end):
+        line = lines[i]
+        quoted = _INITIALS_QUOTE.match(line) or (mail_like and _QUOTED_LINE.match(line))
+        if quoted or ATTRIBUTION.match(line) or _FORWARD_LINE.match(line):
+            secondary[i] = True
+    for i in range(end):
+        line = lines[i]
+        if not any(lines[j].strip() and not secondary[j] for j in range(i)):
+            continue
+        tail = "\n".join(lines[i + 1 : i + 1 + FOOTER_LINES])
+        if _SIGNATURE.match(line) or (_RULE.match(line) and _FOOTER_WORDS.search(tail)):
+            for j in range(i, end):
+                secondary[j] = True
+            break
+    if all(secondary[i] or not lines[i].strip() for i in range(len(lines))):
+        return [(text, False)]
+    for i in range(1, len(lines)):
+        if not lines[i].strip():  # a blank line stays with the run above it
+            secondary[i] = secondary[i - 1]
+    runs: list[tuple[str, bool]] = []
+    start = 0
+    for i in range(1, len(lines) + 1):
+        if i == len(lines) or secondary[i] != secondary[start]:
+            runs.append(("\n".join(lines[start:i]), secondary[start]))
+            start = i
+    return runs
