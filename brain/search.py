@@ -719,9 +719,12 @@ def vector_part(similarity: float | None, *, secondary: bool = False) -> float:
     counts where the original is not in the brain (issue 26).
 
     On the retrieval dev set (``benchmarks/retrieval_quality.py``) the weight was
-    chosen on the even-numbered questions: hybrid R@1 there 0.865 (1.0, the split
-    alone), 0.885 (0.85), 0.894 (0.75), 0.885 (0.65 and 0.5); 0.75 leaves the
-    odd-numbered check half where it was before the split (R@1 0.837, R@5 0.971).
+    chosen on the even-numbered questions: hybrid R@1 there 0.875 at 1.0 (the
+    split alone, which also drops keyword-only R@1 from 0.817 to 0.779 overall:
+    a short signature chunk holding the title's words is scored as a short
+    document), 0.894 at 0.85, 0.904 at 0.75, 0.894 at 0.65 and at 0.5 (before the
+    split: 0.885). On the odd-numbered check half 0.75 gives R@1 0.846 and R@5
+    0.971, as before the split.
     """
     part = cosine_part(similarity)
     return part * SECONDARY_WEIGHT if secondary else part
