@@ -2,23 +2,13 @@
 
 from django.db import migrations, models
 
-from brain.services.pages.index import pages_rechunk
-
-
-def rechunk_stored_pages(apps, schema_editor):  # type: ignore[no-untyped-def]
-    """Re-cut the chunks of the pages stored before this migration so their own
-    words and their quoted history, signatures and list footers sit in separate
-    chunks (issue 26). Runs the chunker of the code being installed
-    (``pages_rechunk``; a fresh database has no pages): unchanged chunks keep their
-    embeddings, new ones wait for the ``embed_pending`` job."""
-    seen, rebuilt = pages_rechunk()
-    if rebuilt:
-        print(
-            f"\n  re-chunked {rebuilt} of {seen} pages (embed_pending embeds the rest)"
-        )
-
 
 class Migration(migrations.Migration):
+    """Adds ``Chunk.secondary`` (issue 26). The pages stored before it are re-cut
+    after ``migrate`` finishes, by the current code (``brain.apps.rechunk_after_migrate``
+    on ``post_migrate``), not here: a migration that ran today's models would break
+    on the schema of a later one."""
+
     dependencies = [
         ("brain", "0012_merge_reason_people_evidence"),
     ]
@@ -29,5 +19,4 @@ class Migration(migrations.Migration):
             name="secondary",
             field=models.BooleanField(db_default=False, default=False),
         ),
-        migrations.RunPython(rechunk_stored_pages, migrations.RunPython.noop),
     ]

@@ -7,9 +7,12 @@ exactly which texts were embedded; the database is real.
 from __future__ import annotations
 
 import pytest
+from django.db.migrations import Migration
+from django.db.migrations.loader import MigrationLoader
 
 from brain import embeddings
 from brain.access import local_caller
+from brain.apps import rechunk_after_migrate
 from brain.embeddings import EmbeddingUnavailable
 from brain.models import Chunk, Page, Source
 from brain.services.pages import (
@@ -224,7 +227,7 @@ def test_pages_rechunk_recuts_pages_stored_before_the_split(
     counter: CountingProvider,
     django_capture_on_commit_callbacks,
 ) -> None:  # type: ignore[no-untyped-def]
-    """Migration brain.0013 runs ``pages_rechunk``: a page indexed as one mixed
+    """``migrate`` applying brain.0013 runs ``pages_rechunk``: a page indexed as one mixed
     chunk (as before issue 26's split) gets its own words and its signature in
     separate chunks; an unchanged chunk keeps its embedding; a second run does
     nothing."""
@@ -248,8 +251,11 @@ def test_pages_rechunk_recuts_pages_stored_before_the_split(
         embedding_model=old.embedding_model,
     )
     kept = Chunk.objects.get(page__slug="notes/plain").embedding
-    seen_rebuilt = pages_rechunk()
-    assert seen_rebuilt == (2, 1)
+    unrelated = _migration("brain", "0012_merge_reason_people_evidence")
+    assert rechunk_after_migrate(plan=[(unrelated, False)], verbosity=0) is None
+    recut = _migration("brain", "0013_chunk_secondary")
+    assert rechunk_after_migrate(plan=[(recut, True)], verbosity=0) is None
+    assert rechunk_after_migrate(plan=[(unrelated, False), (recut, False)]) == (2, 1)
     chunks = list(Chunk.objects.filter(page=page).order_by("ordinal"))
     assert [(c.secondary, c.embedding is None) for c in chunks] == [
         (False, True),  # new texts: waiting for embed_pending
@@ -259,3 +265,10 @@ def test_pages_rechunk_recuts_pages_stored_before_the_split(
     assert list(Chunk.objects.get(page__slug="notes/plain").embedding) == list(kept)
     assert pages_rechunk() == (2, 0)
     assert pages_embed_pending() == 2
+
+
+def _migration(app_label: str, name: str) -> Migration:
+    """The real migration object ``migrate`` puts in its plan."""
+    return MigrationLoader(None, ignore_no_migrations=True).get_migration(
+        app_label, name
+    )

@@ -221,8 +221,8 @@ def pages_rechunk(
 ) -> tuple[int, int]:
     """Bring every live page's chunks to the current chunker (issue 26: a page's
     own words and its quoted history, signature or list footer in separate chunks,
-    ``Chunk.secondary``); run by migration ``brain.0013`` for the pages stored
-    before it.
+    ``Chunk.secondary``); run after ``migrate`` applies ``brain.0013``
+    (``brain.apps.rechunk_after_migrate``) for the pages stored before it.
 
     Pages are read ``batch`` at a time in id order; a page whose chunks (text and
     ``secondary``, in order) already match ``chunk_segments`` of its body is left
