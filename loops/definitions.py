@@ -12,6 +12,8 @@ tested on message lists and replayed for any reference time.
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
 from functools import lru_cache
 from typing import TYPE_CHECKING, Protocol
 
@@ -199,18 +201,44 @@ def _interleaved(text: str) -> str | None:
     return "\n".join(kept).strip()
 
 
+# reply_text keeps the newest part of this many bodies (the detector and the
+# extractors ask for the same bodies repeatedly).
+REPLY_CACHE_SIZE = 8192
+_reply_cache: OrderedDict[str, str] = OrderedDict()
+_reply_cache_lock = threading.Lock()
+
+
 def reply_text(body: str) -> str:
     """The newest part of a message body: quoted tails and forwarded originals cut
     before any rule runs (SPEC §5.1a). Header blocks of quoted messages (Outlook
     "-----Original Message-----" / "From: … Sent: …", Notes "Name@ORG … To: …
     cc: … Subject:") end the newest part; a bottom-posted or interleaved reply
     keeps the writer's own lines between the "> " quotes; otherwise
-    mail-parser-reply trims the tail. Cached: the detector and the extractors ask
-    for the same bodies repeatedly."""
-    return _reply_text(body or "")
+    mail-parser-reply trims the tail. Cached for the last ``REPLY_CACHE_SIZE``
+    bodies (thread-safe); an importer whose parse workers already cut a body hands
+    the result over with ``reply_text_seed``."""
+    body = body or ""
+    with _reply_cache_lock:
+        text = _reply_cache.get(body)
+        if text is not None:
+            _reply_cache.move_to_end(body)
+            return text
+    text = _reply_text(body)
+    reply_text_seed(body, text)
+    return text
 
 
-@lru_cache(maxsize=8192)
+def reply_text_seed(body: str, text: str) -> None:
+    """Remember ``text`` as ``reply_text(body)``, computed by the same function in
+    another process (the mailbox importer's parse workers, SPEC §11 ingest rate),
+    so this process does not cut the body again."""
+    with _reply_cache_lock:
+        _reply_cache[body or ""] = text
+        _reply_cache.move_to_end(body or "")
+        while len(_reply_cache) > REPLY_CACHE_SIZE:
+            _reply_cache.popitem(last=False)
+
+
 def _reply_text(body: str) -> str:
     # Cutting at our own markers first keeps the (slow, regex-heavy) parser's input
     # to the newest part; connectors already trimmed most quoted tails.

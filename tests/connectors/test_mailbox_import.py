@@ -178,6 +178,47 @@ def test_parallel_parsing_gives_the_serial_result_and_keeps_the_connection(
     assert Source.objects.filter(id="sa").exists()
 
 
+def test_parse_workers_cut_the_newest_text_so_the_importer_does_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """reply_text (about a millisecond a message) runs in the parse pool; the
+    importing process gets the results in its cache and never cuts those bodies
+    itself (SPEC §11 ingest rate), and they equal what it would have cut."""
+    import connectors.mailbox.sync as sync
+    import loops.definitions as definitions
+    from connectors.mail.parsing import ParsedMail
+    from connectors.mailbox.client import iter_mailbox
+
+    entries = list(iter_mailbox(SPAMASSASSIN))
+    monkeypatch.setattr(sync, "PARALLEL_PARSE_MIN", 1)
+    monkeypatch.setattr(sync.os, "cpu_count", lambda: 2)
+    definitions._reply_cache.clear()
+    parsed = [m for m in sync.parse_entries(entries) if isinstance(m, ParsedMail)]
+    assert parsed
+
+    def cut_again(body: str) -> str:
+        raise AssertionError("the importing process cut a body the pool had cut")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(definitions, "_reply_text", cut_again)
+        seeded = [definitions.reply_text(m.body) for m in parsed]
+    definitions._reply_cache.clear()
+    assert seeded == [definitions.reply_text(m.body) for m in parsed]
+
+
+def test_reply_text_keeps_the_most_recent_bodies(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import loops.definitions as definitions
+
+    monkeypatch.setattr(definitions, "REPLY_CACHE_SIZE", 2)
+    definitions._reply_cache.clear()
+    for body in ("one?", "two?", "one?", "three?"):
+        definitions.reply_text(body)
+    assert list(definitions._reply_cache) == ["one?", "three?"]
+    definitions._reply_cache.clear()
+
+
 HOSTILE = [
     # NUL in a header and in an 8-bit body (a UTF-16 part sent unencoded).
     b"From: Ann <ann@example.org>\nTo: bob@example.org\nSubject: nul\x00here\n"
