@@ -16,8 +16,9 @@ same run, with the server's own fetch rate (read only, nothing stored) as the fl
 the sync cannot beat.
 
 ``--loop-heavy N`` imports N synthetic one-message threads instead, each a direct
-question with a deadline to the owner, so every thread opens a loop (SPEC §11:
->= 150 messages/s); the floor is the same parse-and-thread of those messages.
+question with a deadline between the owner and one person (half the owner's, half
+theirs), so every thread opens a loop (SPEC §11: >= 150 messages/s); the floor is
+the same parse-and-thread of those messages.
 
 Usage:
     .venv/bin/python benchmarks/ingest.py [--path MBOX] [--limit N] [--embed] [--imap]
@@ -79,10 +80,13 @@ LOOP_OWNER = "me@bench.example"
 
 
 def _loop_heavy_mbox(count: int, tmp: Path) -> Path:
-    """A synthetic mbox of ``count`` one-message threads, each a question of mine
-    (``LOOP_OWNER``) to its own person, at least 72 h older than the newest message
-    (one closing newsletter), so every thread opens an ``unanswered_outbound`` loop
-    (SPEC §5.2 rule 5; SPEC §11 "loop-heavy mail")."""
+    """A synthetic mbox of ``count`` one-message threads, each a direct question with
+    a deadline between ``LOOP_OWNER`` and its own person, at least 72 h older than
+    the newest message (one closing newsletter): the even ones mine to them
+    (``unanswered_outbound``), the odd ones theirs to me (``unanswered_inbound``), so
+    every thread opens a loop (SPEC §5.2; SPEC §11 "loop-heavy mail"). Half the mail
+    comes from others: a mailbox of nothing but my own questions opens no waiting
+    loop (it cannot show answers), and the benchmark measured no loops at all."""
     import mailbox
     from datetime import UTC, datetime, timedelta
     from email.message import EmailMessage
@@ -105,13 +109,17 @@ def _loop_heavy_mbox(count: int, tmp: Path) -> Path:
 
     for n in range(count):
         topic = topics[n % len(topics)]
+        person = f"Person {n} <person{n}@partner{n % 40}.example>"
+        me = f"Me <{LOOP_OWNER}>"
+        sender, recipient = (me, person) if n % 2 == 0 else (person, me)
+        greeting = f"Person {n}" if n % 2 == 0 else "Sam"
         add(
-            f"Me <{LOOP_OWNER}>",
-            f"Person {n} <person{n}@partner{n % 40}.example>",
+            sender,
+            recipient,
             f"{topic.title()} numbers for account {n}",
             n,
             start + timedelta(minutes=n),
-            f"Hi Person {n},\n\nCould you send me the {topic} numbers for account "
+            f"Hi {greeting},\n\nCould you send me the {topic} numbers for account "
             f"{n} by Friday? We need them before the review.\n\nThanks\n",
         )
     add(
