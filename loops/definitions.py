@@ -60,6 +60,16 @@ CALENDAR_SUBJECT_PREFIXES = (
     "canceled event:",
     "cancelled event:",
 )
+# Subjects mail servers give delivery-failure notices (RFC 3464 DSNs and the
+# plain-text notices of older servers; Exchange: "Undeliverable: …"). Written so
+# PostgreSQL's regex engine reads it the same (``loops.selectors`` prefilters on it).
+BOUNCE_SUBJECT = (
+    r"^\s*(?:undeliverable|undelivered mail|returned mail|mail delivery failed|"
+    r"delivery status notification \(failure\)|delivery failure|failure notice|"
+    r"delivery has failed|message could not be delivered|mail system error)"
+)
+BOUNCE_SUBJECT_RE = re.compile(BOUNCE_SUBJECT, re.I)
+BOUNCE_SENDERS = ("mailer-daemon", "postmaster")
 # Reply and forward prefixes in the languages mail arrives in: English (Re, Fw, Fwd),
 # German (AW, WG), Scandinavian (SV, VS), Dutch (Antw), French (TR), Italian (R, Rif).
 REPLY_PREFIX_RE = re.compile(
@@ -109,6 +119,29 @@ def is_noise_sender(address: str) -> bool:
     """True when the From address is a machine sender (SPEC §5.1)."""
     addr = (address or "").lower()
     return any(marker in addr for marker in NOISE_SENDER_MARKERS)
+
+
+def bounced_recipients(message: MailMessage, owners: Collection[str]) -> list[str]:
+    """The addresses a delivery-failure notice says my message did not reach
+    (lower-cased, owners left out); empty when ``message`` is no such notice.
+
+    A notice is a message naming failed recipients in its delivery-status report
+    (``MailMessage.failed_recipients``, read by the connector with the ``email``
+    package), or one from a mailer daemon / postmaster or with a bounce subject
+    (``BOUNCE_SUBJECT``). Without a report, the failed recipients are its To/Cc
+    addresses other than the owner's (an exported Exchange notice is addressed
+    to the recipient that failed)."""
+    mine = {o.lower() for o in owners}
+    if message.failed_recipients:
+        return [a.lower() for a in message.failed_recipients if a.lower() not in mine]
+    sender = (message.from_addr or "").lower().split("@", 1)[0]
+    if not (sender in BOUNCE_SENDERS or BOUNCE_SUBJECT_RE.match(message.subject or "")):
+        return []
+    return [
+        a
+        for a in dict.fromkeys(x.lower() for x in (*message.to, *message.cc) if x)
+        if a not in mine
+    ]
 
 
 def is_calendar_mail(message: MailMessage) -> bool:

@@ -59,6 +59,10 @@ SUPERSEDE_GAP = timedelta(days=7)
 # allen-p dev set my answered asks were answered in a median 0.07 days and at the
 # 75th percentile 2.3 days (n=16), so two weeks is six times the usual wait.
 REPLY_TO_CROWD_LIFETIME = timedelta(days=14)
+# Characters of my ask's own text a re-sent copy must carry to be that ask again.
+RESENT_MATCH_CHARS = 120
+# A delivery-failure notice this soon after my message is about that message.
+BOUNCE_WINDOW = timedelta(days=2)
 AUTOMATED = "automated"
 # closed_by of a reply-owed loop retracted because no reply is expected after all
 # (its sender was found or marked automated, or the messages ask nothing of me).
@@ -191,6 +195,7 @@ def detect_thread(
     sender_kinds: Mapping[str, str] | None = None,
     contacts: Mapping[str, Contact] | None = None,
     answers_visible: bool = True,
+    undeliverable: Mapping[str, Sequence[datetime]] | None = None,
 ) -> Verdict:
     """Decide which deterministic loops of one thread open and close (SPEC §5.2,
     §5.1a).
@@ -209,8 +214,12 @@ def detect_thread(
     reply to their announcement to a crowd expires after
     ``REPLY_TO_CROWD_LIFETIME``), and never when
     ``answers_visible`` is False (a source holding only my sent mail cannot see
-    whether anyone answered: ``loops.selectors.answers_visible``). Returns a ``Verdict``; never
-    raises on odd mail.
+    whether anyone answered: ``loops.selectors.answers_visible``).
+    ``undeliverable`` maps an address to the times delivery-failure notices for it
+    arrived (``loops.selectors.undeliverable``): my ask that bounced for an
+    address within ``BOUNCE_WINDOW`` waits on nobody there, and a copy of my ask
+    I re-sent without new text (a forward of my own message) is the same ask to
+    its recipients. Returns a ``Verdict``; never raises on odd mail.
     """
     owners = {a.lower() for a in owner_addresses}
     kinds = sender_kinds or {}
@@ -259,6 +268,7 @@ def detect_thread(
                 thread_id,
                 subject,
                 _replied_to(turns, mine_run[0]),
+                undeliverable or {},
             )
     if mine and not answers_visible:
         verdict = Verdict(close=[LoopType.UNANSWERED_INBOUND], reason="no_inbound_mail")
@@ -276,6 +286,7 @@ def detect_thread(
             thread_id,
             subject,
             _replied_to(turns, run[0]),
+            undeliverable or {},
         )
     return _inbound(
         subs, run, last, owners, kinds, seen, mutes, now, thread_id, subject
@@ -343,12 +354,16 @@ def _outbound(
     thread_id: str,
     subject: str,
     replied_to: MailMessage | None = None,
+    undeliverable: Mapping[str, Sequence[datetime]] | None = None,
 ) -> Verdict:
     """Last turn is mine: inbound loops close; a waiting loop opens when my text
     asks something of a person (SPEC §5.2 rule 5, §5.1a "my asks"). ``replied_to``
     is the message my turn answers (None when it opens the thread): a single ask
     in reply to their announcement to a crowd expires after
-    ``REPLY_TO_CROWD_LIFETIME``."""
+    ``REPLY_TO_CROWD_LIFETIME``. The ask's recipients include those of its
+    re-sent copies (``_resent_copies``) and exclude addresses it bounced for
+    (``undeliverable``, see ``detect_thread``); bounced for all, it opens nothing
+    (``undeliverable``)."""
     verdict = Verdict(close=[LoopType.UNANSWERED_INBOUND])
     asking = [
         m
@@ -359,11 +374,21 @@ def _outbound(
         verdict.reason = "no_question"
         return verdict
     ask = asking[-1]
+    sends = [ask, *_resent_copies(run, ask, owners, now)]
     recipients = [
         a
-        for a in dict.fromkeys(x.lower() for x in (*ask.to, *ask.cc) if x)
+        for a in dict.fromkeys(x.lower() for m in sends for x in (*m.to, *m.cc) if x)
         if a not in owners
     ]
+    bounced = [
+        a for a in recipients if _bounced(a, ask.date, (undeliverable or {}), now)
+    ]
+    if bounced:
+        recipients = [a for a in recipients if a not in bounced]
+        if not recipients:
+            verdict.reason = "undeliverable"
+            verdict.retract[LoopType.UNANSWERED_OUTBOUND] = verdict.reason
+            return verdict
     if ask.list_unsubscribe or any(is_list_address(a) for a in recipients):
         # Posted to a mailing list (a list address, or my own message came back
         # through a list server with its List-Unsubscribe): its readers, not a
@@ -377,7 +402,11 @@ def _outbound(
         if recipients:
             verdict.retract[LoopType.UNANSWERED_OUTBOUND] = verdict.reason
         return verdict
-    to_people = [a.lower() for a in ask.to if a and a.lower() in people]
+    to_people = list(
+        dict.fromkeys(
+            a.lower() for m in sends for a in m.to if a and a.lower() in people
+        )
+    )
     broadcast = len(people) > BROADCAST_RECIPIENTS
     if broadcast and not any(
         a.kind == QUESTION
@@ -440,6 +469,39 @@ def _outbound(
     return verdict
 
 
+def _resent_copies(
+    run: Sequence[MailMessage], ask: MailMessage, owners: set[str], now: datetime
+) -> list[MailMessage]:
+    """Later messages of my turn that re-send ``ask`` (a forward of my own
+    message with no new text of theirs, or the same text again): the same ask,
+    to their recipients."""
+    text = collapse(reply_text(ask.body)).lower()[:RESENT_MATCH_CHARS]
+    if len(text) < RESENT_MATCH_CHARS // 2:
+        return []
+    later = [m for m in run if m.date and ask.date and m.date > ask.date]
+    return [
+        m
+        for m in later
+        if is_mine(m, owners)
+        and not live_asks(reply_text(m.body), sent_at=m.date, now=now)
+        and text in collapse(m.body).lower()
+    ]
+
+
+def _bounced(
+    address: str,
+    sent_at: datetime | None,
+    undeliverable: Mapping[str, Sequence[datetime]],
+    now: datetime,
+) -> bool:
+    """True when a delivery-failure notice for ``address`` arrived within
+    ``BOUNCE_WINDOW`` after ``sent_at`` (and by ``now``)."""
+    return bool(sent_at) and any(
+        sent_at <= when <= min(now, sent_at + BOUNCE_WINDOW)  # type: ignore[operator]
+        for when in undeliverable.get(address, ())
+    )
+
+
 def _inbound(
     subs: list[MailMessage],
     run: list[MailMessage],
@@ -455,7 +517,8 @@ def _inbound(
     """Last turn is theirs: my waiting loop closes (as fulfilled when they
     delivered); a reply-owed loop opens only when a person asked me something,
     and not when my message just before their turn declined their offer
-    (``loops.asks.declines``)."""
+    (``loops.asks.declines``). One loop per turn: their chases of the ask are its
+    evidence (oldest first, the newest message last)."""
     verdict = Verdict(close=[LoopType.UNANSWERED_OUTBOUND])
     delivered = next((m for m in run if is_fulfilment(reply_text(m.body))), None)
     if delivered is not None:
@@ -526,7 +589,9 @@ def _inbound(
             summary=f'Reply owed to {sender}: "{subject}"',
             opened_at=started,
             last_activity_at=last.sent_at,
-            evidence=[_evidence(last)],
+            # The ask and each chase of it ("Follow up: …"), newest last.
+            evidence=[_evidence(m) for m in asking if m is not last]
+            + [_evidence(last)],
         )
     )
     return verdict

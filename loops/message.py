@@ -30,6 +30,8 @@ class MailMessage:
     ``is_mine`` is decided by the connector: SENT label, a sent folder, or a From that
     is one of the source's owner addresses. ``html_only`` is True when the message
     had an HTML body and no plain-text alternative (a marketing signal, §5.1a).
+    ``failed_recipients``: on a delivery-failure notice, the recipients its
+    delivery-status report names as failed (empty otherwise).
     """
 
     message_id: str
@@ -52,6 +54,7 @@ class MailMessage:
     attachments: list[dict[str, Any]] = field(default_factory=list)
     link: str | None = None
     html_only: bool = False
+    failed_recipients: list[str] = field(default_factory=list)
     raw_record_id: int | None = None
 
     @property

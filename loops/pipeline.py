@@ -79,6 +79,7 @@ from loops.selectors import (
     thread_page,
     threads_messages,
     threads_pages,
+    undeliverable,
 )
 from loops.senders import (
     Contact,
@@ -740,6 +741,7 @@ class ChunkState:
     kinds: dict[str, str] | None = None
     contacts: dict[str, Contact] | None = None
     answers_visible: bool | None = None
+    undeliverable: dict[str, list[datetime]] | None = None
 
 
 def senders_kinds(*, source: Source, messages: Iterable[MailMessage]) -> dict[str, str]:
@@ -836,6 +838,11 @@ def thread_process(
         if preload is not None and preload.answers_visible is not None
         else answers_visible(source_id=source.id, owners=source.owner_addresses)
     )
+    bounces = (
+        preload.undeliverable
+        if preload is not None and preload.undeliverable is not None
+        else undeliverable(source_id=source.id, owners=source.owner_addresses)
+    )
     verdict = detect_thread(
         messages,
         owner_addresses=source.owner_addresses,
@@ -844,6 +851,7 @@ def thread_process(
         sender_kinds=kinds,
         contacts=contacts,
         answers_visible=answers_seen,
+        undeliverable=bounces,
     )
     open_loops = preload.open_loops.get(thread_id, []) if preload else None
     queued = len(batch.pending) if batch is not None else 0
@@ -917,6 +925,9 @@ def _chunk_process(
             addresses=state.kinds,  # type: ignore[union-attr]
         )
         state.answers_visible = answers_visible(  # type: ignore[union-attr]
+            source_id=source.id, owners=source.owner_addresses
+        )
+        state.undeliverable = undeliverable(  # type: ignore[union-attr]
             source_id=source.id, owners=source.owner_addresses
         )
         # New detector loops are written together at the end (one savepoint-free

@@ -12,6 +12,7 @@ from django.db.models.fields.json import KeyTextTransform
 from django.utils import timezone
 
 from brain.models import Alias, Page, RawRecord, Source
+from loops.definitions import BOUNCE_SENDERS, BOUNCE_SUBJECT, bounced_recipients
 from loops.detectors import Mutes
 from loops.message import MailMessage
 from loops.models import LoopStatus, LoopSuppression, OpenLoop, SenderProfile
@@ -349,6 +350,33 @@ def answers_visible(*, source_id: str, owners: Iterable[str]) -> bool:
         | Q(metadata__from_addr__in=sorted({(o or "").lower() for o in owners}))
     ).count()
     return (total - mine) >= SENT_ONLY_INBOUND_SHARE * total
+
+
+def undeliverable(
+    *, source_id: str, owners: Iterable[str]
+) -> dict[str, list[datetime]]:
+    """``{address: [when a delivery-failure notice for it arrived, …]}`` over the
+    whole source (``loops.definitions.bounced_recipients``): mail to that address
+    at about that time never reached it (SPEC §5.1a). One query, prefiltered on
+    the notice's report, sender or subject."""
+    owned = {(o or "").lower() for o in owners}
+    senders = Q()
+    for local in BOUNCE_SENDERS:
+        senders |= Q(metadata__from_addr__istartswith=f"{local}@")
+    records = RawRecord.objects.filter(
+        Q(metadata__failed_recipients__0__isnull=False)
+        | senders
+        | Q(metadata__subject__iregex=BOUNCE_SUBJECT),
+        source_id=source_id,
+    ).values_list("metadata", flat=True)
+    out: dict[str, list[datetime]] = {}
+    for data in records:
+        message = MailMessage.from_metadata(data)
+        if message.date is None:
+            continue
+        for address in bounced_recipients(message, owned):
+            out.setdefault(address, []).append(message.date)
+    return out
 
 
 def sender_contacts(*, source_id: str, addresses: Iterable[str]) -> dict[str, Contact]:

@@ -45,6 +45,7 @@ from loops.selectors import (
     reference_clock,
     sender_contacts,
     sender_kinds,
+    undeliverable,
 )
 
 if TYPE_CHECKING:
@@ -192,6 +193,7 @@ def _replay_source(source: Source, as_of: datetime) -> list[LoopView]:
     )
     contacts = sender_contacts(source_id=source.id, addresses=kinds)
     visible = answers_visible(source_id=source.id, owners=source.owner_addresses)
+    bounces = undeliverable(source_id=source.id, owners=source.owner_addresses)
     views: list[LoopView] = []
     for _thread_id, messages in sorted(by_thread.items()):
         verdict = detect_thread(
@@ -202,6 +204,7 @@ def _replay_source(source: Source, as_of: datetime) -> list[LoopView]:
             sender_kinds=kinds,
             contacts=contacts,
             answers_visible=visible,
+            undeliverable=bounces,
         )
         for spec in verdict.open:
             person = counterparty_page(

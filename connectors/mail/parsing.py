@@ -60,6 +60,14 @@ _CORE_HEADERS = ("from", "to", "date", "subject", "message-id")
 # loops.definitions; parsing only applies them.
 _REPLY_PREFIX = REPLY_PREFIX_RE
 _LIST_TAG = re.compile(r"^\[[^\]]{1,40}\]\s*")
+# A chase of an earlier message keeps its subject behind a chase prefix ("Follow
+# up: Budget", "Reminder: Budget", "2nd request: Budget"): it belongs to that
+# conversation, not a new one.
+_CHASE_PREFIX = re.compile(
+    r"^\s*(?:follow[- ]?up|reminder|gentle reminder|(?:2nd|second|3rd|third|final) "
+    r"request|resend|resent|re-?sending)\s*:\s*",
+    re.I,
+)
 _WS = re.compile(r"\s+")
 _BLANK_RUNS = re.compile(r"\n{3,}")
 _MSGID = re.compile(r"<([^<>\s]+)>")
@@ -123,6 +131,8 @@ class ParsedMail:
     list_unsubscribe: bool = False
     auto_submitted: str | None = None
     calendar_method: str | None = None
+    # A delivery-failure notice's failed recipients (``failed_recipients``).
+    failed_recipients: list[str] = field(default_factory=list)
     attachments: list[dict[str, Any]] = field(default_factory=list)
     labels: list[str] = field(default_factory=list)
     folder: str = ""
@@ -164,13 +174,14 @@ class ParsedMail:
 
 def subject_key(subject: str) -> str:
     """Normalise a subject for threading: repeated ``Re:``/``Fw:``/``Fwd:``/``Aw:``…
-    prefixes and mailing-list tags (``[ILUG]``) stripped, whitespace collapsed,
-    lower-cased."""
+    prefixes, chase prefixes (``Follow up:``, ``Reminder:``, ``2nd request:``) and
+    mailing-list tags (``[ILUG]``) stripped, whitespace collapsed, lower-cased."""
     text = _WS.sub(" ", subject or "").strip()
     previous = None
     while previous != text:
         previous = text
-        text = _LIST_TAG.sub("", _REPLY_PREFIX.sub("", text)).strip()
+        text = _REPLY_PREFIX.sub("", text)
+        text = _LIST_TAG.sub("", _CHASE_PREFIX.sub("", text)).strip()
     return text.lower()[:300]
 
 
@@ -583,6 +594,36 @@ def _rfc822_parts(msg: Message) -> Iterator[_Part]:
         )
 
 
+def failed_recipients(msg: Message) -> list[str]:
+    """The recipients a delivery-failure notice reports as failed (RFC 3464): the
+    ``Final-Recipient`` (else ``Original-Recipient``) of each per-recipient block
+    whose ``Action`` is ``failed`` in a ``multipart/report;
+    report-type=delivery-status`` message, plus any ``X-Failed-Recipients``
+    header. Lower-cased bare addresses, in order; empty for any other message."""
+    found: list[str] = []
+    for value in msg.get_all("x-failed-recipients") or []:
+        found += [a.addr for a in parse_addresses([value])]
+    if (
+        msg.get_content_type() == "multipart/report"
+        and (msg.get_param("report-type") or "") == "delivery-status"
+    ):
+        for part in msg.walk():
+            if part.get_content_type() != "message/delivery-status":
+                continue
+            # The stdlib parses the status part into header blocks: the first is
+            # per-message, the rest per-recipient.
+            blocks = part.get_payload()
+            for block in blocks[1:] if isinstance(blocks, list) else []:
+                if not isinstance(block, Message):
+                    continue
+                if str(block.get("action", "")).strip().lower() != "failed":
+                    continue
+                field_ = block.get("final-recipient") or block.get("original-recipient")
+                address = str(field_ or "").split(";", 1)[-1].strip()
+                found += [a.addr for a in parse_addresses([address])]
+    return list(dict.fromkeys(found))
+
+
 def _decoded_payload(part: Message) -> bytes:
     """The transfer-decoded bytes of a MIME leaf (empty when it has none)."""
     data = part.get_payload(decode=True)
@@ -636,6 +677,7 @@ def _finish(
     raw_hash: str,
     folder: str,
     defects: list[str],
+    failed: list[str] | None = None,
 ) -> ParsedMail:
     def one(name: str) -> Any:
         values = headers(name)
@@ -692,6 +734,7 @@ def _finish(
         list_unsubscribe=bool(one("list-unsubscribe")),
         auto_submitted=str(auto).strip().lower() if auto else None,
         calendar_method=body.calendar_method,
+        failed_recipients=failed or [],
         attachments=body.attachments,
         folder=folder,
         defects=defects + body.defects,
@@ -748,6 +791,7 @@ def parse_rfc822(data: bytes, *, folder: str = "") -> ParsedMail:
         raw_hash=hashlib.sha256(data).hexdigest(),
         folder=folder,
         defects=defects,
+        failed=failed_recipients(msg),
     )
 
 

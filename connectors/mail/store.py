@@ -105,6 +105,7 @@ def to_mail_message(
         attachments=list(parsed.attachments),
         link=link,
         html_only=parsed.html_only,
+        failed_recipients=list(parsed.failed_recipients),
     )
 
 
