@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import re
+from bisect import bisect_right
 from collections.abc import Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -448,13 +449,10 @@ def loops_sibling_fulfilment(*, source: Source, now: datetime) -> int:
     if not loops:
         return 0
     messages = _substantive_exchanges(source, loops, owners=owners, now=now)
+    sent = [m.sent_at for m in messages]
     closed = 0
     for loop in loops:
-        later = [
-            m
-            for m in messages
-            if m.sent_at > loop.opened_at and m.thread_id != loop.thread_id
-        ]
+        later = _later_elsewhere(messages, sent, loop.opened_at, loop.thread_id)
         if later and _close_if_kept(
             loop=loop, later=later, owners=owners, sibling=True
         ):
@@ -615,6 +613,7 @@ def loops_settled_elsewhere(*, source: Source, now: datetime) -> int:
     messages = _substantive_exchanges(
         source, loops, owners=owners, now=now, extra=set(delegates.values())
     )
+    sent = [m.sent_at for m in messages]
     closed = 0
     for loop in loops:
         party = loop.counterparty_email.lower()
@@ -625,11 +624,7 @@ def loops_settled_elsewhere(*, source: Source, now: datetime) -> int:
             if not theirs:
                 continue
             asked = max(theirs, key=lambda m: m.sent_at)
-            later = [
-                m
-                for m in messages
-                if asked.sent_at < m.sent_at and m.thread_id != loop.thread_id
-            ]
+            later = _later_elsewhere(messages, sent, asked.sent_at, loop.thread_id)
             answer = _replied_in(asked.subject or "", later, party, owners)
             if answer is None and asks_for_contact(
                 " ".join(reply_text(m.body) for m in theirs)
@@ -646,11 +641,7 @@ def loops_settled_elsewhere(*, source: Source, now: datetime) -> int:
             ask_words = content_stems(
                 " ".join(reply_text(m.body) for m in asking)
             ) - content_stems(f"{party.split('@')[0]} {asking[0].from_name}")
-            later = [
-                m
-                for m in messages
-                if m.sent_at > loop.opened_at and m.thread_id != loop.thread_id
-            ]
+            later = _later_elsewhere(messages, sent, loop.opened_at, loop.thread_id)
             answer = _answered_in(ask_words, later, party, owners)
             if answer is None and loop.pk in delegates:
                 answer = _delegate_answered(later, delegates[loop.pk], owners)
@@ -679,6 +670,20 @@ def loops_settled_elsewhere(*, source: Source, now: datetime) -> int:
         )
         closed += int(bool(result["closed"]))
     return closed
+
+
+def _later_elsewhere(
+    messages: Sequence[MailMessage],
+    sent: Sequence[datetime],
+    moment: datetime,
+    thread_id: str,
+) -> list[MailMessage]:
+    """The messages of ``messages`` (oldest first, ``sent`` their dates) dated after
+    ``moment`` and outside ``thread_id``, in order. They are a suffix of the list,
+    found by bisection instead of a scan per loop (SPEC §11 loop-heavy ingest)."""
+    return [
+        m for m in messages[bisect_right(sent, moment) :] if m.thread_id != thread_id
+    ]
 
 
 def _substantive_exchanges(
