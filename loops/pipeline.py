@@ -614,6 +614,15 @@ def loops_settled_elsewhere(*, source: Source, now: datetime) -> int:
         source, loops, owners=owners, now=now, extra=set(delegates.values())
     )
     sent = [m.sent_at for m in messages]
+    # My messages by recipient (To, Cc), oldest first: the only messages the passes
+    # for an inbound loop read (_replied_in, _reported_reaching), so each loop reads
+    # its party's list instead of every exchange.
+    mine_to: dict[str, list[MailMessage]] = {}
+    for m in messages:
+        if is_mine(m, owners):
+            for address in {a.lower() for a in (*m.to, *m.cc) if a}:
+                mine_to.setdefault(address, []).append(m)
+    mine_sent = {a: [m.sent_at for m in ms] for a, ms in mine_to.items()}
     closed = 0
     for loop in loops:
         party = loop.counterparty_email.lower()
@@ -624,7 +633,12 @@ def loops_settled_elsewhere(*, source: Source, now: datetime) -> int:
             if not theirs:
                 continue
             asked = max(theirs, key=lambda m: m.sent_at)
-            later = _later_elsewhere(messages, sent, asked.sent_at, loop.thread_id)
+            later = _later_elsewhere(
+                mine_to.get(party, []),
+                mine_sent.get(party, []),
+                asked.sent_at,
+                loop.thread_id,
+            )
             answer = _replied_in(asked.subject or "", later, party, owners)
             if answer is None and asks_for_contact(
                 " ".join(reply_text(m.body) for m in theirs)
