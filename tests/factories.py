@@ -6,6 +6,8 @@ constraints. Tests of the write path itself go through ``brain.services``.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import factory
 from factory.django import DjangoModelFactory
 
@@ -112,3 +114,19 @@ class FactFactory(DjangoModelFactory):
     source = factory.SubFactory(SourceFactory)
     text = factory.Faker("sentence")
     provenance = "test fixture"
+
+
+def one_message_mbox(directory: Path) -> Path:
+    """Write ``one.mbox`` in ``directory``: a single ask (Ada Quill to me@example.org,
+    30 Nov 2026 10:00 UTC) for commands that import a mailbox file; returns its path."""
+    mbox = directory / "one.mbox"
+    mbox.write_text(
+        "From ada@example.org Mon Nov 30 10:00:00 2026\n"
+        "From: Ada Quill <ada@example.org>\n"
+        "To: me@example.org\n"
+        "Subject: Budget\n"
+        "Date: Mon, 30 Nov 2026 10:00:00 +0000\n"
+        "Message-ID: <b1@example.org>\n\n"
+        "Can you send the budget by Friday?\n"
+    )
+    return mbox

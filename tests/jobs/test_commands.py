@@ -13,7 +13,7 @@ from django_q.utils import localtime
 
 from brain.models import RawRecord
 from jobs.models import Job
-from tests.factories import SourceFactory
+from tests.factories import SourceFactory, one_message_mbox
 
 pytestmark = pytest.mark.django_db
 
@@ -254,16 +254,7 @@ def test_demo_reports_the_embed_jobs_real_status(settings) -> None:  # type: ign
 def test_import_mail_says_embeddings_wait_for_a_job_it_did_not_queue(
     tmp_path,  # type: ignore[no-untyped-def]
 ) -> None:
-    mbox = tmp_path / "one.mbox"
-    mbox.write_text(
-        "From ada@example.org Mon Nov 30 10:00:00 2026\n"
-        "From: Ada Quill <ada@example.org>\n"
-        "To: me@example.org\n"
-        "Subject: Budget\n"
-        "Date: Mon, 30 Nov 2026 10:00:00 +0000\n"
-        "Message-ID: <b1@example.org>\n\n"
-        "Can you send the budget by Friday?\n"
-    )
+    mbox = one_message_mbox(tmp_path)
     out = run("import_mail", str(mbox), "--source", "archive")
     assert not Job.objects.filter(kind="embed_pending").exists()
     assert "deferred to the embed_pending job" not in out

@@ -17,7 +17,7 @@ from connectors.models import HeldItem
 from interfaces.doctor import doctor_report
 from jobs.models import Job
 from jobs.services import worker_beat
-from tests.factories import PageFactory, SourceFactory
+from tests.factories import PageFactory, SourceFactory, one_message_mbox
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -129,16 +129,7 @@ def test_doctor_requires_no_sync_schedule_for_a_mailbox_imported_from_a_file(
     """``import_mail FILE --source S`` after the schedules were installed: S is a
     one-shot import with nothing to sync on a timer, so the schedules check stays
     ok and /api/health is not degraded."""
-    mbox = tmp_path / "one.mbox"
-    mbox.write_text(
-        "From ada@example.org Mon Nov 30 10:00:00 2026\n"
-        "From: Ada Quill <ada@example.org>\n"
-        "To: me@example.org\n"
-        "Subject: Budget\n"
-        "Date: Mon, 30 Nov 2026 10:00:00 +0000\n"
-        "Message-ID: <b1@example.org>\n\n"
-        "Can you send the budget by Friday?\n"
-    )
+    mbox = one_message_mbox(tmp_path)
     call_command("import_mail", str(mbox), "--source", "archive", stdout=StringIO())
     check = line(doctor_report(deploy=False), "schedules")
     assert check["status"] == "ok", check
