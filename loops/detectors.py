@@ -247,6 +247,7 @@ def detect_thread(
     run.reverse()
 
     seen = contacts or {}
+    waiting_run: list[MailMessage] | None = None  # my run that waits on them
     if not mine and _handed_off(run, owners):
         # Their only answer hands my ask to someone else ("Pam, can you help with
         # below?"): it answers nothing, so my ask is still waiting on them.
@@ -257,27 +258,17 @@ def detect_thread(
                 break
             mine_run.insert(0, m)
         if mine_run and answers_visible:
-            return _outbound(
-                mine_run,
-                mine_run[-1],
-                owners,
-                kinds,
-                seen,
-                mutes,
-                now,
-                thread_id,
-                subject,
-                _replied_to(turns, mine_run[0]),
-                undeliverable or {},
-            )
+            waiting_run = mine_run
     if mine and not answers_visible:
         verdict = Verdict(close=[LoopType.UNANSWERED_INBOUND], reason="no_inbound_mail")
         verdict.retract[LoopType.UNANSWERED_OUTBOUND] = verdict.reason
         return verdict
     if mine:
+        waiting_run = run
+    if waiting_run is not None:
         return _outbound(
-            run,
-            last,
+            waiting_run,
+            waiting_run[-1],
             owners,
             kinds,
             seen,
@@ -285,7 +276,7 @@ def detect_thread(
             now,
             thread_id,
             subject,
-            _replied_to(turns, run[0]),
+            _replied_to(turns, waiting_run[0]),
             undeliverable or {},
         )
     return _inbound(
