@@ -21,6 +21,9 @@ Run (from any worktree): ``.venv/bin/python benchmarks/loops_quality.py``
                       (messages' newest text and the product's loops)
   ``--reuse``         skip the import when the source already exists (detection
                       is re-run on the stored mail)
+  ``--assume-answers-visible``  score as if every source held the other side's
+                      mail: the sent-only rule (``loops.selectors.answers_visible``)
+                      off, to see what it holds back
 
 Matching (tests/data/loops_dev/README.md): a product loop is scored against the labelled thread
 holding its evidence message (else every labelled thread its thread overlaps) and
@@ -588,6 +591,7 @@ def main() -> None:
     parser.add_argument("--verbose", action="store_true")
     parser.add_argument("--reuse", action="store_true")
     parser.add_argument("--dump", type=int, default=0)
+    parser.add_argument("--assume-answers-visible", action="store_true")
     parser.add_argument(
         "--owners", default="", help="owners for --dump of an unlabelled corpus"
     )
@@ -595,6 +599,15 @@ def main() -> None:
     assert not settings.ANTHROPIC_API_KEY or not settings.LOOPS_EXTRACTION_ENABLED, (
         "offline only: unset ANTHROPIC_API_KEY or LOOPS_EXTRACTION_ENABLED"
     )
+    if args.assume_answers_visible:
+        import loops.pipeline
+        import loops.waiting
+
+        def visible(**_: Any) -> bool:
+            return True
+
+        loops.pipeline.answers_visible = visible  # type: ignore[assignment]
+        loops.waiting.answers_visible = visible  # type: ignore[assignment]
     labels = load_labels()
     corpora: dict[str, list[str]] = {}
     for lab in labels:

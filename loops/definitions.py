@@ -292,6 +292,36 @@ def _reply_text(body: str) -> str:
     return "\n".join(lines).strip()
 
 
+# The sender line of a quoted message's header block: Outlook's "From: Name
+# [mailto:…]" or an attribution "On <date>, Name <address> wrote:".
+_QUOTED_FROM = re.compile(r"^\W*From:\s*(.+)$|^\W*(.{0,240}\bwrote:)\s*$", re.I | re.M)
+
+
+def quoted_messages(body: str) -> list[tuple[str, str]]:
+    """The messages quoted in ``body`` under a header block (Outlook's
+    "-----Original Message----- / From: … Sent: …", "On … wrote:"), newest first,
+    as ``(sender line, text)``: the header's From or attribution line and the
+    header block with the quoted text under it, "> " marks removed. The body's own newest text is not one of
+    them; [] when nothing is quoted under a header. Parsed by mail-parser-reply
+    (``reply_parser``); a body it cannot parse quotes nothing."""
+    if not _QUOTE_MARKERS.search(body or ""):
+        return []
+    try:
+        replies = reply_parser().read(text=body or "").replies
+    except Exception:  # the parser is heuristic: no quoted message found
+        return []
+    out: list[tuple[str, str]] = []
+    for reply in replies:
+        match = _QUOTED_FROM.search(reply.headers or "")
+        if match is None:
+            continue
+        sender = collapse(match.group(1) or match.group(2) or "")
+        # The parser may leave the quoted text's first line ("Tim,") in the header.
+        lines = f"{reply.headers or ''}\n{reply.full_body or ''}".splitlines()
+        out.append((sender, "\n".join(line.lstrip("> ") for line in lines)))
+    return out
+
+
 def asks_question(body: str) -> bool:
     """True when the newest part of the body has a ``?`` outside any URL
     (SPEC §5.2 rule 5: an FYI sharing a link with a query string asks nothing)."""

@@ -29,9 +29,10 @@ from loops.definitions import (
     is_mine,
     is_substantive,
     quote_of,
+    quoted_messages,
     reply_text,
 )
-from loops.models import CLOSED_BY_FULFILLED, LoopType
+from loops.models import CLOSED_BY_FULFILLED, CLOSED_BY_REPLY, LoopType
 from loops.senders import Contact, is_list_address
 
 if TYPE_CHECKING:
@@ -61,6 +62,10 @@ SUPERSEDE_GAP = timedelta(days=7)
 REPLY_TO_CROWD_LIFETIME = timedelta(days=14)
 # Characters of my ask's own text a re-sent copy must carry to be that ask again.
 RESENT_MATCH_CHARS = 120
+# Characters of my ask's own text a quoted message must carry below an answer for
+# that answer to be a reply to the ask (an ask of under a third of this is too
+# short to recognise).
+QUOTED_ASK_CHARS = 60
 # A delivery-failure notice this soon after my message is about that message.
 BOUNCE_WINDOW = timedelta(days=2)
 AUTOMATED = "automated"
@@ -354,7 +359,10 @@ def _outbound(
     ``REPLY_TO_CROWD_LIFETIME``. The ask's recipients include those of its
     re-sent copies (``_resent_copies``) and exclude addresses it bounced for
     (``undeliverable``, see ``detect_thread``); bounced for all, it opens nothing
-    (``undeliverable``)."""
+    (``undeliverable``). A later message of my turn quoting an addressee's reply
+    to the ask (``_answer_quoted``), or a later message of my turn to them that
+    only thanks (``_thanked_since``), closes it (``reply_detected``, that message
+    as evidence): they answered, though the source lacks their message."""
     verdict = Verdict(close=[LoopType.UNANSWERED_INBOUND])
     asking = [
         m
@@ -392,6 +400,28 @@ def _outbound(
         verdict.reason = "no_recipients" if not recipients else "automated_recipient"
         if recipients:
             verdict.retract[LoopType.UNANSWERED_OUTBOUND] = verdict.reason
+        return verdict
+    quoting = _answer_quoted(run, ask, people)
+    if quoting is not None:
+        # Their answer is not in the source, but a later message of mine quotes
+        # it (a forward of their reply): they answered.
+        verdict.close.append(LoopType.UNANSWERED_OUTBOUND)
+        verdict.closed_by[LoopType.UNANSWERED_OUTBOUND] = (
+            CLOSED_BY_REPLY,
+            _evidence(quoting),
+        )
+        verdict.reason = "answer_quoted"
+        return verdict
+    thanks = _thanked_since(run, ask, people)
+    if thanks is not None:
+        # "Thanks" to them after my ask, with no reply of theirs in the thread:
+        # they answered where this source cannot see (another address, the phone).
+        verdict.close.append(LoopType.UNANSWERED_OUTBOUND)
+        verdict.closed_by[LoopType.UNANSWERED_OUTBOUND] = (
+            CLOSED_BY_REPLY,
+            _evidence(thanks),
+        )
+        verdict.reason = "thanked_after_ask"
         return verdict
     to_people = list(
         dict.fromkeys(
@@ -458,6 +488,63 @@ def _outbound(
         )
     )
     return verdict
+
+
+def _thanked_since(
+    run: Sequence[MailMessage], ask: MailMessage, people: Sequence[str]
+) -> MailMessage | None:
+    """A later message of my turn, to one of ``people``, that only thanks
+    (``is_acknowledgement_only``: "Thanks", "Got it, thank you"): I thanked them
+    for an answer the thread does not hold. None when no such message."""
+    if ask.date is None:
+        return None
+    wanted = set(people)
+    for m in run:
+        if (
+            m.date is not None
+            and m.date > ask.date
+            and wanted & {a.lower() for a in m.to if a}
+            and is_acknowledgement_only(m.body)
+        ):
+            return m
+    return None
+
+
+def _quotes_person(sender: str, address: str) -> bool:
+    """True when a quoted header's sender line (``From: Heizenrader, Tim``, ``On …
+    Dana Okafor <dana@example.com> wrote:``) names ``address``: the address itself,
+    or every name token of its local part (two at least: tim.heizenrader@ →
+    "Heizenrader, Tim")."""
+    line = (sender or "").lower()
+    if address in line:
+        return True
+    tokens = _name_tokens(address)
+    words = set(re.split(r"[^a-z']+", line))
+    return len(tokens) >= 2 and tokens <= words
+
+
+def _answer_quoted(
+    run: Sequence[MailMessage], ask: MailMessage, people: Sequence[str]
+) -> MailMessage | None:
+    """A later message of my turn that quotes (``quoted_messages``) a message of
+    one of ``people`` which itself quotes my ask (the first ``QUOTED_ASK_CHARS``
+    characters of its own text) below it: their reply to the ask, which the
+    source does not hold (a sent folder, a deleted message), shows in my forward
+    of it. None when no such message."""
+    needle = collapse(reply_text(ask.body)).lower()[:QUOTED_ASK_CHARS]
+    if len(needle) < QUOTED_ASK_CHARS // 3 or ask.date is None:
+        return None
+    for m in run:
+        if m.date is None or m.date <= ask.date:
+            continue
+        quoted = quoted_messages(m.body)
+        for n, (sender, _text) in enumerate(quoted):
+            if not any(_quotes_person(sender, a) for a in people):
+                continue
+            below = collapse(" ".join(text for _, text in quoted[n + 1 :])).lower()
+            if needle in below:
+                return m
+    return None
 
 
 def _resent_copies(

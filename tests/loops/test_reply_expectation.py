@@ -11,7 +11,7 @@ import pytest
 from connectors.mail.parsing import parse_rfc822
 from connectors.mail.threading import dedupe, thread_messages
 from loops.asks import find_asks, is_fulfilment
-from loops.definitions import reply_text
+from loops.definitions import collapse, quoted_messages, reply_text
 from loops.detectors import detect_thread
 from loops.message import MailMessage
 from loops.models import CLOSED_BY_FULFILLED, LoopType
@@ -809,3 +809,93 @@ def test_questions_in_an_article_forwarded_as_fyi_are_not_asks() -> None:
     # A short FYI note that asks something still asks.
     short = "FYI, the lease is below. Can you check the dates?"
     assert [a.kind for a in find_asks(short)] == ["question"]
+
+
+# --- their answer seen only quoted in my own later mail ----------------------
+
+ASK = "Ann, how long does the harbour lease run, and what deposit does it need?"
+ANSWER = "The lease runs to June; the deposit is two months of rent."
+OUTLOOK_FORWARD = f"""Bob, see Ann's answer below.
+
+-----Original Message-----
+From: \tBaker, Ann
+Sent:\tMonday, March 04, 2024 11:02 AM
+To:\tOwner, Olivia
+Subject:\tRE: Budget
+
+{ANSWER}
+
+ -----Original Message-----
+From: \tOwner, Olivia
+Sent:\tMonday, March 04, 2024 9:00 AM
+To:\tBaker, Ann
+Subject:\tBudget
+
+{ASK}
+"""
+ATTRIBUTION_FORWARD = f"""Bob, see Ann's answer below.
+
+On Mon, Mar 4, 2024 at 11:02 AM Ann Baker <{ANN}> wrote:
+> {ANSWER}
+>
+> On Mon, Mar 4, 2024 at 9:00 AM Olivia Owner <{ME}> wrote:
+>> {ASK}
+"""
+
+
+@pytest.mark.parametrize("forward", [OUTLOOK_FORWARD, ATTRIBUTION_FORWARD])
+def test_answer_quoted_in_my_later_mail_closes_my_ask(forward: str) -> None:
+    # A sent folder (or a mailbox that lost her reply) holds my ask and my forward
+    # of her answer to Bob: the forward quotes her reply, which quotes my ask.
+    ask = mail(1, ASK, frm=ME, to=(ANN,))
+    fwd = mail(2, forward, frm=ME, to=(BOB,), hours=3, subject="FW: Budget")
+    verdict = detect([ask, fwd])
+    assert verdict.open == [] and verdict.reason == "answer_quoted"
+    assert LoopType.UNANSWERED_OUTBOUND in verdict.close
+    closed_by, proof = verdict.closed_by[LoopType.UNANSWERED_OUTBOUND]
+    assert closed_by == "reply_detected" and proof["message_id"] == fwd.message_id
+
+
+def test_quoted_mail_that_is_no_answer_to_my_ask_leaves_it_open() -> None:
+    # My forward quotes only my own ask, or an older note of hers that does not
+    # quote the ask: nothing shows she answered it.
+    ask = mail(1, ASK, frm=ME, to=(ANN,))
+    only_mine = OUTLOOK_FORWARD.split(" -----Original Message-----")[1]
+    own = mail(
+        2,
+        f"Bob, FYI.\n\n-----Original Message-----{only_mine}",
+        frm=ME,
+        to=(BOB,),
+        hours=3,
+    )
+    older = OUTLOOK_FORWARD.replace(ASK, "Olivia, the budget call moved to Friday.")
+    theirs_before = mail(3, older, frm=ME, to=(BOB,), hours=4)
+    assert opened([ask, own]) == [LoopType.UNANSWERED_OUTBOUND]
+    assert opened([ask, theirs_before]) == [LoopType.UNANSWERED_OUTBOUND]
+
+
+def test_quoted_messages_lists_each_quoted_sender_newest_first() -> None:
+    quoted = quoted_messages(OUTLOOK_FORWARD)
+    assert [sender for sender, _ in quoted] == ["Baker, Ann", "Owner, Olivia"]
+    assert ANSWER in quoted[0][1] and ASK in collapse(quoted[1][1])
+    assert quoted_messages("Ann, thanks. No history here.") == []
+
+
+def test_my_thanks_after_my_ask_closes_it() -> None:
+    # Ann answered by phone or from another address: the thread holds only my ask
+    # and, an hour later, my "Thanks" to her.
+    ask = mail(1, ASK, frm=ME, to=(ANN,))
+    thanks = mail(2, "Thanks.\n\nOlivia", frm=ME, to=(ANN,), hours=1)
+    verdict = detect([ask, thanks])
+    assert verdict.open == [] and verdict.reason == "thanked_after_ask"
+    assert verdict.closed_by[LoopType.UNANSWERED_OUTBOUND][1]["message_id"] == (
+        thanks.message_id
+    )
+    # A chase that says thanks in passing is still waiting; so is thanks to
+    # someone else.
+    chase = mail(
+        3, "Thanks in advance - any news on the lease?", frm=ME, to=(ANN,), hours=30
+    )
+    to_bob = mail(4, "Thanks.\n\nOlivia", frm=ME, to=(BOB,), hours=2)
+    assert opened([ask, chase]) == [LoopType.UNANSWERED_OUTBOUND]
+    assert opened([ask, to_bob]) == [LoopType.UNANSWERED_OUTBOUND]
