@@ -753,7 +753,14 @@ def fused_key(
     were chosen on the set's even-numbered questions (R@1 with keyword weight 0.25:
     84.6 %, 0.3: 87.5 %, 0.35: 86.5 %; RRF 80.8 %); on the odd-numbered check half
     the sum ties RRF (R@1 83.7 %, R@5 97.1 %, R@10 98.1 % both), so the gain is
-    shown on the tuning half only. The vector weight is the larger because its
+    shown on the tuning half only (those figures are on ids 1-208). Re-measured
+    with the seeded extension (ids 1-263, even half 131 questions), no alternative
+    beats this sum on the even half (R@1 0.863, R@5 0.977): keyword weight 0.35-0.6
+    (R@1 0.832-0.863, R@5 at most 0.977), page-level RRF at k 1-60 (R@1 0.809-0.817, R@5
+    0.954-0.977; k 1 wins R@5 on the odd half only), the vector part relative to the
+    query's best (R@1 0.809-0.840), and keeping the vector arm's first page in the
+    top 3 or 5 when its cosine part leads the runner-up by 0-0.1 (never fires: it is
+    there already). The vector weight is the larger because its
     part is an absolute cosine that rarely reaches 1, while the keyword share is
     relative and always 1 for the keyword arm's first page.
     """
