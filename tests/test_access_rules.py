@@ -355,17 +355,20 @@ def test_non_object_bodies_are_invalid_params_and_write_nothing(
 ) -> None:  # type: ignore[no-untyped-def]
     add_page(source_a, title="Noor Hale", slug="people/noor-hale")
     client = api_client(make_key(source_a).plaintext)
-    for url, raw in (
-        ("/api/pages", '"AAA"'),
-        ("/api/pages/people/noor-hale", "5"),
-        ("/api/recall", "[null,null]"),
-        ("/api/context_pack", "[null,null]"),
-        ("/api/remember", "null"),
+    for url, raw, named in (
+        ("/api/pages", '"AAA"', "a string"),
+        ("/api/pages/people/noor-hale", "5", "a number"),
+        ("/api/recall", "[null,null]", "an array"),
+        ("/api/context_pack", "[null,null]", "an array"),
+        ("/api/remember", "null", "null"),
+        ("/api/entity", "true", "a boolean"),
     ):
         response = client.post(url, data=raw, content_type="application/json")
         assert response.status_code == 400, (url, response.content)
         assert response.json()["error"] == "invalid_params"
-        assert "must be a JSON object" in response.json()["message"]
+        # The body is named in JSON's words, never Python's (list, NoneType).
+        message = response.json()["message"]
+        assert message == f"The request body must be a JSON object, not {named}."
     assert not Page.objects.filter(title__iexact="aaa").exists()
 
 

@@ -42,9 +42,22 @@ class ObjectBodyParser(Parser):
         data = json.loads(request.body)
         if not isinstance(data, dict):
             raise BodyNotAnObject(
-                f"The request body must be a JSON object, not {type(data).__name__}."
+                f"The request body must be a JSON object, not {_json_kind(data)}."
             )
         return data
+
+
+def _json_kind(value: Any) -> str:
+    """What a parsed JSON value is, in JSON's words (not Python's list/NoneType)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array"
 
 
 # Every error status an operation may answer, each with the envelope (SPEC §8).

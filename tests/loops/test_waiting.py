@@ -237,6 +237,17 @@ def test_cli_waiting_json_top(mailbox, capsys):
     assert len(report["groups"]) == 1 and report["count"] == 2
 
 
+def test_cli_as_of_accepts_a_bare_date_as_that_day_end(mailbox, capsys):
+    """``--as-of 2001-10-01`` is the date form the error message offers: the end of
+    that day in UTC (``parse_datetime`` reads a bare date as a naive midnight)."""
+    make_loop(mailbox, "a", email=JEFF)
+    call_command("waiting", "--json", "--as-of", "2001-10-01")
+    report = json.loads(capsys.readouterr().out)
+    assert report["as_of"] == "2001-10-01T23:59:59+00:00"
+    with pytest.raises(CommandError, match="or a date 2001-05-15"):
+        call_command("waiting", "--as-of", "2001-10-01T12:00:00")
+
+
 def test_as_of_replay_for_a_mailbox_source(mailbox, store):
     store(mailbox, [msg(1), msg(2, frm=OWNER, to=(JEFF,), hours=48, body="Will do.")])
     process_threads(source_id=mailbox.id, thread_ids=["t-kuo"])

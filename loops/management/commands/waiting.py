@@ -19,9 +19,12 @@ if TYPE_CHECKING:
 def _as_of(value: str | None) -> datetime | None:
     if not value:
         return None
-    parsed = parse_datetime(value) or (
-        parse_datetime(value + "T23:59:59+00:00") if len(value) == 10 else None
-    )
+    # A bare date is the end of that day in UTC; checked first, because
+    # parse_datetime reads "2001-05-15" as a naive midnight, which is refused below.
+    if len(value) == 10:
+        parsed = parse_datetime(value + "T23:59:59+00:00")
+    else:
+        parsed = parse_datetime(value)
     if parsed is None or parsed.tzinfo is None:
         raise CommandError(
             f"--as-of {value!r}: use an ISO 8601 time with offset, "
