@@ -187,6 +187,25 @@ def test_idle_delta_cursors_are_purged_nightly_by_a_schedule(
 
 
 @pytest.mark.django_db
+def test_demo_schedule_line_promises_no_sync_for_a_mailbox_file() -> None:
+    """The newcomer's demo printed "sync every 10 min" under a schedule table with
+    no sync row: mailbox files get no sync schedule (README, setup_schedules)."""
+    from io import StringIO
+
+    from brain.models import Source
+    from interfaces.management.commands import demo
+    from tests.factories import SourceFactory
+
+    SourceFactory(id="mail-x", kind=Source.Kind.MAILBOX)
+    SourceFactory(id="imap-x", kind=Source.Kind.IMAP)
+    command = demo.Command(stdout=StringIO())
+    line = command._schedules_summary("mail-x")
+    assert "sync every" not in line and "no sync is scheduled" in line
+    assert "dream nightly at 02:00" in line
+    assert "'imap-x' syncs on its schedule" in command._schedules_summary("imap-x")
+
+
+@pytest.mark.django_db
 def test_demo_closing_lines_say_how_to_finish_embedding(settings) -> None:  # type: ignore[no-untyped-def]
     """Issue 18: pending embeddings, how to finish them and how long it takes on
     this machine (measured with the real local model)."""

@@ -36,6 +36,7 @@ from brain.models import Source
 from brain.services.sources import source_set_federated
 from brain.text import slugify_title
 from jobs.models import Job
+from jobs.schedules import SCHEDULED_SYNC_KINDS
 from jobs.selectors import WORKER_ALIVE_SECONDS, worker_heartbeats
 from jobs.services import embed_pending_enqueue
 
@@ -111,9 +112,7 @@ class Command(BaseCommand):
 
         self._heading("5/5 Schedules")
         call_command("setup_schedules", verbosity=0)
-        self.stdout.write(
-            "   sync every 10 min, loops sweep hourly, dream nightly at 02:00"
-        )
+        self.stdout.write(self._schedules_summary(source_id))
         self.stdout.write(f"   pipeline took {time.monotonic() - started:.1f} s")
         self._embedding_report(source_id, serving=not options["no_serve"])
         if options["no_serve"]:
@@ -225,6 +224,20 @@ class Command(BaseCommand):
             options["owner"] or [SAMPLE_OWNER],
             options["source"] or SAMPLE_SOURCE,
         )
+
+    def _schedules_summary(self, source_id: str) -> str:
+        """The line under the schedule table: a source synced on a schedule (Google,
+        IMAP) says so; a mailbox file gets none (the table above shows no sync row
+        for it), so the line must not promise a sync every 10 minutes."""
+        source = Source.objects.filter(id=source_id).first()
+        if source is not None and source.kind in SCHEDULED_SYNC_KINDS:
+            sync = f"'{source_id}' syncs on its schedule"
+        else:
+            sync = (
+                f"'{source_id}' is read from files, so no sync is scheduled "
+                "(re-run the import when they grow)"
+            )
+        return f"   {sync}; loops sweep hourly, dream nightly at 02:00"
 
     def _serve(self, addr: str, password: str, source_id: str) -> None:
         """Start a django-q2 worker and serve the ASGI site (admin, API, MCP) until
