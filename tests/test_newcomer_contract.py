@@ -182,6 +182,24 @@ def test_loops_mute_says_where_it_applied_and_that_loops_stay(
     assert loop.status == LoopStatus.OPEN
 
 
+def test_loops_mute_reads_source_like_every_other_operation(
+    harness: Client, mail: Source
+) -> None:
+    """Every other operation (and the MCP tool) names its source ``source``; the
+    HTTP mute body took only ``source_id`` and silently dropped ``source``, so a
+    key that may not write the mailbox muted in ``default`` with a 200 instead of
+    being refused for the source it asked for."""
+    for field in ("source", "source_id"):
+        response = post(
+            harness,
+            "/api/loops_mute",
+            {"kind": "sender", "value": "x@enron.com", field: MAIL},
+        )
+        assert response.status_code == 403, (field, response.content)
+        assert response.json()["error"] == "scope_denied"
+    assert not LoopSuppression.objects.exists()
+
+
 def test_loops_mute_applies_where_the_senders_loops_are_when_writable(
     mail: Source, default_source: Source
 ) -> None:

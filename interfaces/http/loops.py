@@ -9,6 +9,7 @@ from datetime import date, datetime  # noqa: TC003 (ninja resolves these at runt
 from typing import TYPE_CHECKING, Any, Literal
 
 from ninja import Field, Query, Router, Schema
+from pydantic import AliasChoices
 
 from brain.exceptions import PROTOCOL_VERSION
 from brain.timestamps import date_in_range, timestamp_in_range
@@ -55,7 +56,12 @@ class LoopsCloseOut(Schema):
 class LoopsMuteIn(Schema):
     kind: Literal["sender", "thread"]
     value: str = Field(..., min_length=1, max_length=320)
-    source_id: str | None = None
+    # ``source`` like every other operation and the MCP tool; ``source_id`` (the
+    # first name of this field) still works. Unknown fields are ignored, so a
+    # dropped ``source`` used to mute in the write source instead.
+    source_id: str | None = Field(
+        None, validation_alias=AliasChoices("source", "source_id")
+    )
 
 
 class LoopsMuteOut(Schema):
