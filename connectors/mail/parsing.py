@@ -342,8 +342,11 @@ def normalize_message_id(value: Any) -> str:
 
 
 def parse_references(value: Any) -> list[str]:
-    """All message ids in a References or In-Reply-To header, in order."""
-    return [m.group(1) for m in _MSGID.finditer(str(value or ""))]
+    """All message ids in a References or In-Reply-To header, in order. A token
+    without "@" is no message id (RFC 5322: id-left "@" id-right) and is left out:
+    real lkml mail carries ``In-Reply-To: <yes>`` (git send-email's prompt answered
+    "yes"), and that phantom parent would join every series that carries it."""
+    return [m.group(1) for m in _MSGID.finditer(str(value or "")) if "@" in m.group(1)]
 
 
 def parse_date(value: Any) -> datetime | None:

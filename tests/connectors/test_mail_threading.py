@@ -172,3 +172,51 @@ def test_only_regular_senders_of_sent_folders_become_owner_addresses() -> None:
     messages = [sent("me@example.org", n) for n in range(30)]
     messages += [sent("colleague@example.org", 99)]
     assert sent_folder_senders(messages) == {"me@example.org"}
+
+
+def _raw(mid: str, subject: str, frm: str, date: str, extra: str = "") -> bytes:
+    return (
+        f"From: {frm}\nTo: list@example.org\nSubject: {subject}\n"
+        f"Date: {date}\nMessage-ID: <{mid}>\n{extra}\nBody of {subject}.\n"
+    ).encode()
+
+
+def test_a_bogus_parent_id_without_at_joins_nothing() -> None:
+    """Real lkml mail (notmuch corpus): git send-email's prompt answered "yes" left
+    ``In-Reply-To: <yes>`` / ``References: <yes>`` on unrelated series, and the
+    phantom parent folded a 2010 cifs series into a 2009 notmuch thread. An id
+    without "@" is no message id (RFC 5322 msg-id is id-left "@" id-right)."""
+    messages = [
+        parse_rfc822(
+            _raw(
+                "1-a@host.example",
+                "[PATCH 1/2] lib/message: add flags",
+                "Stefan <stefan@example.org>",
+                "Sat, 21 Nov 2009 16:11:00 -0800",
+                "In-Reply-To: <yes>\nReferences: <yes>\n",
+            )
+        ),
+        parse_rfc822(
+            _raw(
+                "2-b@host.example",
+                "[RFC][PATCH 00/10] cifs: local caching",
+                "Suresh <suresh@example.org>",
+                "Tue, 22 Jun 2010 20:50:05 +0530",
+                "In-Reply-To: <yes>\nReferences: <yes>\n",
+            )
+        ),
+        parse_rfc822(
+            _raw(
+                "3-c@host.example",
+                "Re: [RFC][PATCH 00/10] cifs: local caching",
+                "Jeff <jeff@example.org>",
+                "Tue, 22 Jun 2010 21:37:00 +0530",
+                "In-Reply-To: <2-b@host.example>\n"
+                "References: <yes> <2-b@host.example>\n",
+            )
+        ),
+    ]
+    assert messages[0].in_reply_to is None and messages[0].references == []
+    assert messages[2].references == ["2-b@host.example"]
+    threads = thread_messages(messages, owner_addresses=set())
+    assert sorted(len(m) for m in threads.values()) == [1, 2]
