@@ -36,6 +36,7 @@ from brain.models import (
     SessionCursor,
     Source,
     TimelineEntry,
+    TitleWord,
 )
 from brain.services.facts import (
     fact_edit,
@@ -492,6 +493,26 @@ class DanglingLinkAdmin(admin.ModelAdmin):
 
     def has_change_permission(
         self, request: HttpRequest, obj: DanglingLink | None = None
+    ) -> bool:
+        return False
+
+
+@admin.register(TitleWord)
+class TitleWordAdmin(admin.ModelAdmin):
+    """The title-word lexicon of entity near-miss suggestions: read-only, kept by the
+    page write path."""
+
+    list_display = ("word", "source")
+    list_filter = ("source",)
+    search_fields = ("word",)
+    list_select_related = ("source",)
+    readonly_fields = ("source", "word")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(
+        self, request: HttpRequest, obj: TitleWord | None = None
     ) -> bool:
         return False
 

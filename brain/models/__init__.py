@@ -29,6 +29,7 @@ from brain.models.pages import (
     RawRecord,
     Relation,
     TimelineEntry,
+    TitleWord,
 )
 from brain.models.schema import PageType, RelationType
 from brain.models.search import Chunk
@@ -54,6 +55,7 @@ __all__ = [
     "Source",
     "TimeStampedModel",
     "TimelineEntry",
+    "TitleWord",
     "Visibility",
     "page_slug_tail",
     "page_surname",

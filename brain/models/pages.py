@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVector
 from django.db import models
 from django.db.models.functions import Lower
 from django.utils import timezone
@@ -113,6 +114,12 @@ class Page(TimeStampedModel):
             models.Index(Lower("title"), name="brain_page_title_lower"),
             models.Index(page_surname(), name="brain_page_surname"),
             models.Index(page_slug_tail(), name="brain_page_slug_tail"),
+            # The words of each title (``to_tsvector('simple', title)``): entity
+            # near-miss candidates are the pages holding the name's words
+            # (brain.services.entities.entity_suggestions; TitleWord is the lexicon).
+            GinIndex(
+                SearchVector("title", config="simple"), name="brain_page_title_words"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -181,6 +188,39 @@ class Alias(models.Model):
 
     def __str__(self) -> str:
         return self.alias
+
+
+class TitleWord(models.Model):
+    """A distinct word of a source's page titles: the lexicon that entity near-miss
+    suggestions match a mistyped word against (SPEC §4 ``entity``), the pattern the
+    pg_trgm documentation gives for spelling suggestions (trigram-match a table of
+    unique words, far smaller than the texts they come from).
+
+    Words are the lexemes of ``to_tsvector('simple', title)``, the ones
+    ``brain_page_title_words`` indexes. Written only by the page write path
+    (``brain.services.pages``) when a page is created or renamed; a word whose last
+    title was renamed or deleted stays (it then names no page: one wasted candidate)
+    until its source is deleted.
+    """
+
+    source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="+")
+    word = models.TextField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["source", "word"], name="%(app_label)s_%(class)s_unique_word"
+            ),
+        ]
+        indexes = [
+            # ``word % token`` for entity near-miss suggestions.
+            GinIndex(
+                fields=["word"], name="brain_titleword_trgm", opclasses=["gin_trgm_ops"]
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source_id}:{self.word}"
 
 
 class Relation(TimeStampedModel):

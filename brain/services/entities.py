@@ -2,7 +2,8 @@
 
 Resolution precedence is frozen: alias > exact title or slug > slug suffix; ties go
 to the most recently touched page (max of ``updated_at`` and ``last_retrieved_at``).
-A miss is never an error: callers get near-miss suggestions from pg_trgm instead.
+A miss is never an error: callers get near-miss suggestions instead (pages holding
+the name's words or their nearest title words, ranked by pg_trgm similarity).
 Every query is scoped by a ``ReadScope`` (SPEC §8): remote callers never resolve
 private pages and never see private facts in a card.
 """
@@ -10,12 +11,11 @@ private pages and never see private facts in a card.
 from __future__ import annotations
 
 import logging
-import time
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from django.contrib.postgres.search import TrigramSimilarity
 from django.db import OperationalError, connection, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
@@ -36,13 +36,17 @@ ACTIVE_FACT_COUNT_CAP = 100
 RECENT_EVENT_DAYS = 90
 TIMELINE_LOOKBACK = 5
 SUGGESTIONS = 3
-SUGGESTION_TIMEOUT_MS = 25
-# The wide near-miss pass always gets this long, however long the narrow one took.
-WIDE_PASS_MIN_MS = 10
-# Near-miss similarity: the pg_trgm default threshold, the narrow first pass's
-# threshold, and where a title is a probable match (create_safety).
+# Near misses (entity_suggestions): the words of a name considered, the lexicon
+# words kept per unknown word, candidate pages examined per tier and per word of
+# the last tier, and each statement's budget.
+SUGGESTION_WORDS = 8
+WORD_VARIANTS = 5
+SUGGESTION_CANDIDATES = 200
+SUGGESTION_SAMPLE = 50
+SUGGESTION_TIMEOUT_MS = 20
+# Near-miss similarity: the pg_trgm default threshold, and where a title is a
+# probable match (create_safety).
 MIN_SIMILARITY = 0.3
-NARROW_SIMILARITY = 0.5
 PROBABLE_SIMILARITY = 0.6
 SUMMARY_CHARS = 400
 # last_retrieved_at is refreshed at most this often, so reads do not become a write each.
@@ -161,63 +165,173 @@ def page_type_name(page: Page) -> str:
     return getattr(page, "type_name", None) or page.type.name
 
 
+def _name_words(text: str) -> list[str]:
+    """The distinct lower-cased words of ``text`` (runs of letters and digits), in
+    order, at most ``SUGGESTION_WORDS``."""
+    return list(dict.fromkeys(re.findall(r"[^\W_]+", text.lower())))[:SUGGESTION_WORDS]
+
+
+# The title words each word of the name stands for: itself when some title of the
+# scope has it, else its nearest lexicon words by trigrams (pg_trgm ``%``:
+# similarity >= pg_trgm.similarity_threshold, 0.3 unless changed). The one row
+# also arms the candidate lookup's statement_timeout (``set_config(..., true)``:
+# this transaction only).
+_WORDS_SQL = """
+WITH word AS (
+  SELECT w.word, w.ord::int AS ord
+    FROM unnest(%(words)s::text[]) WITH ORDINALITY AS w(word, ord)
+), known AS (
+  SELECT w.ord, w.word FROM word w
+   WHERE EXISTS (SELECT 1 FROM brain_titleword t
+                  WHERE t.source_id = ANY(%(sources)s) AND t.word = w.word)
+), near AS (
+  SELECT w.ord, n.word FROM word w
+   CROSS JOIN LATERAL (
+     SELECT DISTINCT t.word, similarity(t.word, w.word) AS sim
+       FROM brain_titleword t
+      WHERE t.source_id = ANY(%(sources)s) AND t.word %% w.word
+      ORDER BY sim DESC, t.word
+      LIMIT %(variants)s
+   ) n
+   WHERE w.ord NOT IN (SELECT ord FROM known)
+)
+SELECT set_config('statement_timeout', %(budget)s, true),
+       ARRAY(SELECT json_build_array(ord, word) FROM known
+             UNION ALL SELECT json_build_array(ord, word) FROM near)
+"""
+
+
+def _word_forms(*, scope: ReadScope, words: list[str]) -> list[list[str]]:
+    """For each word of ``words``, the title words of the scope it stands for
+    (``_WORDS_SQL``): ``[word]`` when a title has it, else up to ``WORD_VARIANTS``
+    most similar lexicon words at trigram similarity >= 0.3; words with neither are
+    left out. Also arms ``statement_timeout`` (``SUGGESTION_TIMEOUT_MS``) for the
+    rest of the caller's transaction."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _WORDS_SQL,
+            {
+                "words": words,
+                "sources": list(scope.source_ids),
+                "variants": WORD_VARIANTS,
+                "budget": str(SUGGESTION_TIMEOUT_MS),
+            },
+        )
+        _, found = cursor.fetchone()
+    groups: dict[int, list[str]] = {}
+    for ord_, word in found:
+        if word not in groups.setdefault(ord_, []):
+            groups[ord_].append(word)
+    return [groups[ord_] for ord_ in sorted(groups)]
+
+
+# One tier of near-miss candidates: the pages whose titles' words
+# (``brain_page_title_words``) match one of the tsqueries, at most %(candidates)s per
+# tsquery in storage order, ranked by trigram similarity of the title to the name.
+_CANDIDATES_SQL = """
+SELECT DISTINCT c.id, c.slug, c.title, t.name AS type_name,
+       similarity(c.title, %(name)s) AS similarity
+  FROM unnest(%(queries)s::tsquery[]) AS g(q)
+ CROSS JOIN LATERAL (
+   SELECT p.id, p.slug, p.title, p.type_id FROM brain_page p
+    WHERE to_tsvector('simple'::regconfig, COALESCE(p.title, '')) @@ g.q
+      AND p.source_id = ANY(%(sources)s) AND p.deleted_at IS NULL
+      AND p.visibility = ANY(%(visibilities)s)
+    LIMIT %(candidates)s
+ ) c
+  JOIN brain_pagetype t ON t.id = c.type_id
+ WHERE similarity(c.title, %(name)s) >= %(min)s
+ ORDER BY similarity DESC, c.slug
+ LIMIT %(n)s
+"""
+
+
+def _lexeme(word: str) -> str:
+    """``word`` as one quoted tsquery lexeme (quotes doubled, backslashes escaped)."""
+    return "'" + word.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def _tiers(groups: list[list[str]]) -> list[tuple[list[str], int]]:
+    """The candidate tiers for the word forms ``groups`` (one list per word of the
+    name), strictest first, as (tsqueries, candidates per tsquery): titles holding a
+    form of every word; of every word but one (from three words on); of any one
+    word (``SUGGESTION_SAMPLE`` each: a common word gives a sample)."""
+    terms = ["(" + " | ".join(_lexeme(w) for w in group) + ")" for group in groups]
+    tiers = [([" & ".join(terms)], SUGGESTION_CANDIDATES)]
+    if len(terms) >= 3:
+        but_one = [" & ".join(terms[:i] + terms[i + 1 :]) for i in range(len(terms))]
+        tiers.append(([" | ".join(f"({q})" for q in but_one)], SUGGESTION_CANDIDATES))
+    if len(terms) >= 2:
+        tiers.append((terms, SUGGESTION_SAMPLE))
+    return tiers
+
+
 def _suggestion_rows(
-    *, scope: ReadScope, text: str, threshold: float, budget_ms: int
+    *, scope: ReadScope, text: str, groups: list[list[str]]
 ) -> list[tuple[Page, float]]:
-    """``(page, similarity)`` for pages whose title has pg_trgm similarity ≥
-    ``threshold`` to ``text`` (``title % text`` on ``brain_page_title_trgm``, with
-    the threshold set for this transaction only), most similar first, at most
-    ``SUGGESTIONS``; raises ``OperationalError`` past ``budget_ms`` (PostgreSQL
-    ``statement_timeout``)."""
-    rows = (
-        entity_pages(scope)
-        .filter(title__trigram_similar=text)
-        .annotate(similarity=TrigramSimilarity("title", text))
-        .select_related("type")
-        .order_by("-similarity", "slug")[:SUGGESTIONS]
-    )
-    with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT set_config('statement_timeout', %s, true),"
-                " set_config('pg_trgm.similarity_threshold', %s, true)",
-                [str(max(1, budget_ms)), str(threshold)],
+    """``(page, similarity)`` of the near misses of ``text`` from the first tier of
+    ``_tiers(groups)`` that has any at similarity >= ``MIN_SIMILARITY``, most
+    similar first, at most ``SUGGESTIONS``; one statement per tier tried. Pages
+    carry ``slug``, ``title`` and ``type_name`` only."""
+    for queries, candidates in _tiers(groups):
+        rows = list(
+            Page.objects.raw(
+                _CANDIDATES_SQL,
+                {
+                    "name": text,
+                    "queries": queries,
+                    "sources": list(scope.source_ids),
+                    "visibilities": list(scope.visibilities),
+                    "candidates": candidates,
+                    "min": MIN_SIMILARITY,
+                    "n": SUGGESTIONS,
+                },
             )
-        return [(p, float(p.similarity)) for p in rows]
+        )
+        if rows:
+            return [(p, float(p.similarity)) for p in rows]  # type: ignore[attr-defined]
+    return []
 
 
 def entity_suggestions(*, scope: ReadScope, name: str) -> list[dict[str, Any]]:
-    """Up to 3 near-miss pages for an unresolved ``name``: titles with pg_trgm
-    similarity ≥ 0.3 (``title % name`` on ``brain_page_title_trgm``), most similar
-    first. Each ``{slug, title, type, similarity, create_safety}``; ``create_safety`` is
-    ``probable`` at similarity ≥ 0.6, else ``unknown`` (digest §2.6: the safe
-    direction).
+    """Up to 3 near-miss pages for an unresolved ``name`` (SPEC §4; the digest's
+    "keyword near-misses"): pages whose titles share the name's words, in tiers,
+    ranked within a tier by pg_trgm similarity of the whole title to the name
+    (>= 0.3), most similar first. Each ``{slug, title, type, similarity,
+    create_safety}``; ``create_safety`` is ``probable`` at similarity >= 0.6, else
+    ``unknown`` (digest §2.6: the safe direction).
 
-    Two passes give the same answer as one, cheaper: the close titles first
-    (similarity ≥ 0.5: the index prunes most candidates at that threshold), and only
-    when fewer than 3 turn up, the pass at 0.3 (every title at ≥ 0.5 outranks every
-    one below, so the first pass is a prefix of the answer). The lookup fails soft:
-    the passes share ``SUGGESTION_TIMEOUT_MS`` (25 ms), the wide one getting at least
-    ``WIDE_PASS_MIN_MS`` (10 ms) whatever the first took; when the wide pass runs out
-    of time (a very common name in a huge brain) it returns what the first pass
-    found, else ``[]``."""
+    Words, not whole titles, are looked up (the pg_trgm documentation's pattern for
+    spelling suggestions): each word of the name (the first 8) stands for itself
+    when a title of the scope has it, else for its up to 5 nearest words of the
+    ``TitleWord`` lexicon at trigram similarity >= 0.3; a word with neither is left
+    out. The tiers, the first with any title at similarity >= 0.3 answering: titles
+    holding a form of every word (up to 200 examined); of every word but one (names
+    of three words or more; up to 200); of any one word (up to 50 per word, in
+    storage order, so a very common word contributes a sample). So a typo of a
+    stored name, or the name with a word added, dropped or changed, finds that page
+    first; a title sharing no word form with the name is never suggested, however
+    similar its trigrams.
+
+    Runs in a transaction that is rolled back (nothing is written; the local
+    ``statement_timeout`` goes with it): the lexicon lookup, then one statement per
+    tier tried. Fails soft: a statement past ``SUGGESTION_TIMEOUT_MS`` (20 ms) is
+    cancelled and the answer is ``[]``.
+    """
     text = (name or "").strip()
-    if not text:
+    words = _name_words(text)
+    if not words or not scope.source_ids:
         return []
-    started = time.perf_counter()
     found: list[tuple[Page, float]] = []
-    for threshold in (NARROW_SIMILARITY, MIN_SIMILARITY):
-        spent = round((time.perf_counter() - started) * 1000)
-        budget = max(SUGGESTION_TIMEOUT_MS - spent, WIDE_PASS_MIN_MS)
-        try:
-            found = _suggestion_rows(
-                scope=scope, text=text, threshold=threshold, budget_ms=budget
-            )
-        except OperationalError:
-            logger.info("entity suggestions for %r timed out", text)
-            break
-        if len(found) >= SUGGESTIONS:
-            break
+    try:
+        with transaction.atomic():
+            groups = _word_forms(scope=scope, words=words)
+            if groups:
+                found = _suggestion_rows(scope=scope, text=text, groups=groups)
+            transaction.set_rollback(True)
+    except OperationalError:
+        logger.info("entity suggestions for %r timed out", text)
+        return []
     return [
         {
             "slug": p.slug,

@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
+from django.db import connection
+from django.utils import timezone
 
 from brain.access import Caller, local_caller
 from brain.exceptions import AlreadyExists, InvalidParams, NotFound, SchemaViolation
-from brain.models import Alias, AuditEvent, Chunk, Page, PageRevision, RawRecord, Source
+from brain.models import (
+    Alias,
+    AuditEvent,
+    Chunk,
+    Page,
+    PageRevision,
+    RawRecord,
+    Source,
+    TitleWord,
+)
 from brain.services.pages import (
     RawInput,
     RelationInput,
@@ -15,7 +28,9 @@ from brain.services.pages import (
     page_soft_delete,
     page_update,
     page_write,
+    title_words_add,
 )
+from tests.factories import PageFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -524,3 +539,62 @@ def test_remote_resave_of_the_same_content_is_a_noop(
         actor=remote,
     )
     assert (again.changed, again.operation) == (False, "noop")
+
+
+# --- the title lexicon (entity near-miss suggestions) -----------------------------------
+
+
+def _words(source: Source) -> set[str]:
+    return set(TitleWord.objects.filter(source=source).values_list("word", flat=True))
+
+
+def test_writes_keep_the_title_word_lexicon_of_their_source(
+    default_source: Source, source_a: Source
+) -> None:
+    """GIVEN pages created and renamed through the write path, THEN the source's
+    lexicon holds every word of every title it had (lower-cased, as
+    ``to_tsvector('simple')`` splits them), and no other source's does."""
+    _add(default_source, slug="people/quinn", title="Quinn O'Brien-Harlow", body="Q.")
+    page_update(
+        source=default_source,
+        slug="people/quinn",
+        body="Q.",
+        mode="replace",
+        title="Quinn Harlow 2nd",
+        actor=local_caller(),
+    )
+    assert {"quinn", "o", "brien-harlow", "brien", "harlow", "2nd"} <= _words(
+        default_source
+    )
+    assert _words(source_a) == set()
+    _add(source_a, slug="people/quinn", title="Quinn", body="Q.")
+    assert _words(source_a) == {"quinn"}
+
+
+def test_title_words_add_skips_words_already_there(source_a: Source) -> None:
+    title_words_add(source_id=source_a.id, titles=["Ada Lovelace", "Ada Byron"])
+    title_words_add(source_id=source_a.id, titles=["ada lovelace"])
+    assert sorted(
+        TitleWord.objects.filter(source=source_a).values_list("word", flat=True)
+    ) == ["ada", "byron", "lovelace"]
+
+
+def test_the_migration_fills_the_lexicon_from_the_stored_titles(
+    source_a: Source,
+) -> None:
+    """brain 0014 fills ``TitleWord`` from the pages stored before it (soft-deleted
+    ones too), with the write path's split into words."""
+    migration = importlib.import_module("brain.migrations.0014_title_words")
+    PageFactory(source=source_a, title="Ada Lovelace-Byron")
+    PageFactory(source=source_a, title="Old Name", deleted_at=timezone.now())
+    TitleWord.objects.all().delete()
+    with connection.cursor() as cursor:
+        cursor.execute(migration.FILL_TITLE_WORDS)
+    assert _words(source_a) == {
+        "ada",
+        "lovelace-byron",
+        "lovelace",
+        "byron",
+        "old",
+        "name",
+    }

@@ -4,8 +4,8 @@ Every writer (HTTP API, MCP, admin, connectors, markdown import, dream) calls
 ``page_write`` (or its ``page_add`` / ``page_update`` shorthands), or ``pages_write``
 for a batch (mail importers; ``page_write`` is ``pages_write`` with one page). One call
 validates the input against the Schema, then writes the raw layer (``RawRecord``), the
-wiki layer (``Page``), its ``PageRevision``, aliases and relations, and the keyword
-half of the index (chunks with their tsvector) in ONE transaction: neither layer is
+wiki layer (``Page``), its ``PageRevision``, aliases, relations, the title-word lexicon
+(``TitleWord``) and the keyword half of the index (chunks with their tsvector) in ONE transaction: neither layer is
 ever updated without the other. A batch costs a fixed number of statements, not a
 number per page (``brain.bulk``; SPEC §11 ingest rate). Embeddings are network or CPU-heavy work, so they run after the
 transaction commits (STYLE rule 15), only for the page that was written and only when
@@ -44,6 +44,7 @@ from brain.services.pages.write import (
     page_write,
     pages_write,
     raws_store,
+    title_words_add,
 )
 
 __all__ = [
@@ -68,4 +69,5 @@ __all__ = [
     "pages_embed_pending",
     "pages_write",
     "raws_store",
+    "title_words_add",
 ]

@@ -249,6 +249,10 @@ def _write_batch(
 
         changed = [p for p in plans if p.changed]
         created = _save_pages(src=src, plans=changed, now=now)
+        title_words_add(
+            source_id=src.id,
+            titles=[p.title for p in changed if p.title != p.previous["title"]],
+        )
         raw_records = _store_raws(
             src=src, raws=[(r, p.stored) for p in plans for r in p.raws]
         )
@@ -384,6 +388,29 @@ def _save_pages(*, src: Source, plans: list[_Plan], now: Any) -> set[int]:
         # Chunks carry the page's visibility; never let them lag behind it.
         Chunk.objects.filter(page__in=pages).update(visibility=visibility)
     return {page.pk for page in new_pages}
+
+
+_TITLE_WORDS_SQL = """
+INSERT INTO brain_titleword (source_id, word)
+SELECT DISTINCT %(source)s, w.word
+  FROM unnest(%(titles)s::text[]) AS t(title),
+       unnest(tsvector_to_array(to_tsvector('simple'::regconfig, t.title))) AS w(word)
+ ORDER BY 2
+ON CONFLICT DO NOTHING
+"""
+
+
+def title_words_add(*, source_id: str, titles: Sequence[str]) -> None:
+    """Add the words of ``titles`` to the source's ``TitleWord`` lexicon (the entity
+    near-miss suggestions' dictionary, SPEC §4), one statement; words already there
+    are skipped. The page write path calls it for every page it creates or renames
+    (the lexicon's only writer); bulk loaders that bypass that path (the entity
+    benchmark's COPY) call it once for what they loaded. Words go in sorted, so two
+    writers adding overlapping words wait for each other instead of deadlocking."""
+    if not titles:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(_TITLE_WORDS_SQL, {"source": source_id, "titles": list(titles)})
 
 
 def raws_store(
