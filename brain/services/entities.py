@@ -303,20 +303,21 @@ def entity_suggestions(*, scope: ReadScope, name: str) -> list[dict[str, Any]]:
 
     Words, not whole titles, are looked up (the pg_trgm documentation's pattern for
     spelling suggestions): each word of the name (the first 8) stands for itself
-    when a title of the scope has it, else for its up to 5 nearest words of the
-    ``TitleWord`` lexicon at trigram similarity >= 0.3; a word with neither is left
-    out. The tiers, the first with any title at similarity >= 0.3 answering: titles
-    holding a form of every word (up to 200 examined); of every word but one (names
-    of three words or more; up to 200); of any one word (up to 50 per word, in
-    storage order, so a very common word contributes a sample). So a typo of a
-    stored name, or the name with a word added, dropped or changed, finds that page
-    first; a title sharing no word form with the name is never suggested, however
-    similar its trigrams.
+    when it is in the scope's ``TitleWord`` lexicon (the words its titles have had),
+    else for its up to 5 nearest lexicon words at trigram similarity >= 0.3; a word
+    with neither is left out. The tiers, the first with any title at similarity
+    >= 0.3 answering: titles holding a form of every word (up to 200 examined); of
+    every word but one (from three words with forms on; up to 200); of any one word
+    (up to 50 per word, in storage order, so a very common word contributes a
+    sample). So a typo of a stored name, or the name with one word added, dropped
+    or changed, finds that page unless its other words are shared by more titles
+    than a tier examines; a title sharing no word form with the name is never
+    suggested, however similar its trigrams.
 
     Runs in a transaction that is rolled back (nothing is written; the local
     ``statement_timeout`` goes with it): the lexicon lookup, then one statement per
-    tier tried. Fails soft: a statement past ``SUGGESTION_TIMEOUT_MS`` (20 ms) is
-    cancelled and the answer is ``[]``.
+    tier tried. Fails soft: a tier's statement past ``SUGGESTION_TIMEOUT_MS`` (20 ms)
+    is cancelled and the answer is ``[]``.
     """
     text = (name or "").strip()
     words = _name_words(text)
