@@ -10,7 +10,12 @@ from brain import embeddings
 from brain import search as search_module
 from brain.access import local_caller
 from brain.models import Source
-from brain.search import calibrated_score, keep_keyword_hits, page_search
+from brain.search import (
+    calibrated_score,
+    keep_keyword_hits,
+    keyword_lead,
+    page_search,
+)
 from brain.services.pages import page_add
 from tests.brain.embedding_counter import CachingProvider
 from tests.brain.search_corpus import load_corpus
@@ -387,3 +392,115 @@ def test_a_short_reply_is_embedded_as_its_own_words_not_its_list_footer(
         scope=scope(), query="Which African nations was someone confusing?"
     ).results
     assert results[0].slug == "notes/reply"
+
+
+def test_question_frame_words_are_not_terms(
+    default_source: Source, django_capture_on_commit_callbacks, settings
+) -> None:  # type: ignore[no-untyped-def]
+    """Loss kind: question filler. "would", "someone" and "say" frame the question
+    (``QUESTION_FRAME``); as terms they made a page that only chats ("someone
+    would say so") a candidate and gave it idf weight beside the page that names
+    what is asked."""
+    settings.BRAIN_EMBEDDING_PROVIDER = "none"
+    _pages(
+        default_source,
+        django_capture_on_commit_callbacks,
+        [
+            ("notes/chat", "Someone would say so, and someone else would say not."),
+            ("notes/kettle", "Descale the kettle with vinegar once a month."),
+        ],
+    )
+    results = page_search(
+        scope=scope(), query="What would someone say about descaling a kettle?"
+    ).results
+    assert [r.slug for r in results] == ["notes/kettle"]
+    assert results[0].matched_terms == ["descaling", "kettle"]
+
+
+def test_a_query_of_question_frame_words_alone_still_searches_them(
+    default_source: Source, django_capture_on_commit_callbacks, settings
+) -> None:  # type: ignore[no-untyped-def]
+    settings.BRAIN_EMBEDDING_PROVIDER = "none"
+    _pages(
+        default_source,
+        django_capture_on_commit_callbacks,
+        [("notes/chat", "Someone would say so."), ("notes/tea", "Green tea.")],
+    )
+    results = page_search(scope=scope(), query="someone would say").results
+    assert [r.slug for r in results] == ["notes/chat"]
+
+
+def test_keyword_lead_moves_the_keyword_first_page_past_clearly_weaker_pages() -> None:
+    """The keyword arm's first page moves up past each page directly above it
+    whose coverage is more than the margin below its own, and stops at the first
+    page that is not; nothing else moves."""
+    coverage = {1: 0.5, 2: 0.9, 3: 0.4, 4: 0.3, 5: 1.0, 6: 0.2}
+    assert keyword_lead([1, 2, 3, 4, 5, 6], 5, coverage, 0.3) == [1, 2, 5, 3, 4, 6]
+    # a page within the margin holds the lead back (a near tie stays as fused)
+    assert keyword_lead([2, 5], 5, coverage, 0.3) == [2, 5]
+    # a page without found terms counts 0; a lead not in the order changes nothing
+    assert keyword_lead([7, 5], 5, coverage, 0.3) == [5, 7]
+    assert keyword_lead([1, 2], 9, coverage, 0.3) == [1, 2]
+
+
+THREAD = [
+    (
+        "notes/answer",
+        "Kiln log for Saturday. We cleaned the shelves, swept the floor and "
+        "restocked the clay bins. Priya glazed the teapot with celadon before the "
+        "second firing in the gas kiln. Next week we order more cones and a new "
+        "pyrometer.",
+    ),
+    (
+        "notes/reply-1",
+        "Re: teapot glazing. Who glazed the teapot? I would love to know who "
+        "glazed that teapot.",
+    ),
+    (
+        "notes/reply-2",
+        "Re: teapot glazing. Which glaze went on the teapot? Who glazed it before "
+        "firing?",
+    ),
+]
+
+
+def test_the_keyword_first_page_leads_replies_that_share_only_its_subject(
+    default_source: Source, django_capture_on_commit_callbacks
+) -> None:  # type: ignore[no-untyped-def]
+    """Loss kind: thread replies in fusion. Replies that repeat the thread's
+    subject sit as close to the question as the message that answers it, and
+    hybrid ranked one first though it holds only the question's subject words; the
+    answer, which also holds its rarer words, is the keyword arm's first page and
+    now leads (``keyword_lead``)."""
+    _pages(default_source, django_capture_on_commit_callbacks, THREAD)
+    results = page_search(
+        scope=scope(), query="Who glazed the teapot with celadon?"
+    ).results
+    assert results[0].slug == "notes/answer"
+    assert results[1].slug.startswith("notes/reply-")
+
+
+def test_keyword_lead_does_not_pass_a_page_the_query_names(
+    default_source: Source, django_capture_on_commit_callbacks
+) -> None:  # type: ignore[no-untyped-def]
+    """A page named by the query (alias or title) counts as fully covered in the
+    keyword lead, so the page that merely holds the name (the keyword arm's first
+    page: the alias is not in the named page's text) stays below it."""
+    with django_capture_on_commit_callbacks(execute=True):
+        page_add(
+            source=default_source,
+            slug="people/jane-doe",
+            title="Jane Doe",
+            body="Runs finance.",
+            frontmatter={"aliases": ["jane@example.org"]},
+            actor=local_caller(),
+        )
+        page_add(
+            source=default_source,
+            slug="notes/invoices",
+            title="Invoices",
+            body="Send the invoices to jane@example.org before Friday.",
+            actor=local_caller(),
+        )
+    results = page_search(scope=scope(), query="jane@example.org").results
+    assert [r.slug for r in results[:2]] == ["people/jane-doe", "notes/invoices"]
