@@ -401,28 +401,23 @@ def _outbound(
         if recipients:
             verdict.retract[LoopType.UNANSWERED_OUTBOUND] = verdict.reason
         return verdict
-    quoting = _answer_quoted(run, ask, people)
-    if quoting is not None:
-        # Their answer is not in the source, but a later message of mine quotes
-        # it (a forward of their reply): they answered.
-        verdict.close.append(LoopType.UNANSWERED_OUTBOUND)
-        verdict.closed_by[LoopType.UNANSWERED_OUTBOUND] = (
-            CLOSED_BY_REPLY,
-            _evidence(quoting),
-        )
-        verdict.reason = "answer_quoted"
-        return verdict
-    thanks = _thanked_since(run, ask, people)
-    if thanks is not None:
-        # "Thanks" to them after my ask, with no reply of theirs in the thread:
-        # they answered where this source cannot see (another address, the phone).
-        verdict.close.append(LoopType.UNANSWERED_OUTBOUND)
-        verdict.closed_by[LoopType.UNANSWERED_OUTBOUND] = (
-            CLOSED_BY_REPLY,
-            _evidence(thanks),
-        )
-        verdict.reason = "thanked_after_ask"
-        return verdict
+    # Their answer is not in the source, but a later message of mine shows it: a
+    # forward quoting their reply, or my "Thanks" to them with no reply of theirs
+    # in the thread (they answered where this source cannot see: another address,
+    # the phone).
+    for reason, shown_by in (
+        ("answer_quoted", _answer_quoted),
+        ("thanked_after_ask", _thanked_since),
+    ):
+        mine = shown_by(run, ask, people)
+        if mine is not None:
+            verdict.close.append(LoopType.UNANSWERED_OUTBOUND)
+            verdict.closed_by[LoopType.UNANSWERED_OUTBOUND] = (
+                CLOSED_BY_REPLY,
+                _evidence(mine),
+            )
+            verdict.reason = reason
+            return verdict
     to_people = list(
         dict.fromkeys(
             a.lower() for m in sends for a in m.to if a and a.lower() in people
