@@ -116,17 +116,20 @@ class FactFactory(DjangoModelFactory):
     provenance = "test fixture"
 
 
+# One ask (Ada Quill to me@example.org, 30 Nov 2026 10:00 UTC) as RFC 5322 text.
+ONE_ASK_MESSAGE = (
+    "From: Ada Quill <ada@example.org>\n"
+    "To: me@example.org\n"
+    "Subject: Budget\n"
+    "Date: Mon, 30 Nov 2026 10:00:00 +0000\n"
+    "Message-ID: <b1@example.org>\n\n"
+    "Can you send the budget by Friday?\n"
+)
+
+
 def one_message_mbox(directory: Path) -> Path:
-    """Write ``one.mbox`` in ``directory``: a single ask (Ada Quill to me@example.org,
-    30 Nov 2026 10:00 UTC) for commands that import a mailbox file; returns its path."""
+    """Write ``one.mbox`` in ``directory``: ``ONE_ASK_MESSAGE`` alone, for commands
+    that import a mailbox file; returns its path."""
     mbox = directory / "one.mbox"
-    mbox.write_text(
-        "From ada@example.org Mon Nov 30 10:00:00 2026\n"
-        "From: Ada Quill <ada@example.org>\n"
-        "To: me@example.org\n"
-        "Subject: Budget\n"
-        "Date: Mon, 30 Nov 2026 10:00:00 +0000\n"
-        "Message-ID: <b1@example.org>\n\n"
-        "Can you send the budget by Friday?\n"
-    )
+    mbox.write_text("From ada@example.org Mon Nov 30 10:00:00 2026\n" + ONE_ASK_MESSAGE)
     return mbox

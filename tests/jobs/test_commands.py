@@ -13,7 +13,7 @@ from django_q.utils import localtime
 
 from brain.models import RawRecord
 from jobs.models import Job
-from tests.factories import SourceFactory, one_message_mbox
+from tests.factories import ONE_ASK_MESSAGE, SourceFactory, one_message_mbox
 
 pytestmark = pytest.mark.django_db
 
@@ -280,16 +280,6 @@ def test_import_mail_says_embeddings_wait_for_a_job_it_did_not_queue(
     assert "no job was queued" in out and "run_job embed_pending" in out
 
 
-MESSAGE = (
-    "From: Ada Quill <ada@example.org>\n"
-    "To: me@example.org\n"
-    "Subject: Budget\n"
-    "Date: Mon, 30 Nov 2026 10:00:00 +0000\n"
-    "Message-ID: <b1@example.org>\n\n"
-    "Can you send the budget by Friday?\n"
-)
-
-
 @pytest.mark.django_db
 def test_import_mail_skips_folder_documents_in_the_root_as_not_mail(
     tmp_path,  # type: ignore[no-untyped-def]
@@ -300,7 +290,7 @@ def test_import_mail_skips_folder_documents_in_the_root_as_not_mail(
 
     root = tmp_path / "box"
     (root / "inbox").mkdir(parents=True)
-    (root / "inbox" / "1.").write_text(MESSAGE)
+    (root / "inbox" / "1.").write_text(ONE_ASK_MESSAGE)
     for name in ("SOURCE.txt", "README.md", "LICENSE"):
         (root / name).write_text("Dataset: a mail corpus; licence: research only.\n")
     out = run("import_mail", str(root), "--source", "box", "--owner", "me@example.org")
