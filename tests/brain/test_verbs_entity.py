@@ -179,6 +179,26 @@ def test_realistic_misses_suggest_the_page_they_aim_at_first(
     assert got and got[0]["slug"] == slug, got
 
 
+@pytest.mark.parametrize(
+    ("title", "name"),
+    [
+        ("al.pollard@newpower.com", "al.polard@newpower.com"),  # an address page
+        ("Mary-Kate Olsen", "Mary-Kate Olsn"),  # a hyphenated first name
+    ],
+)
+def test_a_typo_of_an_address_or_hyphenated_title_still_finds_it(
+    default_source, title, name
+) -> None:  # type: ignore[no-untyped-def]
+    """The lexicon holds the words of PostgreSQL's ``simple`` parser, which keeps an
+    address as one token and a hyphenated word as the whole plus its parts, while
+    the name is split on every non-letter: the name's parts still reach such a
+    title through their nearest lexicon words."""
+    page = add_page(default_source, title=title)
+    scope = local_caller().read_scope()
+    got = entity_suggestions(scope=scope, name=name)
+    assert got and got[0]["slug"] == page.slug, got
+
+
 def test_an_unknown_name_gets_no_suggestions(crowded_brain) -> None:  # type: ignore[no-untyped-def]
     scope = local_caller().read_scope()
     assert entity_suggestions(scope=scope, name="Zebedee Quackenbush") == []
