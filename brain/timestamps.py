@@ -8,7 +8,7 @@ before anything is written.
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, time
 
 from brain.exceptions import InvalidParams
 
@@ -54,3 +54,27 @@ def date_in_range(day: date, *, field: str) -> date:
     if not MIN_DATE <= day <= MAX_DATE:
         raise _refuse(field, day.isoformat())
     return day
+
+
+def as_of_from_text(value: str, *, field: str = "as_of") -> datetime:
+    """The replay time a caller typed, as an aware UTC datetime (SPEC §5.5
+    ``--as-of``): an ISO 8601 time (with an offset or ``Z``; without one it means
+    UTC, as ``timestamp_in_range`` reads every timestamp), or a bare date
+    ``YYYY-MM-DD``, meaning the end of that day, 23:59:59 UTC. The CLI, the HTTP
+    endpoint and the console read ``as_of`` only through this function.
+
+    Raises ``InvalidParams`` for text that is neither, or outside the supported
+    range."""
+    text = value.strip()
+    try:
+        if len(text) == 10:
+            day = date_in_range(date.fromisoformat(text), field=field)
+            return datetime.combine(day, time(23, 59, 59), tzinfo=UTC)
+        return timestamp_in_range(datetime.fromisoformat(text), field=field)
+    except ValueError:
+        raise InvalidParams(
+            f"'{field}' {value!r} is not an ISO 8601 time or date.",
+            suggestion=f"Send '{field}' as e.g. 2001-05-15T18:00:00+00:00, or a date "
+            "2001-05-15 (the end of that day, UTC).",
+            detail={"field": field, "value": value},
+        ) from None

@@ -27,7 +27,8 @@ PARAMETER_DOCS: dict[str, str] = {
     "status": "Keep rows in this status.",
     "loop_type": "Keep loops of this type, e.g. `unanswered_inbound`.",
     "counterparty": "Keep loops with this person (email address or page slug).",
-    "as_of": "Replay the view as of this ISO 8601 time.",
+    "as_of": "Replay the view as of this ISO 8601 time (no offset means UTC), or "
+    "a date: the end of that day, UTC.",
     "top": "How many counterparty groups to return (1-50).",
     "job_id": "The job's id.",
     "kind": "Keep jobs of this kind, e.g. `sync_source`.",

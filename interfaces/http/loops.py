@@ -5,14 +5,14 @@ summary and due date only. Writes need the caller's write source."""
 
 from __future__ import annotations
 
-from datetime import date, datetime  # noqa: TC003 (ninja resolves these at runtime)
+from datetime import date  # noqa: TC003 (ninja resolves these at runtime)
 from typing import TYPE_CHECKING, Any, Literal
 
 from ninja import Field, Query, Router, Schema
 from pydantic import AliasChoices
 
 from brain.exceptions import PROTOCOL_VERSION
-from brain.timestamps import date_in_range, timestamp_in_range
+from brain.timestamps import as_of_from_text, date_in_range
 from interfaces.http.auth import request_caller
 from interfaces.operations import (
     loop_for_write,
@@ -188,13 +188,14 @@ def loops_unmute(request: HttpRequest, payload: LoopsMuteIn) -> dict[str, Any]:
 def waiting(
     request: HttpRequest,
     source: str | None = None,
-    as_of: datetime | None = None,
+    as_of: str | None = None,
     top: int | None = Query(None, ge=1, le=50),  # noqa: B008 (ninja's declaration)
 ) -> dict[str, Any]:
     """The waiting view (SPEC §5.5), redacted for remote callers."""
     caller = request_caller(request)
-    if as_of is not None:
-        as_of = timestamp_in_range(as_of, field="as_of")
     return waiting_report(
-        caller=caller, sources=[source] if source else None, as_of=as_of, top=top
+        caller=caller,
+        sources=[source] if source else None,
+        as_of=as_of_from_text(as_of) if as_of else None,
+        top=top,
     )

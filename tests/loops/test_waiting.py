@@ -239,13 +239,34 @@ def test_cli_waiting_json_top(mailbox, capsys):
 
 def test_cli_as_of_accepts_a_bare_date_as_that_day_end(mailbox, capsys):
     """``--as-of 2001-10-01`` is the date form the error message offers: the end of
-    that day in UTC (``parse_datetime`` reads a bare date as a naive midnight)."""
+    that day in UTC; a time without an offset is UTC; other text is refused with
+    the forms it takes."""
     make_loop(mailbox, "a", email=JEFF)
     call_command("waiting", "--json", "--as-of", "2001-10-01")
     report = json.loads(capsys.readouterr().out)
     assert report["as_of"] == "2001-10-01T23:59:59+00:00"
+    call_command("waiting", "--json", "--as-of", "2001-10-01T12:00:00")
+    assert json.loads(capsys.readouterr().out)["as_of"] == "2001-10-01T12:00:00+00:00"
     with pytest.raises(CommandError, match="or a date 2001-05-15"):
-        call_command("waiting", "--as-of", "2001-10-01T12:00:00")
+        call_command("waiting", "--as-of", "last tuesday")
+
+
+def test_as_of_means_the_same_time_on_the_cli_and_over_http(
+    mailbox, capsys, make_key, api_client
+):
+    """A bare date is the end of that day, UTC, on every transport (SPEC §5.5): the
+    API read ``as_of=2001-10-01`` as midnight while the CLI read the end of the
+    day, so the two replayed different days from the same words."""
+    make_loop(mailbox, "a", email=JEFF)
+    key = make_key(mailbox, readable=(mailbox,))
+    client = api_client(key.plaintext)
+    body = client.get(reverse("api:waiting"), {"as_of": "2001-10-01"}).json()
+    call_command("waiting", "--json", "--as-of", "2001-10-01")
+    assert body["as_of"] == json.loads(capsys.readouterr().out)["as_of"]
+    assert body["as_of"] == "2001-10-01T23:59:59+00:00"
+    refused = client.get(reverse("api:waiting"), {"as_of": "soon"})
+    assert refused.status_code == 400
+    assert refused.json()["error"] == "invalid_params"
 
 
 def test_as_of_replay_for_a_mailbox_source(mailbox, store):

@@ -3,34 +3,14 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.utils.dateparse import parse_datetime
 
 from brain.access import local_caller
 from brain.exceptions import BrainError
+from brain.timestamps import as_of_from_text
 from loops.waiting import waiting_report
-
-if TYPE_CHECKING:
-    from datetime import datetime
-
-
-def _as_of(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    # A bare date is the end of that day in UTC; checked first, because
-    # parse_datetime reads "2001-05-15" as a naive midnight, which is refused below.
-    if len(value) == 10:
-        parsed = parse_datetime(value + "T23:59:59+00:00")
-    else:
-        parsed = parse_datetime(value)
-    if parsed is None or parsed.tzinfo is None:
-        raise CommandError(
-            f"--as-of {value!r}: use an ISO 8601 time with offset, "
-            "e.g. 2001-05-15T18:00:00+00:00, or a date 2001-05-15."
-        )
-    return parsed
 
 
 class Command(BaseCommand):
@@ -57,7 +37,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--as-of",
             default=None,
-            help="Replay ranking (and mailbox detection) for this time.",
+            help="Replay ranking (and mailbox detection) for this time: ISO 8601 "
+            "(no offset means UTC) or a date, meaning the end of that day, UTC.",
         )
 
     def handle(self, *args: Any, **opts: Any) -> None:
@@ -65,7 +46,7 @@ class Command(BaseCommand):
             report = waiting_report(
                 caller=local_caller(actor="cli:waiting"),
                 sources=opts["source"],
-                as_of=_as_of(opts["as_of"]),
+                as_of=as_of_from_text(opts["as_of"]) if opts["as_of"] else None,
                 top=opts["top"],
             )
         except BrainError as exc:
