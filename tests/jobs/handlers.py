@@ -90,3 +90,12 @@ def import_mail_holding(job: Any, ctx: Any) -> Any:
     )
     progress.flush()
     return as_result(report)
+
+
+def two_stages(job: Any, ctx: Any) -> dict[str, Any]:
+    """Report progress through two stages, ``first`` (2 steps) then ``second`` (1
+    step), as a connector reports "parse" then "threads"."""
+    for done in (0, 1, 2):
+        ctx.progress(done, 2, "first")
+    ctx.progress(1, 1, "second")
+    return {"stages": 2}

@@ -6,4 +6,5 @@ TEST_KINDS = {
     "test_flaky": "tests.jobs.handlers.flaky",
     "test_broken": "tests.jobs.handlers.broken",
     "test_import_mail_hold": "tests.jobs.handlers.import_mail_holding",
+    "test_stages": "tests.jobs.handlers.two_stages",
 }

@@ -133,6 +133,21 @@ def test_run_job_runs_a_kind_in_the_foreground_and_twice_is_a_noop() -> None:
 
 
 @pytest.mark.usefixtures("test_kinds")
+def test_run_job_shows_one_bar_per_stage_and_no_empty_bar() -> None:
+    """A bar made before the first report printed an empty ``0step`` line, and one
+    bar for every stage carried the first stage's count and clock into the next."""
+    err = StringIO()
+    call_command("run_job", "test_stages", stdout=StringIO(), stderr=err)
+    lines = [line.strip() for line in err.getvalue().replace("\r", "\n").splitlines()]
+    lines = [line for line in lines if line]
+    assert not [line for line in lines if line.startswith("0step")]
+    assert lines[0].startswith("first:") and lines[-1].startswith("second:")
+    assert "1/1" in lines[-1]
+    # Each report is drawn once (the description and the count were two draws).
+    assert len([line for line in lines if "first:" in line and "1/2" in line]) == 1
+
+
+@pytest.mark.usefixtures("test_kinds")
 def test_run_job_reports_a_failure_and_refuses_unknown_kinds() -> None:
     with pytest.raises(CommandError, match="the mailbox file is not a mailbox"):
         run("run_job", "test_broken", "--no-progress")

@@ -72,15 +72,27 @@ class Command(BaseCommand):
             f"Running job #{job.pk} {job.kind} {json.dumps(job.params)}"
             + ("" if created else " (queued earlier with the same key)")
         )
-        bar = tqdm(
-            total=None, unit="step", disable=options["no_progress"], file=self.stderr
-        )
+        # One bar per stage ("parse", "threads"…), opened by the stage's first
+        # report: a bar made up front printed an empty "0step" line, and one bar
+        # for every stage carried the first stage's clock and rate into the next.
+        bars: dict[str, tqdm[Any]] = {}
 
         def on_progress(step: int, total: int | None, message: str) -> None:
+            stage = message or job.kind
+            bar = bars.get(stage)
+            if bar is None:
+                for earlier in bars.values():
+                    earlier.close()
+                bar = bars[stage] = tqdm(
+                    total=total,
+                    unit="step",
+                    desc=stage,
+                    disable=options["no_progress"],
+                    file=self.stderr,
+                )
             if total is not None and bar.total != total:
                 bar.total = total
             bar.n = step
-            bar.set_description(message or job.kind)
             bar.refresh()
 
         try:
@@ -88,7 +100,8 @@ class Command(BaseCommand):
                 job_id=job.pk, worker=f"cli:{worker_name()}", on_progress=on_progress
             )
         finally:
-            bar.close()
+            for bar in bars.values():
+                bar.close()
         if done is None:
             raise CommandError(
                 f"Job #{job.pk} could not be claimed (another worker took it, or its "
