@@ -7,6 +7,7 @@ read-only. The waiting dashboard is an admin view at
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
@@ -309,12 +310,17 @@ class OpenLoopAdmin(admin.ModelAdmin):
                 ]
             for lp in group["loops"]:
                 lp["label"] = LoopType(lp["loop_type"]).label
+            # Each source replays at its own clock (a mailbox file's newest
+            # message): a group on another clock than the header says so.
+            if group["as_of"] != report["as_of"]:
+                group["as_of_text"] = _minute(group["as_of"])
         if wanted is not None:
             report["groups"] = [g for g in report["groups"] if g["loops"]]
         context = {
             **self.admin_site.each_context(request),
             "title": "Waiting",
             "report": report,
+            "as_of_text": _minute(report["as_of"]),
             "opts": self.model._meta,
             # The per-mailbox filter (SPEC §5.5, §6.1a): every mail source.
             "mail_sources": Source.objects.filter(
@@ -324,6 +330,11 @@ class OpenLoopAdmin(admin.ModelAdmin):
             "mine": mine,
         }
         return TemplateResponse(request, "loops/waiting.html", context)
+
+
+def _minute(iso: str) -> str:
+    """An ISO 8601 time as the CLI shows it: ``2002-01-02 01:19 UTC``."""
+    return f"{datetime.fromisoformat(iso):%Y-%m-%d %H:%M %Z}"
 
 
 @admin.register(SenderProfile)

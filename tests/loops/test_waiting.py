@@ -341,6 +341,24 @@ def test_each_mailbox_source_is_aged_against_its_own_clock(mailbox):
     assert "(2 d ago)" in report["text"]
 
 
+def test_dashboard_shows_the_clock_of_a_group_on_another_mailboxs_time(
+    admin_client, mailbox
+):
+    """The dashboard's header names the newest clock in a readable form, and a
+    group whose mailbox replays at another time says its own clock (it showed
+    one source's ISO time above loops aged against another's)."""
+    later = SourceFactory(id="later-box", kind=Source.Kind.MAILBOX, federated=False)
+    dated_mail(mailbox, "m1", AS_OF)
+    dated_mail(later, "m2", AS_OF + timedelta(days=365))
+    make_loop(mailbox, "old", email="dana@example.org", opened_days=2)
+
+    page = admin_client.get(reverse("admin:loops_waiting")).content.decode()
+
+    later_clock = f"{AS_OF + timedelta(days=365):%Y-%m-%d %H:%M} UTC"
+    assert f"As of {later_clock}" in page
+    assert f"(its mailbox as of {AS_OF:%Y-%m-%d %H:%M} UTC)" in page
+
+
 def test_a_mailbox_whose_window_holds_little_of_its_mail_says_so(mailbox):
     """SPEC §5.2 examines a mailbox's last 90 days only; when they hold a handful of
     its messages (a mailbox quiet before its last message), waiting says how many
