@@ -31,6 +31,7 @@ from loops.models import (
     SenderProfile,
 )
 from loops.pipeline import sender_mark
+from loops.senders import reason_text
 from loops.services import (
     loop_close,
     loop_confirm_fulfilment,
@@ -349,7 +350,7 @@ class SenderProfileAdmin(admin.ModelAdmin):
         "computed_kind",
         "admin_kind",
         "messages",
-        "reasons",
+        "why",
         "decided_by",
         "source",
     )
@@ -362,17 +363,29 @@ class SenderProfileAdmin(admin.ModelAdmin):
         "kind",
         "computed_kind",
         "admin_kind",
-        "reasons",
-        "signals",
+        "why",
+        "signals_table",
         "messages",
         "decided_by",
         "decided_at",
         "computed_at",
     )
+    # Shown in words and as a table (``why``, ``signals_table``), not as JSON.
+    exclude = ("reasons", "signals")
     actions = ("mark_person", "mark_automated")
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # profiles are computed from the mail; curators mark them
+
+    @admin.display(description="why")
+    def why(self, obj: SenderProfile) -> str:
+        """The computed verdict's reasons in words (``loops.senders.reason_text``)."""
+        return reason_text(obj.reasons) or "—"
+
+    @admin.display(description="signals")
+    def signals_table(self, obj: SenderProfile) -> str:
+        """The counts the verdict was computed from, as a table."""
+        return json_table(obj.signals)
 
     def _mark(
         self, request: HttpRequest, queryset: QuerySet[SenderProfile], kind: str

@@ -463,6 +463,31 @@ def sender_stats(
     return stats
 
 
+# What each reason code of ``classify_sender`` means, for the curator's console.
+REASON_TEXT = {
+    "noise_marker": "a system address (noreply, notifications, mailer-daemon…)",
+    "opt_out_wording": "most of its mail has unsubscribe or opt-out wording",
+    "role_address": "a role address (news@, webmaster@, mailman…)",
+    "repetition": "sends the same subject or opening again and again",
+    "always_to_crowds": "writes to crowds of recipients",
+    "html_only": "sends HTML-only mail",
+    "marketing_wording": "marketing wording in most of its mail",
+    "reciprocal": "the owner wrote to this address or in its threads",
+}
+
+
+def reason_text(reasons: Iterable[str]) -> str:
+    """``classify_sender``'s reason codes as one line a curator reads, e.g.
+    ``"the owner wrote to this address or in its threads; weak sign: sends HTML-only
+    mail"``; ``""`` for none. Unknown codes are shown as they are."""
+    out = []
+    for code in reasons:
+        weak = code.startswith("weak:")
+        text = REASON_TEXT.get(code.removeprefix("weak:"), code)
+        out.append(f"weak sign: {text}" if weak else text)
+    return "; ".join(out)
+
+
 def classify_sender(stats: SenderStats) -> tuple[str, list[str]]:
     """``(person | automated, reasons)`` for one sender (SPEC §5.1a).
 

@@ -121,6 +121,21 @@ def test_profiles_are_computed_over_the_source_and_stored(acme, store) -> None:
     assert SenderProfile.objects.get(source=acme, address=ANN).kind == "person"
 
 
+def test_sender_reasons_read_as_words_in_the_admin(acme, store, staff) -> None:
+    """The curator reads why a sender was judged automated in words, on the list
+    and on the profile, not the raw JSON list of reason codes."""
+    store(acme, reminders(5))
+    sender_profiles_refresh(source=acme)
+    robot = SenderProfile.objects.get(source=acme, address=ROBOT)
+    listing = staff.get(reverse("admin:loops_senderprofile_changelist")).content
+    page = staff.get(
+        reverse("admin:loops_senderprofile_change", args=[robot.pk])
+    ).content
+    for html in (listing.decode(), page.decode()):
+        assert "sends the same subject or opening again and again" in html
+        assert "[&quot;repetition&quot;" not in html and '["repetition"' not in html
+
+
 def test_automated_sender_loops_are_not_opened_by_the_pipeline(acme, store) -> None:
     msgs = [*reminders(5), mail(1, "Can you send the Q2 numbers?", days=6)]
     store(acme, [*msgs, CLOCK])
