@@ -8,6 +8,7 @@ become links to the console page of the same source.
 
 from __future__ import annotations
 
+import html
 import re
 from typing import TYPE_CHECKING
 
@@ -60,3 +61,13 @@ def render_markdown(text: str, *, source_id: str | None = None) -> SafeString:
         link_rel="noopener noreferrer",
     )
     return mark_safe(clean)  # sanitised by nh3 just above
+
+
+def markdown_plain(text: str) -> str:
+    """``text`` (markdown) as the plain words a reader sees, for one-line snippets:
+    rendered, every tag dropped, entities decoded, white space collapsed (so
+    ``## Budget`` reads ``Budget`` and ``[[people/dana]]`` reads ``people/dana``).
+    The result is unescaped text: a template escapes it as any string."""
+    rendered = _MD.render(_wiki_links(text or "", lambda slug: slug))
+    words = nh3.clean(rendered.replace("<", " <"), tags=set())
+    return " ".join(html.unescape(words).split())

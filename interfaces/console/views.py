@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from dataclasses import asdict
 from datetime import date, datetime, time
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
@@ -45,7 +46,7 @@ from brain.services.merges import (
     page_merge,
 )
 from brain.services.pages import page_write
-from interfaces.console.markdown import render_markdown
+from interfaces.console.markdown import markdown_plain, render_markdown
 from jobs.selectors import worker_alive
 from jobs.services import job_enqueue
 from loops.models import LoopStatus, LoopSuppression, LoopType, OpenLoop
@@ -629,7 +630,10 @@ def search(request: HttpRequest) -> HttpResponse:
             response = page_search(
                 scope=caller.all_readable_scope(), query=query, limit=20
             )
-            results = list(response.results)
+            results = [
+                {**asdict(r), "snippet": markdown_plain(r.chunk)}
+                for r in response.results
+            ]
         except BrainError as exc:
             error = exc.message
     context = _context(request, "Search", query=query, results=results, error=error)

@@ -633,3 +633,26 @@ def test_empty_snooze_on_an_awake_loop_is_refused(
     assert "is awake" not in html
     assert "pick the day to snooze it until" in html
     assert not LoopEvent.objects.filter(loop=loop, event_type="snoozed").exists()
+
+
+def test_search_snippets_read_as_text_not_markdown(
+    staff: Client, mail_source: Source
+) -> None:
+    """A result's snippet shows the words a reader sees: no ``##``, ``**`` or
+    ``[[…]]`` markup, and text that looks like HTML stays text (escaped)."""
+    page_write(
+        source=mail_source,
+        mode="create",
+        actor=CALLER,
+        slug="notes/budget",
+        title="Budget",
+        body="## Zanzibar budget\n\n**Dana** owns it, see [[people/dana]] and <b>x</b>.",
+        embed=False,
+    )
+    html = staff.get(reverse("admin:console_search"), {"q": "Zanzibar"}).content
+    results = html.decode().split('id="search-results"')[1]
+    assert (
+        "Zanzibar budget Dana owns it, see people/dana and &lt;b&gt;x&lt;/b&gt;."
+        in results
+    )
+    assert "##" not in results and "**" not in results and "[[" not in results
