@@ -40,6 +40,7 @@ django.setup()
 from django.conf import settings  # noqa: E402
 from django.db import transaction  # noqa: E402
 
+from benchmarks.data import corpus_path, exported_before  # noqa: E402
 from brain.models import RawRecord, Source  # noqa: E402
 from connectors.mailbox.sync import mailbox_import  # noqa: E402
 from connectors.models import ImportedItem  # noqa: E402
@@ -84,7 +85,14 @@ def ensure_import(corpus: str, owners: list[str], *, fresh: bool) -> Source:
         existing = None
     if existing is None:
         started = time.perf_counter()
-        mailbox_import(source_id=sid, path=DATA / corpus, owners=owners, actor="bench")
+        path, until = corpus_path(corpus, DATA)
+        mailbox_import(
+            source_id=sid,
+            path=path,
+            owners=owners,
+            actor="bench",
+            entries=exported_before(path, until) if until else None,
+        )
         print(f"imported {corpus} in {time.perf_counter() - started:.0f} s")
     return Source.objects.get(id=sid)
 

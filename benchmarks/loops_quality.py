@@ -15,7 +15,9 @@ Each figure is printed beside a floor measured in the same run on the same label
 
 Run (from any worktree): ``.venv/bin/python benchmarks/loops_quality.py``
   ``--only TYPE``     one loop type
-  ``--corpus C``      one corpus (path under the shared data, e.g. enron/allen-p)
+  ``--corpus C``      one corpus (path under the shared data, e.g. enron/allen-p;
+                      ``PATH@YYYY-MM-DD``: only the messages dated before that day,
+                      as an export taken then, ``benchmarks.data.exported_before``)
   ``--verbose``       every false positive and miss with its reason
   ``--dump N``        labelling help: print up to N owner-involved, unlabelled threads
                       (messages' newest text and the product's loops)
@@ -58,6 +60,7 @@ django.setup()
 
 from django.conf import settings  # noqa: E402
 
+from benchmarks.data import corpus_path, exported_before  # noqa: E402
 from brain.access import local_caller  # noqa: E402
 from brain.models import RawRecord, Source  # noqa: E402
 from connectors.mailbox.sync import mailbox_import  # noqa: E402
@@ -174,10 +177,16 @@ def import_corpus(corpus: str, owners: list[str], *, reuse: bool) -> tuple[str, 
         return sid, time.perf_counter() - started
     if existing:
         existing.delete()
-    path = shared_data() / corpus
+    path, until = corpus_path(corpus, shared_data())
     if not path.exists():
         raise SystemExit(f"corpus not found: {path}")
-    mailbox_import(source_id=sid, path=path, owners=owners, actor="loops_quality")
+    mailbox_import(
+        source_id=sid,
+        path=path,
+        owners=owners,
+        actor="loops_quality",
+        entries=exported_before(path, until) if until else None,
+    )
     return sid, time.perf_counter() - started
 
 
@@ -628,7 +637,9 @@ def main() -> None:
         sid, seconds = import_corpus(corpus, owners, reuse=args.reuse)
         print(f"{corpus}: imported/detected in {seconds:.1f} s (source {sid})")
         if args.dump:
-            dump(sid, labels, owners, args.dump)
+            dump(
+                sid, [lab for lab in labels if lab.corpus == corpus], owners, args.dump
+            )
             continue
         loops = list(
             OpenLoop.objects.filter(

@@ -174,6 +174,25 @@ def addressed_to_crowd(message: MailMessage) -> bool:
     return count >= GROUP_GREETING_RECIPIENTS and bool(_GROUP_GREETING.match(opening))
 
 
+def crowd_ask(
+    message: MailMessage, owners: Collection[str], earlier: Sequence[MailMessage]
+) -> bool:
+    """True when ``message``'s asks are put to a crowd (``addressed_to_crowd``),
+    unless it answers me: its To holds only my addresses, a message of mine is in
+    ``earlier`` (the thread before it) and it opens with no group greeting. A reply
+    to my post that names me alone in To and keeps the others in Cc (a reviewer
+    answering my patch with the list in copy) asks me, however many are copied;
+    a cold message with a crowd in copy stays a crowd message (SPEC §5.1a)."""
+    if not addressed_to_crowd(message):
+        return False
+    to = {a.lower() for a in message.to if a}
+    if not to or not to <= set(owners):
+        return True
+    if not any(is_mine(m, owners) for m in earlier):
+        return True
+    return bool(_GROUP_GREETING.match(collapse(reply_text(message.body))[:40]))
+
+
 def _name_tokens(address: str) -> set[str]:
     local = (address or "").lower().split("@", 1)[0]
     return {t for t in re.split(r"[._+\-]", local) if len(t) >= 2}
@@ -214,7 +233,9 @@ def detect_thread(
     with them ("I spoke to Dana", "Dana is going to send it", any thread, any
     recipient): the conversation happened.
     An inbound loop opens only when a person's newest unquoted text, addressed to
-    me and not to a crowd, asks something of me (``loops.asks``); an outbound loop
+    me and not to a crowd (a reply naming me alone in To after my message in the
+    thread is addressed to me whatever its Cc: ``crowd_ask``), asks something of
+    me (``loops.asks``); an outbound loop
     only when my text asks something of a person (a single, unchased ask in
     reply to their announcement to a crowd expires after
     ``REPLY_TO_CROWD_LIFETIME``), and never when
@@ -625,7 +646,7 @@ def _inbound(
             for m in run
             if owners & {a.lower() for a in m.to}
             and kinds.get((m.from_addr or "").lower()) != AUTOMATED
-            and not addressed_to_crowd(m)
+            and not crowd_ask(m, owners, before)
             and not addressed_elsewhere(m, owners)
             and live_asks(reply_text(m.body), sent_at=m.date, now=now)
         ]

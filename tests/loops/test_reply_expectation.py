@@ -106,6 +106,43 @@ def test_mass_letter_to_a_crowd_opens_nothing() -> None:
     assert verdict.open == [] and verdict.reason == "crowd"
 
 
+def test_reply_to_me_alone_with_a_crowd_in_copy_is_addressed_to_me() -> None:
+    # I sent a proposal to a list and eleven people; Ann answers me alone in To,
+    # keeping them in Cc (reply-all), and asks me to change it: the ask is mine.
+    crowd = (
+        "dev-list@lists.partner.example",
+        *(f"dev{i}@acme.example" for i in range(10)),
+    )
+    proposal = mail(1, "Here is the new helper for the parser.", frm=ME, to=crowd)
+    review = mail(
+        2,
+        "Could you rename the helper before we merge it?",
+        to=(ME,),
+        cc=crowd,
+        hours=2,
+    )
+    verdict = detect([proposal, review])
+    assert [s.loop_type for s in verdict.open] == [LoopType.UNANSWERED_INBOUND]
+    assert verdict.open[0].counterparty_email == ANN
+
+
+def test_a_crowd_in_copy_still_marks_a_cold_message_or_a_group_greeting() -> None:
+    # Without a message of mine in the thread, or opening "All,", a message to
+    # me with a crowd in copy stays a crowd message (precision first).
+    crowd = tuple(f"colleague{i}@acme.example" for i in range(12))
+    cold = mail(1, "Could you send your slides by Friday?", to=(ME,), cc=crowd)
+    assert opened([cold]) == []
+    mine = mail(1, "Slides attached for the review.", frm=ME, to=crowd)
+    greeting = mail(
+        2,
+        "All,\n\nCould you send your comments by Friday?",
+        to=(ME,),
+        cc=crowd,
+        hours=2,
+    )
+    assert opened([mine, greeting]) == []
+
+
 def test_group_greeting_marks_a_crowd_of_a_few() -> None:
     others = tuple(f"lead{i}@acme.example" for i in range(4))
     body = "Team,\n\nCan everyone update the tracker today?"
