@@ -504,3 +504,59 @@ def test_keyword_lead_does_not_pass_a_page_the_query_names(
         )
     results = page_search(scope=scope(), query="jane@example.org").results
     assert [r.slug for r in results[:2]] == ["people/jane-doe", "notes/invoices"]
+
+
+def test_compound_spacing_two_query_words_match_the_word_they_make_written_as_one(
+    default_source: Source, django_capture_on_commit_callbacks, settings
+) -> None:  # type: ignore[no-untyped-def]
+    """Fault kind: compound spacing. The question writes "Red Hat" and "white
+    paper", the page "redhat" and "whitepapers": the page matched none of those
+    words and lost to pages holding them apart in other senses. Two adjacent query
+    words now also match their concatenation ("redhat", stemmed "whitepap"), which
+    counts as an occurrence of each (``_Terms.joined``)."""
+    settings.BRAIN_EMBEDDING_PROVIDER = "none"
+    _pages(
+        default_source,
+        django_capture_on_commit_callbacks,
+        [
+            (
+                "notes/answer",
+                "The disk tuning guide is in one of the redhat whitepapers.",
+            ),
+            ("notes/team", "The red team wore a white hat to the paper mill."),
+            ("notes/sky", "A red sky, a white paper hat and a red paper boat."),
+            ("notes/kernel", "Kernel notes: disk caches and schedulers."),
+        ],
+    )
+    results = page_search(
+        scope=scope(), query="Where is the Red Hat white paper about disk tuning?"
+    ).results
+    assert results[0].slug == "notes/answer"
+    assert results[0].matched_terms == [
+        "red",
+        "hat",
+        "white",
+        "paper",
+        "disk",
+        "tuning",
+    ]
+
+
+def test_compound_spacing_a_chunk_with_both_spellings_counts_the_words_once(
+    default_source: Source, django_capture_on_commit_callbacks, settings
+) -> None:  # type: ignore[no-untyped-def]
+    """The joined form stands for the words it joins: a chunk holding "Red Hat"
+    and "redhat" is scored as holding "red" and "hat" twice (term frequency,
+    saturating), not as holding three different terms, so it does not pass a
+    chunk with the question's other rare word."""
+    settings.BRAIN_EMBEDDING_PROVIDER = "none"
+    _pages(
+        default_source,
+        django_capture_on_commit_callbacks,
+        [
+            ("notes/both", "Red Hat ships it; see the redhat site for the kernel."),
+            ("notes/answer", "Red Hat ships the kernel with the zeppelin driver."),
+        ],
+    )
+    results = page_search(scope=scope(), query="Red Hat zeppelin driver").results
+    assert [r.slug for r in results] == ["notes/answer", "notes/both"]
