@@ -350,12 +350,15 @@ def _query_terms(
     Compound spacing (issue 26): each two adjacent words of the query (plain words
     with only white space between them, both kept as terms) also stand for their
     concatenation as the parser reads it ("Red Hat" → ``redhat``, "white paper" →
-    ``whitepap``, the stem of "whitepapers"), in ``_Terms.joined`` when it is not
+    ``whitepap``, the stem of "whitepapers"), and a hyphenated word for itself
+    without hyphens ("e-mail" → ``email``, standing for the compound and its
+    parts), in ``_Terms.joined`` when it is not
     one of the query's own lexemes; its document frequency is found with the
     others in the same probe (one more capped index probe per adjacent pair, no
     more round trips), and the keyword arm uses it only where some chunk holds it.
     Why: mail and notes write product and company names and compounds both ways
-    ("Red Hat" / "redhat", "web page" / "webpage"), and a page that writes them
+    ("Red Hat" / "redhat", "web page" / "webpage", "e-mail" / "email"), and a
+    page that writes them
     as one word matched none of the question's words for them; whole-word BM25
     misses it the same way."""
     text = text[:4000]
@@ -367,10 +370,11 @@ def _query_terms(
     # an address or a URL one token (issue 26: splitting the query on \w+ first
     # made lexemes no page holds).
     #
-    # Kind 2 rows are the compound spellings (issue 26): two adjacent words of the
-    # query (plain words, only white space between them, neither a stopword) read
-    # as one word ("Red Hat" → ``redhat``, "white paper" → ``whitepap`` as
-    # "whitepapers" is stemmed).
+    # Kind 2 and 3 rows are the compound spellings (issue 26): two adjacent words
+    # of the query (plain words, only white space between them, neither a
+    # stopword) read as one word ("Red Hat" → ``redhat``, "white paper" →
+    # ``whitepap`` as "whitepapers" is stemmed), and a hyphenated word without its
+    # hyphens ("e-mail" → ``email``).
     cursor.execute(
         """
         WITH d AS (
@@ -392,6 +396,12 @@ def _query_terms(
         WHERE a.alias IN ('asciiword', 'word') AND b.alias IN ('asciiword', 'word')
           AND cardinality(a.lexemes) > 0 AND cardinality(b.lexemes) > 0
           AND g.alias = 'blank' AND btrim(g.token, E' \t\r\n') = ''
+        UNION ALL
+        SELECT 3, d.n, lower(replace(d.token, '-', '')), ARRAY(SELECT unnest(
+                   tsvector_to_array(to_tsvector(%(lang)s::regconfig,
+                                                 replace(d.token, '-', ''))))),
+               lower(d.token), NULL
+        FROM d WHERE d.alias IN ('asciihword', 'hword')
         ORDER BY 1, 2
         """,
         {
@@ -404,7 +414,7 @@ def _query_terms(
     words: list[str] = []
     pairs: list[tuple[str, str, tuple[str, ...]]] = []
     for kind, _n, word, lexemes, first, second in cursor.fetchall():
-        if kind == 2:
+        if kind >= 2:
             pairs.append((first, second, tuple(lexemes or ())))
             continue
         if not kind:
@@ -420,9 +430,16 @@ def _query_terms(
     own = {lx for w in words for lx in lexemes_of[w]}
     joined: dict[str, tuple[str, ...]] = {}
     for first, second, lexemes in pairs:
-        if first in words and second in words and len(lexemes) == 1:
+        if second is None:
+            # A hyphenated word: the compound and its parts.
+            parts = [first, *first.split("-")]
+        else:
+            parts = [first, second]
+        if all(w in words for w in parts[-2:]) and len(lexemes) == 1:
             if lexemes[0] not in own and lexemes[0] not in joined:
-                joined[lexemes[0]] = lexemes_of[first] + lexemes_of[second]
+                joined[lexemes[0]] = tuple(
+                    dict.fromkeys(lx for w in parts for lx in lexemes_of.get(w, ()))
+                )
     share, rows = _common_lexemes(cursor)
     df: dict[str, int] = {}
     probe: list[str] = []

@@ -560,3 +560,27 @@ def test_compound_spacing_a_chunk_with_both_spellings_counts_the_words_once(
     )
     results = page_search(scope=scope(), query="Red Hat zeppelin driver").results
     assert [r.slug for r in results] == ["notes/answer", "notes/both"]
+
+
+def test_compound_spacing_a_hyphenated_query_word_matches_it_written_as_one(
+    default_source: Source, django_capture_on_commit_callbacks, settings
+) -> None:  # type: ignore[no-untyped-def]
+    """Fault kind: compound spacing, the hyphen as the space. The question writes
+    "e-mail", the page "email": the parser reads the query word as ``e-mail``,
+    ``e`` and ``mail``, none of which the page holds. The word without its hyphens
+    now stands for the compound and its parts."""
+    settings.BRAIN_EMBEDDING_PROVIDER = "none"
+    _pages(
+        default_source,
+        django_capture_on_commit_callbacks,
+        [
+            ("notes/answer", "Ana asked for the invoice by email."),
+            ("notes/carrier", "The mail carrier brought a parcel for the e-shop."),
+            ("notes/template", "Invoice template for the mail order desk."),
+        ],
+    )
+    results = page_search(
+        scope=scope(), query="Who wanted the invoice sent by e-mail?"
+    ).results
+    assert results[0].slug == "notes/answer"
+    assert {"invoice", "e-mail", "mail"} <= set(results[0].matched_terms)
