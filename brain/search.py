@@ -430,12 +430,12 @@ def _query_terms(
     own = {lx for w in words for lx in lexemes_of[w]}
     joined: dict[str, tuple[str, ...]] = {}
     for first, second, lexemes in pairs:
-        if second is None:
-            # A hyphenated word: the compound and its parts.
-            parts = [first, *first.split("-")]
-        else:
-            parts = [first, second]
-        if all(w in words for w in parts[-2:]) and len(lexemes) == 1:
+        # Two adjacent words must both be terms; a hyphenated word (``second``
+        # None) must be one, and stands for itself and its parts, some of which
+        # may be stopwords ("check-in").
+        kept_words = [first] if second is None else [first, second]
+        parts = [first, *first.split("-")] if second is None else kept_words
+        if all(w in words for w in kept_words) and len(lexemes) == 1:
             if lexemes[0] not in own and lexemes[0] not in joined:
                 joined[lexemes[0]] = tuple(
                     dict.fromkeys(lx for w in parts for lx in lexemes_of.get(w, ()))

@@ -584,3 +584,25 @@ def test_compound_spacing_a_hyphenated_query_word_matches_it_written_as_one(
     ).results
     assert results[0].slug == "notes/answer"
     assert {"invoice", "e-mail", "mail"} <= set(results[0].matched_terms)
+
+
+def test_compound_spacing_a_hyphenated_word_with_a_stopword_part_still_joins(
+    default_source: Source, django_capture_on_commit_callbacks, settings
+) -> None:  # type: ignore[no-untyped-def]
+    """A hyphenated query word one of whose parts is a stopword ("check-in": "in")
+    still stands for itself written as one ("checkin"); only the compound itself
+    must be a term."""
+    settings.BRAIN_EMBEDDING_PROVIDER = "none"
+    _pages(
+        default_source,
+        django_capture_on_commit_callbacks,
+        [
+            ("notes/answer", "The checkin desk opens at noon."),
+            ("notes/drawer", "Check the desk drawer; check it before the desk opens."),
+        ],
+    )
+    results = page_search(
+        scope=scope(), query="When does the check-in desk open?"
+    ).results
+    assert results[0].slug == "notes/answer"
+    assert "check-in" in results[0].matched_terms
