@@ -8,9 +8,12 @@ Pipeline, for one query inside one ``ReadScope`` (the only scoping input, SPEC �
    dropped, and the question-frame words of ``QUESTION_FRAME`` unless nothing else
    is left; the rest stemmed), each with its document frequency
    among the searched chunks (capped at ``DF_CAP``) and its idf; ``-word`` excludes;
+   two adjacent words also stand for their concatenation ("Red Hat" for
+   "redhat", "white paper" for "whitepapers": compound spacing);
 2. keyword arm: OR over the terms, candidates bounded by taking the rarest terms
    while their frequencies sum to at most ``KEYWORD_MATCH_CAP`` (commoner terms only
-   score), ranked by BM25 (term frequency from the tsvector's positions) with AND
+   score), ranked by BM25 (term frequency from the tsvector's positions; a
+   concatenation counts as an occurrence of each word it joins) with AND
    and phrase boosts (``_keyword_arm``), a secondary chunk (quoted history,
    signature, list footer: ``Chunk.secondary``) counting ``SECONDARY_WEIGHT`` of
    its score; the best chunk per page gives the page its keyword rank and score;
@@ -238,21 +241,50 @@ class _KeywordHit:
 class _Terms:
     """The meaningful terms of a query: ``words`` (surface form → its lexemes, query
     order), ``df`` (capped) and ``idf`` per lexeme over the searched chunks (a lexeme
-    no chunk holds has df 0 and the largest idf), and ``excluded`` lexemes
-    (``-word``)."""
+    no chunk holds has df 0 and the largest idf), ``excluded`` lexemes
+    (``-word``) and ``joined``: the lexeme of two adjacent query words written as
+    one ("red hat" → ``redhat``) → the lexemes of the two words it stands for
+    (``df`` and ``idf`` hold its own figures too; the keyword arm scores it as an
+    occurrence of each word it joins, see ``_keyword_arm``)."""
 
     words: dict[str, tuple[str, ...]]
     idf: dict[str, float]
     df: dict[str, int]
     excluded: tuple[str, ...]
+    joined: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def lexemes(self) -> list[str]:
-        """Distinct lexemes in query order."""
+        """Distinct lexemes in query order, the joined forms of ``joined`` last."""
         out: list[str] = []
         for lexemes in self.words.values():
             out.extend(lx for lx in lexemes if lx not in out)
+        out.extend(lx for lx in self.joined if lx not in out)
         return out
+
+    @property
+    def base(self) -> list[str]:
+        """The lexemes of the query's own words (``lexemes`` without the joined
+        forms)."""
+        return [lx for lx in self.lexemes if lx not in self.joined]
+
+    def covered(self, matched: Sequence[str]) -> set[str]:
+        """The query's own lexemes that ``matched`` (lexemes a chunk holds) stand
+        for: each one itself, a joined form both words it joins."""
+        out: set[str] = set()
+        for lexeme in matched:
+            out.update(self.joined.get(lexeme, (lexeme,)))
+        return out
+
+    def coverage(self, matched: Sequence[str] | set[str]) -> float:
+        """The idf-weighted share (0..1) of the query's own lexemes that
+        ``matched`` covers (``covered``); 0 for a query without terms."""
+        base = [lx for lx in self.idf if lx not in self.joined]
+        total = sum(self.idf[lx] for lx in base)
+        if not total:
+            return 0.0
+        held = self.covered(list(matched))
+        return sum(self.idf[lx] for lx in base if lx in held) / total
 
 
 # A ``-word`` exclusion: a minus at the start of a word (not inside a compound such as
@@ -313,7 +345,22 @@ def _query_terms(
     list, SPEC §11); the others, rarer by construction, are counted with a capped
     index probe. The estimate is over all chunks, the probe over the searched ones.
     Two round trips (plus the statistics, cached). A word is a token of the parser
-    (lower-cased); ``-word`` (a minus at a word's start) excludes it."""
+    (lower-cased); ``-word`` (a minus at a word's start) excludes it.
+
+    Compound spacing (issue 26): each two adjacent words of the query (plain words
+    with only white space between them, both kept as terms) also stand for their
+    concatenation as the parser reads it ("Red Hat" → ``redhat``, "white paper" →
+    ``whitepap``, the stem of "whitepapers"), and a hyphenated word for itself
+    without hyphens ("e-mail" → ``email``, standing for the compound and its
+    parts), in ``_Terms.joined`` when it is not
+    one of the query's own lexemes; its document frequency is found with the
+    others in the same probe (one more capped index probe per adjacent pair, no
+    more round trips), and the keyword arm uses it only where some chunk holds it.
+    Why: mail and notes write product and company names and compounds both ways
+    ("Red Hat" / "redhat", "web page" / "webpage", "e-mail" / "email"), and a
+    page that writes them
+    as one word matched none of the question's words for them; whole-word BM25
+    misses it the same way."""
     text = text[:4000]
     excluded_words = list(dict.fromkeys(w.lower() for w in _EXCLUDED.findall(text)))
     kept_text = _EXCLUDED.sub(" ", text)
@@ -322,16 +369,39 @@ def _query_terms(
     # "802.11a" the float ``802.11``, "XML-in-silicon" the compound and its parts,
     # an address or a URL one token (issue 26: splitting the query on \w+ first
     # made lexemes no page holds).
+    #
+    # Kind 2 and 3 rows are the compound spellings (issue 26): two adjacent words
+    # of the query (plain words, only white space between them, neither a
+    # stopword) read as one word ("Red Hat" → ``redhat``, "white paper" →
+    # ``whitepap`` as "whitepapers" is stemmed), and a hyphenated word without its
+    # hyphens ("e-mail" → ``email``).
     cursor.execute(
         """
-        SELECT 0, d.n, lower(d.token), d.lexemes
-        FROM ts_debug(%(lang)s::regconfig, %(kept)s) WITH ORDINALITY AS d(
-            alias, description, token, dictionaries, dictionary, lexemes, n)
-        WHERE cardinality(d.lexemes) > 0
+        WITH d AS (
+            SELECT * FROM ts_debug(%(lang)s::regconfig, %(kept)s) WITH ORDINALITY
+                AS d(alias, description, token, dictionaries, dictionary, lexemes, n)
+        )
+        SELECT 0, d.n, lower(d.token), d.lexemes, NULL::text, NULL::text
+        FROM d WHERE cardinality(d.lexemes) > 0
         UNION ALL
         SELECT 1, w.n, w.word, ARRAY(SELECT unnest(tsvector_to_array(
-                   to_tsvector(%(lang)s::regconfig, w.word))))
+                   to_tsvector(%(lang)s::regconfig, w.word)))), NULL, NULL
         FROM unnest(%(excluded)s::text[]) WITH ORDINALITY AS w(word, n)
+        UNION ALL
+        SELECT 2, a.n, lower(a.token || b.token), ARRAY(SELECT unnest(
+                   tsvector_to_array(to_tsvector(%(lang)s::regconfig,
+                                                 a.token || b.token)))),
+               lower(a.token), lower(b.token)
+        FROM d a JOIN d g ON g.n = a.n + 1 JOIN d b ON b.n = a.n + 2
+        WHERE a.alias IN ('asciiword', 'word') AND b.alias IN ('asciiword', 'word')
+          AND cardinality(a.lexemes) > 0 AND cardinality(b.lexemes) > 0
+          AND g.alias = 'blank' AND btrim(g.token, E' \t\r\n') = ''
+        UNION ALL
+        SELECT 3, d.n, lower(replace(d.token, '-', '')), ARRAY(SELECT unnest(
+                   tsvector_to_array(to_tsvector(%(lang)s::regconfig,
+                                                 replace(d.token, '-', ''))))),
+               lower(d.token), NULL
+        FROM d WHERE d.alias IN ('asciihword', 'hword')
         ORDER BY 1, 2
         """,
         {
@@ -342,8 +412,12 @@ def _query_terms(
     )
     parsed: dict[str, tuple[str, ...]] = {}
     words: list[str] = []
-    for is_excluded, _n, word, lexemes in cursor.fetchall():
-        if not is_excluded:
+    pairs: list[tuple[str, str, tuple[str, ...]]] = []
+    for kind, _n, word, lexemes, first, second in cursor.fetchall():
+        if kind >= 2:
+            pairs.append((first, second, tuple(lexemes or ())))
+            continue
+        if not kind:
             words.append(word)
         parsed.setdefault(word, tuple(lexemes or ()))
     words = list(dict.fromkeys(words))
@@ -353,10 +427,25 @@ def _query_terms(
     lexemes_of = {w: parsed.get(w, ()) for w in words + excluded_words}
     if not words and not excluded_words:
         return _Terms({}, {}, {}, ())
+    own = {lx for w in words for lx in lexemes_of[w]}
+    joined: dict[str, tuple[str, ...]] = {}
+    for first, second, lexemes in pairs:
+        # Two adjacent words must both be terms; a hyphenated word (``second``
+        # None) must be one, and stands for itself and its parts, some of which
+        # may be stopwords ("check-in").
+        kept_words = [first] if second is None else [first, second]
+        parts = [first, *first.split("-")] if second is None else kept_words
+        if all(w in words for w in kept_words) and len(lexemes) == 1:
+            if lexemes[0] not in own and lexemes[0] not in joined:
+                joined[lexemes[0]] = tuple(
+                    dict.fromkeys(lx for w in parts for lx in lexemes_of.get(w, ()))
+                )
     share, rows = _common_lexemes(cursor)
     df: dict[str, int] = {}
     probe: list[str] = []
-    for lexeme in dict.fromkeys(lx for lxs in lexemes_of.values() for lx in lxs):
+    for lexeme in dict.fromkeys(
+        [lx for lxs in lexemes_of.values() for lx in lxs] + list(joined)
+    ):
         if lexeme in share and rows >= DF_CAP:
             df[lexeme] = min(max(round(share[lexeme] * rows), 1), DF_CAP)
         else:
@@ -399,7 +488,29 @@ def _query_terms(
         for lx, n in df.items()
         if lx not in excluded
     }
-    return _Terms(kept, idf, df, excluded)
+    joined = {
+        lx: parts
+        for lx, parts in joined.items()
+        if lx not in excluded and not set(parts) & set(excluded)
+    }
+    return _Terms(kept, idf, df, excluded, joined)
+
+
+# A candidate chunk's occurrences of each query lexeme (its positions, at least 1),
+# and, when the query has joined forms present, the same with each joined form's
+# occurrences counted for each word it joins.
+_OCCURRENCES = """
+    SELECT x.lexeme, GREATEST(cardinality(x.positions), 1) AS tf
+    FROM unnest(m.tsv) AS x
+"""
+_JOINED_OCCURRENCES = """
+    SELECT COALESCE(jn.part, x.lexeme) AS lexeme,
+           sum(GREATEST(cardinality(x.positions), 1)) AS tf
+    FROM unnest(m.tsv) AS x
+    LEFT JOIN unnest(%(join_from)s::text[], %(join_to)s::text[])
+        AS jn(lexeme, part) ON jn.lexeme = x.lexeme
+    GROUP BY 1
+"""
 
 
 def _keyword_arm(
@@ -426,7 +537,12 @@ def _keyword_arm(
     in the tsvector, so a page that keeps returning to a rare word outranks one
     that names it once: before issue 26's second pass tf was taken as 1),
     ``len`` the chunk's token count, ``avg_len`` over the candidates,
-    ``idf(t) = ln(1 + (N − df + 0.5)/(df + 0.5))``; then × (1 + ``AND_BOOST``) when the
+    ``idf(t) = ln(1 + (N − df + 0.5)/(df + 0.5))``. A concatenation of two query
+    words (``_Terms.joined``, "redhat" for "Red Hat") is no term of its own: each
+    of its occurrences counts as one of each word it joins, so a chunk writing
+    "redhat" scores as one writing "red hat", and one writing both spellings has
+    the words' term frequencies summed (saturating), not a third term. Then
+    × (1 + ``AND_BOOST``) when the
     chunk holds every term and × (1 + ``PHRASE_BOOST``) when it holds them as a
     phrase (boosted, never required). Chunks holding an excluded ``-word`` are
     dropped. When every term is too common to bound (df ≥ ``DF_CAP``) the candidates
@@ -452,10 +568,25 @@ def _keyword_arm(
         candidate_query = " & ".join(_quoted(lx) for lx in ranked)
     else:
         candidate_query = ""
-    lexemes = list(present)
+    # The query's own lexemes some chunk holds (itself or through a joined form)
+    # are the terms scored; a joined form counts as an occurrence of each word it
+    # joins (``terms.joined``), so "redhat" scores as "red" and "hat" would and a
+    # chunk holding both spellings is not counted twice.
+    joins = [
+        (joined, part)
+        for joined, parts in terms.joined.items()
+        if joined in present
+        for part in dict.fromkeys(parts)
+    ]
+    lexemes = [
+        lx for lx in terms.base if lx in present or any(lx == p for _j, p in joins)
+    ]
     params: dict[str, Any] = {
         "lexemes": lexemes,
-        "idfs": [present[lx] for lx in lexemes],
+        "idfs": [terms.idf.get(lx, 0.0) for lx in lexemes],
+        "filter": lexemes + [j for j in dict.fromkeys(j for j, _p in joins)],
+        "join_from": [j for j, _p in joins],
+        "join_to": [p for _j, p in joins],
         "lang": settings.BRAIN_FTS_LANGUAGE,
         "q": text[:4000],
         "phrase": "y" if len(lexemes) > 1 else "",
@@ -486,7 +617,7 @@ def _keyword_arm(
         ),
         matched AS (
             SELECT c.id, c.page_id, c.secondary, GREATEST(c.token_count, 1) AS len,
-                   ts_filter(setweight(setweight(c.tsv, 'D'), 'A', %(lexemes)s::text[]),
+                   ts_filter(setweight(setweight(c.tsv, 'D'), 'A', %(filter)s::text[]),
                              '{a}') AS tsv
             FROM brain_chunk c
             WHERE %(cq)s <> '' AND c.tsv @@ %(cq)s::tsquery
@@ -508,11 +639,12 @@ def _keyword_arm(
                            / (u.tf + %(k1)s * (1 - %(b)s + %(b)s * m.len / s.avg_len)))
                            AS weight
                 FROM (
-                    SELECT x.lexeme, q.ord, (%(idfs)s::float8[])[q.ord] AS idf,
-                           GREATEST(cardinality(x.positions), 1) AS tf
-                    FROM unnest(m.tsv) AS x
+                    SELECT w.lexeme, q.ord, (%(idfs)s::float8[])[q.ord] AS idf,
+                           w.tf
+                    FROM (OCCURRENCES) w
                     CROSS JOIN LATERAL array_position(
-                        %(lexemes)s::text[], x.lexeme) AS q(ord)
+                        %(lexemes)s::text[], w.lexeme) AS q(ord)
+                    WHERE q.ord IS NOT NULL
                 ) u
             ) t
         ),
@@ -539,7 +671,7 @@ def _keyword_arm(
         SELECT id, page_id, matched, score, true FROM ranked
         UNION ALL
         SELECT id, page_id, NULL, 0, false FROM aliased
-        """,
+        """.replace("OCCURRENCES", _JOINED_OCCURRENCES if joins else _OCCURRENCES),
         params,
     )
     keyword: list[_KeywordHit] = []
@@ -1115,7 +1247,7 @@ def page_search(
             key=lambda p: (*p.order(), page_rows[p.page_id].slug),
         )
     ]
-    total_idf = sum(terms.idf.values())
+    total_idf = sum(terms.idf.get(lx, 0.0) for lx in terms.base)
     if not degraded and total_idf:
         page_lexemes: dict[int, set[str]] = defaultdict(set)
         for row in rows:
@@ -1124,7 +1256,7 @@ def page_search(
         coverage = {
             pid: 1.0
             if pages[pid].named or normalize_alias(page_rows[pid].title) == norm_query
-            else sum(terms.idf.get(lx, 0.0) for lx in page_lexemes[pid]) / total_idf
+            else terms.coverage(page_lexemes[pid])
             for pid in ordered
         }
         leads = [pid for pid in keyword_pages if pid in page_rows]
@@ -1139,12 +1271,8 @@ def page_search(
 
     def result(page: _PageRank, chunk_id: int) -> SearchResult:
         row = hydrated[chunk_id]
-        matched = set(row.matched)
-        coverage = (
-            sum(terms.idf.get(lx, 0.0) for lx in matched) / total_idf
-            if total_idf
-            else 0.0
-        )
+        matched = terms.covered(row.matched)
+        coverage = terms.coverage(matched)
         title_match = normalize_alias(row.title) == norm_query
         alias_hit = page.named and not title_match
         if alias_hit:

@@ -504,3 +504,105 @@ def test_keyword_lead_does_not_pass_a_page_the_query_names(
         )
     results = page_search(scope=scope(), query="jane@example.org").results
     assert [r.slug for r in results[:2]] == ["people/jane-doe", "notes/invoices"]
+
+
+def test_compound_spacing_two_query_words_match_the_word_they_make_written_as_one(
+    default_source: Source, django_capture_on_commit_callbacks, settings
+) -> None:  # type: ignore[no-untyped-def]
+    """Fault kind: compound spacing. The question writes "Red Hat" and "white
+    paper", the page "redhat" and "whitepapers": the page matched none of those
+    words and lost to pages holding them apart in other senses. Two adjacent query
+    words now also match their concatenation ("redhat", stemmed "whitepap"), which
+    counts as an occurrence of each (``_Terms.joined``)."""
+    settings.BRAIN_EMBEDDING_PROVIDER = "none"
+    _pages(
+        default_source,
+        django_capture_on_commit_callbacks,
+        [
+            (
+                "notes/answer",
+                "The disk tuning guide is in one of the redhat whitepapers.",
+            ),
+            ("notes/team", "The red team wore a white hat to the paper mill."),
+            ("notes/sky", "A red sky, a white paper hat and a red paper boat."),
+            ("notes/kernel", "Kernel notes: disk caches and schedulers."),
+        ],
+    )
+    results = page_search(
+        scope=scope(), query="Where is the Red Hat white paper about disk tuning?"
+    ).results
+    assert results[0].slug == "notes/answer"
+    assert results[0].matched_terms == [
+        "red",
+        "hat",
+        "white",
+        "paper",
+        "disk",
+        "tuning",
+    ]
+
+
+def test_compound_spacing_a_chunk_with_both_spellings_counts_the_words_once(
+    default_source: Source, django_capture_on_commit_callbacks, settings
+) -> None:  # type: ignore[no-untyped-def]
+    """The joined form stands for the words it joins: a chunk holding "Red Hat"
+    and "redhat" is scored as holding "red" and "hat" twice (term frequency,
+    saturating), not as holding three different terms, so it does not pass a
+    chunk with the question's other rare word."""
+    settings.BRAIN_EMBEDDING_PROVIDER = "none"
+    _pages(
+        default_source,
+        django_capture_on_commit_callbacks,
+        [
+            ("notes/both", "Red Hat ships it; see the redhat site for the kernel."),
+            ("notes/answer", "Red Hat ships the kernel with the zeppelin driver."),
+        ],
+    )
+    results = page_search(scope=scope(), query="Red Hat zeppelin driver").results
+    assert [r.slug for r in results] == ["notes/answer", "notes/both"]
+
+
+def test_compound_spacing_a_hyphenated_query_word_matches_it_written_as_one(
+    default_source: Source, django_capture_on_commit_callbacks, settings
+) -> None:  # type: ignore[no-untyped-def]
+    """Fault kind: compound spacing, the hyphen as the space. The question writes
+    "e-mail", the page "email": the parser reads the query word as ``e-mail``,
+    ``e`` and ``mail``, none of which the page holds. The word without its hyphens
+    now stands for the compound and its parts."""
+    settings.BRAIN_EMBEDDING_PROVIDER = "none"
+    _pages(
+        default_source,
+        django_capture_on_commit_callbacks,
+        [
+            ("notes/answer", "Ana asked for the invoice by email."),
+            ("notes/carrier", "The mail carrier brought a parcel for the e-shop."),
+            ("notes/template", "Invoice template for the mail order desk."),
+        ],
+    )
+    results = page_search(
+        scope=scope(), query="Who wanted the invoice sent by e-mail?"
+    ).results
+    assert results[0].slug == "notes/answer"
+    assert {"invoice", "e-mail", "mail"} <= set(results[0].matched_terms)
+
+
+def test_compound_spacing_a_hyphenated_word_with_a_stopword_part_still_joins(
+    default_source: Source, django_capture_on_commit_callbacks, settings
+) -> None:  # type: ignore[no-untyped-def]
+    """A hyphenated query word one of whose parts is a stopword ("check-in": "in")
+    still stands for itself written as one ("checkin"); only the compound itself
+    must be a term."""
+    settings.BRAIN_EMBEDDING_PROVIDER = "none"
+    _pages(
+        default_source,
+        django_capture_on_commit_callbacks,
+        [
+            ("notes/answer", "The checkin desk opens at noon."),
+            ("notes/drawer", "Check the desk drawer; check it before the desk opens."),
+        ],
+    )
+    results = page_search(
+        scope=scope(), query="When does the check-in desk open?"
+    ).results
+    assert results[0].slug == "notes/answer"
+    assert "check-in" in results[0].matched_terms
