@@ -19,7 +19,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from django.conf import settings
 from django.db import transaction
@@ -288,16 +288,8 @@ def thread_follow_up(
     loops = [lp for lp in open_loops if lp.loop_type in COMMITMENT_TYPES]
     if not loops:
         return counts
-    ordered = sorted(
-        (m for m in messages if is_substantive(m)), key=lambda m: m.sent_at
-    )
     for loop in loops:
-        later = [
-            m
-            for m in ordered
-            if m.sent_at > loop.opened_at
-            and m.message_id not in {e.get("message_id") for e in loop.evidence}
-        ]
+        later = later_in_thread(loop, messages)
         if _close_if_kept(loop=loop, later=later, owners=owners):
             counts["fulfilled"] += 1
             continue
@@ -372,21 +364,41 @@ def thread_follow_up(
     return counts
 
 
-def _close_if_kept(
+class CommitmentLoop(Protocol):
+    """What the fulfilment rules read of a commitment loop (a stored
+    ``OpenLoop``)."""
+
+    @property
+    def loop_type(self) -> str: ...
+    @property
+    def counterparty_email(self) -> str: ...
+    @property
+    def counterparty_name(self) -> str: ...
+    @property
+    def thread_id(self) -> str: ...
+    @property
+    def opened_at(self) -> datetime: ...
+    @property
+    def summary(self) -> str: ...
+    @property
+    def evidence(self) -> list[dict[str, Any]]: ...
+
+
+def kept_message(
     *,
-    loop: OpenLoop,
+    loop: CommitmentLoop,
     later: Sequence[MailMessage],
     owners: set[str],
     sibling: bool = False,
-) -> bool:
-    """Close ``loop`` (done, closed_by ``fulfilled``, with the message as evidence)
-    when a later message of whoever owes it says it is done (SPEC §5.4, high
-    confidence: done wording and a shared content word). ``sibling``: ``later``
-    comes from other threads, so a done-message of mine must be addressed to the
-    counterparty and share ``SIBLING_SHARED`` content words; a promise of mine to
-    arrange a delivery is also kept by my asking anyone to deliver to the
-    counterparty, named by organisation or family name (``arranged_in``). Returns
-    True if closed."""
+) -> MailMessage | None:
+    """The later message of whoever owes ``loop`` that says it is done (SPEC §5.4,
+    high confidence: done wording and a shared content word), or None. ``sibling``:
+    ``later`` comes from other threads, so a done-message of mine must be addressed
+    to the counterparty and share ``SIBLING_SHARED`` content words; a promise of
+    mine to arrange a delivery is also kept by my asking anyone to deliver to the
+    counterparty, named by organisation or family name (``arranged_in``). Reads
+    and writes nothing: the rule ``_close_if_kept`` applies and a ``waiting
+    --as-of`` replay runs."""
     promise = (loop.evidence[0].get("quote") if loop.evidence else "") or (
         loop.summary.split(":", 1)[-1]
     )
@@ -411,13 +423,25 @@ def _close_if_kept(
                 lambda m: is_mine(m, owners),
                 party_marks(party, loop.counterparty_name),
             )
-    else:
-        kept = kept_in(
-            promise,
-            later,
-            lambda m: bool(party) and m.from_addr.lower() == party,
-            min_shared=shared,
-        )
+        return kept
+    return kept_in(
+        promise,
+        later,
+        lambda m: bool(party) and m.from_addr.lower() == party,
+        min_shared=shared,
+    )
+
+
+def _close_if_kept(
+    *,
+    loop: OpenLoop,
+    later: Sequence[MailMessage],
+    owners: set[str],
+    sibling: bool = False,
+) -> bool:
+    """Close ``loop`` (done, closed_by ``fulfilled``, with the message as evidence)
+    when ``kept_message`` finds the message that kept it. Returns True if closed."""
+    kept = kept_message(loop=loop, later=later, owners=owners, sibling=sibling)
     if kept is None:
         return False
     loop_mark_fulfilment_suspected(
@@ -432,32 +456,86 @@ def _close_if_kept(
     return bool(loop_confirm_fulfilment(loop=loop, actor="detector")["closed"])
 
 
+def later_in_thread(
+    loop: CommitmentLoop, messages: Sequence[MailMessage]
+) -> list[MailMessage]:
+    """The thread's substantive messages after ``loop`` opened that are not its
+    own evidence, oldest first: what in-thread fulfilment (``thread_follow_up``)
+    reads."""
+    own = {e.get("message_id") for e in loop.evidence}
+    return sorted(
+        (
+            m
+            for m in messages
+            if is_substantive(m)
+            and m.sent_at > loop.opened_at
+            and m.message_id not in own
+        ),
+        key=lambda m: m.sent_at,
+    )
+
+
 def loops_sibling_fulfilment(*, source: Source, now: datetime) -> int:
     """Promises kept in ANOTHER thread with the same counterparty (SPEC §5.4): an
-    open commitment closes as ``fulfilled`` when a later message (up to ``now``) of
-    whoever owes it, in another thread, says the promised thing is done ("the
-    copies were mailed" to the person I promised to mail them to), or, for my
-    promise to arrange a delivery, asks someone to deliver to them
-    (``_close_if_kept`` with ``sibling``). Theirs must come from them. Runs at the
-    end of ``process_threads``; returns the number closed."""
-    owners = {a.lower() for a in source.owner_addresses}
+    open commitment closes as ``fulfilled`` when ``sibling_kept`` finds the later
+    message (up to ``now``) of whoever owes it, in another thread, that says the
+    promised thing is done. Runs at the end of ``process_threads``; returns the
+    number closed."""
     loops = list(
         OpenLoop.objects.filter(
             source=source, status=LoopStatus.OPEN, loop_type__in=COMMITMENT_TYPES
         ).exclude(counterparty_email="")
     )
-    if not loops:
-        return 0
-    messages = _substantive_exchanges(source, loops, owners=owners, now=now)
-    sent = [m.sent_at for m in messages]
     closed = 0
-    for loop in loops:
-        later = _later_elsewhere(messages, sent, loop.opened_at, loop.thread_id)
-        if later and _close_if_kept(
-            loop=loop, later=later, owners=owners, sibling=True
-        ):
-            closed += 1
+    for index, kept in sibling_kept(source=source, loops=loops, now=now):
+        loop = loops[index]
+        loop_mark_fulfilment_suspected(
+            loop=loop,
+            evidence={
+                "message_id": kept.message_id,
+                "raw_record_id": kept.raw_record_id,
+                "quote": collapse(reply_text(kept.body))[:200],
+                "reason": "kept_in_other_thread",
+            },
+        )
+        closed += int(
+            bool(loop_confirm_fulfilment(loop=loop, actor="detector")["closed"])
+        )
     return closed
+
+
+def sibling_kept(
+    *, source: Source, loops: Sequence[CommitmentLoop], now: datetime
+) -> list[tuple[int, MailMessage]]:
+    """The rule of ``loops_sibling_fulfilment``, read-only: ``(index in loops,
+    keeping message)`` for each open commitment of ``loops`` (other types and
+    loops without a counterparty are skipped) kept in another thread by a
+    message dated up to ``now`` (``kept_message`` with ``sibling``: "the copies
+    were mailed" to the person I promised to mail them to; theirs must come from
+    them). Writes nothing."""
+    owners = {a.lower() for a in source.owner_addresses}
+    candidates = [
+        (i, lp)
+        for i, lp in enumerate(loops)
+        if lp.loop_type in COMMITMENT_TYPES and lp.counterparty_email
+    ]
+    if not candidates:
+        return []
+    messages = _substantive_exchanges(
+        source, [lp for _, lp in candidates], owners=owners, now=now
+    )
+    sent = [m.sent_at for m in messages]
+    out: list[tuple[int, MailMessage]] = []
+    for i, loop in candidates:
+        later = _later_elsewhere(messages, sent, loop.opened_at, loop.thread_id)
+        kept = (
+            kept_message(loop=loop, later=later, owners=owners, sibling=True)
+            if later
+            else None
+        )
+        if kept is not None:
+            out.append((i, kept))
+    return out
 
 
 # My draft sent on: the later message of mine carries at least this share of the
@@ -573,7 +651,9 @@ def loops_settled_elsewhere(*, source: Source, now: datetime) -> int:
     ``unanswered_outbound`` loop with a counterparty closes when, after my ask and
     by ``now``, the counterparty wrote to me in another thread titled with the
     matter (its subject shares ``SIBLING_SHARED`` content words with my asking
-    text: ``done``, ``reply_detected``), or I sent the very text I had asked them
+    text: ``done``, ``reply_detected``), or the colleague my ask handed it to
+    (``_delegate_of``) wrote to me in any thread (``done``, ``reply_detected``), or
+    I sent the very text I had asked them
     to look at on to other people (``dropped``, ``CLOSED_BY_SENT_ON``). An open
     ``unanswered_inbound`` loop closes (``done``, ``reply_detected``) when, after
     their last message, I wrote to them in another thread whose subject shares
@@ -581,9 +661,9 @@ def loops_settled_elsewhere(*, source: Source, now: datetime) -> int:
     touch with someone (``asks_for_contact``), a later message of mine to them in
     any thread reports that I reached someone (``_reported_reaching``). The
     closing message is the
-    event's evidence. Runs at the end of ``process_threads``; returns the number
-    closed."""
-    owners = {a.lower() for a in source.owner_addresses}
+    event's evidence. Runs at the end of ``process_threads``; the rule itself is
+    ``settled_elsewhere``, which a ``waiting --as-of`` replay runs too. Returns the
+    number closed."""
     loops = list(
         OpenLoop.objects.filter(
             source=source,
@@ -596,8 +676,73 @@ def loops_settled_elsewhere(*, source: Source, now: datetime) -> int:
     threads = threads_messages(
         source_id=source.id, thread_ids=sorted({lp.thread_id for lp in loops})
     )
+    closed = 0
+    for settled in settled_elsewhere(
+        source=source, loops=loops, now=now, threads=threads
+    ):
+        result = loop_close(
+            loop=loops[settled.index],
+            status=settled.status,
+            closed_by=settled.closed_by,
+            actor="detector",
+            at=now,
+            evidence=settled.evidence,
+        )
+        closed += int(bool(result["closed"]))
+    return closed
+
+
+class ReplyLoop(Protocol):
+    """What the cross-thread reply rules read of a reply loop: a stored
+    ``OpenLoop`` or a replayed ``loops.waiting.LoopView``."""
+
+    @property
+    def loop_type(self) -> str: ...
+    @property
+    def counterparty_email(self) -> str: ...
+    @property
+    def thread_id(self) -> str: ...
+    @property
+    def opened_at(self) -> datetime: ...
+
+
+@dataclass(frozen=True)
+class Settled:
+    """A reply loop settled in another thread (``settled_elsewhere``): the index of
+    the loop in the list given, its closing status and ``closed_by``, and the
+    closing message's evidence ``{message_id, raw_record_id, quote, reason}``."""
+
+    index: int
+    status: str
+    closed_by: str
+    evidence: dict[str, Any]
+
+
+def settled_elsewhere(
+    *,
+    source: Source,
+    loops: Sequence[ReplyLoop],
+    now: datetime,
+    threads: Mapping[str, Sequence[MailMessage]],
+) -> list[Settled]:
+    """The rule of ``loops_settled_elsewhere`` (SPEC §5.1a), read-only: which of
+    the open reply ``loops`` (``unanswered_outbound``/``unanswered_inbound`` with
+    a counterparty; other loops are skipped) are settled in another thread by
+    ``now``. ``threads`` maps each loop's thread id to its messages (a replay
+    passes only those dated up to ``now``); the other threads' mail is read from
+    the source up to ``now``. Returns one ``Settled`` per loop that closes, in
+    the order of ``loops``. Writes nothing."""
+    owners = {a.lower() for a in source.owner_addresses}
+    reply_types = (LoopType.UNANSWERED_OUTBOUND, LoopType.UNANSWERED_INBOUND)
+    candidates = [
+        (i, lp)
+        for i, lp in enumerate(loops)
+        if lp.loop_type in reply_types and lp.counterparty_email
+    ]
+    if not candidates:
+        return []
     delegates: dict[int, str] = {}
-    for loop in loops:
+    for i, loop in candidates:
         if loop.loop_type != LoopType.UNANSWERED_OUTBOUND:
             continue
         text = " ".join(
@@ -609,9 +754,13 @@ def loops_settled_elsewhere(*, source: Source, now: datetime) -> int:
             source=source, party=loop.counterparty_email.lower(), asking_text=text
         )
         if delegate:
-            delegates[loop.pk] = delegate
+            delegates[i] = delegate
     messages = _substantive_exchanges(
-        source, loops, owners=owners, now=now, extra=set(delegates.values())
+        source,
+        [lp for _, lp in candidates],
+        owners=owners,
+        now=now,
+        extra=set(delegates.values()),
     )
     sent = [m.sent_at for m in messages]
     # My messages by recipient (To, Cc), oldest first: the only messages the passes
@@ -623,8 +772,8 @@ def loops_settled_elsewhere(*, source: Source, now: datetime) -> int:
             for address in {a.lower() for a in (*m.to, *m.cc) if a}:
                 mine_to.setdefault(address, []).append(m)
     mine_sent = {a: [m.sent_at for m in ms] for a, ms in mine_to.items()}
-    closed = 0
-    for loop in loops:
+    out: list[Settled] = []
+    for i, loop in candidates:
         party = loop.counterparty_email.lower()
         thread = threads.get(loop.thread_id, [])
         answer = sent_on = None
@@ -657,33 +806,32 @@ def loops_settled_elsewhere(*, source: Source, now: datetime) -> int:
             ) - content_stems(f"{party.split('@')[0]} {asking[0].from_name}")
             later = _later_elsewhere(messages, sent, loop.opened_at, loop.thread_id)
             answer = _answered_in(ask_words, later, party, owners)
-            if answer is None and loop.pk in delegates:
-                answer = _delegate_answered(later, delegates[loop.pk], owners)
+            if answer is None and i in delegates:
+                answer = _delegate_answered(later, delegates[i], owners)
             sent_on = None if answer else _sent_on(ask_words, later, party, owners)
         hit = answer or sent_on
         if hit is None:
             continue
-        result = loop_close(
-            loop=loop,
-            status=LoopStatus.DONE if answer else LoopStatus.DROPPED,
-            closed_by=CLOSED_BY_REPLY if answer else CLOSED_BY_SENT_ON,
-            actor="detector",
-            at=now,
-            evidence={
-                "message_id": hit.message_id,
-                "raw_record_id": hit.raw_record_id,
-                "quote": collapse(reply_text(hit.body))[:200],
-                "reason": (
-                    "sent_on"
-                    if answer is None
-                    else "answered_by_delegate"
-                    if (answer.from_addr or "").lower() != party
-                    else "answered_in_other_thread"
-                ),
-            },
+        out.append(
+            Settled(
+                index=i,
+                status=LoopStatus.DONE if answer else LoopStatus.DROPPED,
+                closed_by=CLOSED_BY_REPLY if answer else CLOSED_BY_SENT_ON,
+                evidence={
+                    "message_id": hit.message_id,
+                    "raw_record_id": hit.raw_record_id,
+                    "quote": collapse(reply_text(hit.body))[:200],
+                    "reason": (
+                        "sent_on"
+                        if answer is None
+                        else "answered_by_delegate"
+                        if (answer.from_addr or "").lower() != party
+                        else "answered_in_other_thread"
+                    ),
+                },
+            )
         )
-        closed += int(bool(result["closed"]))
-    return closed
+    return out
 
 
 def _later_elsewhere(
@@ -702,7 +850,7 @@ def _later_elsewhere(
 
 def _substantive_exchanges(
     source: Source,
-    loops: Sequence[OpenLoop],
+    loops: Sequence[ReplyLoop],
     *,
     owners: set[str],
     now: datetime,

@@ -393,18 +393,23 @@ def loops_stale_sweep(*, source: Source, now: datetime, actor: str = "sweep") ->
         source=source,
         status=LoopStatus.OPEN,
         detector__in=[Detector.LLM_EXTRACT, Detector.RULE_EXTRACT],
-    ).filter(
-        (
-            models_q(due_at__lt=now - STALE_OVERDUE)
-            & models_q(last_activity_at__lt=now - STALE_OVERDUE)
-        )
-        | models_q(last_activity_at__lt=now - STALE_INACTIVE)
-    )
+    ).filter(stale_at(now))
     count = 0
     for loop in candidates:
         if loop_mark_stale(loop=loop, actor=actor)["closed"]:
             count += 1
     return count
+
+
+def stale_at(now: datetime) -> Any:
+    """The staleness rule of extracted commitments at ``now`` as a filter on
+    ``OpenLoop`` (SPEC §5.4): overdue by more than 14 days with no activity for
+    14 days, or no activity for 90 days. ``loops_stale_sweep`` closes the open
+    loops it matches; a ``waiting --as-of`` replay leaves them out."""
+    return (
+        models_q(due_at__lt=now - STALE_OVERDUE)
+        & models_q(last_activity_at__lt=now - STALE_OVERDUE)
+    ) | models_q(last_activity_at__lt=now - STALE_INACTIVE)
 
 
 def models_q(**kwargs: Any) -> Any:

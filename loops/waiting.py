@@ -33,6 +33,13 @@ from loops.definitions import normalise_subject
 from loops.detectors import detect_thread
 from loops.message import MailMessage
 from loops.models import Detector, LoopStatus, OpenLoop
+from loops.pipeline import (
+    COMMITMENT_TYPES,
+    kept_message,
+    later_in_thread,
+    settled_elsewhere,
+    sibling_kept,
+)
 from loops.selectors import (
     MAILBOX_WINDOW_DAYS,
     answers_visible,
@@ -45,8 +52,10 @@ from loops.selectors import (
     reference_clock,
     sender_contacts,
     sender_kinds,
+    threads_messages,
     undeliverable,
 )
+from loops.services import stale_at
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -87,6 +96,7 @@ class LoopView:
     quote: str
     link: str
     fulfilment_suspected: bool
+    thread_id: str = ""
 
     def as_dict(self, *, trusted: bool) -> dict[str, Any]:
         """Trusted: everything; remote: counts, counterparty, summary, due only."""
@@ -144,6 +154,7 @@ def loop_view(loop: OpenLoop) -> LoopView:
         quote=last.get("quote", ""),
         link=last.get("link", ""),
         fulfilment_suspected=loop.fulfilment_suspected_at is not None,
+        thread_id=loop.thread_id,
     )
 
 
@@ -162,9 +173,15 @@ def due_bonus(due_at: datetime | None, as_of: datetime) -> int:
 
 
 def _replay_source(source: Source, as_of: datetime) -> list[LoopView]:
-    """``--as-of`` for a mailbox source: re-run the deterministic detector on the
-    threads active in the 90 days before ``as_of`` with only the mail up to then,
-    plus stored extracted loops that were open at ``as_of``. Writes nothing."""
+    """``--as-of`` for a mailbox source (SPEC §5.2, §5.5): the loops a live import
+    whose newest mail is at ``as_of`` would hold open, with only the mail up to
+    then. The rules are the import's own (``loops.pipeline``): the deterministic
+    detector on the threads active in the 90 days before ``as_of``, then the
+    cross-thread passes ``process_threads`` runs after it (``settled_elsewhere``:
+    answered in another thread, by a delegate, sent on), and for the stored
+    extracted loops opened by then and not closed before it, the staleness rule
+    (``stale_at``), fulfilment in their own thread (``kept_message`` over
+    ``later_in_thread``) and in another (``sibling_kept``). Writes nothing."""
     floor = as_of - timedelta(days=MAILBOX_WINDOW_DAYS)
     records = (
         RawRecord.objects.filter(source=source)
@@ -232,16 +249,54 @@ def _replay_source(source: Source, as_of: datetime) -> list[LoopView]:
                     quote=quote,
                     link="",
                     fulfilment_suspected=False,
+                    thread_id=spec.thread_id,
                 )
             )
-    stored = (
+    stored = list(
         OpenLoop.objects.filter(source=source, opened_at__lte=as_of)
         .exclude(detector=Detector.DETERMINISTIC_THREAD)
         .filter(Q(status=LoopStatus.OPEN) | Q(closed_at__gt=as_of))
+        .exclude(stale_at(as_of))
         .select_related("counterparty", "page")
     )
-    views.extend(loop_view(loop) for loop in stored)
-    return views
+    return _settle(source, views, stored, as_of)
+
+
+def _settle(
+    source: Source, views: list[LoopView], stored: list[OpenLoop], as_of: datetime
+) -> list[LoopView]:
+    """The replay's cross-thread and fulfilment passes (see ``_replay_source``):
+    ``views`` (replayed detector loops) less those ``settled_elsewhere`` closes,
+    plus the ``stored`` extracted loops no fulfilment rule closes by ``as_of``."""
+    thread_ids = sorted({v.thread_id for v in views} | {lp.thread_id for lp in stored})
+    threads = {
+        tid: [m for m in messages if m.date is not None and m.date <= as_of]
+        for tid, messages in threads_messages(
+            source_id=source.id, thread_ids=thread_ids
+        ).items()
+    }
+    settled = {
+        s.index
+        for s in settled_elsewhere(
+            source=source, loops=views, now=as_of, threads=threads
+        )
+    }
+    owners = {a.lower() for a in source.owner_addresses}
+    kept = {
+        i
+        for i, loop in enumerate(stored)
+        if loop.loop_type in COMMITMENT_TYPES
+        and kept_message(
+            loop=loop,
+            later=later_in_thread(loop, threads.get(loop.thread_id, [])),
+            owners=owners,
+        )
+        is not None
+    }
+    kept |= {i for i, _ in sibling_kept(source=source, loops=stored, now=as_of)}
+    return [v for i, v in enumerate(views) if i not in settled] + [
+        loop_view(loop) for i, loop in enumerate(stored) if i not in kept
+    ]
 
 
 def _freshness(sources: Sequence[Source], now: datetime) -> dict[str, Any]:
@@ -279,7 +334,7 @@ def waiting_report(
 
     Reads every source the caller may read (or the named ``sources``, which must be
     readable: ``ScopeDenied`` otherwise). ``as_of`` replays ranking (and, for mailbox
-    sources, detection) for that time; default now (mailbox sources: their newest
+    sources, detection with the import's rules: ``_replay_source``) for that time; default now (mailbox sources: their newest
     message not dated after the wall clock, ``reference_clock``; each group is aged
     against its own source's clock, given as the group's ``as_of``). Returns ``{groups, no_counterparty, count, stale, stale_sources,
     completeness, clean, redacted, as_of, sources, warnings, text?}``; remote
