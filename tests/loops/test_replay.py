@@ -166,3 +166,26 @@ def test_replay_leaves_out_a_promise_the_import_saw_kept_in_another_thread(
     assert waiting_report(caller=local_caller(), as_of=at_end)["count"] == 0
     before = waiting_report(caller=local_caller(), as_of=T0 + timedelta(hours=2))
     assert [t for t, _, _ in _loops(before)] == [LoopType.COMMITMENT_OWED_BY_ME]
+
+
+def test_replay_leaves_out_a_commitment_the_import_marked_stale(robins_mailbox, store):
+    promise = mail(
+        1, "I will arrange for the extra copies to be mailed.", at=T0,
+        thread="t-dana", subject="Copies",
+    )  # fmt: skip
+    # Mail on other matters 100 days on: the promise saw no activity for 90 days.
+    later = mail(
+        2, "Robin, the boat is ready for the season.", frm=LEE, to=(ROBIN,),
+        at=T0 + timedelta(days=100), thread="t-boat", subject="Boat",
+    )  # fmt: skip
+    _import(robins_mailbox, store, [promise])
+    _import(robins_mailbox, store, [later])
+    loop = OpenLoop.objects.get(
+        source=robins_mailbox, loop_type=LoopType.COMMITMENT_OWED_BY_ME
+    )
+    assert loop.status == LoopStatus.STALE
+    assert waiting_report(caller=local_caller())["count"] == 0
+    at_end = T0 + timedelta(days=100)
+    assert waiting_report(caller=local_caller(), as_of=at_end)["count"] == 0
+    early = waiting_report(caller=local_caller(), as_of=T0 + timedelta(days=2))
+    assert [t for t, _, _ in _loops(early)] == [LoopType.COMMITMENT_OWED_BY_ME]
