@@ -116,7 +116,12 @@ def test_replay_at_the_reference_time_equals_the_live_view(robins_mailbox, store
     assert reasons == ["answered_by_delegate", "answered_in_other_thread"]
     assert not closed.filter(status=LoopStatus.OPEN).exists()
     live = waiting_report(caller=local_caller())
+    stored = sorted(OpenLoop.objects.values_list("id", "status", "updated_at"))
+    events = LoopEvent.objects.count()
     replay = waiting_report(caller=local_caller(), as_of=END)
+    # A replay writes nothing.
+    assert sorted(OpenLoop.objects.values_list("id", "status", "updated_at")) == stored
+    assert LoopEvent.objects.count() == events
     assert live["as_of"] == replay["as_of"] == END.isoformat()
     assert replay["count"] == live["count"]
     assert _loops(replay) == _loops(live)
