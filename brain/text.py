@@ -141,3 +141,18 @@ def refuse_lone_surrogates(data: Any, *, where: str = "body") -> None:
             "one, or send the character itself.",
             detail={"fields": [{"field": where, "problem": "lone surrogate"}]},
         ) from None
+
+
+# A full-text query over more words builds a tsquery deep enough to exceed
+# PostgreSQL's stack ("stack depth limit exceeded" at about 20,000 words).
+MAX_TSQUERY_WORDS = 256
+
+
+def bounded_query(text: str) -> str:
+    """``text`` cut to its first ``MAX_TSQUERY_WORDS`` white-space separated words,
+    for a ``websearch_to_tsquery`` (SPEC §3, §4 recall): a pasted page as a query
+    answered 500. Shorter text comes back unchanged."""
+    words = text.split()
+    if len(words) <= MAX_TSQUERY_WORDS:
+        return text
+    return " ".join(words[:MAX_TSQUERY_WORDS])
