@@ -172,10 +172,13 @@ class ParsedMail:
         )
 
 
+@functools.lru_cache(maxsize=8192)
 def subject_key(subject: str) -> str:
     """Normalise a subject for threading: repeated ``Re:``/``Fw:``/``Fwd:``/``Aw:``…
     prefixes, chase prefixes (``Follow up:``, ``Reminder:``, ``2nd request:``) and
-    mailing-list tags (``[ILUG]``) stripped, whitespace collapsed, lower-cased."""
+    mailing-list tags (``[ILUG]``) stripped, whitespace collapsed, lower-cased.
+    Cached: an import asks for each message's key several times (dedup, threading,
+    ledger) and the answer depends on the subject alone."""
     text = _WS.sub(" ", subject or "").strip()
     previous = None
     while previous != text:
