@@ -46,7 +46,7 @@ from connectors.base import PermanentError
 from loops.definitions import (
     CALENDAR_METHODS,
     REPLY_PREFIX_RE,
-    reply_parser,
+    latest_reply,
 )
 
 if TYPE_CHECKING:
@@ -426,7 +426,7 @@ def split_reply(text: str) -> tuple[str, bool]:
     if not text.strip():
         return "", False
     try:
-        reply = reply_parser().parse_reply(text[:_REPLY_SCAN_CHARS])
+        reply = latest_reply(text[:_REPLY_SCAN_CHARS])
     except Exception:  # the library's regexes must never fail an import
         reply = None
     reply = _TRAILING_SEPARATOR.sub("", (reply or "").strip()).strip()
