@@ -74,9 +74,11 @@ def imcea_decode(text: str) -> str:
     return _HEX_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), body)
 
 
+@lru_cache(maxsize=8192)
 def export_entry(text: str) -> tuple[str, str]:
     """``(display name, lower-cased address)`` of one address entry in any export
     form (see the module docstring); either part is '' when the entry lacks it.
+    Cached: the same correspondents' entries come back in message after message.
 
     >>> export_entry('"Rowan Pike" <rpike@example.net>@ENRON <IMCEANOTES-x@ENRON.com>')
     ('Rowan Pike', 'rpike@example.net')

@@ -214,9 +214,23 @@ def decode_bytes(data: bytes, charset: str | None) -> tuple[str, bool]:
 
 
 def decode_header_value(value: Any) -> str:
-    """Decode a header (RFC 2047 encoded words, raw 8-bit bytes) to one line."""
+    """Decode a header (RFC 2047 encoded words, raw 8-bit bytes) to one line.
+    A header given as text is decoded once per distinct value (``_decode_text``):
+    the same list and correspondent headers come back in message after message."""
     if value is None:
         return ""
+    if isinstance(value, str):
+        return _decode_text(value)
+    return _decode_header(value)
+
+
+@functools.lru_cache(maxsize=8192)
+def _decode_text(value: str) -> str:
+    """``decode_header_value`` of a header given as text."""
+    return _decode_header(value)
+
+
+def _decode_header(value: Any) -> str:
     try:
         chunks = decode_header(value if isinstance(value, Header) else str(value))
     except Exception:  # email.errors.HeaderParseError and malformed words
