@@ -805,7 +805,7 @@ def parse_rfc822(data: bytes, *, folder: str = "") -> ParsedMail:
         body = _extract(_rfc822_parts(msg))
     raw = data.decode("utf-8", errors="replace")
     return _finish(
-        headers=lambda name: msg.get_all(name) or [],
+        headers=_header_index(msg),
         body=body,
         raw=raw,
         raw_hash=hashlib.sha256(data).hexdigest(),
@@ -813,6 +813,16 @@ def parse_rfc822(data: bytes, *, folder: str = "") -> ParsedMail:
         defects=defects,
         failed=failed_recipients(msg),
     )
+
+
+def _header_index(msg: Message) -> Callable[[str], list[Any]]:
+    """``msg.get_all(name) or []`` for any name, from one pass over the headers
+    (``get_all`` scans them all again for each of the twenty names ``_finish``
+    reads); each call answers a new list."""
+    index: dict[str, list[Any]] = {}
+    for name, value in msg.items():
+        index.setdefault(name.lower(), []).append(value)
+    return lambda name: list(index.get(name.lower(), ()))
 
 
 def parse_gmail_message(payload: dict[str, Any]) -> ParsedMail:
