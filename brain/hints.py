@@ -16,6 +16,7 @@ from django.db import connection
 
 from brain.access import Caller, ReadScope
 from brain.services.entities import entity_resolve
+from brain.text import bounded_query
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -69,7 +70,7 @@ def unsearched_sources_hint(
                     "sources": list(other),
                     "visibilities": list(scope.visibilities),
                     "lang": settings.BRAIN_FTS_LANGUAGE,
-                    "q": query,
+                    "q": bounded_query(query),
                     "limit": _PROBE_LIMIT,
                 },
             )

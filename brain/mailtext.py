@@ -121,15 +121,20 @@ def split_secondary(body: str) -> list[tuple[str, bool]]:
         quoted = _INITIALS_QUOTE.match(line) or (mail_like and _QUOTED_LINE.match(line))
         if quoted or ATTRIBUTION.match(line) or _FORWARD_LINE.match(line):
             secondary[i] = True
+    own_above = False  # some line above i is the page's own non-blank text
     for i in range(end):
         line = lines[i]
-        if not any(lines[j].strip() and not secondary[j] for j in range(i)):
-            continue
-        tail = "\n".join(lines[i + 1 : i + 1 + FOOTER_LINES])
-        if _SIGNATURE.match(line) or (_RULE.match(line) and _FOOTER_WORDS.search(tail)):
+        if own_above and (
+            _SIGNATURE.match(line)
+            or (
+                _RULE.match(line)
+                and _FOOTER_WORDS.search("\n".join(lines[i + 1 : i + 1 + FOOTER_LINES]))
+            )
+        ):
             for j in range(i, end):
                 secondary[j] = True
             break
+        own_above = own_above or bool(line.strip() and not secondary[i])
     if all(secondary[i] or not lines[i].strip() for i in range(len(lines))):
         return [(text, False)]
     for i in range(1, len(lines)):

@@ -6,8 +6,10 @@ Pure functions, no database access.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import unicodedata
+from typing import Any
 
 from brain.exceptions import InvalidParams
 
@@ -121,3 +123,36 @@ def normalize_alias(text: str) -> str:
 def estimate_tokens(text: str) -> int:
     """The SPEC §3 token estimate: characters / 4, rounded up (at least 1 for text)."""
     return (len(text) + 3) // 4
+
+
+def refuse_lone_surrogates(data: Any, *, where: str = "body") -> None:
+    """Raise ``InvalidParams`` when any string in ``data`` (parsed JSON: dicts,
+    lists, strings, numbers) holds a lone UTF-16 surrogate, as JSON's ``"\\ud800"``
+    escape decodes to: that is no Unicode text, and PostgreSQL and the UTF-8 encoder
+    refuse it later with an unhandled error (SPEC §4: bad input gets a clear error).
+    ``where`` names the input in the message ("body", "arguments")."""
+    try:
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidParams(
+            f"The request {where} holds a lone surrogate escape (such as \\ud800), "
+            "which is not Unicode text.",
+            suggestion="Send UTF-8 text: pair each high surrogate escape with a low "
+            "one, or send the character itself.",
+            detail={"fields": [{"field": where, "problem": "lone surrogate"}]},
+        ) from None
+
+
+# A full-text query over more words builds a tsquery deep enough to exceed
+# PostgreSQL's stack ("stack depth limit exceeded" at about 20,000 words).
+MAX_TSQUERY_WORDS = 256
+
+
+def bounded_query(text: str) -> str:
+    """``text`` cut to its first ``MAX_TSQUERY_WORDS`` white-space separated words,
+    for a ``websearch_to_tsquery`` (SPEC §3, §4 recall): a pasted page as a query
+    answered 500. Shorter text comes back unchanged."""
+    words = text.split()
+    if len(words) <= MAX_TSQUERY_WORDS:
+        return text
+    return " ".join(words[:MAX_TSQUERY_WORDS])

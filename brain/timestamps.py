@@ -56,21 +56,29 @@ def date_in_range(day: date, *, field: str) -> date:
     return day
 
 
+# A replay looks back from ``as_of`` (90 days for a mailbox, SPEC §5.2) and ranks
+# against it, so ``as_of`` keeps a year's room above the earliest timestamp.
+MIN_AS_OF = datetime(2, 1, 2, tzinfo=UTC)
+
+
 def as_of_from_text(value: str, *, field: str = "as_of") -> datetime:
     """The replay time a caller typed, as an aware UTC datetime (SPEC §5.5
-    ``--as-of``): an ISO 8601 time (with an offset or ``Z``; without one it means
-    UTC, as ``timestamp_in_range`` reads every timestamp), or a bare date
-    ``YYYY-MM-DD``, meaning the end of that day, 23:59:59 UTC. The CLI, the HTTP
-    endpoint and the console read ``as_of`` only through this function.
+    ``--as-of``): a date in any ISO 8601 form (``2001-05-15``, ``20010515``,
+    ``2001-W20-2``), meaning the end of that day, 23:59:59 UTC; or an ISO 8601 time
+    (with an offset or ``Z``; without one it means UTC, as ``timestamp_in_range``
+    reads every timestamp). The CLI and the HTTP endpoint read ``as_of`` only
+    through this function.
 
-    Raises ``InvalidParams`` for text that is neither, or outside the supported
-    range."""
+    Raises ``InvalidParams`` for text that is neither, or outside
+    ``MIN_AS_OF .. MAX_TIMESTAMP``."""
     text = value.strip()
     try:
-        if len(text) == 10:
-            day = date_in_range(date.fromisoformat(text), field=field)
-            return datetime.combine(day, time(23, 59, 59), tzinfo=UTC)
-        return timestamp_in_range(datetime.fromisoformat(text), field=field)
+        try:
+            day = date.fromisoformat(text)
+        except ValueError:
+            when = datetime.fromisoformat(text)
+        else:
+            when = datetime.combine(day, time(23, 59, 59), tzinfo=UTC)
     except ValueError:
         raise InvalidParams(
             f"'{field}' {value!r} is not an ISO 8601 time or date.",
@@ -78,3 +86,13 @@ def as_of_from_text(value: str, *, field: str = "as_of") -> datetime:
             "2001-05-15 (the end of that day, UTC).",
             detail={"field": field, "value": value},
         ) from None
+    when = timestamp_in_range(when, field=field)
+    if when < MIN_AS_OF:
+        raise InvalidParams(
+            f"'{field}' {value!s} is before the earliest replay time "
+            f"({MIN_AS_OF.isoformat()}).",
+            suggestion=f"Send '{field}' from {MIN_AS_OF.date().isoformat()} on: a "
+            "replay looks back 90 days from it.",
+            detail={"field": field, "value": value, "min": MIN_AS_OF.isoformat()},
+        )
+    return when

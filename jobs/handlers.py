@@ -58,6 +58,29 @@ def require(job: Job, name: str) -> Any:
     return value
 
 
+def address_list(job: Job, name: str) -> list[str]:
+    """``job.params[name]`` as a list of addresses: a JSON list of strings, or one
+    string holding one address or several separated by commas (``--param
+    owners=me@example.org``); ``[]`` when absent. Raises ``InvalidParams`` (a
+    permanent failure) for anything else: ``list("me@x.org")`` had made the
+    owners ``['.', '@', 'e', …]`` without a word."""
+    value = (job.params or {}).get(name)
+    if value in (None, "", []):
+        return []
+    if isinstance(value, str):
+        value = [part for part in (p.strip() for p in value.split(",")) if part]
+    if not isinstance(value, list) or not all(
+        isinstance(v, str) and "@" in v for v in value
+    ):
+        raise InvalidParams(
+            f"Job kind {job.kind!r}: the parameter {name!r} must be addresses, "
+            f"not {value!r}.",
+            suggestion=f'Pass {name}=me@example.org, or a JSON list: {name}=["me@example.org"].',
+            detail={"kind": job.kind, "field": name},
+        )
+    return value
+
+
 def as_result(report: Any) -> Any:
     """A service's report as JSON-safe data (``as_dict()``, dataclass, or as is)."""
     if hasattr(report, "as_dict"):
@@ -132,7 +155,7 @@ def import_mail(job: Job, ctx: JobContext) -> Any:
     report = run(
         source_id=source_id,
         path=path,
-        owners=list((job.params or {}).get("owners") or []),
+        owners=address_list(job, "owners"),
         progress=progress,
         actor=f"job:{job.pk}",
     )

@@ -391,6 +391,7 @@ class SenderProfileAdmin(admin.ModelAdmin):
         self, request: HttpRequest, queryset: QuerySet[SenderProfile], kind: str
     ) -> None:
         totals = {"senders": 0, "closed": 0, "opened": 0, "reopened": 0}
+        unranked = 0
         for profile in queryset.select_related("source"):
             out = sender_mark(
                 source=profile.source,
@@ -401,13 +402,24 @@ class SenderProfileAdmin(admin.ModelAdmin):
             totals["senders"] += 1
             for key in ("closed", "opened", "reopened"):
                 totals[key] += out[key]
-        self.message_user(
-            request,
+            if kind == SenderProfile.Kind.AUTOMATED:
+                unranked += OpenLoop.objects.filter(
+                    source=profile.source,
+                    counterparty_email__iexact=profile.address,
+                    status=LoopStatus.OPEN,
+                ).count()
+        text = (
             f"{totals['senders']} sender(s) marked {kind}; their loops were "
             f"re-evaluated: {totals['closed']} closed, {totals['opened']} opened, "
-            f"{totals['reopened']} reopened.",
-            messages.SUCCESS,
+            f"{totals['reopened']} reopened."
         )
+        if unranked:
+            # Promises and asks stay open: an automated sender is only not ranked.
+            text += (
+                f" {unranked} other open loop(s) with them stay open and leave the "
+                "Waiting ranking (listed there under 'Automated senders')."
+            )
+        self.message_user(request, text, messages.SUCCESS)
 
     @admin.action(description="Mark as a person (expects replies)")
     def mark_person(

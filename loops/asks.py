@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import lru_cache
 
 from loops.definitions import URL_RE, collapse
 from loops.extractors.rules import EXPLICIT_DATE_RE, resolve_due
@@ -217,11 +218,22 @@ def find_asks(text: str) -> list[Ask]:
     """Every ask in ``text`` (already the newest, unquoted part of a message).
     A long text that opens with an FYI preface ("Don't know if you saw this
     already.") is a pasted article: only asks in its first
-    ``PREFACE_SENTENCES`` sentences count."""
+    ``PREFACE_SENTENCES`` sentences count.
+
+    The answer is a new list each call; the asks are computed once per distinct
+    text (``_asks_of``): detection reads the same message's asks several times,
+    and each import batch's cross-thread pass reads those of every open loop
+    again (SPEC §11 loop-heavy ingest)."""
+    return list(_asks_of(text or ""))
+
+
+@lru_cache(maxsize=4096)
+def _asks_of(text: str) -> tuple[Ask, ...]:
+    """``find_asks`` of ``text``, as a tuple of the (frozen) asks."""
     found = sentences(text)
     if len(found) > PASTED_MIN_SENTENCES and _FYI_PREFACE.match(found[0]):
         found = found[:PREFACE_SENTENCES]
-    return [a for a in (sentence_ask(s) for s in found) if a]
+    return tuple(a for a in (sentence_ask(s) for s in found) if a)
 
 
 def live_asks(

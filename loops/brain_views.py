@@ -38,7 +38,8 @@ def card_threads(
     *, scope: ReadScope, pages: list[Page], limit: int = CARD_OPEN_THREADS
 ) -> dict[int, list[dict[str, Any]]]:
     """Open loops whose counterparty is one of ``pages`` (SPEC §5), as card threads
-    ``{kind: commitment, text, date, direction, due, counterparty, status, loop_id}``,
+    ``{kind: commitment, text, date, direction, due, counterparty, status, loop_id,
+    fact_id}`` (``fact_id``: the loop's projected commitment fact, or None),
     due soonest first, at most ``limit`` per page. Loop summaries are not redacted
     (SPEC §5.5 lets remote callers see summary, counterparty and due date)."""
     if not pages:
@@ -52,9 +53,16 @@ def card_threads(
     ).order_by(F("due_at").asc(nulls_last=True), "-opened_at", "pk")
     # Plain rows, no model instances: the card is on entity()'s latency path.
     fields = ("counterparty_id", "pk", "summary", "opened_at", "loop_type", "due_at")
-    for page_id, pk, summary, opened_at, loop_type, due_at, status in rows.values_list(
-        *fields, "status"
-    )[: limit * len(pages)]:
+    for (
+        page_id,
+        pk,
+        summary,
+        opened_at,
+        loop_type,
+        due_at,
+        status,
+        fact_id,
+    ) in rows.values_list(*fields, "status", "fact_id")[: limit * len(pages)]:
         if page_id is None:  # excluded by the filter; narrows the type
             continue
         items = by_page.setdefault(page_id, [])
@@ -70,6 +78,8 @@ def card_threads(
                 "counterparty": slug_of[page_id],
                 "status": status,
                 "loop_id": str(pk),
+                # The loop's projected commitment fact, so the card lists it once.
+                "fact_id": str(fact_id) if fact_id else None,
             }
         )
     return by_page

@@ -26,6 +26,7 @@ from django.db import transaction
 from django.db.models.functions import Substr
 from django.utils import timezone
 
+from brain.bulk import bulk_insert_objects
 from brain.llm import anthropic_client
 from brain.models import Page, RawRecord, Source
 from loops.asks import asks_for_contact
@@ -664,12 +665,16 @@ def loops_settled_elsewhere(*, source: Source, now: datetime) -> int:
     event's evidence. Runs at the end of ``process_threads``; the rule itself is
     ``settled_elsewhere``, which a ``waiting --as-of`` replay runs too. Returns the
     number closed."""
+    # Only the columns the passes read: every batch of an import reads every open
+    # reply loop again, and ``loop_close`` re-reads the one it closes.
     loops = list(
         OpenLoop.objects.filter(
             source=source,
             status=LoopStatus.OPEN,
             loop_type__in=[LoopType.UNANSWERED_OUTBOUND, LoopType.UNANSWERED_INBOUND],
-        ).exclude(counterparty_email="")
+        )
+        .exclude(counterparty_email="")
+        .only("id", "loop_type", "counterparty_email", "thread_id", "opened_at")
     )
     if not loops:
         return 0
@@ -772,6 +777,22 @@ def settled_elsewhere(
             for address in {a.lower() for a in (*m.to, *m.cc) if a}:
                 mine_to.setdefault(address, []).append(m)
     mine_sent = {a: [m.sent_at for m in ms] for a, ms in mine_to.items()}
+    # The exchanges by sender, oldest first: an outbound loop's answer comes from
+    # its party (_answered_in) or its delegate (_delegate_answered), so each loop
+    # reads that sender's list instead of every later exchange.
+    by_sender: dict[str, list[MailMessage]] = {}
+    for m in messages:
+        by_sender.setdefault((m.from_addr or "").lower(), []).append(m)
+    by_sender_sent = {a: [m.sent_at for m in ms] for a, ms in by_sender.items()}
+
+    def later_from(address: str, moment: datetime, thread_id: str) -> list[MailMessage]:
+        return _later_elsewhere(
+            by_sender.get(address, []),
+            by_sender_sent.get(address, []),
+            moment,
+            thread_id,
+        )
+
     out: list[Settled] = []
     for i, loop in candidates:
         party = loop.counterparty_email.lower()
@@ -804,11 +825,22 @@ def settled_elsewhere(
             ask_words = content_stems(
                 " ".join(reply_text(m.body) for m in asking)
             ) - content_stems(f"{party.split('@')[0]} {asking[0].from_name}")
-            later = _later_elsewhere(messages, sent, loop.opened_at, loop.thread_id)
-            answer = _answered_in(ask_words, later, party, owners)
+            answer = _answered_in(
+                ask_words,
+                later_from(party, loop.opened_at, loop.thread_id),
+                party,
+                owners,
+            )
             if answer is None and i in delegates:
-                answer = _delegate_answered(later, delegates[i], owners)
-            sent_on = None if answer else _sent_on(ask_words, later, party, owners)
+                delegate = delegates[i]
+                answer = _delegate_answered(
+                    later_from(delegate, loop.opened_at, loop.thread_id),
+                    delegate,
+                    owners,
+                )
+            if answer is None and len(ask_words) >= SENT_ON_MIN_WORDS:
+                later = _later_elsewhere(messages, sent, loop.opened_at, loop.thread_id)
+                sent_on = _sent_on(ask_words, later, party, owners)
         hit = answer or sent_on
         if hit is None:
             continue
@@ -1146,7 +1178,7 @@ def _chunk_process(
         outcomes.append(result)
     if batch is not None:
         batch.flush()
-    ExtractionRun.objects.bulk_create(runs, ignore_conflicts=True)
+    bulk_insert_objects(runs, conflict=["idempotency_key"])
     return outcomes
 
 

@@ -379,6 +379,21 @@ def resolve_first_name(name: str, addresses: Iterable[str]) -> str:
     return hits.pop() if len(hits) == 1 else ""
 
 
+OPENING_CHARS = 80
+
+
+def _opening(text: str) -> str:
+    """The first ``OPENING_CHARS`` characters of ``text`` with digit runs as "#"
+    and whitespace collapsed (``strip``-ed). Read from a prefix first: both
+    substitutions are local, so once the prefix gives more than
+    ``OPENING_CHARS`` characters the whole text gives the same ones."""
+    for head in (text[: OPENING_CHARS * 5], text):
+        opening = _WS.sub(" ", _DIGITS.sub("#", head)).strip()
+        if len(opening) > OPENING_CHARS or head is text:
+            return opening[:OPENING_CHARS]
+    return ""  # unreachable: the last head is the whole text
+
+
 def sender_stats(
     messages: Iterable[MailMessage], *, owner_addresses: Collection[str]
 ) -> dict[str, SenderStats]:
@@ -426,7 +441,7 @@ def sender_stats(
             serial = _SERIAL.match(numbered)
             if serial:
                 s.serials[serial.group(1)] += 1
-        opening = _WS.sub(" ", _DIGITS.sub("#", reply_text(m.body))).strip()[:80]
+        opening = _opening(reply_text(m.body))
         if len(opening) >= 20:
             s.openings[opening.lower()] += 1
         # A mailing list's footer is the list's wording, not the sender's: list

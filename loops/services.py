@@ -22,6 +22,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from brain.bulk import bulk_insert_objects
 from brain.exceptions import InvalidParams, NotFound
 from brain.models import (
     Fact,
@@ -665,12 +666,14 @@ class LoopBatch:
             if loop.counterparty_id is None and loop.counterparty_email:
                 loop.counterparty = pages.get(loop.counterparty_email)
             loops.append(loop)
-        OpenLoop.objects.bulk_create(loops)
+        # One unnest statement each (``brain.bulk``), the rows ``bulk_create``
+        # would write: its per-value compilation cost more than the inserts.
+        bulk_insert_objects(loops)
         events = []
         for loop, event in self.pending:
             event.loop = loop
             events.append(event)
-        LoopEvent.objects.bulk_create(events)
+        bulk_insert_objects(events)
         count = len(self.pending)
         self.pending.clear()
         return count

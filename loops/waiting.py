@@ -476,6 +476,8 @@ def waiting_report(
         )
         inside = total - older
         if inside < FEW_IN_WINDOW and older > inside:
+            # Detection looked at a sliver of this mailbox: no "you are clean".
+            completeness = "partial"
             warnings.append(
                 f"Source {source.id}: only {inside} of its {total} messages fall in "
                 f"the {MAILBOX_WINDOW_DAYS} days before its newest message "

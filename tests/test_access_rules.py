@@ -372,6 +372,33 @@ def test_non_object_bodies_are_invalid_params_and_write_nothing(
     assert not Page.objects.filter(title__iexact="aaa").exists()
 
 
+def test_a_lone_surrogate_escape_in_a_body_is_invalid_params_not_a_500(
+    source_a, make_key, api_client
+) -> None:  # type: ignore[no-untyped-def]
+    """JSON's ``"\\ud800"`` decodes to a lone surrogate, which the UTF-8 encoder
+    and PostgreSQL refuse: it reached them and answered 500 (newcomer)."""
+    client = api_client(make_key(source_a).plaintext)
+    for url, field in (
+        ("/api/recall", "query"),
+        ("/api/entity", "name"),
+        ("/api/remember", "fact"),
+        ("/api/context_pack", "entities"),
+    ):
+        raw = f'{{"{field}": "quokka \\ud800", "provenance": "test"}}'
+        response = client.post(url, data=raw, content_type="application/json")
+        assert response.status_code == 400, (url, response.content)
+        body = response.json()
+        assert body["error"] == "invalid_params"
+        assert "lone surrogate" in body["message"]
+    # A proper pair is text (U+1F600) and is not refused.
+    fine = client.post(
+        "/api/recall",
+        data='{"query": "quokka \\ud83d\\ude00"}',
+        content_type="application/json",
+    )
+    assert fine.status_code == 200, fine.content
+
+
 def test_expired_keys_no_longer_authenticate(source_a, api_client) -> None:  # type: ignore[no-untyped-def]
     issued = apikey_create(
         name="short",

@@ -564,6 +564,9 @@ def _threads(
     items: list[dict[str, Any]] = list(
         entity_loop_threads(scope=scope, pages=[page]).get(page.pk, [])
     )
+    # A commitment fact an open loop projected is that loop: listed once.
+    projected = {t.get("fact_id") for t in items if t.get("fact_id")}
+    commitments = [c for c in commitments if str(c[0]) not in projected]
     far = datetime.max.replace(tzinfo=UTC)
     ordered = sorted(commitments, key=lambda c: (c[3] or far, -c[2].timestamp(), -c[0]))
     items += [

@@ -46,7 +46,7 @@ from connectors.base import PermanentError
 from loops.definitions import (
     CALENDAR_METHODS,
     REPLY_PREFIX_RE,
-    reply_parser,
+    latest_reply,
 )
 
 if TYPE_CHECKING:
@@ -172,10 +172,13 @@ class ParsedMail:
         )
 
 
+@functools.lru_cache(maxsize=8192)
 def subject_key(subject: str) -> str:
     """Normalise a subject for threading: repeated ``Re:``/``Fw:``/``Fwd:``/``Aw:``…
     prefixes, chase prefixes (``Follow up:``, ``Reminder:``, ``2nd request:``) and
-    mailing-list tags (``[ILUG]``) stripped, whitespace collapsed, lower-cased."""
+    mailing-list tags (``[ILUG]``) stripped, whitespace collapsed, lower-cased.
+    Cached: an import asks for each message's key several times (dedup, threading,
+    ledger) and the answer depends on the subject alone."""
     text = _WS.sub(" ", subject or "").strip()
     previous = None
     while previous != text:
@@ -211,9 +214,23 @@ def decode_bytes(data: bytes, charset: str | None) -> tuple[str, bool]:
 
 
 def decode_header_value(value: Any) -> str:
-    """Decode a header (RFC 2047 encoded words, raw 8-bit bytes) to one line."""
+    """Decode a header (RFC 2047 encoded words, raw 8-bit bytes) to one line.
+    A header given as text is decoded once per distinct value (``_decode_text``):
+    the same list and correspondent headers come back in message after message."""
     if value is None:
         return ""
+    if isinstance(value, str):
+        return _decode_text(value)
+    return _decode_header(value)
+
+
+@functools.lru_cache(maxsize=8192)
+def _decode_text(value: str) -> str:
+    """``decode_header_value`` of a header given as text."""
+    return _decode_header(value)
+
+
+def _decode_header(value: Any) -> str:
     try:
         chunks = decode_header(value if isinstance(value, Header) else str(value))
     except Exception:  # email.errors.HeaderParseError and malformed words
@@ -423,7 +440,7 @@ def split_reply(text: str) -> tuple[str, bool]:
     if not text.strip():
         return "", False
     try:
-        reply = reply_parser().parse_reply(text[:_REPLY_SCAN_CHARS])
+        reply = latest_reply(text[:_REPLY_SCAN_CHARS])
     except Exception:  # the library's regexes must never fail an import
         reply = None
     reply = _TRAILING_SEPARATOR.sub("", (reply or "").strip()).strip()
@@ -788,7 +805,7 @@ def parse_rfc822(data: bytes, *, folder: str = "") -> ParsedMail:
         body = _extract(_rfc822_parts(msg))
     raw = data.decode("utf-8", errors="replace")
     return _finish(
-        headers=lambda name: msg.get_all(name) or [],
+        headers=_header_index(msg),
         body=body,
         raw=raw,
         raw_hash=hashlib.sha256(data).hexdigest(),
@@ -796,6 +813,16 @@ def parse_rfc822(data: bytes, *, folder: str = "") -> ParsedMail:
         defects=defects,
         failed=failed_recipients(msg),
     )
+
+
+def _header_index(msg: Message) -> Callable[[str], list[Any]]:
+    """``msg.get_all(name) or []`` for any name, from one pass over the headers
+    (``get_all`` scans them all again for each of the twenty names ``_finish``
+    reads); each call answers a new list."""
+    index: dict[str, list[Any]] = {}
+    for name, value in msg.items():
+        index.setdefault(name.lower(), []).append(value)
+    return lambda name: list(index.get(name.lower(), ()))
 
 
 def parse_gmail_message(payload: dict[str, Any]) -> ParsedMail:

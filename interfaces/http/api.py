@@ -21,6 +21,7 @@ from ninja.parser import Parser
 
 from brain.access import Caller
 from brain.exceptions import PROTOCOL_VERSION, BrainError, ScopeDenied, envelope
+from brain.text import refuse_lone_surrogates
 from connectors.selectors import imports_health
 from interfaces.callers import caller_for_bearer, caller_for_user
 from interfaces.doctor import doctor_report, health_degraded
@@ -44,6 +45,7 @@ class ObjectBodyParser(Parser):
             raise BodyNotAnObject(
                 f"The request body must be a JSON object, not {_json_kind(data)}."
             )
+        refuse_lone_surrogates(data)
         return data
 
 
@@ -180,6 +182,8 @@ def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
         exc.status_code, "invalid_params" if exc.status_code < 500 else "internal"
     )
     cause = exc.__cause__
+    if isinstance(cause, BrainError):  # the body parser's own refusal
+        return on_brain_error(request, cause)
     if isinstance(cause, json.JSONDecodeError):
         message = f"The request body is not valid JSON: {cause.msg}."
     elif isinstance(cause, BodyNotAnObject):

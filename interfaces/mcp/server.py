@@ -32,6 +32,7 @@ from pydantic import ValidationError
 
 from brain.access import Caller
 from brain.exceptions import BrainError, InternalError, InvalidParams
+from brain.text import refuse_lone_surrogates
 from interfaces.mcp.tools import SURFACES, ToolSpec, tools_for_surface
 
 logger = logging.getLogger(__name__)
@@ -150,6 +151,10 @@ class BrainMCPServer(MCPServer):
                     },
                 )
             )
+        try:
+            refuse_lone_surrogates(arguments, where="arguments")
+        except InvalidParams as exc:
+            return error_result(exc)
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:

@@ -108,3 +108,12 @@ def test_no_chunk_mixes_own_words_and_quoted_history() -> None:
     assert chunks[0] == ("meant the primary, not the election.", False)
     assert all(secondary for _, secondary in chunks[1:]) and len(chunks) == 2
     assert chunk_segments("") == []
+
+
+def test_a_signature_line_with_only_quoted_text_above_it_is_not_a_signature() -> None:
+    """A "-- " line ends the page's own text only when some own text is above it;
+    here everything above is quoted, so the words below are the page's own."""
+    body = "On Monday, Ann wrote:\n> the plan is fine\n--\nAgreed, we go ahead."
+    assert "Agreed, we go ahead." in own_text(body)
+    signed = "Agreed.\n> the plan is fine\n--\nRobin Quill"
+    assert secondary_text(signed).endswith("--\nRobin Quill")

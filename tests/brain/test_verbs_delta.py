@@ -74,6 +74,15 @@ def test_delta_needs_since_or_session() -> None:
         verb_delta(caller=local_caller())
 
 
+def test_a_session_id_longer_than_a_cursor_holds_is_invalid_params() -> None:
+    """It reached the database and came back as "The database refused a value …
+    Remove NUL characters" (newcomer): the wrong problem and the wrong fix."""
+    with pytest.raises(InvalidParams, match="at most 200") as err:
+        verb_delta(caller=local_caller(), session_id="s" * 100_000)
+    assert err.value.detail["fields"][0]["field"] == "session_id"
+    assert not SessionCursor.objects.exists()
+
+
 def test_session_cursor_advances_to_the_newest_delivered_item(default_source) -> None:  # type: ignore[no-untyped-def]
     add_page(default_source, title="First Person")
     first = verb_delta(caller=local_caller(), session_id="abc")

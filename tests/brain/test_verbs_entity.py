@@ -19,7 +19,7 @@ from brain.services.entities import (
 )
 from brain.services.facts import fact_remember
 from brain.services.pages import PageInput, pages_write
-from brain.services.verbs import verb_entity
+from brain.services.verbs import verb_context_pack, verb_entity
 from tests.brain.conftest import add_page
 from tests.factories import TimelineEntryFactory, page_type, relation_type
 
@@ -441,6 +441,40 @@ def test_card_open_threads_put_open_loops_first_with_loop_fields(
         "counterparty": page.slug,
         "status": "open",
         "loop_id": str(loop.pk),
+        "fact_id": None,
     }
     assert threads[0]["due"].startswith(due.strftime("%Y-%m-%d"))
     assert [t["text"] for t in threads[1:]] == ["Send Loop Person the deck"]
+
+
+def test_a_loop_and_the_commitment_fact_it_projected_are_one_open_thread(
+    default_source,
+) -> None:  # type: ignore[no-untyped-def]
+    """A commitment loop projects a commitment fact (SPEC §5.3): the card listed
+    the promise twice (the loop, then its fact) and context_pack's text three times
+    ("open:" twice and "fact [commitment]"), newcomer."""
+    from loops.models import OpenLoop
+
+    page = add_page(default_source, title="Promise Person")
+    text = "I promised Promise Person: I will send the deck."
+    fact = fact_remember(
+        caller=local_caller(),
+        text=text,
+        provenance="t",
+        entity=page,
+        kind="commitment",
+    )
+    loop = OpenLoop.objects.create(
+        source=default_source,
+        dedup_key="commit:deadbeef",
+        loop_type="commitment_owed_by_me",
+        counterparty=page,
+        summary=text,
+        detector="rule_extract",
+        fact_id=fact.fact.pk,
+    )
+    card = verb_entity(caller=local_caller(), name="Promise Person")["card"]
+    assert [t.get("loop_id") for t in card["open_threads"]] == [str(loop.pk)]
+    assert card["open_threads"][0]["fact_id"] == str(fact.fact.pk)
+    pack = verb_context_pack(caller=local_caller(), entities="Promise Person")
+    assert pack["text"].count("I will send the deck") == 1, pack["text"]

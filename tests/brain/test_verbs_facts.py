@@ -233,3 +233,13 @@ def test_a_world_fact_about_a_private_page_does_not_name_it_to_a_remote_key(
     assert [f["fact"] for f in seen] == ["Heather Quill prefers the weekly report"]
     assert seen[0]["entity_slug"] is None
     assert trusted[0]["entity_slug"] == "people/heather-quill"
+
+
+def test_recall_of_a_query_as_long_as_a_pasted_page_answers(alice) -> None:  # type: ignore[no-untyped-def]
+    """A 20,000-word query made the facts arm's tsquery exceed PostgreSQL's stack
+    ("stack depth limit exceeded", a 500 on every transport); the keyword reads
+    take the query's first ``MAX_TSQUERY_WORDS`` words, as search keeps its first
+    terms."""
+    remember("Alice reviews the curve every Monday", entity=alice)
+    out = verb_recall(caller=local_caller(), query="curve " * 20000)
+    assert [f["fact"] for f in out["facts"]] == ["Alice reviews the curve every Monday"]

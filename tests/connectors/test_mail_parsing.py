@@ -221,3 +221,27 @@ def test_a_file_that_is_not_mail_is_refused_not_imported() -> None:
         parse_rfc822(
             b"root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1::/usr/sbin:/bin/sh\n"
         )
+
+
+LIBRARY_REPLY_TEXTS = [
+    "Sounds good, see you then.\n\nOn Mon, Jun 3, 2024 at 9:00 AM Ann Quill "
+    "<ann@quill.example> wrote:\n> Shall we meet at ten?\n",
+    "\n\nOn Mon, Jun 3, 2024 at 9:00 AM Ann <ann@quill.example> wrote:\n> first\n"
+    "Answer below the quote.\n",
+    "Thanks!\n\n-----Original Message-----\nFrom: Bo Tamsin [mailto:bo@tamsin.example]"
+    "\nSent: Tuesday, May 7, 2024 10:01 AM\nTo: Robin\nSubject: numbers\n\nHere.\n"
+    "\n-----Original Message-----\nFrom: Robin\nSent: Monday\n\nNumbers?\n",
+    "Best regards,\nRobin Quill\nSent from my phone\n",
+    "Am 03.06.2024 um 09:00 schrieb Ann <ann@quill.example>:\n> Hallo\n",
+    "",
+    "no headers at all, just text\r\nwith CRLF\r\n__________\nunder a rule",
+]
+
+
+@pytest.mark.parametrize("text", LIBRARY_REPLY_TEXTS)
+def test_latest_reply_is_the_librarys_parse_reply(text: str) -> None:
+    """``latest_reply`` skips mail-parser-reply's signature and disclaimer pass
+    (its ``parse_reply`` never reads it) and answers what the library answers."""
+    from loops.definitions import latest_reply, reply_parser
+
+    assert latest_reply(text) == reply_parser().parse_reply(text)

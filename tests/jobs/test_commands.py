@@ -324,3 +324,40 @@ def test_the_demo_sample_has_one_folder_document_and_it_is_not_read_as_mail() ->
     locations = {entry.location for entry in reader}
     assert reader.not_mail == ["SOURCE.txt"]
     assert "SOURCE.txt" not in locations
+
+
+@pytest.mark.django_db
+def test_run_job_import_mail_reads_a_plain_owner_as_one_address(
+    tmp_path,  # type: ignore[no-untyped-def]
+) -> None:
+    """``--param owners=me@x.org`` is a string: ``list()`` made the owners its
+    characters (``['.', '@', 'e', …]``) without a word (newcomer); a comma list is
+    several addresses, and anything that is no address fails the job clearly."""
+    from brain.models import Source
+
+    mbox = one_message_mbox(tmp_path)
+    run(
+        "run_job",
+        "import_mail",
+        "--param",
+        "source_id=plain",
+        "--param",
+        f"path={mbox}",
+        "--param",
+        "owners=ada@example.org, bo@example.org",
+        "--no-progress",
+    )
+    owners = Source.objects.get(pk="plain").owner_addresses
+    assert sorted(owners) == ["ada@example.org", "bo@example.org"]
+    with pytest.raises(CommandError, match="must be addresses"):
+        run(
+            "run_job",
+            "import_mail",
+            "--param",
+            "source_id=odd",
+            "--param",
+            f"path={mbox}",
+            "--param",
+            "owners=5",
+            "--no-progress",
+        )

@@ -23,6 +23,12 @@ pytestmark = pytest.mark.django_db
 # A question of mine with no promise in it: the detector's loop only (a promise
 # would add a commitment loop, written by the commitment projection).
 ASK = "Still no word on the Leander closing?"
+# Every statement of one process_threads call on one chunk: the source and its
+# reference time, mutes and grace holds, the chunk's messages, pages, loops and
+# state, the source-wide sender and bounce reads, the three batched inserts and the
+# cross-thread passes. A new per-thread statement shows up as a difference between
+# 3 and 12 threads; a new per-chunk one as a change of this number.
+CHUNK_QUERIES = 26
 
 
 def asks(
@@ -61,6 +67,7 @@ def test_new_loops_of_a_chunk_cost_the_same_statements_for_3_or_12_threads(
 
     assert (first["opened"], second["opened"]) == (3, 12)
     assert len(twelve.captured_queries) == len(three.captured_queries)
+    assert len(three.captured_queries) == CHUNK_QUERIES
     loops = OpenLoop.objects.filter(
         source=mailbox, loop_type=LoopType.UNANSWERED_OUTBOUND
     )

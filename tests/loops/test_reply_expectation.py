@@ -936,3 +936,14 @@ def test_my_thanks_after_my_ask_closes_it() -> None:
     to_bob = mail(4, "Thanks.\n\nOlivia", frm=ME, to=(BOB,), hours=2)
     assert opened([ask, chase]) == [LoopType.UNANSWERED_OUTBOUND]
     assert opened([ask, to_bob]) == [LoopType.UNANSWERED_OUTBOUND]
+
+
+def test_find_asks_answers_a_new_list_each_call() -> None:
+    """The asks of a text are computed once and reused; a caller changing the
+    list it got does not change what the next caller gets."""
+    text = "Could you send the Quill invoice? Please call me too."
+    first = find_asks(text)
+    first.clear()
+    again = find_asks(text)
+    assert [a.kind for a in again] == ["question", "request"]
+    assert again is not find_asks(text)

@@ -4,6 +4,7 @@ names and addresses only."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -295,3 +296,52 @@ def test_plain_mute_says_existing_loops_stay(acme, store, staff) -> None:
     assert "existing open loops stay open" in response.content.decode()
     loop.refresh_from_db()
     assert loop.status == LoopStatus.OPEN
+
+
+def test_marking_a_sender_automated_says_which_loops_leave_the_ranking(
+    acme, store, staff
+) -> None:
+    """A promise I made to a sender stays open when the sender is marked
+    automated, but leaves the ranking: the message said "0 closed" and the
+    dashboard dropped the group without a word (newcomer)."""
+    from loops.services import loop_open
+
+    store(acme, [mail(1, "Thanks for the numbers.", days=6), CLOCK])
+    process_threads(source_id=acme.id, thread_ids=["t1"])
+    loop_open(
+        source=acme,
+        loop_type=LoopType.COMMITMENT_OWED_BY_ME,
+        summary="I promised Ann the Q2 plan",
+        actor="test",
+        counterparty_email=ANN,
+    )
+    profile = SenderProfile.objects.get(source=acme, address=ANN)
+    response = staff.post(
+        reverse("admin:loops_senderprofile_changelist"),
+        {"action": "mark_automated", "_selected_action": [profile.pk]},
+        follow=True,
+    )
+    text = response.content.decode()
+    assert "1 other open loop(s) with them stay open and leave the Waiting" in text
+    page = staff.get(reverse("admin:loops_waiting")).content.decode()
+    assert "Automated senders (not ranked)" in page and ANN in page
+
+
+def test_a_message_opening_reads_the_same_from_a_long_body() -> None:
+    """A sender's opening (first 80 characters, digit runs as "#", whitespace
+    collapsed) is read from the start of the body; what lies past it, a digit run
+    or whitespace cut at the prefix included, does not change it."""
+    from loops.senders import _opening
+
+    def whole(text: str) -> str:
+        return re.sub(r"\s+", " ", re.sub(r"\d+", "#", text)).strip()[:80]
+
+    texts = [
+        " \n" * 300 + "Order 12345 shipped to Quill Inc on 2024-05-06. " * 5,
+        "Invoice " + "9" * 1000 + " is due",
+        "Short 42 text",
+        "word " * 79 + "\n\n\n" + "7" * 50,
+        "",
+    ]
+    for text in texts:
+        assert _opening(text) == whole(text)

@@ -48,3 +48,31 @@ def test_a_block_without_a_split_mark_does_not_ask_pysbd(
         "Thanks for the numbers",
         "Robin",
     ]
+
+
+SPAN_TEXTS = [
+    "Call me. Call me. Then call me again.",
+    "Done.  Next one?\n\nYes!   ",
+    "Mr. Abel met Dr. Brandt.\u00a0He agreed.\x1cShe left.",
+    "Is it 5 p.m.? It is. It is.",
+    "See (a) the cost. (b) the date. Thanks.",
+]
+
+
+@pytest.mark.parametrize("text", SPAN_TEXTS)
+def test_sentences_are_found_back_where_pysbd_finds_them(text: str) -> None:
+    """The segmenter finds each sentence in the text by ``str.find`` instead of
+    pysbd's regular expression per sentence: the same texts and spans, repeated
+    sentences and odd whitespace included."""
+    import pysbd
+
+    ours = sentences._segmenter()
+    theirs = pysbd.Segmenter(language="en", clean=False)
+    assert ours.segment(text) == theirs.segment(text)
+    ours.char_span = theirs.char_span = True
+    try:
+        assert [(s.sent, s.start, s.end) for s in ours.segment(text)] == [
+            (s.sent, s.start, s.end) for s in theirs.segment(text)
+        ]
+    finally:
+        ours.char_span = False

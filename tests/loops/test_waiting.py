@@ -372,6 +372,10 @@ def test_a_mailbox_whose_window_holds_little_of_its_mail_says_so(mailbox):
     assert any(
         "only 1 of its 61 messages" in w and "--as-of" in w for w in report["warnings"]
     ), report["warnings"]
+    # Nothing open is not "clean" here: detection saw a sliver of the mailbox (it
+    # said "coverage: complete" and "You are clean" beside that warning).
+    assert report["completeness"] == "partial" and report["clean"] is False
+    assert "You are clean" not in report["text"]
 
 
 def test_a_mailbox_with_recent_mail_gets_no_window_warning(mailbox):
@@ -383,3 +387,4 @@ def test_a_mailbox_with_recent_mail_gets_no_window_warning(mailbox):
     report = waiting_report(caller=local_caller(actor="test"))
 
     assert not any("window" in w for w in report["warnings"]), report["warnings"]
+    assert report["completeness"] == "complete"

@@ -59,6 +59,9 @@ def test_after_the_demo_mcp_stdio_finds_a_person_from_the_waiting_list(
     assert f"federated source '{SOURCE}'" in shown
     # …and says how search stands: keyword-only here (no embedding provider).
     assert "embeddings: provider none, search is keyword-only" in shown
+    # Without serving it still gives the console login (the README promises it).
+    password = (tmp_path / "admin-password").read_text().strip()
+    assert f"user 'admin'  password {password!r}" in shown
     report = json.loads(
         _manage(
             "waiting", "--json", "--stale-ok", "--source", SOURCE, data_dir=tmp_path

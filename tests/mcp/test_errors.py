@@ -95,3 +95,11 @@ def test_an_unexpected_crash_is_internal_and_leaks_nothing() -> None:
     body = envelope(result)
     assert body["error"] == "internal"
     assert "hunter2" not in result.content[0].text
+
+
+def test_a_lone_surrogate_in_an_argument_is_invalid_params_not_internal() -> None:
+    """A raw JSON-RPC client may send ``"\\ud800"``, which decodes to a lone
+    surrogate: no text, refused by the UTF-8 encoder and PostgreSQL later."""
+    body = envelope(_call(_local, "recall", {"query": "quokka \ud800"}))
+    assert body["error"] == "invalid_params"
+    assert "lone surrogate" in body["message"]

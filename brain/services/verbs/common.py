@@ -19,7 +19,7 @@ from brain.services.entities import (
     entity_resolve,
     iso_ms,
 )
-from brain.text import estimate_tokens
+from brain.text import bounded_query, estimate_tokens
 from brain.timestamps import timestamp_in_range
 
 if TYPE_CHECKING:
@@ -209,7 +209,11 @@ def _facts_for_query(
     base = fact_list_active(scope=scope, since=since)
     matched: list[Fact] = list(
         base.annotate(_tsv=SearchVector("text", config=config))
-        .filter(_tsv=SearchQuery(query, config=config, search_type="websearch"))
+        .filter(
+            _tsv=SearchQuery(
+                bounded_query(query), config=config, search_type="websearch"
+            )
+        )
         .order_by("-created_at")[:FACT_FETCH_CAP]
     )
     resolution = entity_resolve(scope=scope, name=query)

@@ -177,10 +177,14 @@ def _render_pack(
         lines.append(f"## {_data(card['title'])} ({card['slug']}, {card['type']})")
         if card["summary"]:
             lines.append(_data(card["summary"]))
+        shown: set[str] = set()
         for thread in (t for t in threads if t["entity_slug"] == card["slug"]):
             due = f" (due {thread['due'][:10]})" if thread.get("due") else ""
             lines.append(f"- open: {_data(thread['text'])}{due}")
+            shown.add(thread.get("fact_id") or "")
         for fact in (f for f in facts if f["entity_slug"] == card["slug"]):
+            if fact["fact_id"] in shown:  # already an open line above
+                continue
             lines.append(f"- fact [{fact['kind']}]: {_data(fact['fact'])}")
     lines.append("</brain_context_data>")
     return "\n".join(lines)

@@ -163,7 +163,8 @@ def verb_delta(
     ``{fact_id, at}`` for facts this reader already received (recorded before its
     cursor) that expired since its previous call (or since ``since``): forgotten,
     superseded, or gone with a deleted page. Raises ``InvalidParams`` when neither
-    ``since`` nor ``session_id`` is given. ``threads`` restates the delivered items
+    ``since`` nor ``session_id`` is given, or ``session_id`` is over 200 characters.
+    ``threads`` restates the delivered items
     as ``{kind, text, date}`` (``delta_threads``).
     """
     if (since is None or not str(since).strip()) and not (session_id or "").strip():
@@ -172,6 +173,13 @@ def verb_delta(
             suggestion="Send since: '1970-01-01T00:00:00Z' for everything, or a "
             "session_id to let the brain remember where you are.",
             detail={"fields": ["since", "session_id"]},
+        )
+    longest = SessionCursor._meta.get_field("session_id").max_length or 200
+    if session_id and len(session_id) > longest:
+        raise InvalidParams(
+            f"session_id is {len(session_id)} characters; at most {longest}.",
+            suggestion="Send a short, stable id for the conversation, e.g. a UUID.",
+            detail={"fields": [{"field": "session_id", "problem": "too long"}]},
         )
     budget = _budget(budget_tokens)
     since_at = parse_since(since)

@@ -68,7 +68,7 @@ class ContextPackIn(VerbIn):
 
 class DeltaIn(VerbIn):
     since: str | None = None
-    session_id: str | None = None
+    session_id: str | None = Field(None, max_length=200)
     entities: str | list[str] | None = None
     budget_tokens: int | None = Field(None, ge=0)
     source: str | list[str] | None = None

@@ -116,6 +116,10 @@ class Command(BaseCommand):
         self.stdout.write(f"   pipeline took {time.monotonic() - started:.1f} s")
         self._embedding_report(source_id, serving=not options["no_serve"])
         if options["no_serve"]:
+            self.stdout.write(
+                f"   admin login for later (bin/demo serves it): user "
+                f"{ADMIN_USERNAME!r}  password {password!r}"
+            )
             return
         self._serve(options["addr"], password, source_id)
 
