@@ -365,20 +365,26 @@ def thread_follow_up(
     return counts
 
 
-class CommitmentLoop(Protocol):
-    """What the fulfilment rules read of a commitment loop (a stored
-    ``OpenLoop``)."""
+class ReplyLoop(Protocol):
+    """What the cross-thread reply rules read of a reply loop: a stored
+    ``OpenLoop`` or a replayed ``loops.waiting.LoopView``."""
 
     @property
     def loop_type(self) -> str: ...
     @property
     def counterparty_email(self) -> str: ...
     @property
-    def counterparty_name(self) -> str: ...
-    @property
     def thread_id(self) -> str: ...
     @property
     def opened_at(self) -> datetime: ...
+
+
+class CommitmentLoop(ReplyLoop, Protocol):
+    """What the fulfilment rules read of a commitment loop (a stored
+    ``OpenLoop``): a reply loop's fields, and these."""
+
+    @property
+    def counterparty_name(self) -> str: ...
     @property
     def summary(self) -> str: ...
     @property
@@ -695,20 +701,6 @@ def loops_settled_elsewhere(*, source: Source, now: datetime) -> int:
         )
         closed += int(bool(result["closed"]))
     return closed
-
-
-class ReplyLoop(Protocol):
-    """What the cross-thread reply rules read of a reply loop: a stored
-    ``OpenLoop`` or a replayed ``loops.waiting.LoopView``."""
-
-    @property
-    def loop_type(self) -> str: ...
-    @property
-    def counterparty_email(self) -> str: ...
-    @property
-    def thread_id(self) -> str: ...
-    @property
-    def opened_at(self) -> datetime: ...
 
 
 @dataclass(frozen=True)
