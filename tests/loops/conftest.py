@@ -11,12 +11,20 @@ import pytest
 from brain.models import Page, RawRecord, Source
 from brain.text import sha256_hex
 from tests.factories import AliasFactory, PageFactory, SourceFactory, page_type
-from tests.loops.shapes import JEFF, OWNERS
+from tests.loops.shapes import JEFF, OWNERS, ROBIN
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from loops.message import MailMessage
+
+
+@pytest.fixture
+def robins_mailbox(db: None) -> Source:
+    """A mailbox of invented mail owned by ``ROBIN`` (the fault-kind tests)."""
+    return SourceFactory(
+        id="robin", kind=Source.Kind.MAILBOX, owner_addresses=[ROBIN], federated=False
+    )
 
 
 @pytest.fixture

@@ -14,6 +14,8 @@ from loops.message import MailMessage
 
 OWNER = "phillip.allen@enron.com"
 OWNERS = (OWNER, "pallen@enron.com", "k..allen@enron.com")
+# The owner of the invented fault-kind mailboxes (``robins_mailbox``).
+ROBIN = "robin@example.org"
 JEFF = "jsmith@austintx.com"
 T0 = datetime(2001, 9, 6, 16, 26, tzinfo=UTC)  # Thu 6 Sep 2001 09:26 PDT
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-import pytest
-
 from brain.models import Source
 from connectors.mail.parsing import parse_rfc822
 from connectors.mail.threading import thread_messages
@@ -21,9 +19,8 @@ from loops.definitions import bounced_recipients
 from loops.message import MailMessage
 from loops.models import LoopStatus, LoopType, OpenLoop
 from loops.pipeline import process_threads
-from tests.factories import SourceFactory
+from tests.loops.shapes import ROBIN
 
-ROBIN = "robin@example.org"
 DANA = "dana@builders.example"
 LEE = "lee@builders.example"
 KIM = "kim@example.com"
@@ -63,13 +60,6 @@ def mail(
         is_mine=frm == ROBIN,
         body=body,
         failed_recipients=list(failed),
-    )
-
-
-@pytest.fixture
-def robins_mailbox(db: None) -> Source:
-    return SourceFactory(
-        id="robin", kind=Source.Kind.MAILBOX, owner_addresses=[ROBIN], federated=False
     )
 
 

@@ -8,7 +8,6 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from brain.models import Source
 from connectors.mail.parsing import parse_rfc822
 from connectors.mailbox.sync import mailbox_import
 from loops.extractors import classifier
@@ -22,9 +21,8 @@ from loops.extractors.sentences import split_sentences
 from loops.message import MailMessage
 from loops.models import LoopStatus, LoopType, OpenLoop
 from loops.pipeline import process_threads
-from tests.factories import SourceFactory
+from tests.loops.shapes import ROBIN
 
-ROBIN = "robin@example.org"
 DANA = "dana@example.com"
 LEE = "lee@example.net"
 CROWD = tuple(f"trader{i}@example.org" for i in range(42))
@@ -253,13 +251,6 @@ def test_promise_kept_later_in_the_thread_is_fulfilled():
     kept = mail(2, "The call is confirmed for 10 am.", frm=ROBIN, to=(DANA,), hours=3)
     assert found(promise) == [(OWED_BY_ME, "I'll set up a call with Lee for Thursday.")]
     assert found(promise, kept) == []
-
-
-@pytest.fixture
-def robins_mailbox(db: None) -> Source:
-    return SourceFactory(
-        id="robin", kind=Source.Kind.MAILBOX, owner_addresses=[ROBIN], federated=False
-    )
 
 
 def test_promise_kept_later_in_the_thread_closes_its_open_loop(robins_mailbox, store):

@@ -6,16 +6,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-import pytest
-
 from brain.models import Source
 from loops.message import MailMessage
 from loops.models import LoopStatus, LoopType, OpenLoop
 from loops.pipeline import CLOSED_BY_SENT_ON, process_threads
 from loops.selectors import answers_visible
-from tests.factories import SourceFactory
+from tests.loops.shapes import ROBIN
 
-ROBIN = "robin@example.org"
 DANA = "dana@example.com"
 LEE = "lee@example.net"
 T0 = datetime(2025, 3, 3, 15, 0, tzinfo=UTC)
@@ -50,13 +47,6 @@ def mail(
         date=T0 + timedelta(hours=hours),
         is_mine=frm == ROBIN,
         body=body,
-    )
-
-
-@pytest.fixture
-def robins_mailbox(db: None) -> Source:
-    return SourceFactory(
-        id="robin", kind=Source.Kind.MAILBOX, owner_addresses=[ROBIN], federated=False
     )
 
 

@@ -8,17 +8,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-import pytest
-
 from brain.access import local_caller
 from brain.models import Source
 from loops.message import MailMessage
 from loops.models import LoopEvent, LoopStatus, LoopType, OpenLoop
 from loops.pipeline import process_threads
 from loops.waiting import waiting_report
-from tests.factories import SourceFactory
+from tests.loops.shapes import ROBIN
 
-ROBIN = "robin@example.org"
 DANA = "dana@example.com"
 STEVEN = "steven.ruiz@example.com"
 LEE = "lee@example.net"
@@ -45,13 +42,6 @@ def mail(
         date=at,
         is_mine=frm == ROBIN,
         body=body,
-    )
-
-
-@pytest.fixture
-def robins_mailbox(db: None) -> Source:
-    return SourceFactory(
-        id="robin", kind=Source.Kind.MAILBOX, owner_addresses=[ROBIN], federated=False
     )
 
 
