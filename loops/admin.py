@@ -297,26 +297,23 @@ class OpenLoopAdmin(admin.ModelAdmin):
                 messages.WARNING,
             )
             source = None
-        report = waiting_report(
-            caller=caller, sources=[source] if source else None, top=25
-        )
         mine = request.GET.get("mine", "")
         wanted = (
             OWED_BY_ME if mine == "by_me" else OWED_TO_ME if mine == "to_me" else None
         )
+        report = waiting_report(
+            caller=caller,
+            sources=[source] if source else None,
+            top=25,
+            loop_types=wanted,
+        )
         for group in report["groups"]:
-            if wanted is not None:
-                group["loops"] = [
-                    lp for lp in group["loops"] if lp["loop_type"] in wanted
-                ]
             for lp in group["loops"]:
                 lp["label"] = LoopType(lp["loop_type"]).label
             # Each source replays at its own clock (a mailbox file's newest
             # message): a group on another clock than the header says so.
             if group["as_of"] != report["as_of"]:
                 group["as_of_text"] = _minute(group["as_of"])
-        if wanted is not None:
-            report["groups"] = [g for g in report["groups"] if g["loops"]]
         context = {
             **self.admin_site.each_context(request),
             "title": "Waiting",

@@ -790,6 +790,7 @@ def settled_elsewhere(
         party = loop.counterparty_email.lower()
         thread = threads.get(loop.thread_id, [])
         answer = sent_on = None
+        reason = ""
         if loop.loop_type == LoopType.UNANSWERED_INBOUND:
             theirs = [m for m in thread if (m.from_addr or "").lower() == party]
             if not theirs:
@@ -802,10 +803,12 @@ def settled_elsewhere(
                 loop.thread_id,
             )
             answer = _replied_in(asked.subject or "", later, party, owners)
+            reason = "replied_in_other_thread"
             if answer is None and asks_for_contact(
                 " ".join(reply_text(m.body) for m in theirs)
             ):
                 answer = _reported_reaching(later, party, owners)
+                reason = "reported_reaching"
         else:
             asking = [
                 m
@@ -823,6 +826,7 @@ def settled_elsewhere(
                 party,
                 owners,
             )
+            reason = "answered_in_other_thread"
             if answer is None and i in delegates:
                 delegate = delegates[i]
                 answer = _delegate_answered(
@@ -830,9 +834,11 @@ def settled_elsewhere(
                     delegate,
                     owners,
                 )
+                reason = "answered_by_delegate"
             if answer is None and len(ask_words) >= SENT_ON_MIN_WORDS:
                 later = _later_elsewhere(messages, sent, loop.opened_at, loop.thread_id)
                 sent_on = _sent_on(ask_words, later, party, owners)
+                reason = "sent_on"
         hit = answer or sent_on
         if hit is None:
             continue
@@ -845,13 +851,13 @@ def settled_elsewhere(
                     "message_id": hit.message_id,
                     "raw_record_id": hit.raw_record_id,
                     "quote": collapse(reply_text(hit.body))[:200],
-                    "reason": (
-                        "sent_on"
-                        if answer is None
-                        else "answered_by_delegate"
-                        if (answer.from_addr or "").lower() != party
-                        else "answered_in_other_thread"
-                    ),
+                    # Why it closed: my reply in another thread to their ask
+                    # (replied_in_other_thread) or my report that I reached whom
+                    # they asked me to (reported_reaching); their answer to my
+                    # ask elsewhere (answered_in_other_thread), the colleague I
+                    # handed it to writing (answered_by_delegate), or my ask sent
+                    # on to someone else (sent_on).
+                    "reason": reason,
                 },
             )
         )

@@ -58,7 +58,7 @@ from loops.selectors import (
 from loops.services import stale_at
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Collection, Sequence
 
 STALE_AFTER = timedelta(hours=24)
 LOOPS_PER_GROUP = 5
@@ -329,8 +329,13 @@ def waiting_report(
     sources: Sequence[str] | None = None,
     as_of: datetime | None = None,
     top: int | None = None,
+    loop_types: Collection[str] | None = None,
 ) -> dict[str, Any]:
     """Build the waiting view for ``caller`` (SPEC §5.5).
+
+    ``loop_types`` (``LoopType`` values) keeps only those loops (the console's
+    "what I owe" / "what they owe me"): the count, groups, scores, automated and
+    no-counterparty lines and the digest are all built from the kept loops.
 
     Reads every source the caller may read (or the named ``sources``, which must be
     readable: ``ScopeDenied`` otherwise). ``as_of`` replays ranking (and, for mailbox
@@ -378,6 +383,9 @@ def waiting_report(
             # A snoozed loop stays open but leaves waiting until its date (SPEC §5.5).
             qs = qs.exclude(snoozed_until__gt=wall)
         views.extend(loop_view(loop) for loop in qs[:2000])
+    if loop_types is not None:
+        kept = set(loop_types)
+        views = [v for v in views if v.loop_type in kept]
     groups: dict[str, dict[str, Any]] = {}
     orphans: list[LoopView] = []
     automated = automated_senders(source_ids=[s.id for s in src_rows])

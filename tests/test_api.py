@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.test import Client
+
+from brain.models import Fact
 
 pytestmark = pytest.mark.django_db
 
@@ -122,3 +126,40 @@ def test_unknown_api_paths_get_the_envelope_not_html() -> None:
     assert response.status_code == 404
     assert response.json()["error"] == "not_found"
     assert "/api/openapi.json" in response.json()["suggestion"]
+
+
+def test_a_missing_query_parameter_is_named_not_called_body(
+    api_client, make_key, default_source
+) -> None:  # type: ignore[no-untyped-def]
+    """Regression (newcomer): ``GET /api/search`` without ``query`` answered "Invalid
+    or missing parameter(s): body" because the field's name equals the location."""
+    client = api_client(make_key(default_source).plaintext)
+    response = client.get("/api/search")
+    assert response.status_code == 400, response.content
+    body = response.json()
+    assert body["error"] == "invalid_params"
+    assert json.loads(body["detail"])["fields"] == [
+        {"field": "query", "problem": "Field required"}
+    ]
+    assert "query" in body["message"] and "body" not in body["message"]
+
+
+def test_an_unknown_body_field_is_refused_as_over_mcp(
+    api_client, make_key, default_source
+) -> None:  # type: ignore[no-untyped-def]
+    """HTTP answers a misspelt argument the way MCP's ``call_tool`` does (SPEC §4: one
+    contract on every transport): refused with the allowed names, nothing written."""
+    client = api_client(make_key(default_source).plaintext)
+    response = client.post(
+        "/api/remember",
+        {"fact": "Dana likes tea", "provenance": "test", "entitty": "people/dana"},
+        content_type="application/json",
+    )
+    assert response.status_code == 400, response.content
+    body = response.json()
+    assert body["error"] == "invalid_params"
+    assert json.loads(body["detail"])["fields"] == [
+        {"field": "entitty", "problem": "unknown argument"}
+    ]
+    assert "entitty" in body["message"] and "openapi" in body["suggestion"]
+    assert not Fact.objects.filter(text="Dana likes tea").exists()

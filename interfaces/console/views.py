@@ -204,7 +204,15 @@ def loop_act(request: HttpRequest, loop_id: int) -> HttpResponse:
                 else None
             )
             if until is not None and until <= timezone.now():
-                messages.error(request, "Snooze until a day after today.")
+                # A replayed mailbox shows its own date; snoozing follows the wall
+                # clock (waiting hides a loop while ``snoozed_until`` is ahead of
+                # now), so the message names today instead of leaving it implied.
+                messages.error(
+                    request,
+                    f"Snooze until a day after today ({timezone.localdate()}): "
+                    "snoozing follows the real calendar, even for a mailbox shown "
+                    "at its own date. Nothing changed.",
+                )
                 return _back(request, fallback)
             loop_snooze(loop=loop, until=until, actor=actor)
             if until is None:

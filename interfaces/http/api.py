@@ -140,25 +140,52 @@ def on_brain_error(request: HttpRequest, exc: BrainError) -> HttpResponse:
     return api.create_response(request, exc.envelope(), status=exc.http_status)
 
 
+# Where ninja says a parameter came from (the first element of a pydantic ``loc``), and
+# the view arguments that hold a whole body or query schema (the second element).
+_LOCATIONS = frozenset({"body", "query", "path", "header", "cookie", "form", "file"})
+_HOLDERS = frozenset({"payload", "params", "filters"})
+
+
+def _field_name(loc: tuple[object, ...] | list[object]) -> str:
+    """The caller's name for the field a pydantic error ``loc`` points at:
+    ``("query", "query")`` → ``query``, ``("body", "payload", "relations", 0, "to")``
+    → ``relations.0.to``; an empty string for the body as a whole."""
+    parts = [str(p) for p in loc]
+    if parts and parts[0] in _LOCATIONS:
+        parts = parts[1:]
+    if len(parts) > 1 and parts[0] in _HOLDERS:
+        parts = parts[1:]
+    return ".".join(parts)
+
+
 @api.exception_handler(ValidationError)
 def on_validation_error(request: HttpRequest, exc: ValidationError) -> HttpResponse:
+    """Pydantic's refusals as the SPEC §4 envelope (400 ``invalid_params``), each field
+    named as the caller spelt it; an unknown body key (``RequestIn``) is "unknown
+    argument", worded as MCP's ``call_tool`` words it."""
     fields = []
     for err in exc.errors:
-        loc = [
-            str(p)
-            for p in err.get("loc", [])
-            if p not in ("body", "query", "path", "payload")
-        ]
-        fields.append({"field": ".".join(loc), "problem": err.get("msg", "invalid")})
-    names = ", ".join(f["field"] or "body" for f in fields) or "the request"
+        unknown = err.get("type") == "extra_forbidden"
+        fields.append(
+            {
+                "field": _field_name(err.get("loc", ())),
+                "problem": "unknown argument" if unknown else err.get("msg", "invalid"),
+            }
+        )
+    unknown_names = [f["field"] for f in fields if f["problem"] == "unknown argument"]
+    if unknown_names and len(unknown_names) == len(fields):
+        message = f"Unknown argument(s): {', '.join(unknown_names)}."
+        suggestion = (
+            "Remove them or fix their spelling: the names this endpoint takes are in "
+            "/api/openapi.json."
+        )
+    else:
+        names = ", ".join(f["field"] or "body" for f in fields) or "the request"
+        message = f"Invalid or missing parameter(s): {names}."
+        suggestion = "Check the parameter names and types against /api/openapi.json."
     return api.create_response(
         request,
-        envelope(
-            "invalid_params",
-            f"Invalid or missing parameter(s): {names}.",
-            "Check the parameter names and types against /api/openapi.json.",
-            {"fields": fields},
-        ),
+        envelope("invalid_params", message, suggestion, {"fields": fields}),
         status=400,
     )
 

@@ -176,6 +176,25 @@ def test_waiting_filter_keeps_what_i_owe(staff: Client, mail_source: Source) -> 
     assert "Bob owes a draft" not in html.split("Paste-ready")[0]
 
 
+def test_waiting_filter_also_filters_the_count_and_the_digest(
+    staff: Client, mail_source: Source
+) -> None:
+    """Regression (newcomer): "what I owe" kept the rows but the header still counted
+    both directions and the paste-ready digest still listed what others owe me."""
+    a_loop(mail_source, "a@example.org", "Reply to Ann")
+    a_loop(
+        mail_source, "b@example.org", "Bob owes a draft", LoopType.UNANSWERED_OUTBOUND
+    )
+    html = texts(staff.get(reverse("admin:loops_waiting"), {"mine": "by_me"}))
+    assert "1 open loop(s)" in html
+    digest = html.split("Paste-ready")[1]
+    assert "Reply to Ann" in digest
+    assert "Bob owes a draft" not in digest and "b@example.org" not in digest
+    html = texts(staff.get(reverse("admin:loops_waiting"), {"mine": "to_me"}))
+    assert "1 open loop(s)" in html
+    assert "Reply to Ann" not in html and "Bob owes a draft" in html
+
+
 def test_done_closes_the_loop_and_says_so(staff: Client, mail_source: Source) -> None:
     loop = a_loop(mail_source, "dana@example.org", "Send the Q3 numbers")
     waiting = reverse("admin:loops_waiting")
@@ -504,6 +523,19 @@ def test_person_card_lists_the_threads_they_took_part_in(
     assert "Other" not in threads
 
 
+def test_loop_history_shows_event_details_as_tables_not_python_reprs(
+    staff: Client, mail_source: Source
+) -> None:
+    """Regression (newcomer): the loop page's History column printed nested event
+    data as Python reprs (``[{'quote': ...}]``)."""
+    loop = a_loop(mail_source, "dana@example.org", "Send the Q3 numbers")
+    html = texts(staff.get(reverse("admin:loops_openloop_change", args=[loop.pk])))
+    history = html.split("<h3>History</h3>")[1].split("</table>", 1)[0]
+    assert "Quote for Send the Q3 numbers" in history
+    assert "{&#x27;" not in history and "[{" not in history
+    assert '<table class="json-table">' in history
+
+
 def test_snooze_hides_the_loop_from_waiting_and_says_until_when(
     staff: Client, mail_source: Source
 ) -> None:
@@ -524,7 +556,12 @@ def test_snooze_hides_the_loop_from_waiting_and_says_until_when(
         {"action": "snooze", "until": "2001-01-01"},
         follow=True,
     )
-    assert "Snooze until a day after today." in texts(past)
+    # Regression (newcomer, on a replayed 2001 mailbox): the refusal said "today"
+    # without saying which day that is.
+    assert (
+        f"Snooze until a day after today ({timezone.localdate()}): snoozing "
+        "follows the real calendar" in texts(past)
+    )
 
 
 # --- the loop page's action forms (what a browser actually submits) -----------------

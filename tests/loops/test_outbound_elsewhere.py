@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 from brain.models import Source
 from loops.message import MailMessage
-from loops.models import LoopStatus, LoopType, OpenLoop
+from loops.models import LoopEvent, LoopStatus, LoopType, OpenLoop
 from loops.pipeline import CLOSED_BY_SENT_ON, process_threads
 from loops.selectors import answers_visible
 from tests.loops.shapes import ROBIN
@@ -48,6 +48,12 @@ def mail(
         is_mine=frm == ROBIN,
         body=body,
     )
+
+
+def _closed_reason(loop: OpenLoop) -> str:
+    """The evidence reason of the loop's close event."""
+    event = LoopEvent.objects.get(loop=loop, event_type=LoopEvent.EventType.CLOSED)
+    return str(event.extra_data["evidence"]["reason"])
 
 
 def _waiting(source: Source) -> OpenLoop:
@@ -160,6 +166,9 @@ def test_their_ask_answered_in_my_message_under_a_sibling_subject_closes(
     process_threads(source_id=robins_mailbox.id, thread_ids=["t-blackline"], now=LATER)
     loop.refresh_from_db()
     assert (loop.status, loop.closed_by) == (LoopStatus.DONE, "reply_detected")
+    # Regression (newcomer): my own reply elsewhere was recorded as
+    # "answered_by_delegate" (the sender was not the loop's party).
+    assert _closed_reason(loop) == "replied_in_other_thread"
 
 
 def test_my_ask_handed_to_a_colleague_by_first_name_closes_when_they_write(
@@ -240,3 +249,4 @@ def test_their_ask_to_contact_someone_closes_on_my_report_that_i_reached_them(
     process_threads(source_id=robins_mailbox.id, thread_ids=["t-kim"], now=LATER)
     loop.refresh_from_db()
     assert (loop.status, loop.closed_by) == (LoopStatus.DONE, "reply_detected")
+    assert _closed_reason(loop) == "reported_reaching"

@@ -7,8 +7,10 @@ from typing import Any
 
 from ninja import Field, FilterSchema, Schema
 
+from interfaces.http.schemas import RequestIn
 
-class JobIn(Schema):
+
+class JobIn(RequestIn):
     kind: str = Field(..., description="sync_source, extract_loops, loops_sweep, ...")
     params: dict[str, Any] = Field(default_factory=dict)
     idempotency_key: str | None = Field(

@@ -10,6 +10,7 @@ from typing import Any, Literal
 from ninja import Field, Schema
 
 from brain.exceptions import PROTOCOL_VERSION
+from interfaces.http.schemas import RequestIn
 
 
 class SearchResultOut(Schema):
@@ -93,7 +94,7 @@ class RelationIn(Schema):
     context: str = Field("", max_length=200)
 
 
-class PageIn(Schema):
+class PageIn(RequestIn):
     """add_page input (SPEC §2.3 Add)."""
 
     title: str = Field(..., min_length=1, max_length=500)
@@ -110,7 +111,7 @@ class PageIn(Schema):
     source: str | None = Field(None, description="Write source; default: the key's.")
 
 
-class PageUpdateIn(Schema):
+class PageUpdateIn(RequestIn):
     """update_page input (SPEC §2.3 Update)."""
 
     mode: Literal["append", "replace"] = "append"

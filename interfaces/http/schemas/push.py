@@ -7,6 +7,7 @@ from datetime import datetime
 from ninja import Field, Schema
 
 from brain.exceptions import PROTOCOL_VERSION
+from interfaces.http.schemas import RequestIn
 
 
 class PushTurnIn(Schema):
@@ -16,7 +17,7 @@ class PushTurnIn(Schema):
     text: str
 
 
-class PushContextIn(Schema):
+class PushContextIn(RequestIn):
     """The last few turns, oldest first (the last 4 are read)."""
 
     turns: list[PushTurnIn | str] = Field(..., max_length=50)

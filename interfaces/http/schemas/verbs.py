@@ -9,13 +9,12 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from ninja import Field, Schema
-from pydantic import ConfigDict
+
+from interfaces.http.schemas import RequestIn
 
 
-class VerbIn(Schema):
-    """Base of verb inputs: unknown keys are ignored (forward compatible)."""
-
-    model_config = ConfigDict(extra="ignore")
+class VerbIn(RequestIn):
+    """Base of verb inputs: an unknown key is refused (``RequestIn``)."""
 
 
 class RecallIn(VerbIn):
