@@ -12,6 +12,8 @@ from django_q.models import Schedule
 from django_q.utils import localtime
 
 from brain.models import RawRecord
+from connectors.management.commands.import_mail import Command as ImportMail
+from jobs.management.commands.run_job import Command as RunJob
 from jobs.models import Job
 from tests.factories import ONE_ASK_MESSAGE, SourceFactory, one_message_mbox
 
@@ -145,6 +147,31 @@ def test_run_job_shows_one_bar_per_stage_and_no_empty_bar() -> None:
     assert "1/1" in lines[-1]
     # Each report is drawn once (the description and the count were two draws).
     assert len([line for line in lines if "first:" in line and "1/2" in line]) == 1
+
+
+class _Terminal(StringIO):
+    """A stderr that says it is a terminal, as an interactive shell's is."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.usefixtures("test_kinds")
+def test_progress_bars_on_a_terminal_are_not_drawn_in_the_error_style(
+    tmp_path,
+) -> None:  # type: ignore[no-untyped-def]
+    """Regression (newcomer): on a terminal, Django styles every write to a
+    command's stderr as an error, so run_job's and import_mail's progress bars
+    were drawn in red. They now write to the stream under the wrapper."""
+    for command, args in (
+        (RunJob, ("test_stages",)),
+        (ImportMail, (str(one_message_mbox(tmp_path)), "--source", "tty-check")),
+    ):
+        err = _Terminal()
+        call_command(command(stdout=StringIO(), stderr=err, force_color=True), *args)
+        drawn = err.getvalue()
+        assert "it/s" in drawn or "items" in drawn or "step" in drawn, drawn
+        assert "\x1b[31" not in drawn, repr(drawn[:200])
 
 
 @pytest.mark.usefixtures("test_kinds")

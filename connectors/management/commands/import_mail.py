@@ -10,6 +10,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
+from brain.cli import progress_stream
 from brain.exceptions import BrainError
 from brain.models import Source
 from connectors.base import ConnectorError
@@ -51,7 +52,10 @@ class Command(BaseCommand):
             if bar is None:
                 label = "parsing messages" if step == "parse" else "writing threads"
                 bar = bars[step] = tqdm(
-                    total=total, desc=label, unit=" items", file=self.stderr
+                    total=total,
+                    desc=label,
+                    unit=" items",
+                    file=progress_stream(self.stderr),
                 )
             bar.update(done - bar.n)
 

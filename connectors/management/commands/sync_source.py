@@ -7,6 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
+from brain.cli import progress_stream
 from brain.exceptions import BrainError
 from connectors.base import ConnectorError
 from connectors.dispatch import source_sync
@@ -30,7 +31,10 @@ class Command(BaseCommand):
             bar = bars.get(step)
             if bar is None:
                 bar = bars[step] = tqdm(
-                    total=total, desc=step, unit=" items", file=self.stderr
+                    total=total,
+                    desc=step,
+                    unit=" items",
+                    file=progress_stream(self.stderr),
                 )
             bar.update(done - bar.n)
 

@@ -15,6 +15,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
+from brain.cli import progress_stream
 from brain.exceptions import BrainError
 from jobs.models import Job
 from jobs.runner import execute_job
@@ -88,7 +89,7 @@ class Command(BaseCommand):
                     unit="step",
                     desc=stage,
                     disable=options["no_progress"],
-                    file=self.stderr,
+                    file=progress_stream(self.stderr),
                 )
             if total is not None and bar.total != total:
                 bar.total = total
