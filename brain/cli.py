@@ -18,4 +18,5 @@ def progress_stream(stderr: OutputWrapper) -> TextIO:
     ``call_command(stderr=…)`` or the terminal gave it). Django styles every
     ``OutputWrapper.write`` on a terminal with ``style.ERROR``; tqdm writes through
     ``write``, so a bar given the wrapper would be red."""
-    return stderr._out  # noqa: SLF001 - Django keeps the wrapped stream here
+    stream: TextIO = stderr._out  # noqa: SLF001 - Django keeps the wrapped stream here
+    return stream
