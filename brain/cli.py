@@ -7,7 +7,7 @@ the terminal's own colours instead of the red Django gives error messages.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, TextIO, cast
 
 if TYPE_CHECKING:
     from django.core.management.base import OutputWrapper
@@ -18,5 +18,5 @@ def progress_stream(stderr: OutputWrapper) -> TextIO:
     ``call_command(stderr=…)`` or the terminal gave it). Django styles every
     ``OutputWrapper.write`` on a terminal with ``style.ERROR``; tqdm writes through
     ``write``, so a bar given the wrapper would be red."""
-    stream: TextIO = stderr._out  # noqa: SLF001 - Django keeps the wrapped stream here
-    return stream
+    # Django keeps the wrapped stream in ``_out`` (its stubs do not declare it).
+    return cast("TextIO", stderr._out)  # noqa: SLF001
