@@ -30,10 +30,18 @@ from brain.models import RawRecord, Source
 from brain.people import person_name
 from brain.selectors import backlink_counts
 from loops.definitions import normalise_subject
-from loops.detectors import detect_thread
+from loops.detectors import CLOSED_BY_NOT_EXPECTED, detect_thread
 from loops.message import MailMessage
-from loops.models import Detector, LoopStatus, OpenLoop
+from loops.models import (
+    CLOSED_BY_FULFILLED,
+    CLOSED_BY_REPLY,
+    CLOSED_BY_STALENESS,
+    Detector,
+    LoopStatus,
+    OpenLoop,
+)
 from loops.pipeline import (
+    CLOSED_BY_SENT_ON,
     COMMITMENT_TYPES,
     kept_message,
     later_in_thread,
@@ -172,6 +180,21 @@ def due_bonus(due_at: datetime | None, as_of: datetime) -> int:
     return 5
 
 
+def closed_by_person() -> Q:
+    """Loops a person closed (``done`` or ``dropped`` from the console, the admin,
+    the API or the CLI: ``closed_by`` "manual", "muted" or their note), as opposed
+    to the closes the import and the sweeps write (a reply or fulfilment seen in the
+    mail, "not expected", sent on, staleness). A replay honours a person's verdict
+    on every day it shows: the close is stamped with the wall clock, which says
+    nothing about where in a mailbox file's own time it belongs (SPEC §5.5)."""
+    machine = (
+        Q(closed_by__in=(CLOSED_BY_REPLY, CLOSED_BY_STALENESS, CLOSED_BY_FULFILLED))
+        | Q(closed_by__startswith=CLOSED_BY_NOT_EXPECTED)
+        | Q(closed_by__startswith=CLOSED_BY_SENT_ON)
+    )
+    return Q(status__in=(LoopStatus.DONE, LoopStatus.DROPPED)) & ~machine
+
+
 def _replay_source(source: Source, as_of: datetime) -> list[LoopView]:
     """``--as-of`` for a mailbox source (SPEC §5.2, §5.5): the loops a live import
     whose newest mail is at ``as_of`` would hold open, with only the mail up to
@@ -181,7 +204,8 @@ def _replay_source(source: Source, as_of: datetime) -> list[LoopView]:
     answered in another thread, by a delegate, sent on), and for the stored
     extracted loops opened by then and not closed before it, the staleness rule
     (``stale_at``), fulfilment in their own thread (``kept_message`` over
-    ``later_in_thread``) and in another (``sibling_kept``). Writes nothing."""
+    ``later_in_thread``) and in another (``sibling_kept``). A loop a person closed
+    stays closed (``closed_by_person``). Writes nothing."""
     floor = as_of - timedelta(days=MAILBOX_WINDOW_DAYS)
     records = (
         RawRecord.objects.filter(source=source)
@@ -211,6 +235,11 @@ def _replay_source(source: Source, as_of: datetime) -> list[LoopView]:
     contacts = sender_contacts(source_id=source.id, addresses=kinds)
     visible = answers_visible(source_id=source.id, owners=source.owner_addresses)
     bounces = undeliverable(source_id=source.id, owners=source.owner_addresses)
+    triaged = set(
+        OpenLoop.objects.filter(closed_by_person(), source=source).values_list(
+            "dedup_key", flat=True
+        )
+    )
     views: list[LoopView] = []
     for _thread_id, messages in sorted(by_thread.items()):
         verdict = detect_thread(
@@ -224,6 +253,8 @@ def _replay_source(source: Source, as_of: datetime) -> list[LoopView]:
             undeliverable=bounces,
         )
         for spec in verdict.open:
+            if spec.dedup_key in triaged:
+                continue
             person = counterparty_page(
                 source_id=source.id, email=spec.counterparty_email
             )
@@ -255,7 +286,9 @@ def _replay_source(source: Source, as_of: datetime) -> list[LoopView]:
     stored = list(
         OpenLoop.objects.filter(source=source, opened_at__lte=as_of)
         .exclude(detector=Detector.DETERMINISTIC_THREAD)
-        .filter(Q(status=LoopStatus.OPEN) | Q(closed_at__gt=as_of))
+        .filter(
+            Q(status=LoopStatus.OPEN) | (Q(closed_at__gt=as_of) & ~closed_by_person())
+        )
         .exclude(stale_at(as_of))
         .select_related("counterparty", "page")
     )

@@ -13,6 +13,7 @@ from brain.models import Source
 from loops.message import MailMessage
 from loops.models import LoopEvent, LoopStatus, LoopType, OpenLoop
 from loops.pipeline import process_threads
+from loops.services import loop_close
 from loops.waiting import waiting_report
 from tests.loops.shapes import ROBIN
 
@@ -184,3 +185,38 @@ def test_replay_leaves_out_a_commitment_the_import_marked_stale(robins_mailbox, 
     assert waiting_report(caller=local_caller(), as_of=at_end)["count"] == 0
     early = waiting_report(caller=local_caller(), as_of=T0 + timedelta(days=2))
     assert [t for t, _, _ in _loops(early)] == [LoopType.COMMITMENT_OWED_BY_ME]
+
+
+def test_replay_keeps_a_loop_a_person_closed_closed(robins_mailbox, store):
+    """Regression (newcomer): a loop closed in the console is stamped with the wall
+    clock (2026), after every date of a mailbox file, so the replay of the mailbox's
+    own day showed it open again and replay no longer equalled the live view. A
+    person's verdict (done, dropped, muted) holds on every replayed day; the
+    import's own closes keep their place in the mail's time."""
+    ask = mail(
+        1, "Robin, could you send me the signed lease by Friday?", frm=DANA,
+        to=(ROBIN,), at=T0, thread="t-lease", subject="Lease",
+    )  # fmt: skip
+    promise = mail(
+        2, "Lee, I will arrange for the extra copies to be mailed.", to=(LEE,),
+        at=T0, thread="t-copies", subject="Copies",
+    )  # fmt: skip
+    # Later mail moves the mailbox's clock past the 24-hour grace of Dana's ask.
+    later = mail(
+        3, "Robin, the boat is ready for the season.", frm=LEE, to=(ROBIN,),
+        at=END, thread="t-boat", subject="Boat",
+    )  # fmt: skip
+    _import(robins_mailbox, store, [ask, promise, later])
+    loops = OpenLoop.objects.filter(source=robins_mailbox, status=LoopStatus.OPEN)
+    assert sorted(loops.values_list("loop_type", flat=True)) == [
+        LoopType.COMMITMENT_OWED_BY_ME,
+        LoopType.UNANSWERED_INBOUND,
+    ]
+    assert waiting_report(caller=local_caller(), as_of=END)["count"] == 2
+    for loop in loops:
+        loop_close(loop=loop, status=LoopStatus.DROPPED, actor="admin:curator")
+    assert waiting_report(caller=local_caller())["count"] == 0
+    assert waiting_report(caller=local_caller(), as_of=END)["count"] == 0
+    assert waiting_report(caller=local_caller(), as_of=T0 + timedelta(days=2))[
+        "count"
+    ] == 0
