@@ -21,6 +21,10 @@ Run (from any worktree): ``.venv/bin/python benchmarks/loops_quality.py``
   ``--verbose``       every false positive and miss with its reason
   ``--dump N``        labelling help: print up to N owner-involved, unlabelled threads
                       (messages' newest text and the product's loops)
+  ``--blind``         with ``--dump``: hide the product's loops, order threads by
+                      their first message's date (not loops first) and show only
+                      threads in which an owner wrote a message (blind labelling
+                      of my asks)
   ``--reuse``         skip the import when the source already exists (detection
                       is re-run on the stored mail)
   ``--assume-answers-visible``  score as if every source held the other side's
@@ -540,9 +544,13 @@ def waiting_verdicts(sid: str, verdicts: dict[int, bool | None]) -> list[str]:
     return lines
 
 
-def dump(sid: str, labels: list[Label], owners: list[str], limit: int) -> None:
+def dump(
+    sid: str, labels: list[Label], owners: list[str], limit: int, *, blind: bool = False
+) -> None:
     """Labelling help: owner-involved threads in the detection window that no label
-    covers, with each message's newest text and the product's open loops."""
+    covers, with each message's newest text and the product's open loops. ``blind``:
+    no loops shown, threads in date order (the order cannot leak which ones hold
+    loops), only threads in which an owner wrote, each text up to 1,500 characters."""
     threads = source_messages(sid)
     labelled = {mid for lab in labels for mid in lab.message_ids}
     loops_by_thread: dict[str, list[OpenLoop]] = defaultdict(list)
@@ -559,7 +567,11 @@ def dump(sid: str, labels: list[Label], owners: list[str], limit: int) -> None:
     shown = 0
     order = sorted(
         threads.items(),
-        key=lambda kv: (not loops_by_thread.get(kv[0]), kv[0]),
+        key=lambda kv: (
+            (kv[1][0].date is None, kv[1][0].date, kv[0])
+            if blind
+            else (not loops_by_thread.get(kv[0]), kv[0])
+        ),
     )
     for tid, msgs in order:
         if shown >= limit:
@@ -572,12 +584,12 @@ def dump(sid: str, labels: list[Label], owners: list[str], limit: int) -> None:
         involved = any(
             is_mine(m, owner_set) or owner_set & {*m.to, *m.cc} for m in msgs
         )
-        if not involved:
+        if not involved or (blind and not any(is_mine(m, owner_set) for m in msgs)):
             continue
         shown += 1
         print(f"=== THREAD {msgs[0].message_id}  ({len(msgs)} msgs) tid={tid}")
         print("    ids:", json.dumps([m.message_id for m in msgs]))
-        for lp in loops_by_thread.get(tid, []):
+        for lp in [] if blind else loops_by_thread.get(tid, []):
             print(
                 f"    LOOP {lp.loop_type} → {lp.counterparty_email}: {lp.summary[:100]}"
             )
@@ -590,7 +602,7 @@ def dump(sid: str, labels: list[Label], owners: list[str], limit: int) -> None:
                 f" | {m.message_id}"
             )
             text = collapse(reply_text(m.body))
-            print("     " + text[:600])
+            print("     " + text[: 1500 if blind else 600])
 
 
 def main() -> None:
@@ -600,6 +612,7 @@ def main() -> None:
     parser.add_argument("--verbose", action="store_true")
     parser.add_argument("--reuse", action="store_true")
     parser.add_argument("--dump", type=int, default=0)
+    parser.add_argument("--blind", action="store_true")
     parser.add_argument("--assume-answers-visible", action="store_true")
     parser.add_argument(
         "--owners", default="", help="owners for --dump of an unlabelled corpus"
@@ -638,7 +651,11 @@ def main() -> None:
         print(f"{corpus}: imported/detected in {seconds:.1f} s (source {sid})")
         if args.dump:
             dump(
-                sid, [lab for lab in labels if lab.corpus == corpus], owners, args.dump
+                sid,
+                [lab for lab in labels if lab.corpus == corpus],
+                owners,
+                args.dump,
+                blind=args.blind,
             )
             continue
         loops = list(
