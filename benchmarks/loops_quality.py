@@ -150,20 +150,22 @@ def load_labels() -> list[Label]:
     return out
 
 
-def source_id_for(corpus: str) -> str:
-    """``lq-`` + the corpus path made slug-like plus a short hash (one benchmark
-    source per corpus; source ids are at most 32 characters)."""
+def source_id_for(corpus: str, owners: list[str]) -> str:
+    """``lq-`` + the corpus path made slug-like plus a short hash of the corpus and
+    its owners (one benchmark source per mailbox: one corpus read by two owners
+    is two mailboxes; source ids are at most 32 characters)."""
     import hashlib
 
     slug = "".join(c if c.isalnum() else "-" for c in corpus.lower()).strip("-")
-    digest = hashlib.sha256(corpus.encode()).hexdigest()[:6]
+    key = corpus + "|" + ",".join(sorted(owners))
+    digest = hashlib.sha256(key.encode()).hexdigest()[:6]
     return f"lq-{slug[:20].strip('-')}-{digest}"
 
 
 def import_corpus(corpus: str, owners: list[str], *, reuse: bool) -> tuple[str, float]:
-    """Import ``corpus`` into a fresh source (or re-run detection on a stored one
-    with ``reuse``). Returns (source id, seconds)."""
-    sid = source_id_for(corpus)
+    """Import ``corpus`` owned by ``owners`` into a fresh source (or re-run
+    detection on a stored one with ``reuse``). Returns (source id, seconds)."""
+    sid = source_id_for(corpus, owners)
     started = time.perf_counter()
     existing = Source.objects.filter(id=sid).first()
     if existing and reuse:
@@ -631,28 +633,42 @@ def main() -> None:
         loops.pipeline.answers_visible = visible  # type: ignore[assignment]
         loops.waiting.answers_visible = visible  # type: ignore[assignment]
     labels = load_labels()
-    corpora: dict[str, list[str]] = {}
+    # One mailbox per (corpus, owner set): labels of one corpus with other owners
+    # are another person's mailbox (their mutual mail is not all "mine").
+    mailboxes: dict[tuple[str, tuple[str, ...]], str] = {}
     for lab in labels:
-        corpora.setdefault(lab.corpus, [])
-        corpora[lab.corpus] = sorted(set(corpora[lab.corpus]) | set(lab.owners))
+        mailboxes.setdefault((lab.corpus, tuple(sorted(set(lab.owners)))), "")
     if args.corpus:
-        corpora = {
-            args.corpus: corpora.get(args.corpus)
-            or [o for o in args.owners.split(",") if o]
-        }
+        wanted = tuple(sorted({o.lower() for o in args.owners.split(",") if o}))
+        mailboxes = {
+            key: ""
+            for key in mailboxes
+            if key[0] == args.corpus and (not wanted or key[1] == wanted)
+        } or {(args.corpus, wanted): ""}
+    shared = {c for c, _ in mailboxes if sum(1 for k in mailboxes if k[0] == c) > 1}
+    for corpus, owned in mailboxes:
+        mailboxes[(corpus, owned)] = (
+            f"{corpus} as {owned[0]}" if corpus in shared else corpus
+        )
     types = [args.only] if args.only else TYPES
     total: dict[tuple[str, str], Tally] = defaultdict(Tally)
     floor_total: dict[tuple[str, str], Tally] = defaultdict(Tally)
     samples: dict[tuple[str, str], int] = defaultdict(int)
     top10: dict[str, list[str]] = {}
     automated: dict[str, int] = {}
-    for corpus, owners in corpora.items():
+    for (corpus, owned), name in mailboxes.items():
+        owners = list(owned)
+        theirs = [
+            lab
+            for lab in labels
+            if lab.corpus == corpus and tuple(sorted(set(lab.owners))) == owned
+        ]
         sid, seconds = import_corpus(corpus, owners, reuse=args.reuse)
-        print(f"{corpus}: imported/detected in {seconds:.1f} s (source {sid})")
+        print(f"{name}: imported/detected in {seconds:.1f} s (source {sid})")
         if args.dump:
             dump(
                 sid,
-                [lab for lab in labels if lab.corpus == corpus],
+                theirs,
                 owners,
                 args.dump,
                 blind=args.blind,
@@ -668,9 +684,7 @@ def main() -> None:
             tid: {norm_id(m.message_id) for m in msgs} for tid, msgs in messages.items()
         }
         thread_of = {mid: tid for tid, mids in thread_ids.items() for mid in mids}
-        mine = canonical_labels(
-            [lab for lab in labels if lab.corpus == corpus], copy_map(sid), thread_of
-        )
+        mine = canonical_labels(theirs, copy_map(sid), thread_of)
         tallies, verdicts = evaluate(mine, loops, thread_ids)
         for key, tally in tallies.items():
             t = total[key]
@@ -697,8 +711,8 @@ def main() -> None:
                 samples[(loop_type, "all")] += 1
         all_loops = list(OpenLoop.objects.filter(source_id=sid, status=LoopStatus.OPEN))
         _, all_verdicts = evaluate(mine, all_loops, thread_ids)
-        top10[corpus] = waiting_verdicts(sid, all_verdicts)
-        automated[corpus] = (
+        top10[name] = waiting_verdicts(sid, all_verdicts)
+        automated[name] = (
             waiting_report(caller=local_caller(actor="loops_quality"), sources=[sid])
             .get("automated", {})
             .get("loop_count", 0)
