@@ -6,7 +6,8 @@ Labels: ``tests/data/loops_dev/replies.jsonl`` (unanswered_inbound/outbound) and
 ``tests/data/loops_dev/commitments.jsonl`` (commitment_owed_by_me/to_me); the format
 is one labelled thread per line (see ``tests/data/loops_dev/README.md``). Each corpus
 named by a label is imported whole from ``../shared/data`` (``BRAIN_SHARED_DATA``
-overrides) into a fresh mailbox source with the label's owners, detection and
+overrides) into a fresh mailbox source per owner set its labels name (one corpus
+read by two owners is two mailboxes), detection and
 extraction run offline (no LLM), and the open loops at the corpus's reference time
 are compared with the labels.
 
