@@ -6,7 +6,8 @@ Labels: ``tests/data/loops_dev/replies.jsonl`` (unanswered_inbound/outbound) and
 ``tests/data/loops_dev/commitments.jsonl`` (commitment_owed_by_me/to_me); the format
 is one labelled thread per line (see ``tests/data/loops_dev/README.md``). Each corpus
 named by a label is imported whole from ``../shared/data`` (``BRAIN_SHARED_DATA``
-overrides) into a fresh mailbox source with the label's owners, detection and
+overrides) into a fresh mailbox source per owner set its labels name (one corpus
+read by two owners is two mailboxes), detection and
 extraction run offline (no LLM), and the open loops at the corpus's reference time
 are compared with the labels.
 
@@ -21,6 +22,10 @@ Run (from any worktree): ``.venv/bin/python benchmarks/loops_quality.py``
   ``--verbose``       every false positive and miss with its reason
   ``--dump N``        labelling help: print up to N owner-involved, unlabelled threads
                       (messages' newest text and the product's loops)
+  ``--blind``         with ``--dump``: hide the product's loops, order threads by
+                      their first message's date (not loops first) and show only
+                      threads in which an owner wrote a message (blind labelling
+                      of my asks)
   ``--reuse``         skip the import when the source already exists (detection
                       is re-run on the stored mail)
   ``--assume-answers-visible``  score as if every source held the other side's
@@ -146,20 +151,22 @@ def load_labels() -> list[Label]:
     return out
 
 
-def source_id_for(corpus: str) -> str:
-    """``lq-`` + the corpus path made slug-like plus a short hash (one benchmark
-    source per corpus; source ids are at most 32 characters)."""
+def source_id_for(corpus: str, owners: list[str]) -> str:
+    """``lq-`` + the corpus path made slug-like plus a short hash of the corpus and
+    its owners (one benchmark source per mailbox: one corpus read by two owners
+    is two mailboxes; source ids are at most 32 characters)."""
     import hashlib
 
     slug = "".join(c if c.isalnum() else "-" for c in corpus.lower()).strip("-")
-    digest = hashlib.sha256(corpus.encode()).hexdigest()[:6]
+    key = corpus + "|" + ",".join(sorted(owners))
+    digest = hashlib.sha256(key.encode()).hexdigest()[:6]
     return f"lq-{slug[:20].strip('-')}-{digest}"
 
 
 def import_corpus(corpus: str, owners: list[str], *, reuse: bool) -> tuple[str, float]:
-    """Import ``corpus`` into a fresh source (or re-run detection on a stored one
-    with ``reuse``). Returns (source id, seconds)."""
-    sid = source_id_for(corpus)
+    """Import ``corpus`` owned by ``owners`` into a fresh source (or re-run
+    detection on a stored one with ``reuse``). Returns (source id, seconds)."""
+    sid = source_id_for(corpus, owners)
     started = time.perf_counter()
     existing = Source.objects.filter(id=sid).first()
     if existing and reuse:
@@ -540,9 +547,13 @@ def waiting_verdicts(sid: str, verdicts: dict[int, bool | None]) -> list[str]:
     return lines
 
 
-def dump(sid: str, labels: list[Label], owners: list[str], limit: int) -> None:
+def dump(
+    sid: str, labels: list[Label], owners: list[str], limit: int, *, blind: bool = False
+) -> None:
     """Labelling help: owner-involved threads in the detection window that no label
-    covers, with each message's newest text and the product's open loops."""
+    covers, with each message's newest text and the product's open loops. ``blind``:
+    no loops shown, threads in date order (the order cannot leak which ones hold
+    loops), only threads in which an owner wrote, each text up to 1,500 characters."""
     threads = source_messages(sid)
     labelled = {mid for lab in labels for mid in lab.message_ids}
     loops_by_thread: dict[str, list[OpenLoop]] = defaultdict(list)
@@ -559,7 +570,11 @@ def dump(sid: str, labels: list[Label], owners: list[str], limit: int) -> None:
     shown = 0
     order = sorted(
         threads.items(),
-        key=lambda kv: (not loops_by_thread.get(kv[0]), kv[0]),
+        key=lambda kv: (
+            (kv[1][0].date is None, kv[1][0].date, kv[0])
+            if blind
+            else (not loops_by_thread.get(kv[0]), kv[0])
+        ),
     )
     for tid, msgs in order:
         if shown >= limit:
@@ -572,12 +587,12 @@ def dump(sid: str, labels: list[Label], owners: list[str], limit: int) -> None:
         involved = any(
             is_mine(m, owner_set) or owner_set & {*m.to, *m.cc} for m in msgs
         )
-        if not involved:
+        if not involved or (blind and not any(is_mine(m, owner_set) for m in msgs)):
             continue
         shown += 1
         print(f"=== THREAD {msgs[0].message_id}  ({len(msgs)} msgs) tid={tid}")
         print("    ids:", json.dumps([m.message_id for m in msgs]))
-        for lp in loops_by_thread.get(tid, []):
+        for lp in [] if blind else loops_by_thread.get(tid, []):
             print(
                 f"    LOOP {lp.loop_type} → {lp.counterparty_email}: {lp.summary[:100]}"
             )
@@ -590,7 +605,7 @@ def dump(sid: str, labels: list[Label], owners: list[str], limit: int) -> None:
                 f" | {m.message_id}"
             )
             text = collapse(reply_text(m.body))
-            print("     " + text[:600])
+            print("     " + text[: 1500 if blind else 600])
 
 
 def main() -> None:
@@ -600,6 +615,7 @@ def main() -> None:
     parser.add_argument("--verbose", action="store_true")
     parser.add_argument("--reuse", action="store_true")
     parser.add_argument("--dump", type=int, default=0)
+    parser.add_argument("--blind", action="store_true")
     parser.add_argument("--assume-answers-visible", action="store_true")
     parser.add_argument(
         "--owners", default="", help="owners for --dump of an unlabelled corpus"
@@ -618,27 +634,45 @@ def main() -> None:
         loops.pipeline.answers_visible = visible  # type: ignore[assignment]
         loops.waiting.answers_visible = visible  # type: ignore[assignment]
     labels = load_labels()
-    corpora: dict[str, list[str]] = {}
+    # One mailbox per (corpus, owner set): labels of one corpus with other owners
+    # are another person's mailbox (their mutual mail is not all "mine").
+    mailboxes: dict[tuple[str, tuple[str, ...]], str] = {}
     for lab in labels:
-        corpora.setdefault(lab.corpus, [])
-        corpora[lab.corpus] = sorted(set(corpora[lab.corpus]) | set(lab.owners))
+        mailboxes.setdefault((lab.corpus, tuple(sorted(set(lab.owners)))), "")
     if args.corpus:
-        corpora = {
-            args.corpus: corpora.get(args.corpus)
-            or [o for o in args.owners.split(",") if o]
-        }
+        wanted = tuple(sorted({o.lower() for o in args.owners.split(",") if o}))
+        mailboxes = {
+            key: ""
+            for key in mailboxes
+            if key[0] == args.corpus and (not wanted or key[1] == wanted)
+        } or {(args.corpus, wanted): ""}
+    shared = {c for c, _ in mailboxes if sum(1 for k in mailboxes if k[0] == c) > 1}
+    for corpus, owned in mailboxes:
+        mailboxes[(corpus, owned)] = (
+            f"{corpus} as {owned[0]}" if corpus in shared else corpus
+        )
     types = [args.only] if args.only else TYPES
     total: dict[tuple[str, str], Tally] = defaultdict(Tally)
     floor_total: dict[tuple[str, str], Tally] = defaultdict(Tally)
     samples: dict[tuple[str, str], int] = defaultdict(int)
     top10: dict[str, list[str]] = {}
     automated: dict[str, int] = {}
-    for corpus, owners in corpora.items():
+    for (corpus, owned), name in mailboxes.items():
+        owners = list(owned)
+        theirs = [
+            lab
+            for lab in labels
+            if lab.corpus == corpus and tuple(sorted(set(lab.owners))) == owned
+        ]
         sid, seconds = import_corpus(corpus, owners, reuse=args.reuse)
-        print(f"{corpus}: imported/detected in {seconds:.1f} s (source {sid})")
+        print(f"{name}: imported/detected in {seconds:.1f} s (source {sid})")
         if args.dump:
             dump(
-                sid, [lab for lab in labels if lab.corpus == corpus], owners, args.dump
+                sid,
+                theirs,
+                owners,
+                args.dump,
+                blind=args.blind,
             )
             continue
         loops = list(
@@ -651,9 +685,7 @@ def main() -> None:
             tid: {norm_id(m.message_id) for m in msgs} for tid, msgs in messages.items()
         }
         thread_of = {mid: tid for tid, mids in thread_ids.items() for mid in mids}
-        mine = canonical_labels(
-            [lab for lab in labels if lab.corpus == corpus], copy_map(sid), thread_of
-        )
+        mine = canonical_labels(theirs, copy_map(sid), thread_of)
         tallies, verdicts = evaluate(mine, loops, thread_ids)
         for key, tally in tallies.items():
             t = total[key]
@@ -680,8 +712,8 @@ def main() -> None:
                 samples[(loop_type, "all")] += 1
         all_loops = list(OpenLoop.objects.filter(source_id=sid, status=LoopStatus.OPEN))
         _, all_verdicts = evaluate(mine, all_loops, thread_ids)
-        top10[corpus] = waiting_verdicts(sid, all_verdicts)
-        automated[corpus] = (
+        top10[name] = waiting_verdicts(sid, all_verdicts)
+        automated[name] = (
             waiting_report(caller=local_caller(actor="loops_quality"), sources=[sid])
             .get("automated", {})
             .get("loop_count", 0)

@@ -380,7 +380,10 @@ def _outbound(
     ``REPLY_TO_CROWD_LIFETIME``. The ask's recipients include those of its
     re-sent copies (``_resent_copies``) and exclude addresses it bounced for
     (``undeliverable``, see ``detect_thread``); bounced for all, it opens nothing
-    (``undeliverable``). A later message of my turn quoting an addressee's reply
+    (``undeliverable``). An ask posted to a mailing list (a list address among
+    its recipients, or the message came back through a list server:
+    ``MailMessage.list_unsubscribe`` or ``mailing_list``) opens nothing
+    (``mailing_list``). A later message of my turn quoting an addressee's reply
     to the ask (``_answer_quoted``), or a later message of my turn to them that
     only thanks (``_thanked_since``), closes it (``reply_detected``, that message
     as evidence): they answered, though the source lacks their message."""
@@ -409,10 +412,14 @@ def _outbound(
             verdict.reason = "undeliverable"
             verdict.retract[LoopType.UNANSWERED_OUTBOUND] = verdict.reason
             return verdict
-    if ask.list_unsubscribe or any(is_list_address(a) for a in recipients):
+    if (
+        ask.list_unsubscribe
+        or ask.mailing_list
+        or any(is_list_address(a) for a in recipients)
+    ):
         # Posted to a mailing list (a list address, or my own message came back
-        # through a list server with its List-Unsubscribe): its readers, not a
-        # person, may answer.
+        # through a list server: its List-Unsubscribe or, from lists that send
+        # none, its other list headers): its readers, not a person, may answer.
         verdict.reason = "mailing_list"
         verdict.retract[LoopType.UNANSWERED_OUTBOUND] = verdict.reason
         return verdict

@@ -31,7 +31,9 @@ class MailMessage:
     is one of the source's owner addresses. ``html_only`` is True when the message
     had an HTML body and no plain-text alternative (a marketing signal, §5.1a).
     ``failed_recipients``: on a delivery-failure notice, the recipients its
-    delivery-status report names as failed (empty otherwise).
+    delivery-status report names as failed (empty otherwise). ``mailing_list`` is
+    True when a list server delivered the message (its list headers, with or
+    without List-Unsubscribe).
     """
 
     message_id: str
@@ -46,6 +48,7 @@ class MailMessage:
     is_mine: bool = False
     labels: list[str] = field(default_factory=list)
     list_unsubscribe: bool = False
+    mailing_list: bool = False
     auto_submitted: str | None = None
     calendar_method: str | None = None
     in_reply_to: str | None = None

@@ -56,6 +56,17 @@ if TYPE_CHECKING:
 MAX_BODY_CHARS = 8000
 TRUNCATED_MARK = "\n[truncated]"
 _CORE_HEADERS = ("from", "to", "date", "subject", "message-id")
+# A message carrying any of these came through a mailing-list server (RFC 2919
+# List-Id, RFC 2369 List-Post, Mailman's X-BeenThere and version, ezmlm's and
+# older managers' Mailing-List): older Mailman lists send no List-Unsubscribe.
+LIST_HEADERS = (
+    "list-id",
+    "list-post",
+    "x-beenthere",
+    "x-mailman-version",
+    "mailing-list",
+    "x-mailing-list",
+)
 # SPEC §5.1 mail text rules (reply prefixes, noise senders, reply languages) live in
 # loops.definitions; parsing only applies them.
 _REPLY_PREFIX = REPLY_PREFIX_RE
@@ -129,6 +140,9 @@ class ParsedMail:
     has_quote: bool = False
     html_only: bool = False
     list_unsubscribe: bool = False
+    # Delivered by a mailing-list server: RFC 2369/2919 list headers or a list
+    # manager's own (``LIST_HEADERS``), with or without List-Unsubscribe.
+    mailing_list: bool = False
     auto_submitted: str | None = None
     calendar_method: str | None = None
     # A delivery-failure notice's failed recipients (``failed_recipients``).
@@ -752,6 +766,7 @@ def _finish(
         raw=clean_text(raw),
         raw_hash=raw_hash,
         list_unsubscribe=bool(one("list-unsubscribe")),
+        mailing_list=any(one(name) for name in LIST_HEADERS),
         auto_submitted=str(auto).strip().lower() if auto else None,
         calendar_method=body.calendar_method,
         failed_recipients=failed or [],

@@ -97,6 +97,7 @@ def to_mail_message(
         is_mine=is_mine,
         labels=sorted(set(parsed.labels)),
         list_unsubscribe=parsed.list_unsubscribe,
+        mailing_list=parsed.mailing_list,
         auto_submitted=parsed.auto_submitted,
         calendar_method=parsed.calendar_method,
         in_reply_to=parsed.in_reply_to,

@@ -179,6 +179,23 @@ def test_calendar_method_list_unsubscribe_and_auto_submitted_are_read() -> None:
     assert msg.body == "Join us"
 
 
+def test_list_headers_without_list_unsubscribe_mark_mailing_list_mail() -> None:
+    # An older Mailman list: List-Id, X-BeenThere and X-Mailman-Version, no
+    # List-Unsubscribe. A person's own message carries none of them.
+    head = (
+        b"From: me@example.org\r\nTo: Tinkerers <tinkerers@club.example>\r\n"
+        b"Subject: [Tinker] backups\r\nMessage-ID: <%d@example.org>\r\n"
+    )
+    listed = parse_rfc822(
+        head % 1 + b"List-Id: Tinkerers <tinkerers.club.example>\r\n"
+        b"X-BeenThere: tinkerers@club.example\r\nX-Mailman-Version: 1.1\r\n"
+        b"\r\nHas anyone got the backup agent running?\r\n"
+    )
+    assert listed.mailing_list is True and listed.list_unsubscribe is False
+    plain = parse_rfc822(head % 2 + b"\r\nHas anyone got it running?\r\n")
+    assert plain.mailing_list is False
+
+
 def test_noise_senders_match_spec_list() -> None:
     assert is_noise_sender("no-reply@accounts.example.com")
     assert is_noise_sender("notifications@github.com")

@@ -770,6 +770,18 @@ def test_my_message_delivered_through_a_list_opens_no_waiting_loop() -> None:
     assert verdict.open == [] and verdict.reason == "mailing_list"
 
 
+def test_my_ask_echoed_by_a_list_without_list_unsubscribe_opens_nothing() -> None:
+    # An older list server sends List-Id and X-BeenThere but no List-Unsubscribe,
+    # and its posting address looks like a person's: my question came back
+    # through it all the same, so the list's readers, not a person, may answer.
+    body = "Has anyone got the backup agent running on Linux?"
+    post = mail(1, body, frm=ME, to=("tinkerers@club.example",))
+    assert opened([post]) == [LoopType.UNANSWERED_OUTBOUND]  # a person's address
+    post.mailing_list = True
+    verdict = detect([post])
+    assert verdict.open == [] and verdict.reason == "mailing_list"
+
+
 def test_my_unchased_question_on_a_crowd_announcement_expires() -> None:
     # Ann announced a new report to a crowd; I replied with a question about it
     # and never chased. Two weeks on it is moot; the same question to a note she
