@@ -31,6 +31,7 @@ import argparse
 import os
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -79,7 +80,7 @@ def _import(
 LOOP_OWNER = "me@bench.example"
 
 
-def _loop_heavy_mbox(count: int, tmp: Path) -> Path:
+def _loop_heavy_mbox(count: int, tmp: Path, start: datetime | None = None) -> Path:
     """A synthetic mbox of ``count`` one-message threads, each a direct question with
     a deadline between ``LOOP_OWNER`` and its own person, at least 72 h older than
     the newest message (one closing newsletter): the even ones mine to them
@@ -88,13 +89,13 @@ def _loop_heavy_mbox(count: int, tmp: Path) -> Path:
     comes from others: a mailbox of nothing but my own questions opens no waiting
     loop (it cannot show answers), and the benchmark measured no loops at all."""
     import mailbox
-    from datetime import UTC, datetime, timedelta
+    from datetime import UTC, timedelta
     from email.message import EmailMessage
     from email.utils import format_datetime
 
     tmp.unlink(missing_ok=True)
     out = mailbox.mbox(str(tmp))
-    start = datetime.now(UTC) - timedelta(days=30)
+    start = start or datetime.now(UTC) - timedelta(days=30)
     topics = ("budget", "contract", "schedule", "invoice", "launch", "report")
 
     def add(

@@ -19,6 +19,7 @@ import. ``mail_entries_import`` runs the same pipeline on entries read elsewhere
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import threading
@@ -244,6 +245,8 @@ class MailboxConnector(Connector):
                 parsed.append(result)
             if self.progress and (index % 200 == 0 or index == total):
                 self.progress("parse", index, total)
+        # Out of the collector's sight until the import ends (see fetch_changes).
+        gc.freeze()
         self.report.counts["files"] = total
         self.tally.items = total
         if self.metadata_files:
@@ -374,6 +377,11 @@ class MailboxConnector(Connector):
         """Yield batches of ``batch_threads`` threads with new messages (the items
         that could not be parsed are held first)."""
         prepared = self.prepare()
+        # The parsed mailbox lives until the import ends: out of the collector's
+        # sight, so each full collection during the batches does not walk it
+        # again (about an eighth of the importing process's time in batches;
+        # ``mailbox_import`` gives it back).
+        gc.freeze()
         self._record_holds(self.holds)
         if self.owners - set(self.source.owner_addresses):
             # Detection reads the source's owners: addresses learned from sent
@@ -667,6 +675,8 @@ def mailbox_import(
         report.status = "failed"
         sync_run_finish(run=run, report=report, error=f"{type(exc).__name__}: {exc}")
         raise
+    finally:
+        gc.unfreeze()
     sync_run_finish(run=run, report=report)
     return report
 
