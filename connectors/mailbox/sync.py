@@ -76,7 +76,7 @@ from connectors.services import (
 from loops.definitions import is_mine, reply_text, reply_text_seed
 from loops.message import MailMessage
 from loops.pipeline import process_threads
-from loops.selectors import newest_message_at
+from loops.selectors import SourceScans, newest_message_at
 from loops.services_senders import sender_profiles_refresh
 
 if TYPE_CHECKING:
@@ -392,6 +392,8 @@ class MailboxConnector(Connector):
                 owner_addresses=self.owners,
             )
         self.reference = self._reference_time(prepared)
+        # The whole-source reads of detection, kept from batch to batch.
+        self.scans = SourceScans(source_id=self.source.id)
         # Who expects a reply is judged over the whole source, this mailbox
         # included, before the first batch is detected (SPEC §5.1a).
         sender_profiles_refresh(
@@ -513,6 +515,7 @@ class MailboxConnector(Connector):
                     thread_ids=list(stored),
                     now=reference,
                     source_newest=reference,
+                    scans=getattr(self, "scans", None),
                 )
             self._advance(len(works))
         report.merge(scratch)
