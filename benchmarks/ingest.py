@@ -31,6 +31,7 @@ import argparse
 import os
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -57,29 +58,76 @@ def _limited_copy(path: Path, limit: int, tmp: Path) -> Path:
     return tmp
 
 
+def _backend_cpu() -> float | None:
+    """CPU seconds (user + system) of this connection's PostgreSQL backend so far,
+    from ``/proc`` (the embedded server runs on this machine); None elsewhere."""
+    from django.db import connection
+
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            pid = cursor.fetchone()[0]
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError, TypeError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu() -> tuple[float, float]:
+    """(this process, its finished children: the parse workers) CPU seconds."""
+    import resource
+
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
+
+
 def _import(
     source_id: str, path: Path, owners: list[str] | None = None
-) -> tuple[float, float, dict[str, int]]:
+) -> tuple[float, float, dict[str, int], str]:
+    """Import ``path``; returns (seconds, parse seconds, report counts, a line of
+    CPU seconds per phase: the parse workers, this process while parsing and
+    after, and the database backend after parsing)."""
     from connectors.mailbox.sync import mailbox_import
 
     marks: dict[str, float] = {}
+    cpu_marks: dict[str, tuple[float, float]] = {}
 
     def progress(step: str, done: int, total: int | None) -> None:
         marks[step] = time.perf_counter()
+        if step == "parse" and done == total:
+            cpu_marks["parse"] = _cpu()
 
+    backend_start = _backend_cpu()
+    cpu_start = _cpu()
     start = time.perf_counter()
     report = mailbox_import(
         source_id=source_id, path=path, owners=owners or [], progress=progress
     )
     elapsed = time.perf_counter() - start
+    cpu_end = _cpu()
+    backend_end = _backend_cpu()
     parse_time = marks.get("parse", start) - start
-    return elapsed, parse_time, dict(report.counts)
+    parsed = cpu_marks.get("parse", cpu_start)
+    backend = (
+        f"{backend_end - backend_start:.2f} s"
+        if backend_start is not None and backend_end is not None
+        else "n/a"
+    )
+    cpu = (
+        f"CPU: parse workers {cpu_end[1] - cpu_start[1]:.2f} s, importing process "
+        f"{parsed[0] - cpu_start[0]:.2f} s while parsing + "
+        f"{cpu_end[0] - parsed[0]:.2f} s store+detect, database backend {backend} "
+        f"(total {cpu_end[0] - cpu_start[0] + cpu_end[1] - cpu_start[1]:.2f} s "
+        "outside the database)"
+    )
+    return elapsed, parse_time, dict(report.counts), cpu
 
 
 LOOP_OWNER = "me@bench.example"
 
 
-def _loop_heavy_mbox(count: int, tmp: Path) -> Path:
+def _loop_heavy_mbox(count: int, tmp: Path, start: datetime | None = None) -> Path:
     """A synthetic mbox of ``count`` one-message threads, each a direct question with
     a deadline between ``LOOP_OWNER`` and its own person, at least 72 h older than
     the newest message (one closing newsletter): the even ones mine to them
@@ -88,13 +136,13 @@ def _loop_heavy_mbox(count: int, tmp: Path) -> Path:
     comes from others: a mailbox of nothing but my own questions opens no waiting
     loop (it cannot show answers), and the benchmark measured no loops at all."""
     import mailbox
-    from datetime import UTC, datetime, timedelta
+    from datetime import UTC, timedelta
     from email.message import EmailMessage
     from email.utils import format_datetime
 
     tmp.unlink(missing_ok=True)
     out = mailbox.mbox(str(tmp))
-    start = datetime.now(UTC) - timedelta(days=30)
+    start = start or datetime.now(UTC) - timedelta(days=30)
     topics = ("budget", "contract", "schedule", "invoice", "launch", "report")
 
     def add(
@@ -273,7 +321,7 @@ def main() -> None:
     try:
         source_id = f"bench-ingest-{stamp}"
         sources.append(source_id)
-        elapsed, parse_time, counts = _profiled(
+        elapsed, parse_time, counts, cpu = _profiled(
             lambda: _import(source_id, path, owners)
         )
         messages = counts.get("messages", 0)
@@ -293,6 +341,7 @@ def main() -> None:
             f"(parse+thread {parse_time:.2f} s, store+detect {elapsed - parse_time:.2f} s); "
             f"target >= 300 messages/s (SPEC §11)"
         )
+        print(cpu)
         print(
             "accounting (SPEC §6): "
             + ", ".join(
@@ -314,7 +363,7 @@ def main() -> None:
             source_id = f"bench-embed-{stamp}"
             sources.append(source_id)
             embed_texts(["load the model before timing"])  # not part of either rate
-            import_time, _, counts = _import(source_id, path)
+            import_time, _, counts, _ = _import(source_id, path)
             start = time.perf_counter()
             embedded = pages_embed_pending(source_ids=[source_id])
             embed_time = time.perf_counter() - start

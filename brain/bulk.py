@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from django.contrib.postgres.fields import ArrayField
@@ -25,7 +26,9 @@ from django.db import connection
 from django.db.models import (
     BooleanField,
     CharField,
+    DateTimeField,
     Field,
+    ForeignKey,
     IntegerField,
     JSONField,
     Model,
@@ -92,6 +95,18 @@ def _converter(field: Field) -> Callable[[Any], Any]:
         return lambda v: None if v is None else Vector(v).to_text()
     if isinstance(field, (CharField, TextField, IntegerField, BooleanField)):
         return lambda v: v  # their get_db_prep_save is the identity
+    if isinstance(field, ForeignKey):
+        # A key is its target column's value (the import's page and source ids).
+        return _converter(field.target_field)
+    if isinstance(field, DateTimeField):
+        # An aware datetime goes through unchanged (PostgreSQL's adapter is the
+        # identity); the field's own preparation handles the rest (naive, text).
+        prepare = field.get_db_prep_save
+        return lambda v: (
+            v
+            if v is None or (isinstance(v, datetime) and v.tzinfo is not None)
+            else prepare(v, connection)
+        )
     return lambda v: field.get_db_prep_save(v, connection)
 
 

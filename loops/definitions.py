@@ -212,6 +212,34 @@ def _header_regex(languages: tuple[str, ...]) -> re.Pattern[str]:
     return pattern
 
 
+def findall_at_lines(pattern: re.Pattern[str], text: str) -> list[tuple[str, ...]]:
+    """``pattern.findall(text)`` (groups, ``''`` for a group that did not take
+    part) for a pattern of several groups whose every match starts at a line
+    start (``^`` in MULTILINE mode) or at a newline character, and is never
+    empty, with no lookbehind: mail-parser-reply's reply-header expression
+    (``_header_regex``). ``findall`` tries the pattern at every character of
+    the text; this tries it only where a match can start (the text's start, each
+    newline and the position after it), in order, going on after each match as
+    ``findall`` does: the same matches for about a third of the time (SPEC §11
+    ingest rate: two scans per imported message)."""
+    found: list[tuple[str, ...]] = []
+    match = pattern.match
+    end = 0
+    starts = [0]
+    newline = text.find("\n")
+    while newline >= 0:
+        starts += (newline, newline + 1)
+        newline = text.find("\n", newline + 1)
+    for start in starts:
+        if start < end:
+            continue
+        hit = match(text, start)
+        if hit is not None:
+            found.append(hit.groups(""))
+            end = hit.end()
+    return found
+
+
 def latest_reply(text: str) -> str:
     """``reply_parser().parse_reply(text)``: the first non-empty fragment of
     ``text`` (normalised as the library does) before the next reply header, or
@@ -221,10 +249,11 @@ def latest_reply(text: str) -> str:
     shared corpora take 59 % of the library's time here, with the same answer for
     each, and an import asks twice per message (SPEC §11 ingest rate). This
     splits at the same headers, with the library's own header expression
-    (``_header_regex``) and normalised text, and returns the same fragment."""
+    (``_header_regex``, tried only where a header can start:
+    ``findall_at_lines``) and normalised text, and returns the same fragment."""
     parser = reply_parser()
     message = EmailMessage(text=text, languages=parser.languages)
-    found = _header_regex(tuple(message.languages)).findall(message.text)
+    found = findall_at_lines(_header_regex(tuple(message.languages)), message.text)
     headers = [header for header in chain.from_iterable(found) if header]
     body = message.text
     current = 0

@@ -67,6 +67,7 @@ from loops.models import (
 )
 from loops.selectors import (
     MAILBOX_WINDOW_DAYS,
+    SourceScans,
     answers_visible,
     counterparty_messages,
     domain_people,
@@ -1099,14 +1100,16 @@ def _chunk_process(
     source_newest: datetime,
     mode: str,
     isolate: bool,
+    scans: SourceScans | None = None,
 ) -> list[dict[str, Any] | None]:
     """``thread_process`` for a chunk of threads inside the caller's transaction,
     with their messages, pages and state loaded in a few queries, and their
     extraction runs and new detector loops (``LoopBatch``) inserted a few statements
     per chunk. Returns one report per thread.
 
-    ``isolate=False``: the first failing thread raises (the caller rolls the chunk
-    back). ``isolate=True``: each thread runs in its own savepoint; a failing one is
+    ``scans`` (an import's ``SourceScans``) answers the whole-source reads from
+    the records added since the last chunk. ``isolate=False``: the first failing
+    thread raises (the caller rolls the chunk back). ``isolate=True``: each thread runs in its own savepoint; a failing one is
     logged, rolled back alone and reported as ``None``.
     """
     preloaded = True
@@ -1121,12 +1124,17 @@ def _chunk_process(
             source_id=source.id,
             addresses=state.kinds,  # type: ignore[union-attr]
         )
-        state.answers_visible = answers_visible(  # type: ignore[union-attr]
-            source_id=source.id, owners=source.owner_addresses
-        )
-        state.undeliverable = undeliverable(  # type: ignore[union-attr]
-            source_id=source.id, owners=source.owner_addresses
-        )
+        if scans is not None:
+            scans.refresh(source.owner_addresses)
+            state.answers_visible = scans.answers_visible()  # type: ignore[union-attr]
+            state.undeliverable = scans.undeliverable()  # type: ignore[union-attr]
+        else:
+            state.answers_visible = answers_visible(  # type: ignore[union-attr]
+                source_id=source.id, owners=source.owner_addresses
+            )
+            state.undeliverable = undeliverable(  # type: ignore[union-attr]
+                source_id=source.id, owners=source.owner_addresses
+            )
         # New detector loops are written together at the end (one savepoint-free
         # chunk only: a retry thread by thread writes them one by one).
         batch = (
@@ -1186,6 +1194,7 @@ def process_threads(
     thread_ids: Iterable[str],
     now: datetime | None = None,
     source_newest: datetime | None = None,
+    scans: SourceScans | None = None,
 ) -> dict[str, Any]:
     """Run loop detection for ``thread_ids`` of ``source_id`` (SPEC §5.2-§5.4).
 
@@ -1193,7 +1202,10 @@ def process_threads(
     newest message for mailbox sources, never later than the wall clock).
     ``source_newest`` overrides the newest message date the 30-day extraction
     window is measured from (an import passes the newest date of the whole
-    mailbox, so results do not depend on its batch size). Returns ``{threads,
+    mailbox, so results do not depend on its batch size). ``scans``: an
+    importer's ``loops.selectors.SourceScans`` for ``source_id``, kept from batch
+    to batch so each reads only the records added since (default: read the whole
+    source). Returns ``{threads,
     failed, opened, closed, stale}`` plus ``warnings`` (a list of strings) when the
     reference time needed one (a mailbox dated wholly after the wall clock). Never
     raises: failures are logged and counted.
@@ -1238,6 +1250,7 @@ def process_threads(
             mutes=mutes,
             source_newest=source_newest,
             mode=mode,
+            scans=scans,
         )
         try:
             # One transaction per chunk with no savepoint per thread: an import's

@@ -19,6 +19,7 @@ import. ``mail_entries_import`` runs the same pipeline on entries read elsewhere
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import threading
@@ -75,7 +76,7 @@ from connectors.services import (
 from loops.definitions import is_mine, reply_text, reply_text_seed
 from loops.message import MailMessage
 from loops.pipeline import process_threads
-from loops.selectors import newest_message_at
+from loops.selectors import SourceScans, newest_message_at
 from loops.services_senders import sender_profiles_refresh
 
 if TYPE_CHECKING:
@@ -244,6 +245,8 @@ class MailboxConnector(Connector):
                 parsed.append(result)
             if self.progress and (index % 200 == 0 or index == total):
                 self.progress("parse", index, total)
+        # Out of the collector's sight until the import ends (see fetch_changes).
+        gc.freeze()
         self.report.counts["files"] = total
         self.tally.items = total
         if self.metadata_files:
@@ -374,6 +377,11 @@ class MailboxConnector(Connector):
         """Yield batches of ``batch_threads`` threads with new messages (the items
         that could not be parsed are held first)."""
         prepared = self.prepare()
+        # The parsed mailbox lives until the import ends: out of the collector's
+        # sight, so each full collection during the batches does not walk it
+        # again (about an eighth of the importing process's time in batches;
+        # ``mailbox_import`` gives it back).
+        gc.freeze()
         self._record_holds(self.holds)
         if self.owners - set(self.source.owner_addresses):
             # Detection reads the source's owners: addresses learned from sent
@@ -384,6 +392,8 @@ class MailboxConnector(Connector):
                 owner_addresses=self.owners,
             )
         self.reference = self._reference_time(prepared)
+        # The whole-source reads of detection, kept from batch to batch.
+        self.scans = SourceScans(source_id=self.source.id)
         # Who expects a reply is judged over the whole source, this mailbox
         # included, before the first batch is detected (SPEC §5.1a).
         sender_profiles_refresh(
@@ -505,6 +515,7 @@ class MailboxConnector(Connector):
                     thread_ids=list(stored),
                     now=reference,
                     source_newest=reference,
+                    scans=getattr(self, "scans", None),
                 )
             self._advance(len(works))
         report.merge(scratch)
@@ -667,6 +678,8 @@ def mailbox_import(
         report.status = "failed"
         sync_run_finish(run=run, report=report, error=f"{type(exc).__name__}: {exc}")
         raise
+    finally:
+        gc.unfreeze()
     sync_run_finish(run=run, report=report)
     return report
 

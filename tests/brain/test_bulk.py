@@ -3,7 +3,7 @@ must write rows that read back exactly like rows the ORM writes."""
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import UTC, date
 
 import pytest
 
@@ -157,3 +157,55 @@ def test_bulk_insert_refuses_a_value_too_long_for_its_column_instead_of_cutting_
     )
     with pytest.raises(DataError), transaction.atomic():
         bulk_insert_objects([page])
+
+
+@pytest.mark.filterwarnings("ignore:DateTimeField .* received a naive datetime")
+def test_bulk_insert_writes_dates_and_keys_as_the_orm_does(
+    default_source: Source,
+) -> None:
+    """Aware date-times pass through unchanged, a naive one is made aware as the
+    ORM makes it, and foreign keys are their target's value: each row reads back
+    like the same row saved by the ORM."""
+    from datetime import datetime, timedelta, timezone
+
+    from django.utils import timezone as django_timezone
+
+    page = Page.objects.create(
+        source=default_source,
+        slug="notes/host",
+        type=PageType.objects.get(name="note"),
+        title="Host",
+    )
+    moments = [
+        datetime(2002, 8, 22, 18, 26, 25, tzinfo=timezone(timedelta(hours=2))),
+        datetime(2002, 8, 22, 18, 26, 25, tzinfo=UTC),
+        datetime(2002, 8, 22, 18, 26, 25),  # noqa: DTZ001 - naive on purpose
+    ]
+    # A naive value is read in the current time zone (not the database's UTC).
+    with django_timezone.override("Europe/Paris"):
+        bulk_insert(
+            RawRecord,
+            [
+                {
+                    "source_id": default_source.id,
+                    "external_id": f"bulk-{i}",
+                    "kind": "rfc822",
+                    "page_id": page.pk,
+                    "captured_at": moment,
+                }
+                for i, moment in enumerate(moments)
+            ],
+        )
+        for i, moment in enumerate(moments):
+            RawRecord.objects.create(
+                source=default_source,
+                external_id=f"orm-{i}",
+                kind="rfc822",
+                page=page,
+                captured_at=moment,
+            )
+    for i in range(len(moments)):
+        bulk = RawRecord.objects.get(external_id=f"bulk-{i}")
+        orm = RawRecord.objects.get(external_id=f"orm-{i}")
+        assert bulk.captured_at == orm.captured_at
+        assert (bulk.page_id, bulk.source_id) == (page.pk, default_source.id)

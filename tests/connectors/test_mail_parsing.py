@@ -262,3 +262,36 @@ def test_latest_reply_is_the_librarys_parse_reply(text: str) -> None:
     from loops.definitions import latest_reply, reply_parser
 
     assert latest_reply(text) == reply_parser().parse_reply(text)
+
+
+HEADER_SCAN_TEXTS = [
+    *LIBRARY_REPLY_TEXTS,
+    "\nFrom: Ann\nTo: Bo\n",
+    "From: Ann\nSent: Monday\nTo: Bo\nSubject: x\n\nbody",
+    "> > On Tue, 4 Jun 2024, Bo wrote:\n> > quoted\nreply\n",
+    "Le 3 juin 2024 à 09:00, Ann a écrit :\n> Bonjour\n",
+    "El lun, 3 jun 2024, Ann escribió:\n> Hola\n",
+    "De : Ann\nEnvoyé : lundi\nÀ : Bo\nObjet : x\n",
+    "De: Ann\nEnviado: lunes\nPara: Bo\nAsunto: x\n",
+    "Von: Ann\nGesendet: Montag\nAn: Bo\nBetreff: x\n",
+    "*From:* Ann\n*Sent:* Monday\n\n\n\n-----Original Message-----\n",
+    "text\n\n\n  :\n  :\nmore\n",
+    "On Mon Ann wrote:\nOn Tue Bo wrote:\nOn Wed Cy wrote:",
+    "x" * 50 + "From: in the middle\nTo: of a line\n",
+]
+
+
+@pytest.mark.parametrize("text", HEADER_SCAN_TEXTS)
+def test_header_scan_at_line_starts_finds_what_findall_finds(text: str) -> None:
+    """``findall_at_lines`` tries the library's header expression only where a
+    header can start (the text's start, each newline and the position after it)
+    and finds exactly what ``findall`` finds trying every character, on the text
+    as the library normalises it and as given."""
+    from mailparser_reply.parser import EmailMessage
+
+    from loops.definitions import _header_regex, findall_at_lines, reply_parser
+
+    languages = reply_parser().languages
+    pattern = _header_regex(tuple(EmailMessage(text="", languages=languages).languages))
+    for variant in (text, EmailMessage(text=text, languages=languages).text):
+        assert findall_at_lines(pattern, variant) == pattern.findall(variant)

@@ -306,3 +306,41 @@ def test_importing_a_sent_folder_alone_still_marks_its_messages_as_sent(
     assert report.counts["people"] > 0
     raws = RawRecord.objects.filter(source_id="sent-only", kind="rfc822")
     assert raws and all("SENT" in r.metadata["labels"] for r in raws)
+
+
+def test_an_import_hides_its_parsed_mailbox_from_the_collector_and_gives_it_back() -> (
+    None
+):
+    """The parsed mailbox is frozen out of the garbage collector's full passes while
+    the batches are written (``gc.freeze``), and unfrozen when the import ends,
+    whether it succeeded or was stopped (a process importing twice must not keep
+    the first mailbox frozen for good)."""
+    import gc
+
+    frozen: list[int] = []
+
+    def watch(step: str, done: int, total: int | None) -> None:
+        if step == "threads":
+            frozen.append(gc.get_freeze_count())
+            if done >= 8:
+                raise _Killed
+
+    with pytest.raises(_Killed):
+        mailbox_import(
+            source_id="sa",
+            path=SPAMASSASSIN,
+            owners=[],
+            progress=watch,
+            batch_threads=4,
+        )
+    assert frozen and all(count > 0 for count in frozen)
+    assert gc.get_freeze_count() == 0
+    frozen.clear()
+    mailbox_import(
+        source_id="sa",
+        path=SPAMASSASSIN,
+        owners=[],
+        progress=lambda step, done, total: frozen.append(gc.get_freeze_count()),
+    )
+    assert frozen[-1] > 0
+    assert gc.get_freeze_count() == 0
