@@ -283,7 +283,9 @@ def fact_remember(
     write scope). ``entity`` (name, slug or page) is resolved inside that source with
     the ``entity()`` precedence, then (when ``source`` was not given) in every source
     the caller may read, so the fact is filed under the readable page the caller
-    named wherever it lives (the fact itself stays in the write source); an
+    named wherever it lives (the fact itself stays in the write source; a page of
+    the write source a remote caller created yields to one a trusted writer
+    created elsewhere, ``brain.precedence.trusted_over``); an
     unresolved name is kept as ``evidence.entity_ref`` and echoed as the slug. ``ttl`` (``30d``/``12h``/``45m``/ISO timestamp) or
     ``valid_until`` sets the validity end; ``valid_from`` defaults to now.
 
