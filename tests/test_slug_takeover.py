@@ -12,13 +12,15 @@ or name: get_page, entity, context_pack, recall's entity arm and push_context.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
-from brain.access import local_caller
+from brain.access import Caller, local_caller
 from brain.models import Source
 from brain.services.facts import fact_remember
+from brain.services.pages import page_add
 from tests.brain.conftest import add_page
 from tests.brain.verbs_helpers import call
 from tests.factories import SourceFactory
@@ -147,3 +149,35 @@ def test_the_remote_key_still_reads_its_own_page(attacked) -> None:  # type: ign
     assert page["source_id"] == "default" and PLANTED in page["body"]
     status, body = call(attacked["remote"], "entity", {"name": "Greg Thorse"})
     assert PLANTED in body["card"]["summary"]
+
+
+def test_an_update_refused_elsewhere_names_the_page_a_read_returns(  # type: ignore[no-untyped-def]
+    default_source, source_a, source_b, make_key, api_client
+) -> None:
+    """SPEC §8 "add and update answer exactly as a read of the same slug would":
+    updating a slug the key's write source lacks names the other source a read
+    picks (the trusted-created page of team-b, not the planted one of team-a)."""
+    planter = Caller(
+        actor="key:planter",
+        trusted=False,
+        scopes=frozenset({"read", "write"}),
+        write_source_id="team-a",
+        readable_source_ids=frozenset({"team-a"}),
+    )
+    page_add(
+        source=source_a,
+        actor=planter,
+        title="Greg Thorse",
+        type_name="person",
+        body=PLANTED,
+        embed=False,
+    )
+    add_page(source_b, title="Greg Thorse", slug="people/greg-thorse", body=GENUINE)
+    key = make_key(default_source, readable=(source_a, source_b), trusted=True)
+    status, body = call(
+        api_client(key.plaintext), "pages/people/greg-thorse", {"body": "more"}
+    )
+    assert status == 403 and body["error"] == "scope_denied"
+    assert json.loads(body["detail"])["source"] == "team-b"
+    page = api_client(key.plaintext).get("/api/pages/people/greg-thorse").json()
+    assert page["source_id"] == "team-b"
