@@ -307,6 +307,7 @@ class PageAdmin(admin.ModelAdmin):
         "source",
         "type",
         "visibility",
+        "created_by_remote",
         ("deleted_at", admin.EmptyFieldListFilter),
     )
     search_fields = ("slug", "title", "aliases__alias")
@@ -319,6 +320,7 @@ class PageAdmin(admin.ModelAdmin):
         "indexed_hash",
         "last_retrieved_at",
         "deleted_at",
+        "created_by_remote",
     )
     date_hierarchy = "updated_at"
     inlines = (

@@ -13,6 +13,7 @@ from django.db.models import Count, QuerySet
 
 from brain.access import ReadScope, page_not_found, scope_queryset
 from brain.models import Page, Relation
+from brain.precedence import slug_holder
 
 
 def page_list(
@@ -41,14 +42,17 @@ def page_list(
 def page_get(*, scope: ReadScope, slug: str, source: str | None = None) -> Page:
     """The live page ``slug`` in ``scope`` (narrowed to ``source`` when given).
 
-    When several readable sources hold the slug, the most recently updated wins.
-    Raises ``NotFound`` (with a search suggestion) when no readable page matches;
-    a private page is "not found" for a caller who may not read it.
+    When several readable sources hold the slug, ``brain.precedence.slug_holder``
+    picks: a page a trusted writer created before one a remote caller created, then
+    the first holder (earliest created, then source id), never the most recently
+    updated (SPEC §8). Raises ``NotFound`` (with a search suggestion) when no
+    readable page matches; a private page is "not found" for a caller who may not
+    read it.
     """
     qs = scope_queryset(Page.objects.filter(slug=slug, deleted_at__isnull=True), scope)
     if source:
         qs = qs.filter(source_id=source)
-    page = qs.select_related("type").order_by("-updated_at").first()
+    page = slug_holder(qs.select_related("type"))
     if page is None:
         raise page_not_found(slug, source)
     return page

@@ -18,6 +18,7 @@ from brain.access import Caller
 from brain.exceptions import PROTOCOL_VERSION, InvalidParams, ScopeDenied
 from brain.hints import unsearched_sources_hint
 from brain.models import Page, Source
+from brain.precedence import slug_holder
 from brain.search import page_search
 from brain.services.pages import WriteResult
 from brain.services.push import push_context
@@ -201,17 +202,16 @@ def refuse_update_elsewhere(caller: Caller, *, slug: str, write_source_id: str) 
     may read a live page of that slug in another source, raise ``ScopeDenied`` (403)
     naming that source, instead of the ``not_found`` "add_page to create it"
     (SPEC §8: only a page the caller cannot read answers as missing, and this one
-    it can read). Returns None when there is no such page."""
+    it can read). Several such pages: the one ``brain.precedence.slug_holder`` picks.
+    Returns None when there is no such page."""
     scope = caller.all_readable_scope()
-    page = (
+    page = slug_holder(
         Page.objects.filter(
             slug=slug,
             source_id__in=[s for s in scope.source_ids if s != write_source_id],
             visibility__in=scope.visibilities,
             deleted_at__isnull=True,
         )
-        .order_by("source_id")
-        .first()
     )
     if page is None:
         return

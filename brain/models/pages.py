@@ -93,6 +93,16 @@ class Page(TimeStampedModel):
     indexed_hash = models.CharField(max_length=64, blank=True)
     last_retrieved_at = models.DateTimeField(null=True, blank=True)
     deleted_at = models.DateTimeField(null=True, blank=True)
+    # Set once by the write path when a remote (untrusted) caller created the page,
+    # or revived it from a soft delete; never cleared. Read by the precedence rule
+    # (``brain.precedence``): a remote-created page never takes an unqualified slug
+    # or name from a page a trusted writer created (SPEC §8, §2.1, §4).
+    created_by_remote = models.BooleanField(
+        default=False,
+        db_default=False,
+        editable=False,
+        help_text="Created by an untrusted API key (HTTP or MCP over HTTP).",
+    )
 
     class Meta:
         constraints = [

@@ -2,6 +2,8 @@
 
 Resolution precedence is frozen: alias > exact title or slug > slug suffix; ties go
 to the most recently touched page (max of ``updated_at`` and ``last_retrieved_at``).
+Above the arms sits the trust tier of ``brain.precedence`` (SPEC §8): a page a remote
+caller created is picked only when no page a trusted writer created answers the name.
 A miss is never an error: callers get near-miss suggestions instead (pages holding
 the name's words or their nearest title words, ranked by pg_trgm similarity).
 Every query is scoped by a ``ReadScope`` (SPEC §8): remote callers never resolve
@@ -24,6 +26,7 @@ from brain.access import ReadScope, scope_queryset
 from brain.extensions import loop_views
 from brain.models import Fact, Page, TimelineEntry, Visibility
 from brain.people import name_keys
+from brain.precedence import name_rank, trust_order_sql
 from brain.selectors import backlinks_sql
 from brain.selectors_facts import fact_list_active
 from brain.text import normalize_alias, slugify_title
@@ -95,7 +98,7 @@ _RESOLVE_SQL = """
   WHERE a.source_id = ANY(%(sources)s) AND a.alias = ANY(%(aliases)s)
     AND p.source_id = ANY(%(sources)s) AND p.deleted_at IS NULL
     AND p.visibility = ANY(%(visibilities)s)
-  ORDER BY touched DESC, p.slug
+  ORDER BY {trust}, touched DESC, p.slug
   LIMIT %(limit)s)
 UNION ALL
 (SELECT CASE WHEN lower(p.title) = ANY(%(lowers)s) OR p.slug = ANY(%(slugs)s) THEN 1 ELSE 2 END
@@ -107,9 +110,9 @@ UNION ALL
          OR reverse(p.slug) LIKE %(suffix)s)
     AND p.source_id = ANY(%(sources)s) AND p.deleted_at IS NULL
     AND p.visibility = ANY(%(visibilities)s)
-  ORDER BY arm, touched DESC, p.slug
+  ORDER BY {trust}, arm, touched DESC, p.slug
   LIMIT %(limit)s)
-"""
+""".replace("{trust}", trust_order_sql("p"))
 
 
 def entity_resolve(
@@ -121,7 +124,9 @@ def entity_resolve(
     so every export form of a person's name or address resolves, in ``Alias``), exact
     (case-insensitive title equal to the name or one of those keys, or slug equal to
     ``name`` or ``slugify(name)``), slug suffix (slug ends with
-    ``/<slugify(name)>``). Candidates rank by arm, then most recently touched. Returns
+    ``/<slugify(name)>``). Candidates rank by ``brain.precedence.name_rank``: pages a
+    trusted writer created before pages a remote caller created (whatever the arm),
+    then by arm, then most recently touched. Returns
     an empty resolution for blank input. One round trip: both halves are index scans
     (``brain_alias`` (source, alias); ``brain_page_title_lower``, the slug unique index
     and ``brain_page_slug_reverse``). Pages carry ``type_name``; no errors for data.
@@ -152,7 +157,15 @@ def entity_resolve(
             best[page.pk] = (arm, page.touched, page)  # type: ignore[attr-defined]
     if not best:
         return EntityResolution(page=None)
-    ranked = sorted(best.values(), key=lambda c: (c[0], -c[1].timestamp(), c[2].slug))
+    ranked = sorted(
+        best.values(),
+        key=lambda c: name_rank(
+            created_by_remote=c[2].created_by_remote,
+            arm=c[0],
+            touched=c[1],
+            slug=c[2].slug,
+        ),
+    )
     return EntityResolution(
         page=ranked[0][2],
         arm=ARM_NAMES[ranked[0][0]],

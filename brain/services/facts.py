@@ -25,6 +25,7 @@ from brain.access import Caller, ReadScope, scope_queryset
 from brain.embeddings import embed_texts
 from brain.exceptions import InvalidParams, NotFound, ProvenanceRequired
 from brain.models import AuditEvent, Fact, Page, RawRecord, Source, Visibility
+from brain.precedence import trusted_over
 from brain.selectors_facts import fact_active_q
 from brain.services.entities import entity_resolve
 from brain.services.fact_slots import (
@@ -234,17 +235,21 @@ def _entity_target(
     in every source the caller may read (``Caller.all_readable_scope``, private
     pages only for trusted callers), so a fact named after a readable person page
     of a mailbox source is filed under that page rather than a dangling reference
-    (SPEC §2.4, §8: linking a fact to a page needs only read access to the page)."""
+    (SPEC §2.4, §8: linking a fact to a page needs only read access to the page).
+    A page of the write source that a remote caller created yields to a page a
+    trusted writer created elsewhere (``brain.precedence.trusted_over``), so a
+    planted look-alike cannot collect the facts meant for the genuine page."""
     if entity is None or (isinstance(entity, str) and not entity.strip()):
         return None, None
     if isinstance(entity, Page):
         return entity, entity.slug
     scope = ReadScope(source_ids=(source.id,), include_private=caller.trusted)
-    resolution = entity_resolve(scope=scope, name=entity)
-    if resolution.page is None and anywhere_readable:
-        resolution = entity_resolve(scope=caller.all_readable_scope(), name=entity)
-    if resolution.page is not None:
-        return resolution.page, resolution.page.slug
+    page = entity_resolve(scope=scope, name=entity).page
+    if anywhere_readable and (page is None or page.created_by_remote):
+        wider = entity_resolve(scope=caller.all_readable_scope(), name=entity).page
+        page = trusted_over(page, wider)
+    if page is not None:
+        return page, page.slug
     raw = entity.strip().lower()
     try:
         ref = validate_slug(raw)
@@ -278,7 +283,9 @@ def fact_remember(
     write scope). ``entity`` (name, slug or page) is resolved inside that source with
     the ``entity()`` precedence, then (when ``source`` was not given) in every source
     the caller may read, so the fact is filed under the readable page the caller
-    named wherever it lives (the fact itself stays in the write source); an
+    named wherever it lives (the fact itself stays in the write source; a page of
+    the write source a remote caller created yields to one a trusted writer
+    created elsewhere, ``brain.precedence.trusted_over``); an
     unresolved name is kept as ``evidence.entity_ref`` and echoed as the slug. ``ttl`` (``30d``/``12h``/``45m``/ISO timestamp) or
     ``valid_until`` sets the validity end; ``valid_from`` defaults to now.
 

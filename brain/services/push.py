@@ -15,6 +15,7 @@ import re
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +26,7 @@ from brain.exceptions import PROTOCOL_VERSION, InvalidParams
 from brain.extensions import loop_views
 from brain.mentions import MentionWindow, Span, extract_mentions
 from brain.models import Alias, Page, PageType, PushEvent
+from brain.precedence import trusted_first
 from brain.text import normalize_alias, slugify_title
 
 # SPEC §9 resolution confidences and gate.
@@ -64,6 +66,9 @@ class Lookups:
     pages: dict[int, dict[str, Any]] = field(default_factory=dict)
     # Pages already pushed in this session (PushEvent).
     pushed: set[int] = field(default_factory=set)
+    # Pages a remote caller created: they answer a mention only when no page a
+    # trusted writer created does (brain.precedence, SPEC §8).
+    remote: set[int] = field(default_factory=set)
 
 
 @dataclass
@@ -221,7 +226,8 @@ SELECT p.id, p.slug, p.title, p.source_id, t.name, p.summary, p.frontmatter->>'s
        EXISTS(
            SELECT 1 FROM {push} e
            WHERE e.session_id = %(session)s AND e.client = %(client)s AND e.page_id = p.id
-       )
+       ),
+       p.created_by_remote
 FROM candidates c
 JOIN {page} p ON p.id = c.id
 JOIN {page_type} t ON t.id = p.type_id
@@ -243,6 +249,7 @@ _COLUMNS = (
     "slug_tail",
     "aliases",
     "pushed",
+    "created_by_remote",
 )
 
 
@@ -313,6 +320,8 @@ def _lookup(
         found.pages[page_id] = row
         if session_id and row["pushed"]:
             found.pushed.add(page_id)
+        if row["created_by_remote"]:
+            found.remote.add(page_id)
         own_title = normalize_alias(row["title"])
         for alias in row["aliases"]:
             # The page write path stores every title as an alias too; that row is the
@@ -338,30 +347,37 @@ def match_span(span: Span, lookups: Lookups) -> Match | None:
 
     Strong (capitalised) spans: alias and exact title together (if they disagree the
     mention is ambiguous), then surname (single token, person pages), then slug
-    suffix. Weak (lower-case) spans, handles and e-mails: exact alias only.
+    suffix. Weak (lower-case) spans, handles and e-mails: exact alias only. The
+    arms run over the pages trusted writers created first; the pages remote callers
+    created are considered only when none of those matches (``brain.precedence``).
     """
+    return trusted_first(lambda skip: _match_arms(span, lookups, skip), lookups.remote)
+
+
+def _match_arms(span: Span, lookups: Lookups, skip: AbstractSet[int]) -> Match | None:
+    """``match_span``'s arm cascade, ignoring the page ids in ``skip``."""
+
+    def ids(table: dict[str, set[int]], *keys: str) -> set[int]:
+        return {i for key in keys for i in table.get(key, ()) if i not in skip}
+
     if span.kind == "handle":
-        ids = lookups.alias.get(span.key, set()) | lookups.alias.get(
-            span.key.lstrip("@"), set()
-        )
-        return Match("alias", frozenset(ids)) if ids else None
+        found = ids(lookups.alias, span.key, span.key.lstrip("@"))
+        return Match("alias", frozenset(found)) if found else None
     if span.kind == "weak":
-        ids = lookups.alias.get(span.key, set()) | lookups.alias.get(
-            "@" + span.key, set()
-        )
-        return Match("alias", frozenset(ids)) if ids else None
+        found = ids(lookups.alias, span.key, "@" + span.key)
+        return Match("alias", frozenset(found)) if found else None
     if span.kind != "strong":
-        ids = lookups.alias.get(span.key, set())
-        return Match("alias", frozenset(ids)) if ids else None
-    by_alias = lookups.alias.get(span.key, set())
-    by_title = lookups.title.get(span.key, set())
+        found = ids(lookups.alias, span.key)
+        return Match("alias", frozenset(found)) if found else None
+    by_alias = ids(lookups.alias, span.key)
+    by_title = ids(lookups.title, span.key)
     if by_alias or by_title:
         return Match("alias" if by_alias else "title", frozenset(by_alias | by_title))
     if span.length == 1:
-        by_surname = lookups.surname.get(span.key, set())
+        by_surname = ids(lookups.surname, span.key)
         if by_surname:
             return Match("surname", frozenset(by_surname))
-    by_tail = lookups.slug_tail.get(slugify_title(span.surface), set())
+    by_tail = ids(lookups.slug_tail, slugify_title(span.surface))
     if by_tail:
         return Match("slug_suffix", frozenset(by_tail))
     return None

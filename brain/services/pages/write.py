@@ -248,7 +248,7 @@ def _write_batch(
                 break
 
         changed = [p for p in plans if p.changed]
-        created = _save_pages(src=src, plans=changed, now=now)
+        created = _save_pages(src=src, plans=changed, now=now, remote=actor.remote)
         title_words_add(
             source_id=src.id,
             titles=[p.title for p in changed if p.title != p.previous["title"]],
@@ -325,10 +325,14 @@ def _write_batch(
     return results
 
 
-def _save_pages(*, src: Source, plans: list[_Plan], now: Any) -> set[int]:
+def _save_pages(*, src: Source, plans: list[_Plan], now: Any, remote: bool) -> set[int]:
     """Insert the new pages and update the changed ones (two statements); sets
     ``plan.page``. Returns the ids of the pages created. A slug created meanwhile
-    by another writer raises ``IntegrityError`` (``pages_write`` re-plans)."""
+    by another writer raises ``IntegrityError`` (``pages_write`` re-plans).
+
+    ``remote`` (the writer is an untrusted caller, ``Caller.remote``) marks the pages
+    it creates, and the soft-deleted ones it revives, ``created_by_remote`` (the
+    precedence rule's input, ``brain.precedence``); the mark is never cleared."""
     new_pages: list[Page] = []
     updated: list[Page] = []
     visibility_moves: dict[str, list[Page]] = {}
@@ -346,12 +350,15 @@ def _save_pages(*, src: Source, plans: list[_Plan], now: Any) -> set[int]:
                 visibility=p.visibility,
                 effective_date=p.effective_date,
                 content_hash=p.content_hash,
+                created_by_remote=remote,
                 created_at=now,
                 updated_at=now,
             )
             new_pages.append(p.page)
             continue
         page = p.page
+        if page.deleted_at is not None and remote:
+            page.created_by_remote = True  # a revival is a re-creation
         if p.visibility != page.visibility:
             visibility_moves.setdefault(p.visibility, []).append(page)
         page.type = p.page_type
@@ -382,6 +389,7 @@ def _save_pages(*, src: Source, plans: list[_Plan], now: Any) -> set[int]:
                 "content_hash",
                 "deleted_at",
                 "updated_at",
+                "created_by_remote",
             ],
         )
     for visibility, pages in visibility_moves.items():
