@@ -217,6 +217,7 @@ def test_replay_keeps_a_loop_a_person_closed_closed(robins_mailbox, store):
         loop_close(loop=loop, status=LoopStatus.DROPPED, actor="admin:curator")
     assert waiting_report(caller=local_caller())["count"] == 0
     assert waiting_report(caller=local_caller(), as_of=END)["count"] == 0
-    assert waiting_report(caller=local_caller(), as_of=T0 + timedelta(days=2))[
-        "count"
-    ] == 0
+    assert (
+        waiting_report(caller=local_caller(), as_of=T0 + timedelta(days=2))["count"]
+        == 0
+    )
