@@ -38,8 +38,9 @@ pages.
 Each arm's figure is printed beside BM25's with the difference in points, for all
 questions, for each half of the set: the even ids (on which the fusion weights of
 ``brain.search.fused_key`` and ``brain.search.SECONDARY_WEIGHT`` were chosen, then
-among ids 1-208, and ``brain.search.QUESTION_FRAME`` and
-``brain.search.KEYWORD_LEAD_MARGIN`` among ids 1-263) and the odd ids (the check half), and for the first set and the
+among ids 1-208, and ``brain.search.QUESTION_FRAME``,
+``brain.search.KEYWORD_LEAD_MARGIN`` and ``brain.search.PAGE_EXTRA_WEIGHT`` among
+ids 1-263, on the default pages) and the odd ids (the check half), and for the first set and the
 extension apart. It also
 prints how ``score`` separates the answer from the other results (the calibration
 figure of ``brain.search.calibrated_score``).
