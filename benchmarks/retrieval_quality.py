@@ -14,7 +14,18 @@ that holds the answer where more than one does (``pages``; SOURCE.md lists them)
 
 Pages are written through the write path and embedded with the configured local
 model into their own database ``brain_retrieval_<N>`` on the embedded server (built
-once, reused). Then per question:
+once, reused).
+
+``--pages-from mail`` builds the pages instead the way a user's mail becomes pages:
+the same messages imported through the product's mailbox import (parsing, quoted
+tails trimmed, threading; one thread page per thread, each message under its
+"## Name <address> · date" header, ``connectors.mail.render``), in their own
+database ``brain_retrieval_mail_<N>``; a question's answer is then the thread page
+holding its message (``build_mail``), and BM25 reads the same thread pages (title +
+body as stored). Fewer, longer pages: its figures are not comparable with the
+default's.
+
+Then per question:
 
 - hybrid: ``page_search`` (query embedding included);
 - keyword-only: ``page_search`` with provider ``none``;
@@ -27,15 +38,16 @@ pages.
 Each arm's figure is printed beside BM25's with the difference in points, for all
 questions, for each half of the set: the even ids (on which the fusion weights of
 ``brain.search.fused_key`` and ``brain.search.SECONDARY_WEIGHT`` were chosen, then
-among ids 1-208, and ``brain.search.QUESTION_FRAME`` and
-``brain.search.KEYWORD_LEAD_MARGIN`` among ids 1-263) and the odd ids (the check half), and for the first set and the
+among ids 1-208, and ``brain.search.QUESTION_FRAME``,
+``brain.search.KEYWORD_LEAD_MARGIN`` and ``brain.search.PAGE_EXTRA_WEIGHT`` among
+ids 1-263, on the default pages) and the odd ids (the check half), and for the first set and the
 extension apart. It also
 prints how ``score`` separates the answer from the other results (the calibration
 figure of ``brain.search.calibrated_score``).
 
 Usage:
     .venv/bin/python benchmarks/retrieval_quality.py [--pages 1000] [--show-misses 0]
-        [--per-question]
+        [--per-question] [--pages-from plain|mail]
 """
 
 from __future__ import annotations
@@ -85,6 +97,67 @@ def load_pages(n_pages: int) -> list[tuple[str, str, str]]:
         lines = [ln for ln in text.splitlines() if not ln.lstrip().startswith(">")]
         pages.append((f"easy-ham-1/{path.name}", title, "\n".join(lines).strip()))
     return pages
+
+
+def message_files(n_pages: int) -> list[Path]:
+    """The first ``n_pages`` files of easy-ham-1, sorted by name."""
+    folder = shared_data() / "spamassassin_ham" / "easy-ham-1"
+    if not folder.is_dir():
+        raise SystemExit(f"shared data not found: {folder}")
+    return sorted(folder.glob("*"))[:n_pages]
+
+
+def build_mail(files: list[Path]) -> dict[str, str]:
+    """``--pages-from mail``: import the messages as a user would, through the
+    product's mailbox import (``connectors.mailbox.sync.mailbox_import``: parsing,
+    quoted tails trimmed, threading, one thread page per thread rendered by
+    ``connectors.mail.render``, each message under its "## Name <address> · date"
+    header), unless already there, and embed them. Returns each message key
+    (``easy-ham-1/<file name>``) → the slug of the page holding it (a copy's: the
+    kept copy's page); a message without a page (held, noise) is left out."""
+    from brain.models import Source
+    from brain.services.pages import pages_embed_pending
+    from connectors.mail.parsing import parse_rfc822
+    from connectors.mailbox.client import MailboxEntry
+    from connectors.mailbox.sync import mailbox_import
+    from connectors.models import ImportedItem
+
+    entries = [
+        MailboxEntry(folder="", location=f"easy-ham-1/{f.name}", data=f.read_bytes())
+        for f in files
+    ]
+    if not ImportedItem.objects.filter(source_id=SOURCE).exists():
+        Source.objects.filter(id=SOURCE).delete()
+        started = time.perf_counter()
+        report = mailbox_import(
+            source_id=SOURCE,
+            path=files[0].parent,
+            entries=entries,
+            actor="retrieval_quality",
+        )
+        print(
+            f"  imported: {dict(report.counts)} "
+            f"({time.perf_counter() - started:.0f} s)",
+            flush=True,
+        )
+    embedded = pages_embed_pending(
+        source_ids=[SOURCE],
+        progress=lambda n: print(f"  embedded {n} chunks", flush=True),
+    )
+    if embedded:
+        print(f"  {embedded} chunks embedded", flush=True)
+    ledger = {
+        row.external_id: row
+        for row in ImportedItem.objects.filter(source_id=SOURCE).select_related("page")
+    }
+    out: dict[str, str] = {}
+    for entry in entries:
+        row = ledger.get(parse_rfc822(entry.data).key)
+        if row is not None and row.page is None and row.reason.startswith("copy of "):
+            row = ledger.get(row.reason.removeprefix("copy of "))
+        if row is not None and row.page is not None and row.page.deleted_at is None:
+            out[entry.location] = row.page.slug
+    return out
 
 
 def slug_of(key: str) -> str:
@@ -208,6 +281,14 @@ def main() -> None:
         help="For each question hybrid misses at rank 1, print every ranker's rank "
         "of its answer (within the first 10 pages).",
     )
+    parser.add_argument(
+        "--pages-from",
+        choices=("plain", "mail"),
+        default="plain",
+        help="plain: one page per message, subject and plain text without > lines "
+        "(load_pages); mail: the messages imported through the product's mailbox "
+        "import, one page per thread (build_mail).",
+    )
     args = parser.parse_args()
 
     import django
@@ -221,27 +302,45 @@ def main() -> None:
     from benchmarks.search import use_database
     from brain import embeddings
     from brain.access import ReadScope
+    from brain.models import Page
     from brain.search import page_search
 
     connections.close_all()
-    use_database(f"brain_retrieval_{args.pages}")
+    mail = args.pages_from == "mail"
+    use_database(f"brain_retrieval_{'mail_' if mail else ''}{args.pages}")
     call_command("migrate", verbosity=0)
-    pages = load_pages(args.pages)
     questions = [json.loads(line) for line in QUESTIONS.read_text().splitlines()]
-    keys = {key for key, _t, _b in pages}
-    questions = [q for q in questions if set(answer_pages(q)) <= keys]
+    if mail:
+        page_of = build_mail(message_files(args.pages))
+    else:
+        plain = load_pages(args.pages)
+        page_of = {key: slug_of(key) for key, _t, _b in plain}
+    asked = len(questions)
+    questions = [q for q in questions if set(answer_pages(q)) <= set(page_of)]
+    if mail:  # BM25 reads the pages as the import wrote them
+        pages = list(
+            Page.objects.filter(source_id=SOURCE, deleted_at__isnull=True)
+            .order_by("slug")
+            .values_list("slug", "title", "body")
+        )
+    else:
+        build(plain)
+        pages = [(slug_of(key), title, body) for key, title, body in plain]
     print(
-        f"{len(pages)} pages (easy-ham-1), {len(questions)} questions "
+        f"{len(pages)} pages from {len(page_of)} messages (easy-ham-1, "
+        f"--pages-from {args.pages_from}), {len(questions)} of {asked} questions "
         f"({QUESTIONS.relative_to(ROOT)})",
         flush=True,
     )
-    build(pages)
 
-    tokenized = [_TOKEN.findall(f"{t}\n{b}".lower()) for _k, t, b in pages]
+    tokenized = [_TOKEN.findall(f"{t}\n{b}".lower()) for _s, t, b in pages]
     bm25 = BM25Okapi(tokenized)
-    page_slugs = [slug_of(key) for key, _t, _b in pages]
-    scope = ReadScope(source_ids=(SOURCE,), include_private=False)
-    gold = [[slug_of(key) for key in answer_pages(q)] for q in questions]
+    page_slugs = [slug for slug, _t, _b in pages]
+    # Imported mail is private (SPEC §8): its owner searches it.
+    scope = ReadScope(source_ids=(SOURCE,), include_private=mail)
+    gold = [
+        list(dict.fromkeys(page_of[key] for key in answer_pages(q))) for q in questions
+    ]
     vectors, _model = embeddings.embed_texts([q["question"] for q in questions])
     if vectors is None:
         raise SystemExit("no embedding provider: set BRAIN_EMBEDDING_PROVIDER=local")

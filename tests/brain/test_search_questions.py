@@ -606,3 +606,59 @@ def test_compound_spacing_a_hyphenated_word_with_a_stopword_part_still_joins(
     ).results
     assert results[0].slug == "notes/answer"
     assert "check-in" in results[0].matched_terms
+
+
+def test_a_page_whose_query_words_are_split_between_its_chunks_counts_them_all(
+    default_source: Source, django_capture_on_commit_callbacks, settings
+) -> None:  # type: ignore[no-untyped-def]
+    """Loss kind: page evidence split between chunks. The writer's name is in the
+    mail's signature (a chunk of its own) and the subject in its own lines; scored
+    by its best chunk alone, the reply counted as holding one of the question's
+    words and ranked below a page naming that word more often. The page's keyword
+    score adds its further chunk's share (``page_keyword_scores``)."""
+    settings.BRAIN_EMBEDDING_PROVIDER = "none"
+    _pages(
+        default_source,
+        django_capture_on_commit_callbacks,
+        [
+            (
+                "notes/reply",
+                "kelly, same as on Dalnet: the frogstone channel is still there, and "
+                "forteana too.\n\n-- \nFel\nCafe Forteana is back: "
+                "http://www.frogstone.net/Cafe/\n",
+            ),
+            (
+                "notes/channels",
+                "Every channel of the network: one channel per topic, a channel for "
+                "news and a channel for help.",
+            ),
+            ("notes/weather", "Rain over the harbour, then a calm and quiet night."),
+            ("notes/garden", "The roses and tulips came up early this spring."),
+        ],
+    )
+    results = page_search(scope=scope(), query="Which channel did Fel name?").results
+    ranked = list(dict.fromkeys(r.slug for r in results))
+    assert ranked == ["notes/reply", "notes/channels"]
+
+
+def test_page_keyword_score_adds_one_further_chunk_for_the_terms_the_best_lacks() -> (
+    None
+):
+    """The best chunk's score, plus ``PAGE_EXTRA_WEIGHT`` × the share of the next
+    chunk holding a new lexeme (by idf); lexemes the page already holds add
+    nothing, and a third chunk adds nothing."""
+    hit = search_module._KeywordHit
+    idf = {"fel": 3.0, "channel": 1.0, "still": 1.0}
+    scores = search_module.page_keyword_scores(
+        [
+            hit(1, 10, 6.0, ("channel",)),
+            hit(2, 20, 5.0, ("channel",)),
+            hit(3, 10, 4.0, ("fel", "channel")),  # new: fel, 3 of 4 idf
+            hit(4, 10, 3.0, ("still",)),  # a second further chunk: not counted
+            hit(5, 20, 2.0, ("channel",)),  # nothing new
+        ],
+        idf,
+    )
+    weight = search_module.PAGE_EXTRA_WEIGHT
+    assert scores == pytest.approx({10: 6.0 + weight * 4.0 * 0.75, 20: 5.0})
+    assert list(scores) == [10, 20]
