@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 import httpx2
 import pytest
 
 from brain.access import local_caller
 from brain.exceptions import Unavailable
+from brain.models import Page
 from brain.services.facts import fact_remember
 from brain.services.verbs import verb_recall, verb_synthesize
 from tests.brain.conftest import add_page
@@ -118,3 +120,36 @@ def test_recall_query_returns_pages_and_facts_and_no_ghosts_in_search(acme) -> N
     assert acme.slug in [r["slug"] for r in rockets["results"]]
     assert "Alice works at Acme Rockets" not in json.dumps(rockets)
     assert all(isinstance(r["provenance"], str) for r in rockets["results"])
+
+
+def test_synthesize_date_filter_reads_each_page_in_its_own_source(
+    default_source, source_a, fake_anthropic
+) -> None:  # type: ignore[no-untyped-def]
+    """Regression (security helper): the since/until filter looked pages' dates up
+    by slug alone, so of two federated sources holding one slug, one page's date
+    decided for both: here the 2019 page was dropped for the 2026 page's date."""
+    old = add_page(
+        source_a,
+        title="Acme Rockets archive",
+        slug="companies/acme-rockets",
+        type_name="company",
+        body="Acme Rockets builds reusable rockets in Mojave, the archive says.",
+    )
+    add_page(
+        default_source,
+        title="Acme Rockets today",
+        slug="companies/acme-rockets",
+        type_name="company",
+        body="Acme Rockets builds reusable rockets in Mojave, the notes say.",
+    )
+    Page.objects.filter(pk=old.pk).update(updated_at=datetime(2019, 5, 1, tzinfo=UTC))
+    seen = fake_anthropic(lambda r: _message("Acme builds reusable rockets [1]."))
+    body = verb_synthesize(
+        caller=local_caller(),
+        question="What does Acme Rockets build?",
+        until="2020-01-01",
+    )
+    assert [s["title"] for s in body["sources"] if s["kind"] == "page"] == [
+        "Acme Rockets archive"
+    ]
+    assert seen

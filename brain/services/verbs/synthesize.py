@@ -46,9 +46,15 @@ _CITATION = re.compile(r"\[(\d{1,3})\]")
 
 
 def _within(
-    page_dates: dict[str, datetime], slug: str, lo: datetime | None, hi: datetime | None
+    page_dates: dict[tuple[str, str], datetime],
+    key: tuple[str, str],
+    lo: datetime | None,
+    hi: datetime | None,
 ) -> bool:
-    when = page_dates.get(slug)
+    """Whether the page ``key`` (source id, slug) was last updated within
+    ``lo``..``hi`` (UTC, either end open); a page with no date passes only an
+    unbounded filter."""
+    when = page_dates.get(key)
     if when is None:
         return lo is None and hi is None
     return (lo is None or when >= lo) and (hi is None or when <= hi)
@@ -90,13 +96,18 @@ def verb_synthesize(
     results, degraded = search_pages(scope=scope, query=text, limit=SYNTH_PAGES * 2)
     warnings: list[str] = [f"search degraded: {degraded}"] if degraded else []
     if since_at or until_at:
+        # Keyed by (source, slug): federated sources may hold the same slug.
         dates = {
-            p.slug: p.updated_at
+            (p.source_id, p.slug): p.updated_at
             for p in scope_queryset(Page.objects.all(), scope).filter(
                 slug__in=[r["slug"] for r in results]
             )
         }
-        results = [r for r in results if _within(dates, r["slug"], since_at, until_at)]
+        results = [
+            r
+            for r in results
+            if _within(dates, (r["source_id"], r["slug"]), since_at, until_at)
+        ]
     results = results[:SYNTH_PAGES]
     facts = [
         fact_wire(f, caller=caller)
