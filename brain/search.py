@@ -38,7 +38,8 @@ Pipeline, for one query inside one ``ReadScope`` (the only scoping input, SPEC Â
    ``limit`` pages matched; each result's ``score`` is the calibrated 0..1 relevance
    of ``calibrated_score`` (not the fused rank key, which orders the results),
    ``matched_terms`` the query words its chunk holds, ``evidence`` and
-   ``create_safety``; then the token budget (chars/4) on whole results.
+   ``create_safety``; a page whose score is 0 (no query term, cosine at or below
+   ``COSINE_FLOOR``) is left out; then the token budget (chars/4) on whole results.
 
 ``search_degraded`` is None when search is whole, else a string naming why: with
 provider ``none``, a failing provider or a local model still loading the vector arm
@@ -1397,7 +1398,13 @@ def page_search(
     spare = limit - len(chosen)
     results: list[SearchResult] = []
     for page, chunks in chosen:
-        results.append(result(page, chunks[0]))
+        first = result(page, chunks[0])
+        if first.score <= 0.0:
+            # Neither arm vouches for the page (no query term, cosine at or below
+            # COSINE_FLOOR): one of the k nearest neighbours the vector arm returns
+            # however unrelated they are. Left out rather than sent with score 0.
+            continue
+        results.append(first)
         if spare > 0 and len(chunks) > 1 and MAX_CHUNKS_PER_PAGE > 1:
             results.append(result(page, chunks[1]))
             spare -= 1

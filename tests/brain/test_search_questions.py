@@ -121,6 +121,19 @@ def test_score_separates_the_answer_from_unrelated_pages(dana: None) -> None:
     assert all(0.0 <= r.score <= 1.0 for r in results)
 
 
+def test_a_page_neither_arm_vouches_for_is_not_returned(dana: None) -> None:
+    """Regression (newcomer): hybrid search filled its limit with the vector arm's
+    nearest neighbours even when they hold no query term and their cosine is at or
+    below ``COSINE_FLOOR``: results with ``score`` 0.0, evidence of nothing."""
+    results = page_search(
+        scope=scope(), query="Dana pottery class quarterly", limit=20
+    ).results
+    assert results and results[0].slug == POTTERY
+    assert all(r.score > 0.0 for r in results), [
+        (r.slug, r.score, r.similarity) for r in results if r.score <= 0.0
+    ]
+
+
 def test_calibrated_score_is_a_noisy_or_of_coverage_and_cosine() -> None:
     assert calibrated_score(1.0, None) == 1.0
     assert calibrated_score(0.0, 0.1) == 0.0
