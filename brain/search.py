@@ -70,7 +70,7 @@ from brain import embeddings
 from brain.access import ReadScope
 from brain.exceptions import PROTOCOL_VERSION, InvalidParams
 from brain.selectors import backlinks_sql
-from brain.text import estimate_tokens, normalize_alias
+from brain.text import bounded_query, estimate_tokens, normalize_alias
 
 ARM_CANDIDATES = 50
 # Keyword arm (issue 26): candidate chunks at most (when only common terms: fewer),
@@ -1190,12 +1190,18 @@ def page_search(
     # The vector arm's SET LOCAL knobs need a transaction; keyword-only mode does not.
     txn = transaction.atomic() if not degraded else nullcontext()
     with txn, connection.cursor() as cursor:
+        # The keyword arm reads the query within PostgreSQL's full-text bounds
+        # (``bounded_query``: 256 words, none over 500 characters).
+        keyword_text = bounded_query(text)
         terms = _query_terms(
-            cursor, text=text, source_ids=source_ids, visibilities=visibilities
+            cursor,
+            text=keyword_text,
+            source_ids=source_ids,
+            visibilities=visibilities,
         )
         keyword, aliased = _keyword_arm(
             cursor,
-            text=text,
+            text=keyword_text,
             terms=terms,
             alias=norm_query,
             source_ids=source_ids,

@@ -6,7 +6,6 @@ Pure functions, no database access.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import unicodedata
 from typing import Any
@@ -125,22 +124,66 @@ def estimate_tokens(text: str) -> int:
     return (len(text) + 3) // 4
 
 
-def refuse_lone_surrogates(data: Any, *, where: str = "body") -> None:
-    """Raise ``InvalidParams`` when any string in ``data`` (parsed JSON: dicts,
-    lists, strings, numbers) holds a lone UTF-16 surrogate, as JSON's ``"\\ud800"``
-    escape decodes to: that is no Unicode text, and PostgreSQL and the UTF-8 encoder
-    refuse it later with an unhandled error (SPEC §4: bad input gets a clear error).
-    ``where`` names the input in the message ("body", "arguments")."""
+def _unstorable(value: str) -> str | None:
+    """Why PostgreSQL text cannot hold ``value``: "NUL character" or "lone
+    surrogate"; ``None`` when it can."""
+    if "\x00" in value:
+        return "NUL character"
     try:
-        json.dumps(data, ensure_ascii=False).encode("utf-8")
+        value.encode("utf-8")
     except UnicodeEncodeError:
-        raise InvalidParams(
-            f"The request {where} holds a lone surrogate escape (such as \\ud800), "
-            "which is not Unicode text.",
-            suggestion="Send UTF-8 text: pair each high surrogate escape with a low "
-            "one, or send the character itself.",
-            detail={"fields": [{"field": where, "problem": "lone surrogate"}]},
-        ) from None
+        return "lone surrogate"
+    return None
+
+
+def _first_unstorable(data: Any, path: str) -> tuple[str, str] | None:
+    """The first (field path, problem) of a string in ``data`` (parsed JSON) that
+    PostgreSQL text cannot hold, keys included; ``None`` when every string can."""
+    if isinstance(data, str):
+        problem = _unstorable(data)
+        return (path, problem) if problem else None
+    if isinstance(data, dict):
+        for key, item in data.items():
+            where = f"{path}.{key}" if path else str(key)
+            found = _first_unstorable(str(key), where) or _first_unstorable(item, where)
+            if found:
+                return found
+    elif isinstance(data, list):
+        for n, item in enumerate(data):
+            found = _first_unstorable(item, f"{path}.{n}" if path else str(n))
+            if found:
+                return found
+    return None
+
+
+def refuse_unstorable_text(data: Any, *, where: str = "body") -> None:
+    """Raise ``InvalidParams`` naming the field when any string in ``data`` (parsed
+    JSON: dicts, lists, strings, numbers) holds what PostgreSQL text cannot: a NUL
+    character (``\\u0000``) or a lone UTF-16 surrogate (JSON's ``"\\ud800"``
+    escape), which the database or the UTF-8 encoder would refuse later with an
+    unhandled or vague error (SPEC §4: bad input gets a clear error, nothing
+    written). ``where`` names the input in the message ("body", "arguments")."""
+    found = _first_unstorable(data, "")
+    if found is None:
+        return
+    field, problem = found
+    if problem == "NUL character":
+        message = f"The request {where} holds a NUL character (\\u0000) in '{field}'."
+        suggestion = "Remove NUL characters: text cannot hold them."
+    else:
+        message = (
+            f"The request {where} holds a lone surrogate escape (such as \\ud800) "
+            f"in '{field}', which is not Unicode text."
+        )
+        suggestion = (
+            "Send UTF-8 text: pair each high surrogate escape with a low one, or "
+            "send the character itself."
+        )
+    raise InvalidParams(
+        message,
+        suggestion=suggestion,
+        detail={"fields": [{"field": field or where, "problem": problem}]},
+    )
 
 
 # A full-text query over more words builds a tsquery deep enough to exceed
@@ -148,11 +191,21 @@ def refuse_lone_surrogates(data: Any, *, where: str = "body") -> None:
 MAX_TSQUERY_WORDS = 256
 
 
+# PostgreSQL refuses a tsquery word of 2,047 bytes or more ("word is too long in
+# tsquery") and never indexes one (to_tsvector skips it), so a longer query word
+# can match nothing: it is dropped from the keyword text.
+MAX_QUERY_WORD_CHARS = 500
+
+
 def bounded_query(text: str) -> str:
-    """``text`` cut to its first ``MAX_TSQUERY_WORDS`` white-space separated words,
-    for a ``websearch_to_tsquery`` (SPEC §3, §4 recall): a pasted page as a query
-    answered 500. Shorter text comes back unchanged."""
+    """``text`` for a full-text query (SPEC §3 search, §4 recall): cut to its first
+    ``MAX_TSQUERY_WORDS`` white-space separated words (a pasted page as a query
+    answered 500) without the words longer than ``MAX_QUERY_WORD_CHARS`` (one
+    2,047-character word answered 500; no index holds such a word). Text within
+    both bounds comes back unchanged; text of only over-long words comes back
+    empty."""
     words = text.split()
-    if len(words) <= MAX_TSQUERY_WORDS:
+    kept = [w for w in words if len(w) <= MAX_QUERY_WORD_CHARS]
+    if len(kept) == len(words) and len(words) <= MAX_TSQUERY_WORDS:
         return text
-    return " ".join(words[:MAX_TSQUERY_WORDS])
+    return " ".join(kept[:MAX_TSQUERY_WORDS])

@@ -10,7 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import (
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBadRequest,
+    JsonResponse,
+)
 
 from brain.embeddings import serving_request
 from brain.exceptions import envelope
@@ -99,5 +104,33 @@ def embeddings_outside_requests(
     def middleware(request: HttpRequest) -> HttpResponse:
         with serving_request():
             return get_response(request)
+
+    return middleware
+
+
+def refuse_nul_in_forms(
+    get_response: Callable[[HttpRequest], HttpResponse],
+) -> Callable[[HttpRequest], HttpResponse]:
+    """Middleware: outside ``/api/`` (the admin and console), a query-string or
+    form value holding a NUL character is answered 400 with a plain sentence, not
+    a 500 from the database ("A string literal cannot contain NUL"). Text cannot
+    hold a NUL; ``/api/`` refuses it in its own envelope (``brain.text``)."""
+
+    def middleware(request: HttpRequest) -> HttpResponse:
+        if not request.path.startswith(API_PREFIX):
+            params = [*request.GET.lists()]
+            if request.method == "POST" and request.content_type in (
+                "application/x-www-form-urlencoded",
+                "multipart/form-data",
+            ):
+                params += [*request.POST.lists()]
+            for name, values in params:
+                if "\x00" in name or any("\x00" in v for v in values):
+                    return HttpResponseBadRequest(
+                        "The request holds a NUL character (\\u0000), which text "
+                        "cannot hold. Remove it and try again.",
+                        content_type="text/plain; charset=utf-8",
+                    )
+        return get_response(request)
 
     return middleware

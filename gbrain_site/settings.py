@@ -156,6 +156,8 @@ MIDDLEWARE = [
 MIDDLEWARE.insert(0, "gbrain_site.middleware.api_error_envelope")
 # No web request loads the embedding model (it loads once per process, at startup).
 MIDDLEWARE.append("gbrain_site.middleware.embeddings_outside_requests")
+# The admin and console answer a NUL in a form or query string 400, not 500.
+MIDDLEWARE.append("gbrain_site.middleware.refuse_nul_in_forms")
 
 ROOT_URLCONF = "gbrain_site.urls"
 WSGI_APPLICATION = "gbrain_site.wsgi.application"

@@ -163,3 +163,39 @@ def test_an_unknown_body_field_is_refused_as_over_mcp(
     ]
     assert "entitty" in body["message"] and "openapi" in body["suggestion"]
     assert not Fact.objects.filter(text="Dana likes tea").exists()
+
+
+def test_a_query_word_longer_than_any_index_word_is_no_500(
+    api_client, make_key, default_source
+) -> None:  # type: ignore[no-untyped-def]
+    """Regression (newcomer): one query word of 2,047 characters or more answered
+    500 ("word is too long in tsquery") on search and recall; such a word can match
+    nothing, so it is left out of the keyword arm."""
+    client = api_client(make_key(default_source).plaintext)
+    word = "y" * 2100
+    for response in (
+        client.get("/api/search", {"query": word}),
+        client.get("/api/search", {"query": f"pottery {word}"}),
+        client.post("/api/recall", {"query": word}, content_type="application/json"),
+    ):
+        assert response.status_code == 200, response.content
+
+
+def test_a_nul_in_a_page_field_is_refused_naming_the_field(
+    api_client, make_key, default_source
+) -> None:  # type: ignore[no-untyped-def]
+    """Regression (newcomer): a NUL in add_page's title or body answered the raw
+    database error with no field named; it is refused before the write."""
+    client = api_client(make_key(default_source).plaintext)
+    response = client.post(
+        "/api/pages",
+        {"title": "Dana", "body": "first\x00second"},
+        content_type="application/json",
+    )
+    assert response.status_code == 400, response.content
+    body = response.json()
+    assert body["error"] == "invalid_params"
+    assert "NUL" in body["message"] and "'body'" in body["message"]
+    assert json.loads(body["detail"])["fields"] == [
+        {"field": "body", "problem": "NUL character"}
+    ]

@@ -21,7 +21,7 @@ from ninja.parser import Parser
 
 from brain.access import Caller
 from brain.exceptions import PROTOCOL_VERSION, BrainError, ScopeDenied, envelope
-from brain.text import refuse_lone_surrogates
+from brain.text import refuse_unstorable_text
 from connectors.selectors import imports_health
 from interfaces.callers import caller_for_bearer, caller_for_user
 from interfaces.doctor import doctor_report, health_degraded
@@ -45,7 +45,7 @@ class ObjectBodyParser(Parser):
             raise BodyNotAnObject(
                 f"The request body must be a JSON object, not {_json_kind(data)}."
             )
-        refuse_lone_surrogates(data)
+        refuse_unstorable_text(data)
         return data
 
 

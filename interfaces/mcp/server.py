@@ -32,7 +32,7 @@ from pydantic import ValidationError
 
 from brain.access import Caller
 from brain.exceptions import BrainError, InternalError, InvalidParams
-from brain.text import refuse_lone_surrogates
+from brain.text import refuse_unstorable_text
 from interfaces.mcp.tools import SURFACES, ToolSpec, tools_for_surface
 
 logger = logging.getLogger(__name__)
@@ -152,7 +152,7 @@ class BrainMCPServer(MCPServer):
                 )
             )
         try:
-            refuse_lone_surrogates(arguments, where="arguments")
+            refuse_unstorable_text(arguments, where="arguments")
         except InvalidParams as exc:
             return error_result(exc)
         try:

@@ -195,6 +195,20 @@ def test_waiting_filter_also_filters_the_count_and_the_digest(
     assert "Reply to Ann" not in html and "Bob owes a draft" in html
 
 
+def test_console_pages_answer_bad_text_in_the_query_string_without_a_500(
+    staff: Client, mail_source: Source
+) -> None:
+    """Regression (newcomer): a NUL in the console search or the waiting filter, or
+    a 5,000-character search word, answered a 500 Server Error page."""
+    search = reverse("admin:console_search")
+    waiting = reverse("admin:loops_waiting")
+    for url, params in ((search, {"q": "a\x00b"}), (waiting, {"source": "\x00"})):
+        response = staff.get(url, params)
+        assert response.status_code == 400, (url, response.status_code)
+        assert "NUL character" in texts(response)
+    assert staff.get(search, {"q": "x" * 5000}).status_code == 200
+
+
 def test_done_closes_the_loop_and_says_so(staff: Client, mail_source: Source) -> None:
     loop = a_loop(mail_source, "dana@example.org", "Send the Q3 numbers")
     waiting = reverse("admin:loops_waiting")
