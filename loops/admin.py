@@ -95,9 +95,17 @@ class OpenLoopAdmin(admin.ModelAdmin):
     )
     search_fields = ("summary", "counterparty_email", "thread_id", "dedup_key")
     list_select_related = ("source", "counterparty", "page")
-    raw_id_fields = ("counterparty", "page", "fact")
+    # Every field is read-only: a loop changes only through the loop services (the
+    # triage buttons above the form, the actions, sender profiles), each of which
+    # writes a LoopEvent; a form edit bypassed them and their history (newcomer).
     readonly_fields = (
         "source",
+        "summary",
+        "counterparty",
+        "counterparty_email",
+        "counterparty_name",
+        "page",
+        "fact",
         "dedup_key",
         "loop_type",
         "detector",

@@ -209,6 +209,31 @@ def test_console_pages_answer_bad_text_in_the_query_string_without_a_500(
     assert staff.get(search, {"q": "x" * 5000}).status_code == 200
 
 
+def test_the_loop_form_cannot_edit_a_loop_around_its_history(
+    staff: Client, mail_source: Source
+) -> None:
+    """Regression (newcomer): the loop's change form saved a new summary and an
+    invalid counterparty address with no check and no event in its History."""
+    loop = a_loop(mail_source, "dana@example.org", "Send the Q3 numbers")
+    url = reverse("admin:loops_openloop_change", args=[loop.pk])
+    staff.post(
+        url,
+        {
+            "summary": "Edited by hand",
+            "counterparty_email": "not-an-email",
+            "counterparty_name": "X",
+            "_continue": "1",
+        },
+    )
+    loop.refresh_from_db()
+    assert (loop.summary, loop.counterparty_email) == (
+        "Send the Q3 numbers",
+        "dana@example.org",
+    )
+    html = texts(staff.get(url))
+    assert 'name="summary"' not in html and 'name="counterparty_email"' not in html
+
+
 def test_done_closes_the_loop_and_says_so(staff: Client, mail_source: Source) -> None:
     loop = a_loop(mail_source, "dana@example.org", "Send the Q3 numbers")
     waiting = reverse("admin:loops_waiting")
