@@ -199,3 +199,31 @@ def test_a_nul_in_a_page_field_is_refused_naming_the_field(
     assert json.loads(body["detail"])["fields"] == [
         {"field": "body", "problem": "NUL character"}
     ]
+
+
+def test_a_remote_keys_fact_carries_the_server_stamp_on_recall(
+    api_client, make_key, default_source
+) -> None:  # type: ignore[no-untyped-def]
+    """Regression (newcomer): a fact a remote key wrote came back to a trusted
+    reader with only the provenance text the key chose ("remote test"), nothing
+    naming the key (SPEC §8: remote callers' provenance is stamped by the server).
+    A trusted writer's fact keeps its text as written."""
+    remote = make_key(default_source, name="harness-x")
+    trusted = make_key(default_source, trusted=True, name="curator")
+    for key, text in ((remote, "Dana banks at Harbour"), (trusted, "Dana likes tea")):
+        response = api_client(key.plaintext).post(
+            "/api/remember",
+            {"fact": text, "provenance": "remote test", "entity": "Dana"},
+            content_type="application/json",
+        )
+        assert response.status_code == 200, response.content
+    facts = {
+        f["fact"]: f["provenance"]
+        for f in api_client(trusted.plaintext)
+        .post("/api/recall", {"entity": "Dana"}, content_type="application/json")
+        .json()["facts"]
+    }
+    assert facts["Dana likes tea"] == "remote test"
+    stamped = facts["Dana banks at Harbour"]
+    assert stamped.startswith("remote test (key=") and "harness-x" in stamped
+    assert "client=" in stamped and "at=" in stamped

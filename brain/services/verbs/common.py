@@ -127,7 +127,12 @@ def fact_wire(fact: Fact, *, caller: Caller) -> dict[str, Any]:
     ``entity_slug`` names the fact's entity page only when ``caller`` may read that
     page (``Caller.may``, SPEC §8): a world fact about a private person must not
     tell a remote key that the private page exists or what its slug is; such a
-    fact comes back with ``entity_slug`` None."""
+    fact comes back with ``entity_slug`` None.
+
+    ``provenance`` is the writer's text; a fact a remote (untrusted) key wrote also
+    carries the server's stamp, ``"<text> (key=<actor>, client=<client>,
+    at=<ISO time>)"`` (SPEC §8: remote callers' provenance is stamped by the
+    server), so a reader can tell a harness's claim from the mail's evidence."""
     page = fact.entity
     if page is not None:
         readable = caller.may(
@@ -142,12 +147,26 @@ def fact_wire(fact: Fact, *, caller: Caller) -> dict[str, Any]:
         "fact": fact.text,
         "kind": fact.kind,
         "entity_slug": entity_slug,
-        "provenance": fact.provenance,
+        "provenance": _fact_provenance(fact),
         "valid_until": iso_ms(fact.valid_until),
         "visibility": fact.visibility,
         "confidence": fact.confidence,
         "created_at": iso_ms(fact.created_at),
     }
+
+
+def _fact_provenance(fact: Fact) -> str:
+    """The fact's provenance text, with the server's stamp when a remote key wrote
+    it (``fact_wire``)."""
+    stamped = (fact.evidence or {}).get("stamped") or {}
+    if not isinstance(stamped, dict) or not stamped.get("remote"):
+        return fact.provenance
+    parts = [
+        f"{name}={stamped[field]}"
+        for name, field in (("key", "actor"), ("client", "client"), ("at", "at"))
+        if stamped.get(field)
+    ]
+    return f"{fact.provenance} ({', '.join(parts)})"
 
 
 def _pack(
