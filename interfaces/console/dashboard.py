@@ -23,7 +23,7 @@ RECENT_FAILURES = timedelta(days=7)
 
 
 def dashboard_context() -> dict[str, Any]:
-    """The home's context: ``{open_loops, sources[], running[], failed[], queued,
+    """The home's context: ``{open_loops, snoozed_loops, sources[], running[], failed[], queued,
     worker_alive, queued_without_worker, checks[]}``. Sources carry ``held`` (items
     not released) and ``next_run`` (their sync schedule, None when unscheduled);
     checks are ``doctor_report`` lines without the model load or deploy checks."""
@@ -62,8 +62,13 @@ def dashboard_context() -> dict[str, Any]:
     queued = Job.objects.filter(status=Job.Status.QUEUED).count()
     alive = worker_alive()
     report = doctor_report(load_models=False, deploy=False)
+    now = timezone.now()
+    open_loops = OpenLoop.objects.filter(status=LoopStatus.OPEN)
     return {
-        "open_loops": OpenLoop.objects.filter(status=LoopStatus.OPEN).count(),
+        # As Waiting counts them: a snoozed loop stays open but is out of the
+        # list until its date (SPEC §5.5), so it is counted apart.
+        "open_loops": open_loops.exclude(snoozed_until__gt=now).count(),
+        "snoozed_loops": open_loops.filter(snoozed_until__gt=now).count(),
         "sources": sources,
         "running": running,
         "failed": failed,

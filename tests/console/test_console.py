@@ -22,7 +22,7 @@ from brain.services.facts import fact_remember
 from brain.services.pages import page_write
 from jobs.models import Job, WorkerHeartbeat
 from loops.models import LoopEvent, LoopStatus, LoopSuppression, LoopType, OpenLoop
-from loops.services import loop_open
+from loops.services import loop_open, loop_snooze
 
 pytestmark = pytest.mark.django_db
 
@@ -232,6 +232,20 @@ def test_the_loop_form_cannot_edit_a_loop_around_its_history(
     )
     html = texts(staff.get(url))
     assert 'name="summary"' not in html and 'name="counterparty_email"' not in html
+
+
+def test_home_counts_open_loops_as_waiting_does_with_snoozed_apart(
+    staff: Client, mail_source: Source
+) -> None:
+    """Regression (newcomer): with one loop snoozed, Home said 2 open loops while
+    Waiting listed 1."""
+    a_loop(mail_source, "a@example.org", "Reply to Ann")
+    later = a_loop(mail_source, "b@example.org", "Reply to Bob")
+    loop_snooze(loop=later, until=timezone.now() + timedelta(days=3), actor="test")
+    home = texts(staff.get(reverse("admin:index")))
+    waiting = texts(staff.get(reverse("admin:loops_waiting")))
+    assert "1 open loop(s)" in home and "(1 more snoozed)" in home
+    assert "1 open loop(s)" in waiting
 
 
 def test_done_closes_the_loop_and_says_so(staff: Client, mail_source: Source) -> None:
