@@ -77,6 +77,18 @@ FIRST_SET = 208
 _TOKEN = re.compile(r"\w+")
 
 
+def _embed_all() -> None:
+    """Embed every pending chunk of the benchmark source, printing progress."""
+    from brain.services.pages import pages_embed_pending
+
+    embedded = pages_embed_pending(
+        source_ids=[SOURCE],
+        progress=lambda n: print(f"  embedded {n} chunks", flush=True),
+    )
+    if embedded:
+        print(f"  {embedded} chunks embedded", flush=True)
+
+
 def load_pages(n_pages: int) -> list[tuple[str, str, str]]:
     """``[(key, title, body)]`` for the first ``n_pages`` messages of easy-ham-1
     (``key`` = ``easy-ham-1/<file name>``)."""
@@ -116,7 +128,6 @@ def build_mail(files: list[Path]) -> dict[str, str]:
     (``easy-ham-1/<file name>``) → the slug of the page holding it (a copy's: the
     kept copy's page); a message without a page (held, noise) is left out."""
     from brain.models import Source
-    from brain.services.pages import pages_embed_pending
     from connectors.mail.parsing import parse_rfc822
     from connectors.mailbox.client import MailboxEntry
     from connectors.mailbox.sync import mailbox_import
@@ -140,12 +151,7 @@ def build_mail(files: list[Path]) -> dict[str, str]:
             f"({time.perf_counter() - started:.0f} s)",
             flush=True,
         )
-    embedded = pages_embed_pending(
-        source_ids=[SOURCE],
-        progress=lambda n: print(f"  embedded {n} chunks", flush=True),
-    )
-    if embedded:
-        print(f"  {embedded} chunks embedded", flush=True)
+    _embed_all()
     ledger = {
         row.external_id: row
         for row in ImportedItem.objects.filter(source_id=SOURCE).select_related("page")
@@ -169,7 +175,7 @@ def build(pages: list[tuple[str, str, str]]) -> None:
     """Write the pages (batches of 100) and embed them, unless already there."""
     from brain.access import local_caller
     from brain.models import Page, Source
-    from brain.services.pages import PageInput, pages_embed_pending, pages_write
+    from brain.services.pages import PageInput, pages_write
     from brain.services.sources import source_ensure
 
     have = Page.objects.filter(source_id=SOURCE, deleted_at__isnull=True).count()
@@ -198,12 +204,7 @@ def build(pages: list[tuple[str, str, str]]) -> None:
                 f"({time.perf_counter() - started:.0f} s)",
                 flush=True,
             )
-    embedded = pages_embed_pending(
-        source_ids=[SOURCE],
-        progress=lambda n: print(f"  embedded {n} chunks", flush=True),
-    )
-    if embedded:
-        print(f"  {embedded} chunks embedded", flush=True)
+    _embed_all()
 
 
 def vector_only(vector: list[float], limit: int = 10) -> list[str]:

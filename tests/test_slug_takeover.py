@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from brain.access import Caller, local_caller
-from brain.models import Source
+from brain.models import Page, Source
 from brain.services.facts import fact_remember
 from brain.services.pages import page_add
 from tests.brain.conftest import add_page
@@ -32,8 +32,10 @@ PLANTED = "PLANTED"
 ADDRESS = "greg.thorse@enron.com"
 
 
-@pytest.fixture
-def attacked(default_source, make_key, api_client) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+def genuine_greg() -> tuple[Source, Page]:
+    """The mailbox source ``mail-greg`` (federated) holding Greg Thorse's genuine
+    person page (aliased to ``ADDRESS``) and one fact about him, both written by a
+    trusted writer: what every takeover test plants over."""
     mail = SourceFactory(id="mail-greg", kind=Source.Kind.MAILBOX, federated=True)
     genuine = add_page(
         mail,
@@ -49,6 +51,12 @@ def attacked(default_source, make_key, api_client) -> dict[str, Any]:  # type: i
         entity=genuine,
         source=mail,
     )
+    return mail, genuine
+
+
+@pytest.fixture
+def attacked(default_source, make_key, api_client) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    mail, genuine = genuine_greg()
     remote = api_client(
         make_key(
             default_source, readable=(default_source, mail), name="remote"

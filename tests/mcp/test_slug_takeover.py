@@ -11,37 +11,15 @@ from typing import Any
 import anyio
 from mcp import Client
 
-from brain.access import local_caller
-from brain.models import Source
-from brain.services.facts import fact_remember
-from tests.brain.conftest import add_page
-from tests.factories import SourceFactory
 from tests.mcp.conftest import committed_db, http_client, manage_mcp, payload
-
-GENUINE = "Greg Thorse runs the Houston gas desk."
-PLANTED = "PLANTED"
-ADDRESS = "greg.thorse@enron.com"
+from tests.test_slug_takeover import ADDRESS, GENUINE, PLANTED, genuine_greg
 
 
 @committed_db
 def test_a_remote_keys_plants_do_not_take_over_the_slug_or_name_over_mcp(  # type: ignore[no-untyped-def]
     live_asgi, make_key, default_source, no_embeddings
 ) -> None:
-    mail = SourceFactory(id="mail-greg", kind=Source.Kind.MAILBOX, federated=True)
-    genuine = add_page(
-        mail,
-        title="Greg Thorse",
-        slug="people/greg-thorse",
-        body=GENUINE,
-        frontmatter={"aliases": [ADDRESS]},
-    )
-    fact_remember(
-        caller=local_caller(),
-        text="Greg Thorse owes the desk report by Friday",
-        provenance="mail",
-        entity=genuine,
-        source=mail,
-    )
+    mail, _genuine = genuine_greg()
     remote = make_key(default_source, readable=(default_source, mail)).plaintext
 
     async def plant() -> list[Any]:
