@@ -20,13 +20,14 @@ from connectors.services import (
     source_lock_release,
     sync_runs_reap,
 )
-from tests.connectors.helpers import SPAMASSASSIN
+from tests.connectors.helpers import (
+    SPAMASSASSIN,
+    Killed,
+    die_in_second_batch,
+    stopped_import,
+)
 
 pytestmark = pytest.mark.django_db
-
-
-class _Killed(Exception):
-    """Stands for the process dying mid-import."""
 
 
 def _other_connection():  # type: ignore[no-untyped-def]
@@ -41,18 +42,7 @@ def test_source_counts_are_totals_of_what_is_stored_after_a_resumed_import() -> 
     """Regression: after a resumed import the source's counts showed only the last
     attempt (261 pages against 659 stored)."""
 
-    def die_in_second_batch(step: str, done: int, total: int | None) -> None:
-        if step == "threads" and done == 8:
-            raise _Killed
-
-    with pytest.raises(_Killed):
-        mailbox_import(
-            source_id="sa",
-            path=SPAMASSASSIN,
-            owners=[],
-            progress=die_in_second_batch,
-            batch_threads=4,
-        )
+    stopped_import(die_in_second_batch)
     report = mailbox_import(source_id="sa", path=SPAMASSASSIN, owners=[])
     counts = Source.objects.get(id="sa").counts
     pages = Page.objects.filter(source_id="sa", deleted_at__isnull=True).count()
@@ -125,10 +115,10 @@ def test_the_lock_is_reentrant_and_released_after_a_failed_import(
         mailbox_import(source_id="sa", path=SPAMASSASSIN, owners=[])
     finally:
         source_lock_release(source_id="sa")
-    with pytest.raises(_Killed):
+    with pytest.raises(Killed):
 
         def stop(step: str, done: int, total: int | None) -> None:
-            raise _Killed
+            raise Killed
 
         mailbox_import(source_id="sa", path=SPAMASSASSIN, owners=[], progress=stop)
     other = _other_connection()

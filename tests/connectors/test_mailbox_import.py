@@ -12,7 +12,13 @@ from brain.models import Alias, Page, RawRecord, Source
 from connectors.mailbox.sync import mailbox_import
 from connectors.models import ImportedItem, SyncRun
 from loops.message import MailMessage
-from tests.connectors.helpers import ENRON, SPAMASSASSIN
+from tests.connectors.helpers import (
+    ENRON,
+    SPAMASSASSIN,
+    Killed,
+    die_in_second_batch,
+    stopped_import,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -90,28 +96,13 @@ def test_importing_the_same_mailbox_twice_creates_nothing_new() -> None:
     assert SyncRun.objects.filter(source_id="sa").count() == 2
 
 
-class _Killed(Exception):
-    """Stands for the worker being killed in the middle of an import."""
-
-
 def test_an_import_killed_halfway_completes_on_rerun_without_duplicates() -> None:
     """Batches of four threads: a crash in the second batch keeps the first batch
     whole and rolls the second back; the re-run writes the other eight threads.
     (Progress is reported once per batch, after its threads are written and before
     the batch commits.)"""
 
-    def die_in_second_batch(step: str, done: int, total: int | None) -> None:
-        if step == "threads" and done == 8:
-            raise _Killed
-
-    with pytest.raises(_Killed):
-        mailbox_import(
-            source_id="sa",
-            path=SPAMASSASSIN,
-            owners=[],
-            progress=die_in_second_batch,
-            batch_threads=4,
-        )
+    stopped_import(die_in_second_batch)
     assert len(_emails("sa")) == 4
     assert ImportedItem.objects.filter(source_id="sa").count() == sum(
         p.frontmatter["message_count"] for p in _emails("sa").values()
@@ -323,16 +314,9 @@ def test_an_import_hides_its_parsed_mailbox_from_the_collector_and_gives_it_back
         if step == "threads":
             frozen.append(gc.get_freeze_count())
             if done >= 8:
-                raise _Killed
+                raise Killed
 
-    with pytest.raises(_Killed):
-        mailbox_import(
-            source_id="sa",
-            path=SPAMASSASSIN,
-            owners=[],
-            progress=watch,
-            batch_threads=4,
-        )
+    stopped_import(watch)
     assert frozen and all(count > 0 for count in frozen)
     assert gc.get_freeze_count() == 0
     frozen.clear()
