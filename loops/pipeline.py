@@ -19,7 +19,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
 from functools import partial
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from django.conf import settings
 from django.db import transaction
@@ -107,7 +107,7 @@ from loops.services import (
 from loops.services_senders import sender_profile_decide, sender_profiles_refresh
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator, Sequence
+    from collections.abc import Collection, Iterable, Iterator, Sequence
 
     from loops.message import MailMessage
 
@@ -380,6 +380,9 @@ class ReplyLoop(Protocol):
     def opened_at(self) -> datetime: ...
 
 
+_L = TypeVar("_L", bound=ReplyLoop)
+
+
 class CommitmentLoop(ReplyLoop, Protocol):
     """What the fulfilment rules read of a commitment loop (a stored
     ``OpenLoop``): a reply loop's fields, and these."""
@@ -512,6 +515,18 @@ def loops_sibling_fulfilment(*, source: Source, now: datetime) -> int:
     return closed
 
 
+def _with_counterparty(
+    loops: Sequence[_L], types: Collection[str]
+) -> list[tuple[int, _L]]:
+    """``(index, loop)`` of the ``loops`` of one of ``types`` that name a
+    counterparty address: the loops the cross-thread passes can settle."""
+    return [
+        (i, lp)
+        for i, lp in enumerate(loops)
+        if lp.loop_type in types and lp.counterparty_email
+    ]
+
+
 def sibling_kept(
     *, source: Source, loops: Sequence[CommitmentLoop], now: datetime
 ) -> list[tuple[int, MailMessage]]:
@@ -522,11 +537,7 @@ def sibling_kept(
     were mailed" to the person I promised to mail them to; theirs must come from
     them). Writes nothing."""
     owners = {a.lower() for a in source.owner_addresses}
-    candidates = [
-        (i, lp)
-        for i, lp in enumerate(loops)
-        if lp.loop_type in COMMITMENT_TYPES and lp.counterparty_email
-    ]
+    candidates = _with_counterparty(loops, COMMITMENT_TYPES)
     if not candidates:
         return []
     messages = _substantive_exchanges(
@@ -731,12 +742,9 @@ def settled_elsewhere(
     the source up to ``now``. Returns one ``Settled`` per loop that closes, in
     the order of ``loops``. Writes nothing."""
     owners = {a.lower() for a in source.owner_addresses}
-    reply_types = (LoopType.UNANSWERED_OUTBOUND, LoopType.UNANSWERED_INBOUND)
-    candidates = [
-        (i, lp)
-        for i, lp in enumerate(loops)
-        if lp.loop_type in reply_types and lp.counterparty_email
-    ]
+    candidates = _with_counterparty(
+        loops, (LoopType.UNANSWERED_OUTBOUND, LoopType.UNANSWERED_INBOUND)
+    )
     if not candidates:
         return []
     delegates: dict[int, str] = {}

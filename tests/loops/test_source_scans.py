@@ -25,7 +25,7 @@ START = datetime(2024, 3, 1, tzinfo=UTC)
 
 
 class _RolledBack(Exception):
-    pass
+    """Raised inside a batch's transaction to roll it back on purpose."""
 
 
 def _add(source: Source, first: int, count: int) -> None:
