@@ -11,10 +11,12 @@ import math
 from typing import TYPE_CHECKING
 
 from django.db.models import Q, QuerySet
+from django.db.backends.postgresql.psycopg_any import DateTimeTZRange
 from django.utils import timezone
 
 from brain.access import ReadScope, scope_queryset
 from brain.models import Fact
+from brain.models.facts import fact_lifetime
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -113,11 +115,19 @@ def fact_list_forgotten(
     as ``forgotten`` (SPEC §4). Oldest expiry first, at most 200; only ``pk`` and
     ``expired_at`` are loaded."""
     now = now or timezone.now()
-    qs = scope_queryset(Fact.objects.all(), scope).filter(
-        created_at__lte=delivered_before,
-        expired_at__gt=expired_after,
-        expired_at__lte=now,
-    )
+    qs = scope_queryset(Fact.objects.all(), scope).filter(expired_at__lte=now)
+    if delivered_before <= expired_after:
+        # created_at <= delivered_before and expired_at > expired_after: the fact's
+        # lifetime [created_at, expired_at) holds all of [delivered_before,
+        # expired_after] — one probe of the brain_fact_lifetime GiST index.
+        qs = qs.alias(lifetime=fact_lifetime()).filter(
+            expired_at__isnull=False,
+            lifetime__contains=DateTimeTZRange(
+                delivered_before, expired_after, bounds="[]"
+            ),
+        )
+    else:
+        qs = qs.filter(created_at__lte=delivered_before, expired_at__gt=expired_after)
     if entity_ids is not None:
         qs = qs.filter(entity_id__in=list(entity_ids))
     return qs.only("pk", "expired_at").order_by("expired_at", "pk")[:FORGOTTEN_LIMIT]

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from django.contrib.postgres.fields import DateTimeRangeField
+from django.contrib.postgres.indexes import GistIndex
 from django.core.validators import MaxLengthValidator
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Func, Q
+from django.db.models.functions import Greatest
 from django.utils import timezone
 from pgvector.django import HnswIndex, VectorField
 
@@ -13,6 +16,21 @@ from brain.models.pages import Page, RawRecord
 from brain.models.sources import Source
 
 # --- Facts (SPEC §2.4) ---------------------------------------------------------------
+
+
+def fact_lifetime() -> Func:
+    """The SQL expression ``tstzrange(created_at, GREATEST(created_at, expired_at))``:
+    the half-open interval in which a fact was live (recorded, not yet expired).
+    ``GREATEST`` keeps a fact that expired before it was recorded (imported already
+    lapsed) a valid, empty range instead of an error. The ``brain_fact_lifetime`` GiST
+    index is built on exactly this expression, so a filter on it (``delta``'s
+    ``forgotten``: facts live across an interval) is an index scan."""
+    return Func(
+        F("created_at"),
+        Greatest(F("created_at"), F("expired_at")),
+        function="tstzrange",
+        output_field=DateTimeRangeField(),
+    )
 
 
 class Fact(TimeStampedModel):
@@ -92,6 +110,13 @@ class Fact(TimeStampedModel):
                 name="brain_fact_active_entity",
             ),
             models.Index(fields=["source", "created_at"]),
+            # delta's ``forgotten`` (selectors_facts.fact_list_forgotten): the expired
+            # facts whose lifetime spans a reader's interval.
+            GistIndex(
+                fact_lifetime(),
+                condition=Q(expired_at__isnull=False),
+                name="brain_fact_lifetime",
+            ),
             HnswIndex(
                 name="brain_fact_embedding_hnsw",
                 fields=["embedding"],
