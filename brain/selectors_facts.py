@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from django.db.models import Q, QuerySet
 from django.db.backends.postgresql.psycopg_any import DateTimeTZRange
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from brain.access import ReadScope, scope_queryset
