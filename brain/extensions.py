@@ -1,4 +1,5 @@
-"""Views of data owned by apps above brain, registered by those apps (SPEC §5, §9).
+"""Views of data owned by apps above brain, and queues run by them, registered by
+those apps (SPEC §5, §7, §9).
 
 brain sits at the bottom of the stack and never imports ``loops``; yet the entity card
 shows a person's open threads, ``delta`` streams loop changes, push context lists
@@ -41,3 +42,20 @@ def register_loop_views(views: LoopViews) -> None:
 def loop_views() -> LoopViews | None:
     """The registered loop reads, or None when no loops app is installed."""
     return _registry.get("loops")
+
+
+# Large writes embed in a job (SPEC §7): jobs registers its ``embed_pending`` queue.
+EmbedQueue = Callable[[list[str]], Any]
+_embed_queue: dict[str, EmbedQueue] = {}
+
+
+def register_embed_queue(queue: EmbedQueue) -> None:
+    """Register ``queue(source_ids)``, which queues the embedding of the pending chunks
+    of those sources outside the caller's request (called once from
+    ``JobsConfig.ready``)."""
+    _embed_queue["jobs"] = queue
+
+
+def embed_queue() -> EmbedQueue | None:
+    """The registered embedding queue, or None (no jobs app: writes embed inline)."""
+    return _embed_queue.get("jobs")

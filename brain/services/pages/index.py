@@ -190,6 +190,20 @@ def _embed_pages(pages: Sequence[tuple[int, str]]) -> set[int]:
     return _mark_indexed(titles, model)
 
 
+def _chunks_to_embed(pages: Sequence[tuple[int, str]]) -> int:
+    """How many chunks of ``pages`` ((page id, content hash) pairs) ``_embed_pages``
+    would embed now: no vector or another model's; 0 with provider ``none``. One
+    count query."""
+    provider = embeddings.get_provider()
+    if provider is None:
+        return 0
+    return (
+        Chunk.objects.filter(page_id__in=[pk for pk, _ in pages])
+        .filter(_needs_embedding(provider.name))
+        .count()
+    )
+
+
 def _embed_page(page_id: int, content_hash: str) -> bool:
     """``_embed_pages`` for one page: True when its index is current afterwards."""
     return page_id in _embed_pages([(page_id, content_hash)])

@@ -24,6 +24,9 @@ MODES = ("create", "append", "replace", "upsert")
 AGENT_INPUT_TAG = "agent-input"
 EPHEMERAL_KEYS = frozenset({"provenance"})
 EMBED_BATCH = 64
+# A write whose pending chunks exceed this embeds in an ``embed_pending`` job instead
+# of in the caller's request (SPEC §7, §11): one model batch is about a second on CPU.
+INLINE_EMBED_CHUNKS = EMBED_BATCH
 
 
 @dataclass(frozen=True)

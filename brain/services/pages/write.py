@@ -14,6 +14,7 @@ from django.utils import timezone
 from brain.access import Caller
 from brain.bulk import bulk_insert, bulk_insert_objects
 from brain.exceptions import AlreadyExists, BrainError, InvalidParams
+from brain.extensions import embed_queue
 from brain.models import (
     Alias,
     Chunk,
@@ -26,10 +27,12 @@ from brain.models import (
     TimelineEntry,
 )
 from brain.services.pages.index import (
+    _chunks_to_embed,
     _embed_pages,
     _rebuild_chunks_many,
 )
 from brain.services.pages.inputs import (
+    INLINE_EMBED_CHUNKS,
     PageInput,
     RawInput,
     WriteResult,
@@ -90,7 +93,10 @@ def page_write(
 
     Everything above happens in one transaction. Chunks (text + tsvector) are rebuilt
     in it when the content hash changed; embeddings are computed after commit unless
-    ``embed=False`` (bulk importers; ``pages_embed_pending`` fills them later).
+    ``embed=False`` (bulk importers; ``pages_embed_pending`` fills them later), or,
+    when the write leaves more than ``INLINE_EMBED_CHUNKS`` chunks to embed and the
+    jobs app registered its queue (``brain.extensions.embed_queue``), by an
+    ``embed_pending`` job queued at commit (``index_current`` false until it ran).
     ``frontmatter`` is merged over the stored one unless ``replace_frontmatter``
     (admin edits and markdown re-imports, where the given set is complete).
     The other keyword arguments are the fields of ``PageInput``. Returns a
@@ -158,7 +164,12 @@ def pages_write(
         for r in results
         if isinstance(r, WriteResult) and r.changed and not r.index_current
     ]
-    if embed and pending:
+    queue = embed_queue() if embed and pending else None
+    if queue is not None and _chunks_to_embed(pending) > INLINE_EMBED_CHUNKS:
+        # Too much for the request (a 1 MB note is ~1,000 chunks, minutes on CPU):
+        # the job embeds it; the result says ``index_current`` false meanwhile.
+        transaction.on_commit(lambda: queue([src.id]))
+    elif embed and pending:
         if connection.in_atomic_block:
             # The caller holds an outer transaction: embed once it commits.
             transaction.on_commit(lambda: _embed_pages(pending))
