@@ -165,6 +165,29 @@ def test_an_unknown_body_field_is_refused_as_over_mcp(
     assert not Fact.objects.filter(text="Dana likes tea").exists()
 
 
+def test_an_unknown_query_parameter_is_refused_naming_the_ones_taken(
+    api_client, make_key, default_source
+) -> None:  # type: ignore[no-untyped-def]
+    """Regression (newcomer): GET endpoints dropped an unknown query parameter
+    silently (``?limt=5`` answered with the default limit of 10); it is refused as
+    an unknown body key is, with the parameters the endpoint takes."""
+    client = api_client(make_key(default_source).plaintext)
+    response = client.get("/api/search", {"query": "pottery", "limt": "5"})
+    assert response.status_code == 400, response.content
+    body = response.json()
+    assert body["error"] == "invalid_params"
+    assert json.loads(body["detail"])["fields"] == [
+        {"field": "limt", "problem": "unknown argument"}
+    ]
+    assert "limt" in body["message"] and "limit" in body["suggestion"]
+    assert (
+        client.get("/api/search", {"query": "pottery", "limit": "5"}).status_code == 200
+    )
+    response = client.get("/api/whoami", {"verbose": "1"})
+    assert response.status_code == 400
+    assert "takes no query parameters" in response.json()["suggestion"]
+
+
 def test_a_query_word_longer_than_any_index_word_is_no_500(
     api_client, make_key, default_source
 ) -> None:  # type: ignore[no-untyped-def]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from typing import Any, Literal
 
 from django.conf import settings
@@ -361,6 +362,54 @@ def unknown_endpoint(request: HttpRequest, rest: str = "") -> HttpResponse:
     )
 
 
+def refuse_unknown_query_params(
+    run: Callable[..., HttpResponse],
+) -> Callable[..., HttpResponse]:
+    """Wrap an operation's ``run`` so a query parameter it does not take is refused
+    (400 ``invalid_params``, each named with problem "unknown argument", and the
+    names it does take in the suggestion) before anything runs: ninja drops unknown
+    query keys silently, so ``?limt=5`` would answer with the default limit. The
+    same contract as an unknown body key (``RequestIn``) and MCP's ``call_tool``
+    (SPEC §4: one contract on every transport)."""
+    operation = run.__self__  # type: ignore[attr-defined]
+    known = sorted(
+        {
+            name
+            for model in operation.signature.models
+            if model.__ninja_param_source__ == "query"
+            for name in getattr(model, "__ninja_flatten_map__", {})
+        }
+    )
+
+    def checked(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        unknown = sorted(set(request.GET) - set(known))
+        if not unknown:
+            return run(request, *args, **kwargs)
+        takes = (
+            f"this endpoint's query parameters are {', '.join(known)}"
+            if known
+            else "this endpoint takes no query parameters"
+        )
+        return api.create_response(
+            request,
+            envelope(
+                "invalid_params",
+                f"Unknown argument(s): {', '.join(unknown)}.",
+                f"Remove them or fix their spelling: {takes}.",
+                {
+                    "fields": [
+                        {"field": name, "problem": "unknown argument"}
+                        for name in unknown
+                    ]
+                },
+            ),
+            status=400,
+        )
+
+    return checked
+
+
+api.add_decorator(refuse_unknown_query_params, mode="view")
 api.add_router("/", "interfaces.http.accounts.router")
 api.add_router("/", "interfaces.http.pages.router")
 api.add_router("/", "interfaces.http.verbs.router")
