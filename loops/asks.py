@@ -168,7 +168,7 @@ _CONVERSATION = re.compile(
     re.I,
 )
 _VOCATIVE = re.compile(
-    r"^\s*(?:(?:hi|hello|hey|dear|morning|good morning)\s+)?([A-Z][a-z]{1,20})"
+    r"^\s*(?:(?i:hi|hello|hey|dear|morning|good morning)\s+)?([A-Z][a-z]{1,20})"
     r"(?:\s*[,:!-]|\s*\n)"
 )
 

@@ -240,3 +240,23 @@ def test_list_sponsor_footer_question_is_not_an_ask() -> None:
         "This sf.net email is sponsored by: Tired of that same old cell phone?"
     )
     assert find_asks(footer) == []
+
+
+def test_greeting_before_a_name_still_names_the_addressee() -> None:
+    # "Hi Dana," names Dana as "Dana," does: the list ask waits on her, and a
+    # message to me and Dana that opens "Hi Dana," asks her, not me.
+    body = "Hi Dana,\n\nwould you rather keep one plugin package or one per plugin?"
+    assert waiting([post(1, body, cc=(DANA,))]) == [
+        (LoopType.UNANSWERED_OUTBOUND, DANA)
+    ]
+    hand_off = MailMessage(
+        message_id="<1.t-hand@mail.example>",
+        thread_id="t-hand",
+        subject="Lease",
+        from_addr=EVAN,
+        to=[ROBIN, DANA],
+        date=T0,
+        body="Hi Dana,\n\ncan you send me the signed lease?",
+    )
+    verdict = detect_thread([hand_off], owner_addresses=[ROBIN], now=NOW)
+    assert verdict.open == []
