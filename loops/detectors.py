@@ -393,10 +393,11 @@ def _outbound(
     its recipients, or the message came back through a list server:
     ``MailMessage.list_unsubscribe`` or ``mailing_list``) opens nothing
     (``mailing_list``) unless ``list_asks`` is on and it is my own help request
-    to the list (``_list_asked``): then one loop waits on the list. A later message of my turn quoting an addressee's reply
-    to the ask (``_answer_quoted``), or a later message of my turn to them that
-    only thanks (``_thanked_since``), closes it (``reply_detected``, that message
-    as evidence): they answered, though the source lacks their message."""
+    to the list (``_list_asked``): then one loop waits on the list. A later
+    message of my turn quoting an addressee's reply to the ask
+    (``_answer_quoted``), or a later message of my turn to them that only thanks
+    (``_thanked_since``), closes it (``reply_detected``, that message as
+    evidence): they answered, though the source lacks their message."""
     verdict = Verdict(close=[LoopType.UNANSWERED_INBOUND])
     asking = [
         m
@@ -437,9 +438,7 @@ def _outbound(
             verdict.reason = "mailing_list"
             verdict.retract[LoopType.UNANSWERED_OUTBOUND] = verdict.reason
             return verdict
-    people = (
-        [group] if group else [a for a in recipients if kinds.get(a) != AUTOMATED]
-    )
+    people = [group] if group else [a for a in recipients if kinds.get(a) != AUTOMATED]
     if not people:
         verdict.reason = "no_recipients" if not recipients else "automated_recipient"
         if recipients:
@@ -529,7 +528,7 @@ def _outbound(
     return verdict
 
 
-def list_address(message: MailMessage, owners: Collection[str]) -> str:
+def _list_address(message: MailMessage, owners: Collection[str]) -> str:
     """The mailing list ``message`` (mine) is posted to, from its To: the first
     list-like address (``is_list_address``), else, when a list server delivered
     it (``mailing_list``, ``list_unsubscribe``) and no list is in Cc, its only
@@ -561,7 +560,7 @@ def _list_asked(
     My post waits when it is my own help request: my turn opens the thread
     (nobody else wrote in it, ``replied_to`` is None) with a new message (no
     In-Reply-To or References, no "Re:"), the newest message of my turn is
-    addressed to the list (``list_address``: the list in To, not a person with
+    addressed to the list (``_list_address``: the list in To, not a person with
     the list copied) and its newest text asks the readers something I still need
     (``loops.asks.readers_asks``: not a poll, a rhetorical question, a patch or
     a commit notice). The counterparty is the list, or the one recipient the
@@ -572,7 +571,7 @@ def _list_asked(
     first, newest = run[0], run[-1]
     if first.in_reply_to or first.references or REPLY_PREFIX_RE.match(first.subject):
         return ""
-    group = list_address(newest, owners)
+    group = _list_address(newest, owners)
     if not group or not readers_asks(
         reply_text(newest.body), sent_at=newest.date, now=now
     ):

@@ -187,7 +187,10 @@ def test_stored_list_ask_waits_on_the_list(robins_mailbox, store, settings) -> N
     settings.LOOPS_LIST_ASKS = True
     store(
         robins_mailbox,
-        [post(1, HELP), post(2, "Lunch on Friday?", to=(DANA,), thread="t-x", hours=100)],
+        [
+            post(1, HELP),
+            post(2, "Lunch on Friday?", to=(DANA,), thread="t-x", hours=100),
+        ],
     )
     process_threads(source_id=robins_mailbox.id, thread_ids=["t-list"])
     loop = OpenLoop.objects.get(source=robins_mailbox, thread_id="t-list")
