@@ -31,6 +31,13 @@ Run (from any worktree): ``.venv/bin/python benchmarks/loops_quality.py``
   ``--assume-answers-visible``  score as if every source held the other side's
                       mail: the sent-only rule (``loops.selectors.answers_visible``)
                       off, to see what it holds back
+  ``--list-asks``     my own help requests to a mailing list open a waiting
+                      loop on the list (``settings.LOOPS_LIST_ASKS``, off by
+                      default)
+
+Besides the figures per type and stratum, each type is broken down per corpus
+family (``family``: enron/allen-p, its sent folder alone, SpamAssassin, others),
+so a rule that only helps one mailbox shows.
 
 Matching (tests/data/loops_dev/README.md): a product loop is scored against the labelled thread
 holding its evidence message (else every labelled thread its thread overlaps) and
@@ -149,6 +156,18 @@ def load_labels() -> list[Label]:
                 )
             )
     return out
+
+
+FAMILIES = ("enron/allen-p", "enron/allen-p/sent_items", "spamassassin", "others")
+
+
+def family(corpus: str) -> str:
+    """The corpus family a labelled corpus belongs to (one of ``FAMILIES``): the
+    allen-p mailbox, its sent folder alone, any SpamAssassin file, or others."""
+    path = corpus.split("@", 1)[0]
+    if path.startswith("spamassassin"):
+        return "spamassassin"
+    return path if path in FAMILIES else "others"
 
 
 def source_id_for(corpus: str, owners: list[str]) -> str:
@@ -617,6 +636,7 @@ def main() -> None:
     parser.add_argument("--dump", type=int, default=0)
     parser.add_argument("--blind", action="store_true")
     parser.add_argument("--assume-answers-visible", action="store_true")
+    parser.add_argument("--list-asks", action="store_true")
     parser.add_argument(
         "--owners", default="", help="owners for --dump of an unlabelled corpus"
     )
@@ -633,6 +653,8 @@ def main() -> None:
 
         loops.pipeline.answers_visible = visible  # type: ignore[assignment]
         loops.waiting.answers_visible = visible  # type: ignore[assignment]
+    if args.list_asks:
+        settings.LOOPS_LIST_ASKS = True
     labels = load_labels()
     # One mailbox per (corpus, owner set): labels of one corpus with other owners
     # are another person's mailbox (their mutual mail is not all "mine").
@@ -655,6 +677,7 @@ def main() -> None:
     total: dict[tuple[str, str], Tally] = defaultdict(Tally)
     floor_total: dict[tuple[str, str], Tally] = defaultdict(Tally)
     samples: dict[tuple[str, str], int] = defaultdict(int)
+    by_family: dict[tuple[str, str], Tally] = defaultdict(Tally)
     top10: dict[str, list[str]] = {}
     automated: dict[str, int] = {}
     for (corpus, owned), name in mailboxes.items():
@@ -687,6 +710,13 @@ def main() -> None:
         thread_of = {mid: tid for tid, mids in thread_ids.items() for mid in mids}
         mine = canonical_labels(theirs, copy_map(sid), thread_of)
         tallies, verdicts = evaluate(mine, loops, thread_ids)
+        for (loop_type, stratum), tally in tallies.items():
+            if stratum == "all":
+                t = by_family[(loop_type, family(corpus))]
+                t.product += tally.product
+                t.matched += tally.matched
+                t.truth += tally.truth
+                t.found += tally.found
         for key, tally in tallies.items():
             t = total[key]
             t.product += tally.product
@@ -735,6 +765,9 @@ def main() -> None:
                 f"ratio precision {ratio(tally.precision, floor.precision)}"
                 f" recall {ratio(tally.recall, floor.recall)}"
             )
+        for fam in FAMILIES:
+            if (loop_type, fam) in by_family:
+                print(f"  {'':22} {fam:24}  {by_family[(loop_type, fam)].line()}")
         if args.verbose:
             for line in total[(loop_type, "all")].fps:
                 print(f"      FP   {line}")

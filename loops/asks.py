@@ -42,7 +42,8 @@ _BOILERPLATE = re.compile(
     r"(?:this (?:e-?mail|message|communication)(?: and any attachments?)? (?:is|are|may)"
     r"|if you (?:have )?received (?:it|this)[^.]{0,40} in error"
     r"|confidential(?:ity)? notice|privileged|designated recipient"
-    r"|to unsubscribe|unsubscribe|do not reply to this|no longer wish to receive)",
+    r"|to unsubscribe|unsubscribe|do not reply to this|no longer wish to receive"
+    r"|\b(?:e-?mail|message|list|newsletter) is sponsored by\b)",
     re.I,
 )
 _PLEASANTRY = re.compile(
@@ -93,6 +94,8 @@ _REQUEST = re.compile(
     r"(?:(?:^|[,;:]\s*)(?:please|pls|kindly)\s+\w+"
     r"|^\s*(?:[A-Z][a-z]+,\s+)?(?:can|could|would|will|do|did|are|have|has|is|were|"
     r"should) (?:you|u|we)\b"
+    r"|^\s*(?:(?:please|pls|and|also|oh|just),?\s+)?(?:remember|don'?t forget|do not "
+    r"forget) to \w+"
     r"|\b(?:let me know|lmk|tell me|advise me|please advise|get back to me|"
     r"give me (?:a call|a ring|a shout|your|the)|call me|ring me|"
     r"drop me an? (?:note|line|e-?mail)|"
@@ -101,6 +104,20 @@ _REQUEST = re.compile(
     r"signature|feedback)|(?:would|'d) (?:like|appreciate) (?:you|your|to (?:know|"
     r"hear|get))|i need (?:to know|help|you)|waiting (?:for|on) your)\b)",
     re.I | re.M,
+)
+# A question put to whoever reads, without its question mark ("Does anyone know
+# how samba can be configured to…").
+_OPEN_QUESTION = re.compile(
+    r"^\s*(?:[A-Z][a-z]+,\s+)?(?:can|could|would|will|do|does|did|has|have|is|are) "
+    r"(?:anyone|anybody|someone|somebody|any of you)\b",
+    re.I,
+)
+# A plea for help ("Any help would be appreciated", "Any suggestions of other
+# setups would be much appreciated").
+_HELP_WANTED = re.compile(
+    r"\b(?:help|ideas?|suggestions?|advice|hints?|pointers?|tips?)\b[^.?!]{0,60}?"
+    r"\b(?:would|will) be (?:much |greatly |very |most )?appreciated",
+    re.I,
 )
 _ANCHOR = re.compile(
     r"(?<!earlier )(?<!earlier\s)\b(?:today|tonight|tomorrow|this (?:morning|afternoon|evening|week|weekend)|"
@@ -151,7 +168,7 @@ _CONVERSATION = re.compile(
     re.I,
 )
 _VOCATIVE = re.compile(
-    r"^\s*(?:(?:hi|hello|hey|dear|morning|good morning)\s+)?([A-Z][a-z]{1,20})"
+    r"^\s*(?:(?i:hi|hello|hey|dear|morning|good morning)\s+)?([A-Z][a-z]{1,20})"
     r"(?:\s*[,:!-]|\s*\n)"
 )
 
@@ -187,11 +204,11 @@ def sentence_ask(sentence: str) -> Ask | None:
     if _PLEASANTRY.match(sentence) or _OFFER.search(sentence):
         return None
     anchored = bool(_ANCHOR.search(sentence))
-    if "?" in sentence:
+    if "?" in sentence or _OPEN_QUESTION.match(sentence):
         return Ask(QUESTION, sentence, anchored)
     if _POINTER.search(sentence) and not _REQUEST.search(_POINTER.sub(" ", sentence)):
         return None
-    if _REQUEST.search(sentence):
+    if _REQUEST.search(sentence) or _HELP_WANTED.search(sentence):
         return Ask(REQUEST, sentence, anchored)
     return None
 
@@ -384,3 +401,58 @@ def is_fulfilment(text: str) -> bool:
     it"), SPEC §5.1a. Such a reply closes my waiting loop as fulfilled and opens
     no reply-owed loop by itself."""
     return any(_FULFILMENT.match(s) for s in sentences(text)[:3])
+
+
+# A poll of a list's readers ("Comments?", "Any objections?", "What do you think?",
+# "Any comments welcome"): it invites a discussion, nobody owes me an answer.
+_POLL = re.compile(
+    r"^\W*(?:(?:any|all|your|other)\s+)?(?:comments?|thoughts?|opinions?|objections?|"
+    r"feedback|views|reactions?|takers|volunteers)\b[^?]{0,30}(?:\?|\bwelcome\b|"
+    r"\bappreciated\b)|\bwhat do (?:you|people|folks|others|y'?all) (?:think|reckon)\b|"
+    r"\b(?:comments?|feedback|thoughts|suggestions|opinions) (?:are |is )?(?:welcome|"
+    r"invited|encouraged)\b|\bany (?:comments|objections|thoughts|opinions)\b",
+    re.I,
+)
+# Rhetorical: wonder or a quip, not a question ("…but there it is?!?!", "was I
+# bored or what?", "…isn't it?").
+_RHETORICAL = re.compile(
+    r"\?\s*!|!\s*\?|\bor what\s*\?|\b(?:isn'?t|wasn'?t|aren'?t|don'?t|doesn'?t) "
+    r"(?:it|that|they|he|she|we|you)\s*\?\s*$",
+    re.I,
+)
+# A patch or a commit notice in the text: diff headers and hunks, CVS notices
+# ("Update of /cvsroot/…", "--- NEW FILE: x ---").
+_PATCH = re.compile(
+    r"^(?:Index: \S|diff (?:-\w+ )*\S|--- \S.*\n\+\+\+ \S|@@ -\d|RCS file: |"
+    r"Update of /\S+\s*\nIn directory |--- (?:NEW FILE: )?\S+ (?:DELETED )?---$)",
+    re.M,
+)
+
+
+def readers_asks(
+    text: str, *, sent_at: datetime | None, now: datetime | None
+) -> list[Ask]:
+    """The asks of ``text`` (my post to a mailing list, its newest part) that ask
+    the list's readers for something I still need at ``now`` (SPEC §5.1a "my
+    asks", a broadcast ask): the questions and pleas for help ("Any help would
+    be appreciated") of ``live_asks``, not instructions to the readers ("Please
+    upgrade"), polls ("Comments?", "Any objections?", "What do you think?",
+    "comments welcome") or rhetorical questions ("…?!", "or what?"). Empty for
+    a patch or a commit notice (its diff or CVS headers, ``carries_patch``): a
+    patch asks for review, which the list owes nobody."""
+    if carries_patch(text):
+        return []
+    return [
+        a
+        for a in live_asks(text, sent_at=sent_at, now=now)
+        if (a.kind == QUESTION or _HELP_WANTED.search(a.sentence))
+        and not _POLL.search(a.sentence)
+        and not _RHETORICAL.search(a.sentence)
+    ]
+
+
+def carries_patch(text: str) -> bool:
+    """True when ``text`` holds a diff or a CVS commit notice (``Index:``,
+    ``diff``, ``---``/``+++`` pairs, ``@@`` hunks, ``RCS file:``, ``Update of
+    /path`` + ``In directory``, ``--- NEW FILE: x ---``)."""
+    return bool(_PATCH.search(text or ""))

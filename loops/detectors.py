@@ -17,10 +17,12 @@ from loops.asks import (
     declines,
     is_fulfilment,
     live_asks,
+    readers_asks,
     settles_by_silence,
     vocative,
 )
 from loops.definitions import (
+    REPLY_PREFIX_RE,
     asks_question,
     collapse,
     display_subject,
@@ -220,6 +222,7 @@ def detect_thread(
     contacts: Mapping[str, Contact] | None = None,
     answers_visible: bool = True,
     undeliverable: Mapping[str, Sequence[datetime]] | None = None,
+    list_asks: bool = False,
 ) -> Verdict:
     """Decide which deterministic loops of one thread open and close (SPEC §5.2,
     §5.1a).
@@ -245,7 +248,10 @@ def detect_thread(
     arrived (``loops.selectors.undeliverable``): my ask that bounced for an
     address within ``BOUNCE_WINDOW`` waits on nobody there, and a copy of my ask
     I re-sent without new text (a forward of my own message) is the same ask to
-    its recipients. Returns a ``Verdict``; never raises on odd mail.
+    its recipients. ``list_asks`` (``settings.LOOPS_LIST_ASKS``): my own help
+    request posted to a mailing list opens one waiting loop on the list
+    (``_list_asked``); without it a list post opens nothing. Returns a
+    ``Verdict``; never raises on odd mail.
     """
     owners = {a.lower() for a in owner_addresses}
     kinds = sender_kinds or {}
@@ -304,6 +310,7 @@ def detect_thread(
             subject,
             _replied_to(turns, waiting_run[0]),
             undeliverable or {},
+            list_asks=list_asks,
         )
     return _inbound(
         subs, run, last, owners, kinds, seen, mutes, now, thread_id, subject
@@ -372,6 +379,8 @@ def _outbound(
     subject: str,
     replied_to: MailMessage | None = None,
     undeliverable: Mapping[str, Sequence[datetime]] | None = None,
+    *,
+    list_asks: bool = False,
 ) -> Verdict:
     """Last turn is mine: inbound loops close; a waiting loop opens when my text
     asks something of a person (SPEC §5.2 rule 5, §5.1a "my asks"). ``replied_to``
@@ -383,10 +392,12 @@ def _outbound(
     (``undeliverable``). An ask posted to a mailing list (a list address among
     its recipients, or the message came back through a list server:
     ``MailMessage.list_unsubscribe`` or ``mailing_list``) opens nothing
-    (``mailing_list``). A later message of my turn quoting an addressee's reply
-    to the ask (``_answer_quoted``), or a later message of my turn to them that
-    only thanks (``_thanked_since``), closes it (``reply_detected``, that message
-    as evidence): they answered, though the source lacks their message."""
+    (``mailing_list``) unless ``list_asks`` is on and it is my own help request
+    to the list (``_list_asked``): then one loop waits on the list. A later
+    message of my turn quoting an addressee's reply to the ask
+    (``_answer_quoted``), or a later message of my turn to them that only thanks
+    (``_thanked_since``), closes it (``reply_detected``, that message as
+    evidence): they answered, though the source lacks their message."""
     verdict = Verdict(close=[LoopType.UNANSWERED_INBOUND])
     asking = [
         m
@@ -412,6 +423,7 @@ def _outbound(
             verdict.reason = "undeliverable"
             verdict.retract[LoopType.UNANSWERED_OUTBOUND] = verdict.reason
             return verdict
+    group = ""
     if (
         ask.list_unsubscribe
         or ask.mailing_list
@@ -420,10 +432,13 @@ def _outbound(
         # Posted to a mailing list (a list address, or my own message came back
         # through a list server: its List-Unsubscribe or, from lists that send
         # none, its other list headers): its readers, not a person, may answer.
-        verdict.reason = "mailing_list"
-        verdict.retract[LoopType.UNANSWERED_OUTBOUND] = verdict.reason
-        return verdict
-    people = [a for a in recipients if kinds.get(a) != AUTOMATED]
+        # Only my own help request to the list waits, on the list.
+        group = _list_asked(run, replied_to, owners, now) if list_asks else ""
+        if not group:
+            verdict.reason = "mailing_list"
+            verdict.retract[LoopType.UNANSWERED_OUTBOUND] = verdict.reason
+            return verdict
+    people = [group] if group else [a for a in recipients if kinds.get(a) != AUTOMATED]
     if not people:
         verdict.reason = "no_recipients" if not recipients else "automated_recipient"
         if recipients:
@@ -511,6 +526,67 @@ def _outbound(
         )
     )
     return verdict
+
+
+def _list_address(message: MailMessage, owners: Collection[str]) -> str:
+    """The mailing list ``message`` (mine) is posted to, from its To: the first
+    list-like address (``is_list_address``), else, when a list server delivered
+    it (``mailing_list``, ``list_unsubscribe``) and no list is in Cc, its only
+    To address other than mine. '' when the list is only copied (my message is
+    to a person) or unknown."""
+    to = [a.lower() for a in message.to if a and a.lower() not in owners]
+    listed = next((a for a in to if is_list_address(a)), "")
+    if listed:
+        return listed
+    if (
+        (message.mailing_list or message.list_unsubscribe)
+        and len(to) == 1
+        and not any(is_list_address(a) for a in message.cc)
+    ):
+        return to[0]
+    return ""
+
+
+def _list_asked(
+    run: Sequence[MailMessage],
+    replied_to: MailMessage | None,
+    owners: set[str],
+    now: datetime,
+) -> str:
+    """The counterparty of my broadcast ask to a mailing list, or '' when my list
+    post waits on nobody (SPEC §5.1a "my asks"; LOOPS_LABELLING: a list is a valid
+    counterparty only for my broadcast asks).
+
+    My post waits when it is my own help request: my turn opens the thread
+    (nobody else wrote in it, ``replied_to`` is None) with a new message (no
+    In-Reply-To or References, no "Re:"), the newest message of my turn is
+    addressed to the list (``_list_address``: the list in To, not a person with
+    the list copied) and its newest text asks the readers something I still need
+    (``loops.asks.readers_asks``: not a poll, a rhetorical question, a patch or
+    a commit notice). The counterparty is the list, or the one recipient the
+    post opens by naming ("Hi Dana," to the list and Dana). Any other person's
+    reply in the thread answers it (the turn passes to them)."""
+    if replied_to is not None or not run:
+        return ""
+    first, newest = run[0], run[-1]
+    if first.in_reply_to or first.references or REPLY_PREFIX_RE.match(first.subject):
+        return ""
+    group = _list_address(newest, owners)
+    if not group or not readers_asks(
+        reply_text(newest.body), sent_at=newest.date, now=now
+    ):
+        return ""
+    name = vocative(reply_text(newest.body))
+    named = [
+        a
+        for a in (*newest.to, *newest.cc)
+        if name
+        and a.lower() not in owners
+        and not is_list_address(a)
+        and a.lower() != group
+        and name in _name_tokens(a)
+    ]
+    return named[0].lower() if named else group
 
 
 def _thanked_since(

@@ -1058,6 +1058,7 @@ def thread_process(
         contacts=contacts,
         answers_visible=answers_seen,
         undeliverable=bounces,
+        list_asks=settings.LOOPS_LIST_ASKS,
     )
     open_loops = preload.open_loops.get(thread_id, []) if preload else None
     queued = len(batch.pending) if batch is not None else 0

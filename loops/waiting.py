@@ -251,6 +251,7 @@ def _replay_source(source: Source, as_of: datetime) -> list[LoopView]:
             contacts=contacts,
             answers_visible=visible,
             undeliverable=bounces,
+            list_asks=settings.LOOPS_LIST_ASKS,
         )
         for spec in verdict.open:
             if spec.dedup_key in triaged:
