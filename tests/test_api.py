@@ -188,6 +188,33 @@ def test_an_unknown_query_parameter_is_refused_naming_the_ones_taken(
     assert "takes no query parameters" in response.json()["suggestion"]
 
 
+@pytest.mark.parametrize(
+    ("path", "body", "typo"),
+    [
+        ("/api/loops_close", {"id": "1", "stauts": "dropped"}, "stauts"),
+        (
+            "/api/loops_mute",
+            {"kind": "sender", "value": "a@x.org", "sorce": "d"},
+            "sorce",
+        ),
+        ("/api/loops_correct_due", {"id": "1", "deu": "2030-01-01"}, "deu"),
+        ("/api/ask", {"question": "who is Dana?", "budget_usd": 1}, "budget_usd"),
+    ],
+)
+def test_a_loop_tool_refuses_an_unknown_body_field(
+    api_client, make_key, default_source, path, body, typo
+) -> None:  # type: ignore[no-untyped-def]
+    """Regression (newcomer): the loop tools and ask ignored unknown body keys, so
+    ``{"stauts": "dropped"}`` closed a loop as done; refused as on every other
+    endpoint and over MCP, before anything runs."""
+    client = api_client(make_key(default_source).plaintext)
+    response = client.post(path, body, content_type="application/json")
+    assert response.status_code == 400, response.content
+    assert json.loads(response.json()["detail"])["fields"] == [
+        {"field": typo, "problem": "unknown argument"}
+    ]
+
+
 def test_a_query_word_longer_than_any_index_word_is_no_500(
     api_client, make_key, default_source
 ) -> None:  # type: ignore[no-untyped-def]

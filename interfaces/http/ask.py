@@ -9,11 +9,12 @@ from ninja import Field, Router, Schema
 
 from brain.services.ask import brain_ask
 from interfaces.http.auth import request_caller
+from interfaces.http.schemas import RequestIn
 
 router = Router(tags=["ask"])
 
 
-class AskIn(Schema):
+class AskIn(RequestIn):
     question: str = Field(
         ..., min_length=1, description="The question to answer from the web."
     )

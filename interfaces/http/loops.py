@@ -14,6 +14,7 @@ from pydantic import AliasChoices
 from brain.exceptions import PROTOCOL_VERSION
 from brain.timestamps import as_of_from_text, date_in_range
 from interfaces.http.auth import request_caller
+from interfaces.http.schemas import RequestIn
 from interfaces.operations import (
     loop_for_write,
     op_loops_close,
@@ -38,7 +39,7 @@ StatusParam = Literal[tuple(LoopStatus.values)]  # type: ignore[valid-type]
 LoopTypeParam = Literal[tuple(LoopType.values)]  # type: ignore[valid-type]
 
 
-class LoopsCloseIn(Schema):
+class LoopsCloseIn(RequestIn):
     id: str
     status: Literal["done", "dropped"] = "done"
     note: str | None = None
@@ -53,12 +54,11 @@ class LoopsCloseOut(Schema):
     protocol_version: int = PROTOCOL_VERSION
 
 
-class LoopsMuteIn(Schema):
+class LoopsMuteIn(RequestIn):
     kind: Literal["sender", "thread"]
     value: str = Field(..., min_length=1, max_length=320)
     # ``source`` like every other operation and the MCP tool; ``source_id`` (the
-    # first name of this field) still works. Unknown fields are ignored, so a
-    # dropped ``source`` used to mute in the write source instead.
+    # first name of this field) still works.
     source_id: str | None = Field(
         None, validation_alias=AliasChoices("source", "source_id")
     )
@@ -76,7 +76,7 @@ class LoopsMuteOut(Schema):
     protocol_version: int = PROTOCOL_VERSION
 
 
-class LoopsCorrectDueIn(Schema):
+class LoopsCorrectDueIn(RequestIn):
     id: str
     due: date | None = None
     note: str | None = None

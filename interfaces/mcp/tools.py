@@ -273,6 +273,14 @@ def delta(
     caller: Caller,
     *,
     since: SinceArg = None,
+    slug: Annotated[
+        str | None,
+        Field(
+            description="With since: the slug of next_cursor, to continue after "
+            "that item (send next_cursor back whole).",
+            max_length=300,
+        ),
+    ] = None,
     session_id: Annotated[
         str | None,
         Field(description="Your session id: the brain keeps a cursor per session."),
@@ -285,6 +293,7 @@ def delta(
     return verb_delta(
         caller=caller,
         since=since,
+        slug=slug,
         session_id=session_id,
         entities=entities,
         budget_tokens=budget_tokens,
@@ -784,7 +793,8 @@ TOOLS: tuple[ToolSpec, ...] = (
         description=(
             "What changed since a time (`since`) or since your last call in a session "
             "(`session_id`): pages changed, facts recorded, loop events, oldest first "
-            "with a cursor. Give one of since or session_id."
+            "with a cursor. Give one of since or session_id; to page on with since, "
+            "send next_cursor's since and slug."
         ),
         read_only=True,
     ),

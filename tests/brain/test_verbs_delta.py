@@ -54,6 +54,28 @@ def test_delta_keyset_pages_through_everything_exactly_once(default_source) -> N
     assert len(seen) == len(set(seen)) == 70
 
 
+def test_delta_pages_on_with_next_cursor_sent_back_as_since_and_slug(
+    default_source, verb, make_key
+) -> None:  # type: ignore[no-untyped-def]
+    """Regression (newcomer): a client paging with ``since`` could not send
+    next_cursor's ``slug`` back (HTTP refused it as an unknown argument), and
+    ``since`` alone restarted the shared timestamp, so every call returned the same
+    items. Sent back whole, over HTTP, the cursor delivers everything once."""
+    _pages(default_source, 70)
+    writer = make_key(default_source).plaintext
+    seen: list[str] = []
+    status, body = verb(writer, "delta", {"since": "1970-01-01T00:00:00Z"})
+    while True:
+        assert status == 200, body
+        seen += [p["slug"] for p in body["pages"]]
+        if not body["has_more"]:
+            break
+        status, body = verb(writer, "delta", dict(body["next_cursor"]))
+    assert len(seen) == len(set(seen)) == 70
+    status, body = verb(writer, "delta", {"slug": "people/delta-person-001"})
+    assert status == 400 and "since" in body["message"]
+
+
 def test_delta_oldest_first_with_facts_and_normalised_since(default_source) -> None:  # type: ignore[no-untyped-def]
     page = add_page(default_source, title="Ordered Person")
     fact_remember(

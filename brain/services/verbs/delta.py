@@ -146,6 +146,7 @@ def verb_delta(
     *,
     caller: Caller,
     since: str | None = None,
+    slug: str | None = None,
     session_id: str | None = None,
     entities: str | Sequence[str] | None = None,
     budget_tokens: int | None = None,
@@ -157,7 +158,8 @@ def verb_delta(
     The cursor is ``since`` (ISO; echoed normalised to millisecond UTC) or the session
     cursor of ``session_id``, keyed by (source, client, session) and forgotten after 7
     idle days; a new session starts at the epoch. Keyset ``(updated_at, slug)``:
-    ``has_more`` and ``next_cursor{since, slug}`` continue exactly. At-least-once: the
+    ``has_more`` and ``next_cursor{since, slug}`` continue exactly: send both back
+    (``since`` and ``slug``; ``slug`` alone is ``InvalidParams``). At-least-once: the
     session cursor advances only to the newest delivered item. ``entities`` (comma
     list) narrows to those pages, their facts and loops. ``forgotten`` lists
     ``{fact_id, at}`` for facts this reader already received (recorded before its
@@ -180,6 +182,12 @@ def verb_delta(
             f"session_id is {len(session_id)} characters; at most {longest}.",
             suggestion="Send a short, stable id for the conversation, e.g. a UUID.",
             detail={"fields": [{"field": "session_id", "problem": "too long"}]},
+        )
+    if slug and (since is None or not str(since).strip()):
+        raise InvalidParams(
+            "delta's 'slug' continues a 'since' cursor; no 'since' was given.",
+            suggestion="Send next_cursor back whole: its 'since' and its 'slug'.",
+            detail={"fields": ["since", "slug"]},
         )
     budget = _budget(budget_tokens)
     since_at = parse_since(since)
@@ -206,7 +214,7 @@ def verb_delta(
             after_key = str(position.get("slug") or "")
             held_until, checked_at = start, cursor_row.touched_at
     if since_at is not None:
-        start, after_key = since_at, ""
+        start, after_key = since_at, slug or ""
         held_until, checked_at = since_at, since_at
 
     entity_ids: list[int] | None = None

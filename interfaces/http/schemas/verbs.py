@@ -67,6 +67,8 @@ class ContextPackIn(VerbIn):
 
 class DeltaIn(VerbIn):
     since: str | None = None
+    # next_cursor's slug: with ``since``, continue after that item.
+    slug: str | None = Field(None, max_length=300)
     session_id: str | None = Field(None, max_length=200)
     entities: str | list[str] | None = None
     budget_tokens: int | None = Field(None, ge=0)
