@@ -123,13 +123,21 @@ async def _buffered_body(receive: Any) -> Any | None:
 
 
 async def _send_json(
-    send: Any, status: int, body: dict[str, Any], *, www_authenticate: str = ""
+    send: Any,
+    status: int,
+    body: dict[str, Any],
+    *,
+    www_authenticate: str = "",
+    allow: str = "",
 ) -> None:
-    """Answer with a JSON body (the SPEC §4 envelope) without entering MCP."""
+    """Answer with a JSON body (the SPEC §4 envelope) without entering MCP;
+    ``www_authenticate`` and ``allow`` add those headers when given."""
     raw = json.dumps(body).encode()
-    extra = (
-        [(b"www-authenticate", www_authenticate.encode())] if www_authenticate else []
-    )
+    extra = [
+        (name, value.encode())
+        for name, value in ((b"www-authenticate", www_authenticate), (b"allow", allow))
+        if value
+    ]
     await send(
         {
             "type": "http.response.start",
@@ -294,6 +302,17 @@ class McpHttpApp:
             await _send_json(
                 send, 401, error.envelope(), www_authenticate='Bearer realm="brain"'
             )
+            return
+        if scope.get("method") == "GET":
+            # Stateless JSON: no server-initiated stream to open. The SDK would
+            # answer with an event stream that never sends anything and holds the
+            # connection; the MCP transport allows 405 instead.
+            error = InvalidParams(
+                "GET opens no event stream here: this MCP endpoint is stateless JSON.",
+                suggestion="POST JSON-RPC requests (initialize, tools/list, "
+                "tools/call) to this URL.",
+            )
+            await _send_json(send, 405, error.envelope(), allow="POST")
             return
         await self._ensure_started()
         await self.managers[surface].handle_request(

@@ -7,6 +7,8 @@ import anyio
 import httpx2
 import pytest
 
+from tests.mcp.conftest import committed_db
+
 pytestmark = pytest.mark.django_db
 
 
@@ -87,3 +89,25 @@ def test_an_oversized_chunked_mcp_body_gets_the_envelope(live_asgi) -> None:  # 
     body = response.json()
     assert body["error"] == "invalid_params"
     assert "limit" in body["message"]
+
+
+@committed_db
+def test_a_get_on_the_mcp_endpoint_is_405_not_a_stream_that_never_ends(
+    live_asgi, make_key, default_source
+) -> None:  # type: ignore[no-untyped-def]
+    """Regression (newcomer): GET /mcp with a valid key answered 200
+    ``text/event-stream`` and then nothing, holding the connection until the client
+    gave up; the endpoint is stateless JSON, so GET is 405 with the envelope and
+    ``Allow: POST`` (the MCP transport's permitted answer)."""
+    key = make_key(default_source).plaintext
+
+    async def go() -> httpx2.Response:
+        async with httpx2.AsyncClient(timeout=10) as http:
+            return await http.get(
+                f"{live_asgi}/mcp", headers={"Authorization": f"Bearer {key}"}
+            )
+
+    response = anyio.run(go)
+    assert response.status_code == 405
+    assert response.headers["allow"] == "POST"
+    assert response.json()["error"] == "invalid_params"
