@@ -227,4 +227,10 @@ def test_cli_closes_redates_and_mutes(mailbox, capsys):
     assert (loop.status, loop.closed_by) == ("done", "answered by phone")
     assert loop.due_at.date().isoformat() == "2001-09-10"
     assert LoopSuppression.objects.filter(kind="sender", value=JEFF).exists()
-    assert "muted" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    # Sentences, not a Python dict (newcomer: "{'closed': True, … LoopStatus.DONE}").
+    assert f"loop {loop.pk}: due 2001-09-10." in out
+    assert f"loop {loop.pk}: closed as done" in out
+    assert "{" not in out and "muted" in out
+    call_command("loops", "done", str(loop.pk))
+    assert "already closed (done); nothing changed." in capsys.readouterr().out

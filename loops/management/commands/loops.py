@@ -7,6 +7,7 @@ from datetime import date
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils import timezone
 
 from brain.exceptions import BrainError
 from brain.models import Source
@@ -71,16 +72,22 @@ class Command(BaseCommand):
             )
             return
         loop = loop_get(loop_id=opts["loop_id"])
-        if action in ("done", "drop"):
-            status = LoopStatus.DONE if action == "done" else LoopStatus.DROPPED
-            result = loop_close(
-                loop=loop, status=status, actor=ACTOR, note=opts["note"]
-            )
-        elif action == "confirm":
-            result = loop_confirm_fulfilment(loop=loop, actor=ACTOR)
-        elif action == "reopen":
+        if action in ("done", "drop", "confirm"):
+            if action == "confirm":
+                closed = loop_confirm_fulfilment(loop=loop, actor=ACTOR)
+            else:
+                closed = loop_close(
+                    loop=loop,
+                    status=LoopStatus.DONE if action == "done" else LoopStatus.DROPPED,
+                    actor=ACTOR,
+                    note=opts["note"],
+                )
+            self.stdout.write(f"loop {opts['loop_id']}: {_closed_sentence(closed)}")
+            return
+        if action == "reopen":
             loop = loop_reopen(loop=loop, actor=ACTOR, note=opts["note"])
-            result = {"id": loop.pk, "status": loop.status}
+            self.stdout.write(f"loop {opts['loop_id']}: reopened ({loop.status}).")
+            return
         else:
             value = opts["date"]
             try:
@@ -94,5 +101,19 @@ class Command(BaseCommand):
             loop = loop_correct_due(
                 loop=loop, due_at=due, actor=ACTOR, evidence={"note": opts["note"]}
             )
-            result = {"id": loop.pk, "due_at": loop.due_at}
-        self.stdout.write(f"loop {opts['loop_id']}: {result}")
+            when = (
+                timezone.localtime(loop.due_at).date().isoformat()
+                if loop.due_at
+                else "none"
+            )
+            self.stdout.write(f"loop {opts['loop_id']}: due {when}.")
+
+
+def _closed_sentence(result: dict[str, Any]) -> str:
+    """``loop_close``'s ``{closed, status, fact_expired, reason}`` as one sentence:
+    "closed as done; its commitment fact expired." or "already closed (dropped)."."""
+    status = str(getattr(result["status"], "value", result["status"]))
+    if not result["closed"]:
+        return f"already closed ({status}); nothing changed."
+    fact = "; its commitment fact expired" if result.get("fact_expired") else ""
+    return f"closed as {status}{fact}."
