@@ -173,9 +173,16 @@ class Caller:
             )
         raise ValueError(f"Unknown action {action!r}")
 
-    def write_source(self, requested: str | None = None) -> Source:
+    def write_source(
+        self, requested: str | None = None, *, item: str | None = None
+    ) -> Source:
         """Return the source a write goes to: ``requested`` or the caller's write
         source, when ``may("write")`` allows it (SPEC §8).
+
+        ``item`` names what is written when ``requested`` is the source of an
+        existing object rather than one the caller sent ("Fact 4", "Loop 21"): the
+        refusal then says where that object lives and how to get a key for it,
+        instead of "omit 'source'".
 
         Raises ``ScopeDenied`` without the write scope, without a write source (a
         key without one writes nothing), or for a source the caller may not write.
@@ -189,6 +196,18 @@ class Caller:
                 detail={"write_source": None},
             )
         target = requested or self.write_source_id
+        if item is not None and not self.may("write", source_id=target):
+            raise ScopeDenied(
+                f"{item} is in source '{target}'; this key writes only to source "
+                f"'{self.write_source_id}'.",
+                suggestion=(
+                    f"Use a key whose write source is '{target}': an admin sets it "
+                    "in admin → API keys, or creates one with `manage.py apikey "
+                    f"create --name NAME --scopes read,write --write-source "
+                    f"{target}`. Staff can also change it in the console."
+                ),
+                detail={"item_source": target, "write_source": self.write_source_id},
+            )
         if not self.may("write", source_id=target):
             raise ScopeDenied(
                 f"This key writes only to source '{self.write_source_id}'.",

@@ -173,27 +173,7 @@ def loop_for_write(caller: Caller, loop_id: str) -> OpenLoop:
         else tuple(caller.readable_source_ids)
     )
     loop = loop_get(loop_id=loop_id, source_ids=readable)
-    if (
-        caller.can("write")
-        and caller.write_source_id is not None
-        and not caller.may("write", source_id=loop.source_id)
-    ):
-        # The generic refusal ("Omit 'source'") would not fit: no source was sent.
-        raise ScopeDenied(
-            f"Loop {loop.pk} is in source '{loop.source_id}'; this key writes only "
-            f"to source '{caller.write_source_id}'.",
-            suggestion=(
-                f"Use a key whose write source is '{loop.source_id}': an admin sets "
-                "it in admin → API keys, or creates one with `manage.py apikey "
-                f"create --name NAME --scopes read,write --write-source "
-                f"{loop.source_id}`. Staff can also close it in the console."
-            ),
-            detail={
-                "loop_source": loop.source_id,
-                "write_source": caller.write_source_id,
-            },
-        )
-    caller.write_source(loop.source_id)
+    caller.write_source(loop.source_id, item=f"Loop {loop.pk}")
     return loop
 
 

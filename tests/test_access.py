@@ -68,6 +68,27 @@ def test_writes_go_only_to_the_key_write_source(make_key, source_a, source_b) ->
         reader.write_source()
 
 
+def test_forgetting_a_readable_fact_of_another_source_says_where_it_lives(
+    make_key, source_a, source_b
+) -> None:  # type: ignore[no-untyped-def]
+    """Regression (newcomer): forget on a fact the key may read but not write
+    answered "Omit 'source' or use 'team-a'" although no source was sent; it now
+    names the fact's source and how to get a key for it, as loops_close does."""
+    from brain.services.facts import fact_forget, fact_remember
+
+    fact = fact_remember(
+        caller=local_caller(), text="Ona likes figs", provenance="test", source=source_b
+    ).fact
+    caller = caller_for_key(make_key(source_a, readable=(source_b,)).api_key)
+    with pytest.raises(ScopeDenied) as refused:
+        fact_forget(caller=caller, fact_id=str(fact.pk), reason="wrong")
+    assert str(refused.value) == (
+        f"Fact {fact.pk} is in source 'team-b'; this key writes only to source 'team-a'."
+    )
+    assert "--write-source team-b" in refused.value.suggestion
+    assert "Omit 'source'" not in refused.value.suggestion
+
+
 def test_a_keyless_caller_naming_an_unknown_source_is_told_it_does_not_exist(
     source_a,  # type: ignore[no-untyped-def]
 ) -> None:

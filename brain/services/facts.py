@@ -600,7 +600,7 @@ def fact_forget(
     and ``ScopeDenied`` without write access to the fact's source.
     """
     fact = fact_get_readable(caller=caller, fact_id=fact_id)
-    caller.write_source(fact.source_id)
+    caller.write_source(fact.source_id, item=f"Fact {fact.pk}")
     why = " ".join((reason or "").split())[:REASON_MAX] or "forgotten"
     now = timezone.now()
     with transaction.atomic():
@@ -880,7 +880,7 @@ def fact_edit(
     or the same value, are superseded by it. An expired fact is edited without the
     re-check. Returns the facts it superseded. Raises ``InvalidParams`` (empty
     text, bad kind/visibility/confidence) and ``ScopeDenied``."""
-    caller.write_source(fact.source_id)
+    caller.write_source(fact.source_id, item=f"Fact {fact.pk}")
     # Entity and evidence as stored (the caller's object may carry form edits).
     fact = Fact.objects.select_related("entity").get(pk=fact.pk)
     clean, _, kind, visibility = _validate(
