@@ -238,6 +238,32 @@ def test_person_card_and_merge_in_the_browser(
     assert Page.objects.get(title="Dana R.").deleted_at is not None
 
 
+def test_a_bidi_override_in_a_title_stays_inside_its_link_in_the_browser(
+    browser: Any, live_server: Any, demo: dict[str, Any]
+) -> None:
+    """Regression (newcomer): a page titled with U+202E RIGHT-TO-LEFT OVERRIDE that
+    links to a person showed on the card as "… snoitnem → LTR": the override ran on
+    into the console's own words. Every link and list item of the content is a
+    bidi isolate, so the override ends with the title."""
+    page_write(
+        source=demo["mail"],
+        mode="create",
+        actor=CALLER,
+        title="Cafe notes \u202e RTL",
+        body="Met [[Dana Reyes]] for coffee.",
+        embed=False,
+    )
+    _login(browser, live_server)
+    _go(browser, browser.find_element(By.ID, "nav-people"))
+    _go(browser, browser.find_element(By.LINK_TEXT, "Dana Reyes"))
+    link = browser.find_element(By.PARTIAL_LINK_TEXT, "Cafe notes")
+    item = link.find_element(By.XPATH, "./ancestor::li[1]")
+    isolation = "return getComputedStyle(arguments[0]).unicodeBidi"
+    assert browser.execute_script(isolation, link) == "isolate"
+    assert browser.execute_script(isolation, item) == "isolate"
+    assert "mentions" in item.text
+
+
 def test_edit_search_revert_and_api_docs_in_the_browser(
     browser: Any, live_server: Any, demo: dict[str, Any]
 ) -> None:
