@@ -207,13 +207,27 @@ def _embeddings_coverage() -> list[Check]:
     if not missing:
         return [Check("embeddings", OK, seen)]
     age = timezone.now() - stats["oldest"] if stats["oldest"] else timedelta(0)
+    job = (
+        Job.objects.filter(
+            kind="embed_pending", status__in=[Job.Status.QUEUED, Job.Status.RUNNING]
+        )
+        .order_by("id")
+        .first()
+    )
+    if job is not None:
+        # The backlog is being worked on: "start the worker" would mislead.
+        fix = (
+            f"Job #{job.pk} (embed_pending, {job.status}) is embedding them; follow "
+            "it in admin → Jobs (it needs a running worker)."
+        )
+    else:
+        fix = (
+            f"Start the worker (`{MANAGE} worker`) or run "
+            f"`{MANAGE} run_job embed_pending`."
+        )
     return [
         Check(
-            "embeddings",
-            WARN,
-            f"{seen}; backlog of {missing}, oldest {_ago(age)}",
-            f"Start the worker (`{MANAGE} worker`) or run "
-            f"`{MANAGE} run_job embed_pending`.",
+            "embeddings", WARN, f"{seen}; backlog of {missing}, oldest {_ago(age)}", fix
         )
     ]
 

@@ -153,7 +153,15 @@ def test_doctor_reports_embedding_coverage_and_the_backlog(
     check = line(doctor_report(deploy=False), "embeddings")
     assert check["status"] == "warn"
     assert "0 of 1 chunk(s) embedded" in check["seen"]
-    assert "embed_pending" in check["fix"]
+    assert "embed_pending" in check["fix"] and "Start the worker" in check["fix"]
+    # Regression (newcomer): with the embedding job already queued or running, the fix said
+    # "Start the worker" beside a worker line reporting it alive and busy.
+    job = Job.objects.create(
+        kind="embed_pending", status=Job.Status.QUEUED, created_by="test"
+    )
+    check = line(doctor_report(deploy=False), "embeddings")
+    assert check["status"] == "warn" and "Start the worker" not in check["fix"]
+    assert f"Job #{job.pk} (embed_pending, queued)" in check["fix"]
 
 
 def test_doctor_warns_about_keys_unused_for_90_days(
