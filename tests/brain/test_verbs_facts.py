@@ -104,6 +104,31 @@ def test_without_embeddings_a_slot_still_dedups_and_supersedes(alice, settings) 
     assert Fact.objects.get(pk=moved.fact.pk).expired_at is not None
 
 
+def test_remember_warns_when_the_entity_names_no_page(alice, settings) -> None:  # type: ignore[no-untyped-def]
+    """Regression (newcomer): ``entity: "Nobody Atall Zzz"`` stored the fact under a
+    made-up slug without a word; the answer now says no page answered the name.
+    A name that resolves carries no warning."""
+    from brain.services.verbs import verb_remember
+
+    settings.BRAIN_EMBEDDING_PROVIDER = "none"
+    stray = verb_remember(
+        caller=local_caller(),
+        fact="Prefers window seats",
+        provenance="test",
+        entity="Nobody Atall Zzz",
+    )
+    assert stray["entity_slug"] == "nobody-atall-zzz"
+    assert len(stray["warnings"]) == 1
+    assert "No page answers 'Nobody Atall Zzz'" in stray["warnings"][0]
+    found = verb_remember(
+        caller=local_caller(),
+        fact="Alice prefers aisle seats",
+        provenance="test",
+        entity=alice.title,
+    )
+    assert found["entity_slug"] == alice.slug and found["warnings"] == []
+
+
 def test_ttl_accepts_days_hours_minutes_and_iso_timestamps() -> None:
     now = timezone.now()
     assert parse_ttl("30d", now=now) == now + timedelta(days=30)

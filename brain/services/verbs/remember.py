@@ -36,8 +36,11 @@ def verb_remember(
     and value when the caller knows them; else they are read from the text.
 
     Response ``{id, status, status_text, entity_slug, valid_until, degraded_dedup,
-    superseded_id, kind, visibility, protocol_version}``; ``status`` is ``inserted``,
-    ``duplicate`` (the existing id) or ``superseded``. Raises ``InvalidParams``
+    superseded_id, kind, visibility, warnings, protocol_version}``; ``status`` is
+    ``inserted``, ``duplicate`` (the existing id) or ``superseded``. ``warnings``
+    (strings) says when ``entity`` named no page the caller may read: the fact is
+    then kept under that name (``entity_slug``; recall with it finds the fact), not
+    linked to a page. Raises ``InvalidParams``
     (missing provenance, bad ttl such as ``P30D``, bad kind), ``ProvenanceRequired``
     (blank provenance), ``ScopeDenied`` (no write scope).
     """
@@ -53,6 +56,14 @@ def verb_remember(
         slot=slot,
         value=value,
     )
+    warnings = []
+    if entity and entity.strip() and written.fact.entity_id is None:
+        warnings.append(
+            f"No page answers {entity.strip()!r} in the sources this key reads: the "
+            f"fact is kept under the name {written.entity_slug!r} (recall with that "
+            "entity finds it), not linked to a page. Check the spelling, or add the "
+            "page first (e.g. people/<name>) and remember again."
+        )
     return {
         "protocol_version": PROTOCOL_VERSION,
         "id": str(written.fact.pk),
@@ -64,4 +75,5 @@ def verb_remember(
         "superseded_id": str(written.superseded.pk) if written.superseded else None,
         "kind": written.fact.kind,
         "visibility": written.fact.visibility,
+        "warnings": warnings,
     }

@@ -138,6 +138,7 @@ class RememberOut(Schema):
     superseded_id: str | None
     kind: str
     visibility: str
+    warnings: list[str] = []
 
 
 class ForgetOut(Schema):
