@@ -46,8 +46,11 @@ def acme(default_source):  # type: ignore[no-untyped-def]
 
 
 def test_synthesize_without_an_llm_is_unavailable(acme) -> None:  # type: ignore[no-untyped-def]
-    with pytest.raises(Unavailable, match="No LLM is configured"):
+    with pytest.raises(Unavailable, match="No LLM is configured") as refused:
         verb_synthesize(caller=local_caller(), question="What does Acme build?")
+    # MCP calls this brain_query: the message names both (newcomer: it said only
+    # "synthesize cannot compose an answer" to a brain_query caller).
+    assert "brain_query" in str(refused.value)
 
 
 def test_synthesize_composes_with_citations_and_cost(acme, fake_anthropic) -> None:  # type: ignore[no-untyped-def]

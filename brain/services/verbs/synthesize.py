@@ -87,7 +87,7 @@ def verb_synthesize(
     client = anthropic_client()
     if client is None:
         raise Unavailable(
-            "No LLM is configured, so synthesize cannot compose an answer.",
+            "No LLM is configured, so no answer can be composed (synthesize and brain_query need one).",
             suggestion="Set ANTHROPIC_API_KEY on the server, or use recall / "
             "context_pack, which need no LLM.",
             detail={"provider": "anthropic"},
