@@ -363,6 +363,35 @@ def test_on_wrote_quote_is_cut_and_bottom_posted_text_kept() -> None:
     assert "unsubscribe" not in reply_text(bottom)
 
 
+def test_forward_keeps_forwarded_text_on_page_but_loops_do_not_treat_it_as_mine() -> (
+    None
+):
+    """A forward's page keeps the forwarded message, but the loop rules read only
+    the forwarder's own note: the forwarded question is neither the forwarder's
+    ask of me nor, in my forward, my ask of them."""
+    forwarded = (
+        "---------- Forwarded message ---------\nFrom: Cy Vale <cy@vale.example>\n"
+        "Date: Fri, 1 Mar 2024\nSubject: Budget\nTo: Ann <ann.baker@partner.example>"
+        "\n\nCan you confirm the totals by Friday?"
+    )
+    theirs = parse_rfc822(
+        _raw(
+            "f1@partner.example",
+            ANN,
+            ME,
+            "Fwd: Budget",
+            "Mon, 4 Mar 2024 09:00:00 +0000",
+            f"FYI, for your files.\n\n{forwarded}",
+        ).encode()
+    )
+    assert "Can you confirm the totals by Friday?" in theirs.body
+    assert reply_text(theirs.body) == "FYI, for your files."
+    message = mail(1, theirs.body, subject=theirs.subject)
+    assert opened([message]) == []
+    mine = mail(2, theirs.body, frm=ME, to=(BOB,), subject=theirs.subject, hours=1)
+    assert opened([mine]) == []
+
+
 # --- who expects a reply -----------------------------------------------------
 
 
@@ -371,6 +400,19 @@ def _kinds(messages: list[MailMessage]) -> dict[str, str]:
         a: kind
         for a, (kind, _, _) in classify_senders(messages, owner_addresses=[ME]).items()
     }
+
+
+def test_forwarded_newsletter_footer_is_not_the_forwarders_wording() -> None:
+    """A person who forwards newsletters is not automated by the newsletters'
+    opt-out footers: the forwarded message is its writer's wording (the page
+    keeps it, the sender signals leave it out)."""
+    forward = (
+        "Worth a read.\n\n---------- Forwarded message ---------\nFrom: Garden News"
+        " <news@garden.example>\nSubject: Issue {n}\n\nSpring bulbs are in.\n\n"
+        "You are receiving this because you subscribed. To unsubscribe click here."
+    )
+    msgs = [mail(i, forward.format(n=i), subject=f"Fwd: Issue {i}") for i in range(3)]
+    assert _kinds(msgs)[ANN] == PERSON
 
 
 def test_reciprocity_keeps_a_busy_sender_a_person() -> None:
