@@ -4,6 +4,7 @@ and addresses; no real people)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -28,6 +29,7 @@ from loops.senders import (
 ME = "olivia.owner@acme.example"
 ANN = "ann.baker@partner.example"
 BOB = "bob.carter@partner.example"
+LIST = "gardeners@lists.allotment.example"
 T0 = datetime(2024, 3, 4, 9, 0, tzinfo=UTC)  # Monday
 NOW = T0 + timedelta(days=5)
 
@@ -97,6 +99,24 @@ def test_thanks_opens_nothing() -> None:
 def test_joke_with_a_pleasantry_question_opens_nothing() -> None:
     body = "How are you ? Saw this cartoon and thought of you, you will love it!"
     assert opened([mail(1, body)]) == []
+
+
+def test_joke_to_a_list_is_not_an_ask_of_me() -> None:
+    """On mail that went through a mailing list, an ask in a paragraph with a
+    smiley or a grin is banter for the list ("… and send me two :)"), even when
+    its To names me alone; the same ask without the smiley, or the smiley in
+    personal mail, still asks me."""
+    joke = "Keep it till it has chicks, and send me two :)\n\nBo"
+    mine = mail(1, "Some local wildlife: photos on my page.", frm=ME, to=(LIST,))
+    on_list = replace(mail(2, joke, frm=BOB, cc=(LIST,), hours=1), mailing_list=True)
+    verdict = detect([mine, on_list])
+    assert verdict.open == [] and verdict.reason == "jest_on_list"
+    grin = replace(on_list, body="Send me two of them <grin>")
+    assert opened([mine, grin]) == []
+    earnest = replace(on_list, body="Keep it till it has chicks, and send me two.")
+    assert opened([mine, earnest]) == [LoopType.UNANSWERED_INBOUND]
+    personal = replace(on_list, mailing_list=False, cc=[])
+    assert opened([mine, personal]) == [LoopType.UNANSWERED_INBOUND]
 
 
 def test_mass_letter_to_a_crowd_opens_nothing() -> None:
