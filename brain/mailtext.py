@@ -21,11 +21,19 @@ from __future__ import annotations
 
 import re
 
+# Lines that open a forwarded message (Gmail's "---------- Forwarded message
+# ---------", Apple Mail's "Begin forwarded message:", Notes' "----- Forwarded by
+# Ann/HOU on …", Eudora's "--- begin forwarded text"): the alternatives and the
+# compiled line match.
+FORWARD_MARKER_ALTERNATIVES = (
+    r"-{5,}\s*Forwarded by|-{3,}\s*(?:Forwarded|Begin forwarded) message|"
+    r"Begin forwarded message:|-{2,}\s*begin forwarded text"
+)
+FORWARD_MARKERS = re.compile(rf"^\s*(?:{FORWARD_MARKER_ALTERNATIVES})", re.I | re.M)
 # Markers that start a quoted or forwarded message: everything below is history
 # (the alternatives, for callers that add their own, and the compiled line match).
 HISTORY_MARKER_ALTERNATIVES = (
-    r"-{2,}\s*Original Message\s*-{2,}|_{5,}|-{5,}\s*Forwarded by|"
-    r"-{3,}\s*(?:Forwarded|Begin forwarded) message|Begin forwarded message:"
+    rf"-{{2,}}\s*Original Message\s*-{{2,}}|_{{5,}}|{FORWARD_MARKER_ALTERNATIVES}"
 )
 HISTORY_MARKERS = re.compile(rf"^\s*(?:{HISTORY_MARKER_ALTERNATIVES})", re.I | re.M)
 # A client's header block above a quoted message: Outlook ("From: / Sent: / To: /
@@ -44,7 +52,7 @@ _HEADER_ABOVE = re.compile(
 ATTRIBUTION = re.compile(r"^\s*On .{0,200}wrote:\s*$|^.{0,80}\bwrote:\s*$", re.I)
 # A quoted line: ">", initials before it as some clients write them ("JH> ",
 # "    E> "), or pine's "--]".
-_QUOTED_LINE = re.compile(r"^\s*(?:[A-Za-z]{1,4}>|>|--\])")
+QUOTED_LINE = re.compile(r"^\s*(?:[A-Za-z]{1,4}>|>|--\])")
 _INITIALS_QUOTE = re.compile(r"^\s*(?:[A-Za-z]{1,4}>|--\])")
 # The signature delimiter ("-- ", often stripped to "--").
 _SIGNATURE = re.compile(r"^--\s?$")
@@ -118,7 +126,7 @@ def split_secondary(body: str) -> list[tuple[str, bool]]:
     mail_like = cut is not None or any(ATTRIBUTION.match(ln) for ln in lines)
     for i in range(end):
         line = lines[i]
-        quoted = _INITIALS_QUOTE.match(line) or (mail_like and _QUOTED_LINE.match(line))
+        quoted = _INITIALS_QUOTE.match(line) or (mail_like and QUOTED_LINE.match(line))
         if quoted or ATTRIBUTION.match(line) or _FORWARD_LINE.match(line):
             secondary[i] = True
     own_above = False  # some line above i is the page's own non-blank text

@@ -16,7 +16,7 @@ Pure functions over text; ``loops.detectors`` calls ``find_ask`` on the text tha
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from functools import lru_cache
 
@@ -173,26 +173,47 @@ _VOCATIVE = re.compile(
 )
 
 
+# A smiley or a grin marks its paragraph as said in jest: ":)", ";-)", ":D",
+# ":-P", ";--)", "::)))", "<g>", "<grin>", "<wink>", "*grin*".
+_JEST = re.compile(
+    r"(?<![\w/])[:;]+'?-*[)DPp]+(?=\s|$|[.,!?)])|<(?:g|grin|wink|smile)>"
+    r"|\*(?:g|grin|wink|smile)\*",
+    re.I,
+)
+_PARAGRAPH = re.compile(r"\n\s*\n")
+
+
 @dataclass(frozen=True)
 class Ask:
-    """A sentence that asks the reader something: ``kind`` question | request."""
+    """A sentence that asks the reader something: ``kind`` question | request;
+    ``anchored``: tied to a named day; ``jest``: its paragraph carries a smiley
+    or a grin (``_JEST``), the ask may be a joke."""
 
     kind: str
     sentence: str
     anchored: bool = False
+    jest: bool = False
 
 
 def sentences(text: str) -> list[str]:
     """The text's sentences and lines (a line break ends a sentence in mail, which
     is written in short lines and lists), URLs removed, whitespace collapsed."""
+    return [sentence for sentence, _jest in _marked_sentences(text)]
+
+
+def _marked_sentences(text: str) -> list[tuple[str, bool]]:
+    """``sentences`` of ``text``, each with whether its paragraph (the lines
+    between blank lines) carries a smiley or a grin (``_JEST``)."""
     body = _SIGNATURE.split(text or "", maxsplit=1)[0]
     body = URL_RE.sub(" ", body)
-    out: list[str] = []
-    for block in _SENTENCE_END.split(body):
-        for line in re.split(r"\n(?=\s*[A-Z0-9\"'])", block):
-            line = collapse(line)
-            if line:
-                out.append(line)
+    out: list[tuple[str, bool]] = []
+    for paragraph in _PARAGRAPH.split(body):
+        jest = bool(_JEST.search(paragraph))
+        for block in _SENTENCE_END.split(paragraph):
+            for line in re.split(r"\n(?=\s*[A-Z0-9\"'])", block):
+                line = collapse(line)
+                if line:
+                    out.append((line, jest))
     return out
 
 
@@ -247,10 +268,11 @@ def find_asks(text: str) -> list[Ask]:
 @lru_cache(maxsize=4096)
 def _asks_of(text: str) -> tuple[Ask, ...]:
     """``find_asks`` of ``text``, as a tuple of the (frozen) asks."""
-    found = sentences(text)
-    if len(found) > PASTED_MIN_SENTENCES and _FYI_PREFACE.match(found[0]):
+    found = _marked_sentences(text)
+    if len(found) > PASTED_MIN_SENTENCES and _FYI_PREFACE.match(found[0][0]):
         found = found[:PREFACE_SENTENCES]
-    return tuple(a for a in (sentence_ask(s) for s in found) if a)
+    asks = ((sentence_ask(sentence), jest) for sentence, jest in found)
+    return tuple(replace(a, jest=True) if jest else a for a, jest in asks if a)
 
 
 def live_asks(

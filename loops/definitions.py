@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import re
 import threading
+from bisect import bisect_right
 from collections import OrderedDict
+from dataclasses import dataclass
 from functools import lru_cache
 from itertools import chain
 from typing import TYPE_CHECKING, Protocol
@@ -21,8 +23,13 @@ from typing import TYPE_CHECKING, Protocol
 from mailparser_reply import EmailReplyParser
 from mailparser_reply.parser import EmailMessage
 
-from brain.mailtext import ATTRIBUTION as _ATTRIBUTION
-from brain.mailtext import HISTORY_MARKER_ALTERNATIVES, header_block_start
+from brain.mailtext import (
+    ATTRIBUTION,
+    FORWARD_MARKERS,
+    HISTORY_MARKER_ALTERNATIVES,
+    QUOTED_LINE,
+    header_block_start,
+)
 from loops.message import BULK_CATEGORIES, SENT, MailMessage
 
 if TYPE_CHECKING:
@@ -77,6 +84,9 @@ BOUNCE_SENDERS = ("mailer-daemon", "postmaster")
 REPLY_PREFIX_RE = re.compile(
     r"^\s*(?:(?:re|fw|fwd|aw|wg|sv|vs|antw|tr|rif|r)\s*(?:\[\d+\])?\s*:\s*)+", re.I
 )
+# The subject prefix of a forward (not of a reply to one): English Fw/Fwd, German
+# WG, Scandinavian VS, French TR.
+FORWARD_PREFIX_RE = re.compile(r"^\s*(?:fw|fwd|wg|vs|tr)\s*(?:\[\d+\])?\s*:", re.I)
 # Languages whose reply headers ("On … wrote:", "Am … schrieb:") cut a quoted tail.
 REPLY_LANGUAGES = ("en", "de", "fr", "es")
 URL_RE = re.compile(r"(?:https?://|ftp://|www\.|mailto:)\S+", re.I)
@@ -202,6 +212,10 @@ def reply_parser() -> EmailReplyParser:
     return EmailReplyParser(languages=list(REPLY_LANGUAGES))
 
 
+# ``EmailMessage`` adds English to the parser's languages.
+_LANGUAGES = tuple(dict.fromkeys([*REPLY_LANGUAGES, "en"]))
+
+
 @lru_cache(maxsize=4)
 def _header_regex(languages: tuple[str, ...]) -> re.Pattern[str]:
     """mail-parser-reply's reply-header expression for ``languages`` (the library
@@ -222,7 +236,13 @@ def findall_at_lines(pattern: re.Pattern[str], text: str) -> list[tuple[str, ...
     newline and the position after it), in order, going on after each match as
     ``findall`` does: the same matches for about a third of the time (SPEC §11
     ingest rate: two scans per imported message)."""
-    found: list[tuple[str, ...]] = []
+    return [hit.groups("") for hit in finditer_at_lines(pattern, text)]
+
+
+def finditer_at_lines(pattern: re.Pattern[str], text: str) -> list[re.Match[str]]:
+    """The match objects ``findall_at_lines`` reads, in order (same pattern
+    requirements)."""
+    found: list[re.Match[str]] = []
     match = pattern.match
     end = 0
     starts = [0]
@@ -235,7 +255,7 @@ def findall_at_lines(pattern: re.Pattern[str], text: str) -> list[tuple[str, ...
             continue
         hit = match(text, start)
         if hit is not None:
-            found.append(hit.groups(""))
+            found.append(hit)
             end = hit.end()
     return found
 
@@ -271,33 +291,171 @@ _QUOTE_MARKERS = re.compile(
     re.I | re.M,
 )
 _SIG_DELIMITER = re.compile(r"^--\s*$")
+_BLANK_RUNS = re.compile(r"\n\s*\n(?:\s*\n)+")
+# The first half of an attribution line wrapped in two ("On Mon, 3 Jun 2024, Ann
+# Baker" / "<ann@example.org> wrote:"); one ending in "<" is always one.
+_WRAPPED_ATTRIBUTION = re.compile(r"^\s*On\s|,\s*$", re.I)
+
+
+@dataclass(frozen=True)
+class Written:
+    """A mail text cut by who wrote it (``written_text``): ``own`` is the writer's
+    own lines wherever they sit around "> " quotes (quoted lines and the
+    attribution line above each quote dropped, any quoted history below the
+    writer's text cut); ``forwarded`` is the forwarded message below the writer's
+    text, from its marker line on ('' unless the message forwards); both with
+    their lines as mail-parser-reply normalises them (``_normalised_lines``).
+    ``quoted`` is True when quoted or forwarded text was dropped or cut (more
+    than 20 characters)."""
+
+    own: str
+    forwarded: str
+    quoted: bool
+
+
+def written_text(text: str, *, subject: str = "") -> Written:
+    """``text`` (a message's plain text, ``\\n`` line ends) cut into the writer's
+    own words and the message it forwards (SPEC §6.1 page text, §5.1a "newest
+    text"). One rule for top-posted, bottom-posted and interleaved replies:
+
+    - a quoted line (``brain.mailtext.QUOTED_LINE``: "> …", "JH> …") is not the
+      writer's; nor is the line just above a quote block (blank lines between)
+      that ends with ":" — its attribution in any form ("On … wrote:", "Ann
+      wrote:", "Ann <a@x> writes:", "At 10:02 … you wrote:", "Quoting Ann:",
+      "Le … a écrit :"), with its first half when it is wrapped over two lines;
+    - quoted history starts at a reply header mail-parser-reply finds
+      (``_header_regex``: "On … wrote:", Outlook's "From: … Sent: …" block,
+      "-----Original Message-----") on an unquoted line and not followed by a
+      quote block (its quoted message follows unmarked), or at a forward's marker
+      line (``brain.mailtext.FORWARD_MARKERS``): nothing below it is the
+      writer's;
+    - the history is ``forwarded`` when it opens with a forward marker or the
+      subject is a forward's (``FORWARD_PREFIX_RE``: "Fw:", "Fwd:", "WG:"…);
+      a reply's quoted history is dropped.
+
+    Pure; never raises (the library's expression is heuristic: on an error the
+    header cut is skipped)."""
+    lines = _normalised_lines(text)
+    kept, cut, forward = _own_lines(lines)
+    own = _BLANK_RUNS.sub("\n\n", "\n".join(lines[i] for i in kept)).strip()
+    history = "\n".join(lines[cut:]).strip()
+    forwarded = (
+        history
+        if history and (forward or FORWARD_PREFIX_RE.match(subject or ""))
+        else ""
+    )
+    return Written(
+        own=own, forwarded=forwarded, quoted=len(own) + 20 < len(text.strip())
+    )
+
+
+def _normalised_lines(text: str) -> list[str]:
+    """The lines of ``text`` as mail-parser-reply normalises a body before it looks
+    for reply headers (``EmailMessage``: each line stripped, an Outlook rule of
+    underscores folded)."""
+    return EmailMessage(text=text, languages=list(_LANGUAGES)).text.split("\n")
+
+
+def unforwarded(body: str) -> str:
+    """``body`` without the forwarded message a page keeps below the writer's own
+    text (from its forward marker line on, ``brain.mailtext.FORWARD_MARKERS``):
+    the part whose wording is the writer's mail (opt-out footers, marketing
+    wording, ``loops.senders``). A bare forward leaves ''."""
+    body = body or ""
+    match = FORWARD_MARKERS.search(body)
+    return body[: match.start()] if match else body
+
+
+def _own_lines(lines: list[str]) -> tuple[list[int], int, bool]:
+    """(indexes of the writer's own lines, index where history starts, whether it
+    opens with a forward marker) of ``_normalised_lines``: the rule of
+    ``written_text``."""
+    quoted = [bool(QUOTED_LINE.match(line)) for line in lines]
+    cut, forward = _history_start(lines, quoted)
+    drop = quoted[:cut]
+    for index in range(1, cut):
+        if not quoted[index] or quoted[index - 1]:
+            continue
+        # The first line of a quote block: its attribution is the nearest line
+        # above it with text, when that line is the writer's and ends with ":".
+        probe = index - 1
+        while probe >= 0 and not lines[probe].strip():
+            probe -= 1
+        if probe < 0 or quoted[probe] or not lines[probe].rstrip().endswith(":"):
+            continue
+        drop[probe] = True
+        above = probe - 1
+        if (
+            above >= 0
+            and not quoted[above]
+            and lines[above].strip()
+            and (
+                lines[above].rstrip().endswith("<")
+                or (
+                    _WRAPPED_ATTRIBUTION.search(lines[above])
+                    and ATTRIBUTION.match(f"{lines[above]} {lines[probe]}")
+                )
+            )
+        ):
+            drop[above] = True
+    return [i for i in range(cut) if not drop[i]], cut, forward
+
+
+def _history_start(lines: list[str], quoted: list[bool]) -> tuple[int, bool]:
+    """(index of the first line of quoted or forwarded history, whether it opens
+    with a forward marker); ``(len(lines), False)`` when there is none. See
+    ``written_text``."""
+    forward_at = next(
+        (
+            index
+            for index, line in enumerate(lines)
+            if not quoted[index] and FORWARD_MARKERS.match(line)
+        ),
+        len(lines),
+    )
+    normal = "\n".join(lines[:forward_at])
+    offsets = [0]
+    for line in lines[:forward_at]:
+        offsets.append(offsets[-1] + len(line) + 1)
+    try:
+        hits = finditer_at_lines(_header_regex(_LANGUAGES), normal)
+    except Exception:  # the library's expressions must never fail an import
+        hits = []
+    for hit in hits:
+        start = hit.start()
+        while start < hit.end() and normal[start] == "\n":
+            start += 1
+        first = bisect_right(offsets, start) - 1
+        if first >= forward_at or quoted[first]:
+            continue
+        last = bisect_right(offsets, max(start, hit.end() - 1)) - 1
+        following = next(
+            (i for i in range(last + 1, len(lines)) if lines[i].strip()), None
+        )
+        if following is not None and quoted[following]:
+            continue  # an attribution above a quote block, not a quoted tail
+        return first, False
+    return forward_at, forward_at < len(lines)
 
 
 def _interleaved(text: str) -> str | None:
     """For a bottom-posted or interleaved reply (the writer's lines below or between
-    "> " quoted lines), the writer's own lines: attribution and quoted lines
-    dropped, the signature cut. None when the text is not of that shape."""
-    lines = text.splitlines()
-    quoted = [i for i, line in enumerate(lines) if line.lstrip().startswith(">")]
-    if not quoted:
+    "> " quoted lines), the writer's own lines (``written_text``), the signature
+    cut. None when the text is not of that shape."""
+    lines = _normalised_lines(text)
+    first = next((i for i, line in enumerate(lines) if QUOTED_LINE.match(line)), None)
+    if first is None:
         return None
-    own_after = [
-        line
-        for line in lines[quoted[0] :]
-        if line.strip()
-        and not line.lstrip().startswith(">")
-        and not _ATTRIBUTION.match(line)
-    ]
-    if not own_after or _SIG_DELIMITER.match(own_after[0]):
+    kept = _own_lines(lines)[0]
+    own_after = [i for i in kept if i > first and lines[i].strip()]
+    if not own_after or _SIG_DELIMITER.match(lines[own_after[0]]):
         return None
-    kept: list[str] = []
-    for line in lines:
-        if _SIG_DELIMITER.match(line):
+    out: list[str] = []
+    for i in kept:
+        if _SIG_DELIMITER.match(lines[i]):
             break
-        if line.lstrip().startswith(">") or _ATTRIBUTION.match(line):
-            continue
-        kept.append(line)
-    return "\n".join(kept).strip()
+        out.append(lines[i])
+    return "\n".join(out).strip()
 
 
 # reply_text keeps the newest part of this many bodies (the detector and the
@@ -308,12 +466,16 @@ _reply_cache_lock = threading.Lock()
 
 
 def reply_text(body: str) -> str:
-    """The newest part of a message body: quoted tails and forwarded originals cut
-    before any rule runs (SPEC §5.1a). Header blocks of quoted messages (Outlook
-    "-----Original Message-----" / "From: … Sent: …", Notes "Name@ORG … To: …
-    cc: … Subject:") end the newest part; a bottom-posted or interleaved reply
-    keeps the writer's own lines between the "> " quotes; otherwise
-    mail-parser-reply trims the tail. Cached for the last ``REPLY_CACHE_SIZE``
+    """The newest part of a message body: the writer's own newest words, quoted
+    tails and forwarded originals cut before any rule runs (SPEC §5.1a). A page
+    body keeps a forward's forwarded message below its marker line
+    (``connectors.mail.parsing.split_reply``); it is not the writer's, and ends
+    the newest part here like the other history markers
+    (``brain.mailtext.HISTORY_MARKERS``). Header blocks of quoted messages
+    (Outlook "-----Original Message-----" / "From: … Sent: …", Notes "Name@ORG …
+    To: … cc: … Subject:") end the newest part; a bottom-posted or interleaved
+    reply keeps the writer's own lines around the "> " quotes (``written_text``),
+    its signature cut; otherwise mail-parser-reply trims the tail. Cached for the last ``REPLY_CACHE_SIZE``
     bodies (thread-safe); an importer whose parse workers already cut a body hands
     the result over with ``reply_text_seed``."""
     body = body or ""

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from loops.asks import (
     QUESTION,
+    Ask,
     declines,
     is_fulfilment,
     live_asks,
@@ -193,6 +194,31 @@ def crowd_ask(
     if not any(is_mine(m, owners) for m in earlier):
         return True
     return bool(_GROUP_GREETING.match(collapse(reply_text(message.body))[:40]))
+
+
+def through_list(message: MailMessage) -> bool:
+    """True when ``message`` went to a mailing list: a list address among its
+    recipients (``is_list_address``), or a list server delivered it
+    (``MailMessage.list_unsubscribe``, or, from lists that send none, its other
+    list headers: ``mailing_list``). Its readers, not one person, are its
+    audience."""
+    return (
+        message.list_unsubscribe
+        or message.mailing_list
+        or any(is_list_address(a) for a in _recipients(message))
+    )
+
+
+def asks_of_me(message: MailMessage, *, now: datetime) -> list[Ask]:
+    """The live asks (``loops.asks.live_asks``) of ``message``'s newest text that
+    ask me something: on mail that went to a mailing list (``through_list``), an
+    ask in a paragraph carrying a smiley or a grin (``Ask.jest``: "keep it till
+    it has chicks, and send me two :)") is banter for the list, not an ask of me
+    (SPEC §5.1a)."""
+    asks = live_asks(reply_text(message.body), sent_at=message.date, now=now)
+    if asks and through_list(message):
+        return [a for a in asks if not a.jest]
+    return asks
 
 
 def _name_tokens(address: str) -> set[str]:
@@ -731,12 +757,19 @@ def _inbound(
             and kinds.get((m.from_addr or "").lower()) != AUTOMATED
             and not crowd_ask(m, owners, before)
             and not addressed_elsewhere(m, owners)
-            and live_asks(reply_text(m.body), sent_at=m.date, now=now)
+            and asks_of_me(m, now=now)
         ]
         if not asking:
-            verdict.reason = (
-                "crowd" if any(addressed_to_crowd(m) for m in run) else "no_ask"
-            )
+            if any(addressed_to_crowd(m) for m in run):
+                verdict.reason = "crowd"
+            elif any(
+                through_list(m)
+                and live_asks(reply_text(m.body), sent_at=m.date, now=now)
+                for m in run
+            ):
+                verdict.reason = "jest_on_list"
+            else:
+                verdict.reason = "no_ask"
         elif _superseded(asking[-1].date, contacts.get(sender, Contact()).last_to, now):
             verdict.reason = "superseded"
         elif _reported_since(asking[-1].date, contacts.get(sender, Contact()), now):

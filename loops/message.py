@@ -26,7 +26,10 @@ class MailMessage:
 
     Addresses are lower-cased bare addresses (``jane@example.org``). ``date`` is an
     aware UTC datetime or None when the message has no usable Date. ``body`` is the
-    text (HTML converted) with the quoted reply tail trimmed, at most 8,000 chars.
+    text (HTML converted) as its page shows it, at most 8,000 chars: the writer's
+    own words (quotes and their attribution lines dropped, a reply's quoted tail
+    cut) and a forward's forwarded message; the rules read the writer's newest
+    words of it through ``loops.definitions.reply_text``.
     ``is_mine`` is decided by the connector: SENT label, a sent folder, or a From that
     is one of the source's owner addresses. ``html_only`` is True when the message
     had an HTML body and no plain-text alternative (a marketing signal, §5.1a).

@@ -32,7 +32,13 @@ from datetime import datetime
 from difflib import SequenceMatcher
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from loops.definitions import is_mine, is_noise_sender, normalise_subject, reply_text
+from loops.definitions import (
+    is_mine,
+    is_noise_sender,
+    normalise_subject,
+    reply_text,
+    unforwarded,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Iterable
@@ -445,10 +451,12 @@ def sender_stats(
         if len(opening) >= 20:
             s.openings[opening.lower()] += 1
         # A mailing list's footer is the list's wording, not the sender's: list
-        # traffic (List-Unsubscribe) is judged by the other signals.
-        if not m.list_unsubscribe and _opt_out_footer_or_header(m.body):
+        # traffic (List-Unsubscribe) is judged by the other signals. A message
+        # someone forwards is its writer's wording, not theirs (``unforwarded``).
+        written = unforwarded(m.body)
+        if not m.list_unsubscribe and _opt_out_footer_or_header(written):
             s.opt_out += 1
-        if len(set(_MARKETING.findall(m.body[:6000].lower()))) >= 2:
+        if len(set(_MARKETING.findall(written[:6000].lower()))) >= 2:
             s.marketing += 1
         if len({*m.to, *m.cc}) >= CROWD:
             s.crowd += 1

@@ -46,7 +46,7 @@ from connectors.base import PermanentError
 from loops.definitions import (
     CALENDAR_METHODS,
     REPLY_PREFIX_RE,
-    latest_reply,
+    written_text,
 )
 
 if TYPE_CHECKING:
@@ -114,7 +114,8 @@ class ParsedMail:
     no Message-ID. ``fingerprint`` hashes From, Date, normalised
     subject and collapsed body text: copies of one message in several folders share
     it even when their Message-IDs differ (as in Enron exports). ``date`` is aware UTC
-    or None. ``body`` is trimmed of its quoted tail and capped at 8,000 chars;
+    or None. ``body`` is the page text (``split_reply``: the writer's own words
+    around quotes, a forward's forwarded message) capped at 8,000 chars;
     ``full_text`` keeps the untrimmed text for quoted-text threading.
     """
 
@@ -441,69 +442,33 @@ def html_to_text(html: str) -> str:
         return re.sub(r"<[^>]+>", " ", html)
 
 
-def trim_reply(text: str) -> str:
-    """Cut the quoted reply tail (``On … wrote:``, ``-----Original Message-----``,
-    ``>`` lines) with mail-parser-reply; keeps the text when nothing would remain
-    (a forward without own words)."""
-    return split_reply(text)[0]
+def trim_reply(text: str, *, subject: str = "") -> str:
+    """The page text of a message (``split_reply``)."""
+    return split_reply(text, subject=subject)[0]
 
 
-def split_reply(text: str) -> tuple[str, bool]:
-    """(the reply text, whether quoted text was found and cut or the whole text is
-    a quote). See ``trim_reply``."""
+def split_reply(text: str, *, subject: str = "") -> tuple[str, bool]:
+    """(the page text of a message, whether quoted text was dropped or cut or the
+    whole text is a quote), from its plain ``text`` and ``subject`` (SPEC §6.1).
+
+    The page keeps the writer's own words wherever they sit around "> " quotes
+    (above, between and below them; attribution lines dropped) and, below them,
+    the message a forward forwards (from its marker line on); a reply's quoted
+    history is cut. ``loops.definitions.written_text`` is the rule (one home,
+    mail-parser-reply finds the reply headers); the loop rules read the same
+    body through ``loops.definitions.reply_text``, which leaves the forwarded
+    part out. A text that is nothing but a quote or a forward without own words
+    is kept whole. Only the first ``_REPLY_SCAN_CHARS`` characters are read:
+    the body is capped at 8,000."""
     if not text.strip():
         return "", False
-    try:
-        reply = latest_reply(text[:_REPLY_SCAN_CHARS])
-    except Exception:  # the library's regexes must never fail an import
-        reply = None
-    reply = _TRAILING_SEPARATOR.sub("", (reply or "").strip()).strip()
-    if _ATTRIBUTION_ONLY.match(reply) and _QUOTED_LINE.search(text):
-        # An interleaved reply opening with its attribution: the library keeps only
-        # that line; the writer's answers sit between the "> " blocks.
-        rest = _LEADING_ATTRIBUTION.sub("", text[:_REPLY_SCAN_CHARS], count=1)
-        reply = _drop_quote_blocks(rest).strip()
-    if not reply:
-        return text.strip(), True
-    if _QUOTED_LINE.search(reply):
-        # Bottom-posted replies and attribution lines in languages the library does
-        # not know leave ">" blocks behind: drop them and their attribution line.
-        reply = _drop_quote_blocks(reply) or reply
-    quoted = len(reply) + 20 < len(text.strip())
-    return reply, quoted
-
-
-_QUOTED_LINE = re.compile(r"^>", re.MULTILINE)
-# A reply that is nothing but an attribution line ("On Mon, … Ann <a@x> wrote:").
-_ATTRIBUTION_ONLY = re.compile(
-    r"^\s*(?:on\b[^\n]{0,200}(?:\n[^\n]{0,200})?)?\bwrote:\s*$", re.I
-)
-_LEADING_ATTRIBUTION = re.compile(
-    r"^\s*on\b[^\n]{0,200}(?:\n[^\n]{0,200})?\bwrote:[ \t]*\n", re.I
-)
-# A separator left at the end of a reply whose quoted part was cut (a forward
-# without own text keeps only this line).
-_TRAILING_SEPARATOR = re.compile(
-    r"(?:\n|^)\s*-{2,}\s*(?:original message|forwarded message|forwarded by[^\n]*)\s*-*\s*$",
-    re.IGNORECASE,
-)
-
-
-def _drop_quote_blocks(text: str) -> str:
-    lines = text.split("\n")
-    keep = [not line.startswith(">") for line in lines]
-    for index, line in enumerate(lines):
-        if line.startswith(">") and index > 0:
-            # The attribution ("On … wrote:") ends with ':' just above the block,
-            # possibly wrapped over two lines.
-            probe = index - 1
-            while probe >= 0 and not lines[probe].strip():
-                probe -= 1
-            if probe >= 0 and keep[probe] and lines[probe].rstrip().endswith(":"):
-                keep[probe] = False
-                if probe > 0 and lines[probe - 1].rstrip().endswith(("<", ",")):
-                    keep[probe - 1] = False
-    return "\n".join(line for line, ok in zip(lines, keep, strict=True) if ok).strip()
+    head = text[:_REPLY_SCAN_CHARS]
+    written = written_text(head, subject=subject)
+    if not written.own:
+        return head.strip(), True
+    if written.forwarded:
+        return f"{written.own}\n\n{written.forwarded}", written.quoted
+    return written.own, written.quoted
 
 
 def cap_body(text: str, limit: int = MAX_BODY_CHARS) -> str:
@@ -740,7 +705,7 @@ def _finish(
     else:
         text = body.plain or ""
     text = clean_text(text.replace("\r\n", "\n"))
-    reply, has_quote = split_reply(text)
+    reply, has_quote = split_reply(text, subject=subject)
     auto = one("auto-submitted")
     key = f"<{message_id}>" if message_id else f"sha256:{raw_hash}"
     if len(key) > MAX_KEY_CHARS:

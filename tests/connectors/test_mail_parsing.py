@@ -295,3 +295,114 @@ def test_header_scan_at_line_starts_finds_what_findall_finds(text: str) -> None:
     pattern = _header_regex(tuple(EmailMessage(text="", languages=languages).languages))
     for variant in (text, EmailMessage(text=text, languages=languages).text):
         assert findall_at_lines(pattern, variant) == pattern.findall(variant)
+
+
+# --- page text: the writer's own words wherever they sit (SPEC §6.1) --------------
+
+
+def _text_mail(body: str, *, subject: str = "Re: Plan") -> bytes:
+    return (
+        "From: Bo Tamsin <bo@tamsin.example>\r\nTo: ann@quill.example\r\n"
+        f"Subject: {subject}\r\nMessage-ID: <page-text@tamsin.example>\r\n"
+        "Date: Tue, 4 Jun 2024 10:00:00 +0000\r\n\r\n" + body.replace("\n", "\r\n")
+    ).encode()
+
+
+def test_bottom_posted_reply_keeps_the_answer_below_the_quote() -> None:
+    """A greeting above "On … wrote:" is not the whole reply: the answer written
+    below the quote is the writer's and stays on the page; the quote and its
+    attribution do not."""
+    msg = parse_rfc822(
+        _text_mail(
+            "Hi Ann,\n\nOn Mon, Jun 3, 2024 at 9:00 AM Ann Quill <ann@quill.example>"
+            " wrote:\n> Can you send the floor plan?\n\nAttached, with the"
+            " measurements.\n\nBo\n"
+        )
+    )
+    assert msg.body == "Hi Ann,\n\nAttached, with the measurements.\n\nBo"
+    assert msg.has_quote
+
+
+def test_interleaved_reply_keeps_every_answer() -> None:
+    """Own words above, between and below the quote blocks all stay, in order."""
+    msg = parse_rfc822(
+        _text_mail(
+            "Answers inline.\n\nOn Mon, 3 Jun 2024, Ann Quill wrote:\n"
+            "> Can you send the floor plan?\nAttached.\n>\n> And the budget?\n"
+            "By Friday.\n> Who signs it?\nRobin does.\n"
+        )
+    )
+    assert msg.body == "Answers inline.\n\nAttached.\nBy Friday.\nRobin does."
+
+
+@pytest.mark.parametrize(
+    "attribution",
+    [
+        "Ann Quill <ann@quill.example> writes:",
+        "Ann Quill wrote:",
+        "At 10:02 AM 6/3/2024 -0400, you wrote:",
+        "Quoting Ann Quill (ann@quill.example):",
+        "On Mon, 3 Jun 2024 09:00:00 -0400\nAnn Quill <ann@quill.example> wrote:",
+    ],
+)
+def test_writes_attribution_is_dropped_and_the_answer_kept(attribution: str) -> None:
+    """Attribution lines in any form ("X writes:", "X wrote:", "At … you wrote:",
+    "Quoting X:", an "On … wrote:" wrapped over two lines) are dropped with the
+    quote under them, also when the quote holds an older "On … wrote:" header;
+    the answer below is kept."""
+    msg = parse_rfc822(
+        _text_mail(
+            f"{attribution}\n> On Sun, Jun 2, 2024, Bo Tamsin wrote:\n>> Plan attached.\n"
+            "> Is the kitchen wall load-bearing?\n\nIt is not; the beam above it is."
+            "\n"
+        )
+    )
+    assert msg.body == "It is not; the beam above it is."
+
+
+@pytest.mark.parametrize(
+    ("subject", "forward"),
+    [
+        (
+            "Re: Kitchen",
+            "--- begin forwarded text\n\nDate: Mon, 3 Jun 2024\nFrom: Cy Vale\n\n"
+            "The beam is rated for 400 kg.\n\n--- end forwarded text",
+        ),
+        (
+            "Fw: Kitchen",
+            "-----Original Message-----\nFrom: Cy Vale [mailto:cy@vale.example]\n"
+            "Sent: Monday, June 3, 2024 9:00 AM\nTo: Bo Tamsin\nSubject: Kitchen\n\n"
+            "The beam is rated for 400 kg.",
+        ),
+        (
+            "Kitchen",
+            "---------- Forwarded message ---------\nFrom: Cy Vale <cy@vale.example>"
+            "\nDate: Mon, Jun 3, 2024\nSubject: Kitchen\nTo: Bo <bo@tamsin.example>"
+            "\n\nThe beam is rated for 400 kg.",
+        ),
+    ],
+)
+def test_forward_keeps_the_forwarded_text_on_the_page(
+    subject: str, forward: str
+) -> None:
+    """A forward with a note above keeps the forwarded message on the page (its
+    marker line on): it is often the only copy in the mailbox. A reply's quoted
+    history is still cut (``test_quoted_reply_tail_is_trimmed_for_each_mail_client``)."""
+    msg = parse_rfc822(
+        _text_mail(f"See the load figure below.\n\n{forward}\n", subject=subject)
+    )
+    assert msg.body.startswith("See the load figure below.\n\n")
+    assert "The beam is rated for 400 kg." in msg.body
+    assert forward.splitlines()[0] in msg.body
+
+
+def test_reply_with_outlook_history_still_cuts_it() -> None:
+    """An "-----Original Message-----" block under a reply (not a forward) is quoted
+    history: cut from the page."""
+    msg = parse_rfc822(
+        _text_mail(
+            "Noted.\n\n-----Original Message-----\nFrom: Ann Quill\nSent: Monday\n"
+            "To: Bo Tamsin\nSubject: Plan\n\nCould you send the file?\n"
+        )
+    )
+    assert msg.body == "Noted."

@@ -4,6 +4,7 @@ and addresses; no real people)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -28,6 +29,7 @@ from loops.senders import (
 ME = "olivia.owner@acme.example"
 ANN = "ann.baker@partner.example"
 BOB = "bob.carter@partner.example"
+LIST = "gardeners@lists.allotment.example"
 T0 = datetime(2024, 3, 4, 9, 0, tzinfo=UTC)  # Monday
 NOW = T0 + timedelta(days=5)
 
@@ -97,6 +99,24 @@ def test_thanks_opens_nothing() -> None:
 def test_joke_with_a_pleasantry_question_opens_nothing() -> None:
     body = "How are you ? Saw this cartoon and thought of you, you will love it!"
     assert opened([mail(1, body)]) == []
+
+
+def test_joke_to_a_list_is_not_an_ask_of_me() -> None:
+    """On mail that went through a mailing list, an ask in a paragraph with a
+    smiley or a grin is banter for the list ("… and send me two :)"), even when
+    its To names me alone; the same ask without the smiley, or the smiley in
+    personal mail, still asks me."""
+    joke = "Keep it till it has chicks, and send me two :)\n\nBo"
+    mine = mail(1, "Some local wildlife: photos on my page.", frm=ME, to=(LIST,))
+    on_list = replace(mail(2, joke, frm=BOB, cc=(LIST,), hours=1), mailing_list=True)
+    verdict = detect([mine, on_list])
+    assert verdict.open == [] and verdict.reason == "jest_on_list"
+    grin = replace(on_list, body="Send me two of them <grin>")
+    assert opened([mine, grin]) == []
+    earnest = replace(on_list, body="Keep it till it has chicks, and send me two.")
+    assert opened([mine, earnest]) == [LoopType.UNANSWERED_INBOUND]
+    personal = replace(on_list, mailing_list=False, cc=[])
+    assert opened([mine, personal]) == [LoopType.UNANSWERED_INBOUND]
 
 
 def test_mass_letter_to_a_crowd_opens_nothing() -> None:
@@ -363,6 +383,35 @@ def test_on_wrote_quote_is_cut_and_bottom_posted_text_kept() -> None:
     assert "unsubscribe" not in reply_text(bottom)
 
 
+def test_forward_keeps_forwarded_text_on_page_but_loops_do_not_treat_it_as_mine() -> (
+    None
+):
+    """A forward's page keeps the forwarded message, but the loop rules read only
+    the forwarder's own note: the forwarded question is neither the forwarder's
+    ask of me nor, in my forward, my ask of them."""
+    forwarded = (
+        "---------- Forwarded message ---------\nFrom: Cy Vale <cy@vale.example>\n"
+        "Date: Fri, 1 Mar 2024\nSubject: Budget\nTo: Ann <ann.baker@partner.example>"
+        "\n\nCan you confirm the totals by Friday?"
+    )
+    theirs = parse_rfc822(
+        _raw(
+            "f1@partner.example",
+            ANN,
+            ME,
+            "Fwd: Budget",
+            "Mon, 4 Mar 2024 09:00:00 +0000",
+            f"FYI, for your files.\n\n{forwarded}",
+        ).encode()
+    )
+    assert "Can you confirm the totals by Friday?" in theirs.body
+    assert reply_text(theirs.body) == "FYI, for your files."
+    message = mail(1, theirs.body, subject=theirs.subject)
+    assert opened([message]) == []
+    mine = mail(2, theirs.body, frm=ME, to=(BOB,), subject=theirs.subject, hours=1)
+    assert opened([mine]) == []
+
+
 # --- who expects a reply -----------------------------------------------------
 
 
@@ -371,6 +420,19 @@ def _kinds(messages: list[MailMessage]) -> dict[str, str]:
         a: kind
         for a, (kind, _, _) in classify_senders(messages, owner_addresses=[ME]).items()
     }
+
+
+def test_forwarded_newsletter_footer_is_not_the_forwarders_wording() -> None:
+    """A person who forwards newsletters is not automated by the newsletters'
+    opt-out footers: the forwarded message is its writer's wording (the page
+    keeps it, the sender signals leave it out)."""
+    forward = (
+        "Worth a read.\n\n---------- Forwarded message ---------\nFrom: Garden News"
+        " <news@garden.example>\nSubject: Issue {n}\n\nSpring bulbs are in.\n\n"
+        "You are receiving this because you subscribed. To unsubscribe click here."
+    )
+    msgs = [mail(i, forward.format(n=i), subject=f"Fwd: Issue {i}") for i in range(3)]
+    assert _kinds(msgs)[ANN] == PERSON
 
 
 def test_reciprocity_keeps_a_busy_sender_a_person() -> None:
