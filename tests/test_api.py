@@ -144,6 +144,18 @@ def test_a_missing_query_parameter_is_named_not_called_body(
     assert "query" in body["message"] and "body" not in body["message"]
 
 
+def assert_unknown_arguments(response, *names: str) -> dict:  # type: ignore[no-untyped-def]
+    """``response`` is the 400 ``invalid_params`` refusal of the unknown arguments
+    ``names`` (each "unknown argument" in ``detail.fields``); returns its body."""
+    assert response.status_code == 400, response.content
+    body = response.json()
+    assert body["error"] == "invalid_params"
+    assert json.loads(body["detail"])["fields"] == [
+        {"field": name, "problem": "unknown argument"} for name in names
+    ]
+    return body
+
+
 def test_an_unknown_body_field_is_refused_as_over_mcp(
     api_client, make_key, default_source
 ) -> None:  # type: ignore[no-untyped-def]
@@ -155,12 +167,7 @@ def test_an_unknown_body_field_is_refused_as_over_mcp(
         {"fact": "Dana likes tea", "provenance": "test", "entitty": "people/dana"},
         content_type="application/json",
     )
-    assert response.status_code == 400, response.content
-    body = response.json()
-    assert body["error"] == "invalid_params"
-    assert json.loads(body["detail"])["fields"] == [
-        {"field": "entitty", "problem": "unknown argument"}
-    ]
+    body = assert_unknown_arguments(response, "entitty")
     assert "entitty" in body["message"] and "openapi" in body["suggestion"]
     assert not Fact.objects.filter(text="Dana likes tea").exists()
 
@@ -173,12 +180,7 @@ def test_an_unknown_query_parameter_is_refused_naming_the_ones_taken(
     an unknown body key is, with the parameters the endpoint takes."""
     client = api_client(make_key(default_source).plaintext)
     response = client.get("/api/search", {"query": "pottery", "limt": "5"})
-    assert response.status_code == 400, response.content
-    body = response.json()
-    assert body["error"] == "invalid_params"
-    assert json.loads(body["detail"])["fields"] == [
-        {"field": "limt", "problem": "unknown argument"}
-    ]
+    body = assert_unknown_arguments(response, "limt")
     assert "limt" in body["message"] and "limit" in body["suggestion"]
     assert (
         client.get("/api/search", {"query": "pottery", "limit": "5"}).status_code == 200
@@ -209,10 +211,7 @@ def test_a_loop_tool_refuses_an_unknown_body_field(
     endpoint and over MCP, before anything runs."""
     client = api_client(make_key(default_source).plaintext)
     response = client.post(path, body, content_type="application/json")
-    assert response.status_code == 400, response.content
-    assert json.loads(response.json()["detail"])["fields"] == [
-        {"field": typo, "problem": "unknown argument"}
-    ]
+    assert_unknown_arguments(response, typo)
 
 
 def test_a_query_word_longer_than_any_index_word_is_no_500(

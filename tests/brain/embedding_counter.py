@@ -28,6 +28,20 @@ class CountingProvider:
         return [t for call in self.calls for t in call]
 
 
+def count_local_embeddings(settings, monkeypatch) -> CountingProvider:  # type: ignore[no-untyped-def]
+    """Switch the tests to the real local provider, wrapped in a ``CountingProvider``
+    that ``brain.embeddings.get_provider`` returns; the body of the ``counter``
+    fixtures."""
+    from brain import embeddings
+
+    settings.BRAIN_EMBEDDING_PROVIDER = "local"
+    inner = embeddings.get_provider()
+    assert inner is not None
+    provider = CountingProvider(inner)
+    monkeypatch.setattr(embeddings, "get_provider", lambda: provider)
+    return provider
+
+
 class CachingProvider:
     """Delegates to ``inner`` and memoises vectors per text for the test session,
     so a corpus re-created in every test is embedded by the real model only once."""

@@ -22,7 +22,7 @@ from brain.services.pages import (
     pages_embed_pending,
     pages_rechunk,
 )
-from tests.brain.embedding_counter import CountingProvider
+from tests.brain.embedding_counter import CountingProvider, count_local_embeddings
 
 pytestmark = pytest.mark.django_db
 
@@ -30,10 +30,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def counter(settings, monkeypatch) -> CountingProvider:  # type: ignore[no-untyped-def]
     """The configured local provider, counted."""
-    settings.BRAIN_EMBEDDING_PROVIDER = "local"
-    provider = CountingProvider(embeddings.get_provider())
-    monkeypatch.setattr(embeddings, "get_provider", lambda: provider)
-    return provider
+    return count_local_embeddings(settings, monkeypatch)
 
 
 class FailingProvider:

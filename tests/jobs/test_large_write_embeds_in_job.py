@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from brain import embeddings
 from brain.access import local_caller
 from brain.models import Chunk, Source
 from brain.services.pages import page_write
 from brain.services.pages import write as page_writer
 from jobs.models import Job
-from tests.brain.embedding_counter import CountingProvider
+from tests.brain.embedding_counter import CountingProvider, count_local_embeddings
 
 pytestmark = pytest.mark.django_db
 
@@ -26,10 +25,8 @@ PARAGRAPH = (
 
 @pytest.fixture
 def counter(settings, monkeypatch) -> CountingProvider:  # type: ignore[no-untyped-def]
-    settings.BRAIN_EMBEDDING_PROVIDER = "local"
-    provider = CountingProvider(embeddings.get_provider())
-    monkeypatch.setattr(embeddings, "get_provider", lambda: provider)
-    return provider
+    """The configured local provider, counted."""
+    return count_local_embeddings(settings, monkeypatch)
 
 
 def _write(source: Source, slug: str, body: str):  # type: ignore[no-untyped-def]
