@@ -50,10 +50,11 @@ _HEADER_ABOVE = re.compile(
 )
 # "On <date>, <name> wrote:" / "<name> wrote:" above a quote.
 ATTRIBUTION = re.compile(r"^\s*On .{0,200}wrote:\s*$|^.{0,80}\bwrote:\s*$", re.I)
-# A quoted line: ">", initials before it as some clients write them ("JH> ",
-# "    E> "), or pine's "--]".
-QUOTED_LINE = re.compile(r"^\s*(?:[A-Za-z]{1,4}>|>|--\])")
-_INITIALS_QUOTE = re.compile(r"^\s*(?:[A-Za-z]{1,4}>|--\])")
+# A quoted line: ">", initials or a first name before it as some clients write them
+# ("JH> ", "    E> ", Supercite's "Chris> ", "  Guido> "), or pine's "--]".
+_NAME_QUOTE = r"[A-Za-z]{1,4}>|[A-Z][a-z]{4,9}>(?=\s|$)"
+QUOTED_LINE = re.compile(rf"^\s*(?:{_NAME_QUOTE}|>|--\])")
+_INITIALS_QUOTE = re.compile(rf"^\s*(?:{_NAME_QUOTE}|--\])")
 # The signature delimiter ("-- ", often stripped to "--").
 _SIGNATURE = re.compile(r"^--\s?$")
 # A rule line above a list footer (Mailman's underscores, Yahoo! Groups' dashes

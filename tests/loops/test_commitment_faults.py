@@ -428,3 +428,19 @@ def test_direct_reply_in_a_list_thread_i_wrote_in_is_not_mass_mail():
     assert found(reply) == []
     early = mail(0, "We will send the new record layout.", **_LIST)  # type: ignore[arg-type]
     assert found(early, mine) == []
+
+
+def test_supercite_name_quote_is_not_my_promise():
+    """Supercite and Gnus quote with the writer's first name ("Soren> I'll send…",
+    often indented): a name of five letters or more was read as my own words, so
+    the promise I quoted became mine (seen on a list: "Chris> I'm not sure I'll get
+    to it…")."""
+    quoting = mail(
+        1,
+        '>>>>> "Soren" == Soren Lind <soren@example.org> writes:\n\n'
+        "  Soren> I will send the lease drafts tomorrow.\n\n"
+        "Thanks, that helps.\n\nRobin",
+        frm=ROBIN,
+        to=(DANA,),
+    )
+    assert found(quoting) == []
