@@ -352,8 +352,13 @@ def written_text(text: str, *, subject: str = "") -> Written:
 def _normalised_lines(text: str) -> list[str]:
     """The lines of ``text`` as mail-parser-reply normalises a body before it looks
     for reply headers (``EmailMessage``: each line stripped, an Outlook rule of
-    underscores folded)."""
-    return EmailMessage(text=text, languages=list(_LANGUAGES)).text.split("\n")
+    underscores folded); each line only stripped when the library fails on the
+    text (its expressions must never fail an import)."""
+    try:
+        normalised = EmailMessage(text=text, languages=list(_LANGUAGES)).text
+    except Exception:
+        return [line.strip() for line in text.split("\n")]
+    return normalised.split("\n")
 
 
 def unforwarded(body: str) -> str:

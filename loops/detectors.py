@@ -598,11 +598,10 @@ def _list_asked(
     if first.in_reply_to or first.references or REPLY_PREFIX_RE.match(first.subject):
         return ""
     group = _list_address(newest, owners)
-    if not group or not readers_asks(
-        reply_text(newest.body), sent_at=newest.date, now=now
-    ):
+    text = reply_text(newest.body)
+    if not group or not readers_asks(text, sent_at=newest.date, now=now):
         return ""
-    name = vocative(reply_text(newest.body))
+    name = vocative(text)
     named = [
         a
         for a in (*newest.to, *newest.cc)

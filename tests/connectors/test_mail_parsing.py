@@ -406,3 +406,19 @@ def test_reply_with_outlook_history_still_cuts_it() -> None:
         )
     )
     assert msg.body == "Noted."
+
+
+def test_page_text_survives_the_reply_library_failing(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The library's expressions must never fail an import: when mail-parser-reply
+    raises on a text, the page keeps the writer's words, quotes still dropped."""
+    import loops.definitions
+
+    class Broken:
+        def __init__(self, **_: object) -> None:
+            raise RecursionError("the library gave up")
+
+    monkeypatch.setattr(loops.definitions, "EmailMessage", Broken)
+    msg = parse_rfc822(
+        _text_mail("Attached, with the measurements.\n\n> Can you send it?\n\nBo\n")
+    )
+    assert msg.body == "Attached, with the measurements.\n\nBo"
