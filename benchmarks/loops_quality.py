@@ -31,9 +31,8 @@ Run (from any worktree): ``.venv/bin/python benchmarks/loops_quality.py``
   ``--assume-answers-visible``  score as if every source held the other side's
                       mail: the sent-only rule (``loops.selectors.answers_visible``)
                       off, to see what it holds back
-  ``--list-asks``     my own help requests to a mailing list open a waiting
-                      loop on the list (``settings.LOOPS_LIST_ASKS``, off by
-                      default)
+  ``--no-list-asks``  my own help requests to a mailing list open nothing
+                      (``settings.LOOPS_LIST_ASKS`` off; on by default)
 
 Besides the figures per type and stratum, each type is broken down per corpus
 family (``family``: enron/allen-p, its sent folder alone, SpamAssassin, others),
@@ -636,7 +635,7 @@ def main() -> None:
     parser.add_argument("--dump", type=int, default=0)
     parser.add_argument("--blind", action="store_true")
     parser.add_argument("--assume-answers-visible", action="store_true")
-    parser.add_argument("--list-asks", action="store_true")
+    parser.add_argument("--no-list-asks", action="store_true")
     parser.add_argument(
         "--owners", default="", help="owners for --dump of an unlabelled corpus"
     )
@@ -653,8 +652,8 @@ def main() -> None:
 
         loops.pipeline.answers_visible = visible  # type: ignore[assignment]
         loops.waiting.answers_visible = visible  # type: ignore[assignment]
-    if args.list_asks:
-        settings.LOOPS_LIST_ASKS = True
+    if args.no_list_asks:
+        settings.LOOPS_LIST_ASKS = False
     labels = load_labels()
     # One mailbox per (corpus, owner set): labels of one corpus with other owners
     # are another person's mailbox (their mutual mail is not all "mine").

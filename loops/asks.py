@@ -108,8 +108,12 @@ _REQUEST = re.compile(
 # A question put to whoever reads, without its question mark ("Does anyone know
 # how samba can be configured to…").
 _OPEN_QUESTION = re.compile(
-    r"^\s*(?:[A-Z][a-z]+,\s+)?(?:can|could|would|will|do|does|did|has|have|is|are) "
-    r"(?:anyone|anybody|someone|somebody|any of you)\b",
+    r"^\s*(?:[A-Z][a-z]+,\s+)?(?:(?:can|could|would|will|do|does|did|has|have|is|"
+    r"are) (?:anyone|anybody|someone|somebody|any of you)\b|"
+    # …and with the auxiliary left out ("Anyone know where…", "Somebody knows,
+    # where can I find one.", "Anybody tried the new driver.").
+    r"(?:anyone|anybody|someone|somebody|any of you) (?:know|knows|tried|seen|"
+    r"got any|ever)\b)",
     re.I,
 )
 # A plea for help ("Any help would be appreciated", "Any suggestions of other
@@ -222,7 +226,11 @@ def sentence_ask(sentence: str) -> Ask | None:
     if len(sentence) < 4 or _BOILERPLATE.search(sentence):
         return None
     sentence = collapse(_SOFTENER.sub(" ", sentence)).lstrip(", ")
-    if _PLEASANTRY.match(sentence) or _OFFER.search(sentence):
+    if _PLEASANTRY.match(sentence) or (
+        # "Otherwise a brief hint would be appreciated": a plea for help stays
+        # one behind an "otherwise" or an "if" (it is no offer to the reader).
+        _OFFER.search(sentence) and not _HELP_WANTED.search(sentence)
+    ):
         return None
     anchored = bool(_ANCHOR.search(sentence))
     if "?" in sentence or _OPEN_QUESTION.match(sentence):

@@ -33,7 +33,7 @@ from brain.mailtext import (
 from loops.message import BULK_CATEGORIES, SENT, MailMessage
 
 if TYPE_CHECKING:
-    from collections.abc import Collection
+    from collections.abc import Collection, Sequence
 
 NOISE_SENDER_MARKERS = (
     "noreply",
@@ -204,6 +204,58 @@ def display_subject(subject: str) -> str:
 def collapse(text: str) -> str:
     """Collapse all whitespace runs to one space and strip."""
     return WS_RE.sub(" ", text or "").strip()
+
+
+# A bracketed list tag at the head of a subject ("[ILUG] ", "[Gadget-users] ").
+_LIST_TAG = re.compile(r"^\s*\[[^\]]{1,40}\]\s*")
+
+
+def _topic_text(message: MailMessage) -> str:
+    """Subject (reply prefixes and a list tag dropped) and newest own text of
+    ``message``: what it is about, for ``same_topic_scores``."""
+    subject = _LIST_TAG.sub("", display_subject(message.subject))
+    return f"{subject}\n{reply_text(message.body)}"
+
+
+def same_topic_scores(
+    message: MailMessage, others: Sequence[MailMessage]
+) -> list[float]:
+    """How close each of ``others`` is in topic to ``message`` (cosine in 0..1 of
+    TF-IDF vectors, scikit-learn's ``TfidfVectorizer`` with English stop words and
+    sublinear term frequency, the idf fitted on these messages alone), one score
+    per other message, in order. Lines the two texts share verbatim (a
+    signature, a list's footer) are dropped from both first, so a writer's own
+    boilerplate is not a topic. Read by the list-ask rule
+    (``loops.pipeline._settled_on_list``); empty when ``others`` is."""
+    if not others:
+        return []
+    # Imported here: scikit-learn costs half a second to import, and only a list
+    # ask with later posts of mine ever reaches this.
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    mine = _topic_text(message)
+    pairs = []
+    for other in others:
+        theirs = _topic_text(other)
+        shared = {ln.strip() for ln in mine.splitlines() if ln.strip()} & {
+            ln.strip() for ln in theirs.splitlines() if ln.strip()
+        }
+        pairs.append(
+            tuple(
+                "\n".join(ln for ln in t.splitlines() if ln.strip() not in shared)
+                for t in (mine, theirs)
+            )
+        )
+    vectorizer = TfidfVectorizer(stop_words="english", sublinear_tf=True)
+    try:
+        vectorizer.fit([mine, *(theirs for _, theirs in pairs)])
+    except ValueError:  # nothing but stop words
+        return [0.0] * len(others)
+    scores = []
+    for a, b in pairs:
+        x = vectorizer.transform([a, b])
+        scores.append(float((x[0] @ x[1].T).toarray()[0][0]))
+    return scores
 
 
 @lru_cache(maxsize=1)

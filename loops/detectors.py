@@ -419,7 +419,9 @@ def _outbound(
     its recipients, or the message came back through a list server:
     ``MailMessage.list_unsubscribe`` or ``mailing_list``) opens nothing
     (``mailing_list``) unless ``list_asks`` is on and it is my own help request
-    to the list (``_list_asked``): then one loop waits on the list. A later
+    to the list (``_list_asked``): then one loop waits on the list (a later
+    post of mine to the list on its topic, in another thread, settles it:
+    ``loops.pipeline.settled_elsewhere``). A later
     message of my turn quoting an addressee's reply to the ask
     (``_answer_quoted``), or a later message of my turn to them that only thanks
     (``_thanked_since``), closes it (``reply_detected``, that message as
@@ -554,7 +556,7 @@ def _outbound(
     return verdict
 
 
-def _list_address(message: MailMessage, owners: Collection[str]) -> str:
+def posted_list(message: MailMessage, owners: Collection[str]) -> str:
     """The mailing list ``message`` (mine) is posted to, from its To: the first
     list-like address (``is_list_address``), else, when a list server delivered
     it (``mailing_list``, ``list_unsubscribe``) and no list is in Cc, its only
@@ -586,7 +588,7 @@ def _list_asked(
     My post waits when it is my own help request: my turn opens the thread
     (nobody else wrote in it, ``replied_to`` is None) with a new message (no
     In-Reply-To or References, no "Re:"), the newest message of my turn is
-    addressed to the list (``_list_address``: the list in To, not a person with
+    addressed to the list (``posted_list``: the list in To, not a person with
     the list copied) and its newest text asks the readers something I still need
     (``loops.asks.readers_asks``: not a poll, a rhetorical question, a patch or
     a commit notice). The counterparty is the list, or the one recipient the
@@ -597,7 +599,7 @@ def _list_asked(
     first, newest = run[0], run[-1]
     if first.in_reply_to or first.references or REPLY_PREFIX_RE.match(first.subject):
         return ""
-    group = _list_address(newest, owners)
+    group = posted_list(newest, owners)
     text = reply_text(newest.body)
     if not group or not readers_asks(text, sent_at=newest.date, now=now):
         return ""
