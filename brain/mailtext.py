@@ -20,6 +20,7 @@ cuts a message's newest reply with ``history_start`` too.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 
 # Lines that open a forwarded message (Gmail's "---------- Forwarded message
 # ---------", Apple Mail's "Begin forwarded message:", Notes' "----- Forwarded by
@@ -42,6 +43,10 @@ HISTORY_MARKERS = re.compile(rf"^\s*(?:{HISTORY_MARKER_ALTERNATIVES})", re.I | r
 # "Subject:" starts it; up to three lines just above it (sender, date, "Sent by")
 # belong to it.
 _HEADER_TO = re.compile(r"(?:^|\s)To:\s", re.I)
+# Where ``_HEADER_TO`` can match, searched over the whole text at once: "To:" (any
+# case) with whitespace after it and, checked by the caller, the text start or
+# whitespace before it (every line break is whitespace).
+_HEADER_TO_ANYWHERE = re.compile(r"[Tt][Oo]:(?=\s)")
 _HEADER_NEXT = re.compile(r"(?:^|\s)(?:cc|Subject|Sent by):", re.I)
 _HEADER_ABOVE = re.compile(
     r"(?:@|\bSent(?: by)?:|\bFrom:|\bDate:|\d{1,2}/\d{1,2}/\d{2,4}|"
@@ -64,6 +69,14 @@ _FOOTER_WORDS = re.compile(
     r"mailing list|listinfo|unsubscrib|list maintainer|groups sponsor", re.I
 )
 FOOTER_LINES = 15
+# What a line needs before one of the line patterns above can match it (searched
+# over a whole text at once, ``_lines_with``): "wrote:" (``ATTRIBUTION``), ">" or
+# "--]" (the quote patterns), "forwarded " (``_FORWARD_LINE``), and a line opening
+# with "--" or, after spaces, ten rule characters (``_SIGNATURE``, ``_RULE``).
+_WROTE = re.compile(r"wrote:", re.I)
+_QUOTE_MARK = re.compile(r">|--\]")
+_FORWARDED = re.compile(r"forwarded ", re.I)
+_TAIL_MARK = re.compile(r"^(?:--|[^\S\n]*(?:[_=]{10}|-{10}))", re.M)
 # A forward's opening line ("--- begin forwarded text", "Forwarded message:"): not
 # words of the page's own, so a page that is only a forward stays whole evidence.
 _FORWARD_LINE = re.compile(r"^\W*(?:begin )?forwarded (?:text|message)\W*$", re.I)
@@ -72,11 +85,20 @@ _FORWARD_LINE = re.compile(r"^\W*(?:begin )?forwarded (?:text|message)\W*$", re.
 def header_block_start(text: str) -> int | None:
     """Offset of the first quoted-message header block (Outlook or Notes style) in
     ``text``, or None."""
+    hits = [
+        m.start()
+        for m in _HEADER_TO_ANYWHERE.finditer(text)
+        if m.start() == 0 or text[m.start() - 1].isspace()
+    ]
+    if not hits:
+        return None  # no line can open a block: skip the line walk
     lines = text.splitlines(keepends=True)
     offsets = [0]
     for line in lines:
         offsets.append(offsets[-1] + len(line))
-    for i, line in enumerate(lines):
+    # Only the lines holding a hit can open a block (in order, each once).
+    for i in dict.fromkeys(bisect_right(offsets, hit) - 1 for hit in hits):
+        line = lines[i]
         if not _HEADER_TO.search(line):
             continue
         if not any(_HEADER_NEXT.search(nxt) for nxt in lines[i + 1 : i + 5]):
@@ -91,6 +113,23 @@ def header_block_start(text: str) -> int | None:
             start -= 1
         return offsets[start]
     return None
+
+
+def _lines_with(
+    pattern: re.Pattern[str], text: str, limit: int | None = None
+) -> list[int]:
+    """Indexes, in order and each once, of the lines of ``text`` (lines joined by
+    "\\n") where ``pattern`` matches, below ``limit`` when given."""
+    found: list[int] = []
+    line, pos = 0, 0
+    for match in pattern.finditer(text):
+        line += text.count("\n", pos, match.start())
+        pos = match.start()
+        if limit is not None and line >= limit:
+            break
+        if not found or found[-1] != line:
+            found.append(line)
+    return found
 
 
 def history_start(text: str) -> int | None:
@@ -124,16 +163,30 @@ def split_secondary(body: str) -> list[tuple[str, bool]]:
     cut = history_start(text)
     end = len(lines) if cut is None else text[:cut].count("\n")
     secondary = [i >= end for i in range(len(lines))]
-    mail_like = cut is not None or any(ATTRIBUTION.match(ln) for ln in lines)
-    for i in range(end):
+    # Only lines holding what a pattern needs are matched (one search of the whole
+    # text each): "wrote:" for an attribution, ">" or "--]" for a quote,
+    # "forwarded " for a forward's opening line.
+    attributions = {i for i in _lines_with(_WROTE, text) if ATTRIBUTION.match(lines[i])}
+    mail_like = cut is not None or bool(attributions)
+    for i in sorted(
+        attributions
+        | set(_lines_with(_QUOTE_MARK, text, end))
+        | set(_lines_with(_FORWARDED, text, end))
+    ):
+        if i >= end:
+            break
         line = lines[i]
         quoted = _INITIALS_QUOTE.match(line) or (mail_like and QUOTED_LINE.match(line))
-        if quoted or ATTRIBUTION.match(line) or _FORWARD_LINE.match(line):
+        if quoted or i in attributions or _FORWARD_LINE.match(line):
             secondary[i] = True
-    own_above = False  # some line above i is the page's own non-blank text
-    for i in range(end):
+    # The first line of the page's own non-blank text: a signature or a footer
+    # rule counts only below it.
+    first_own = next(
+        (i for i in range(end) if not secondary[i] and lines[i].strip()), end
+    )
+    for i in _lines_with(_TAIL_MARK, text, end):
         line = lines[i]
-        if own_above and (
+        if i > first_own and (
             _SIGNATURE.match(line)
             or (
                 _RULE.match(line)
@@ -143,7 +196,6 @@ def split_secondary(body: str) -> list[tuple[str, bool]]:
             for j in range(i, end):
                 secondary[j] = True
             break
-        own_above = own_above or bool(line.strip() and not secondary[i])
     if all(secondary[i] or not lines[i].strip() for i in range(len(lines))):
         return [(text, False)]
     for i in range(1, len(lines)):
