@@ -225,8 +225,9 @@ def same_topic_scores(
     sublinear term frequency, the idf fitted on these messages alone), one score
     per other message, in order. Lines the two texts share verbatim (a
     signature, a list's footer) are dropped from both first, so a writer's own
-    boilerplate is not a topic. Read by the list-ask rule
-    (``loops.pipeline._settled_on_list``); empty when ``others`` is."""
+    boilerplate is not a topic. Read by the list-ask rule (SPEC §5.1a,
+    ``loops.pipeline._settled_on_list``); empty when ``others`` is; never raises
+    (a text of stop words alone scores 0)."""
     if not others:
         return []
     # Imported here: scikit-learn costs half a second to import, and only a list
@@ -234,28 +235,22 @@ def same_topic_scores(
     from sklearn.feature_extraction.text import TfidfVectorizer
 
     mine = _topic_text(message)
-    pairs = []
+    mine_lines = {ln.strip() for ln in mine.splitlines() if ln.strip()}
+    docs: list[str] = []  # mine and theirs of each pair, shared lines dropped
     for other in others:
         theirs = _topic_text(other)
-        shared = {ln.strip() for ln in mine.splitlines() if ln.strip()} & {
-            ln.strip() for ln in theirs.splitlines() if ln.strip()
-        }
-        pairs.append(
-            tuple(
-                "\n".join(ln for ln in t.splitlines() if ln.strip() not in shared)
-                for t in (mine, theirs)
-            )
-        )
+        shared = mine_lines & {ln.strip() for ln in theirs.splitlines()}
+        docs += [
+            "\n".join(ln for ln in t.splitlines() if ln.strip() not in shared)
+            for t in (mine, theirs)
+        ]
     vectorizer = TfidfVectorizer(stop_words="english", sublinear_tf=True)
     try:
-        vectorizer.fit([mine, *(theirs for _, theirs in pairs)])
+        vectorizer.fit([mine, *docs[1::2]])
     except ValueError:  # nothing but stop words
         return [0.0] * len(others)
-    scores = []
-    for a, b in pairs:
-        x = vectorizer.transform([a, b])
-        scores.append(float((x[0] @ x[1].T).toarray()[0][0]))
-    return scores
+    x = vectorizer.transform(docs)  # rows are L2-normalised: a dot is the cosine
+    return [float(v) for v in x[0::2].multiply(x[1::2]).sum(axis=1).A1]
 
 
 @lru_cache(maxsize=1)
