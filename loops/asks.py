@@ -450,6 +450,13 @@ _RHETORICAL = re.compile(
     r"(?:it|that|they|he|she|we|you)\s*\?\s*$",
     re.I,
 )
+# A conjecture of my own with a question mark ("I assume that could have happened
+# if the terminal was in 9600 mode?"): it states what I think, it asks for nothing.
+_CONJECTURE = re.compile(
+    r"^\W*(?:(?:so|ok|ah|well|and|but)\b,?\s+)?i (?:assume|guess|suppose|presume|"
+    r"imagine|reckon)\b",
+    re.I,
+)
 # A patch or a commit notice in the text: diff headers and hunks, CVS notices
 # ("Update of /cvsroot/…", "--- NEW FILE: x ---").
 _PATCH = re.compile(
@@ -467,7 +474,8 @@ def readers_asks(
     asks", a broadcast ask): the questions and pleas for help ("Any help would
     be appreciated") of ``live_asks``, not instructions to the readers ("Please
     upgrade"), polls ("Comments?", "Any objections?", "What do you think?",
-    "comments welcome") or rhetorical questions ("…?!", "or what?"). Empty for
+    "comments welcome"), rhetorical questions ("…?!", "or what?") or my own
+    conjectures ("I assume that could have happened if …?"). Empty for
     a patch or a commit notice (its diff or CVS headers, ``carries_patch``): a
     patch asks for review, which the list owes nobody."""
     if carries_patch(text):
@@ -478,6 +486,7 @@ def readers_asks(
         if (a.kind == QUESTION or _HELP_WANTED.search(a.sentence))
         and not _POLL.search(a.sentence)
         and not _RHETORICAL.search(a.sentence)
+        and not _CONJECTURE.search(a.sentence)
     ]
 
 

@@ -210,6 +210,17 @@ def collapse(text: str) -> str:
 _LIST_TAG = re.compile(r"^\s*\[[^\]]{1,40}\]\s*")
 
 
+def topic_subject(subject: str) -> str:
+    """What a subject is about: reply prefixes and a leading list tag dropped
+    (``"Re: [ILUG] Re: Modem"`` → ``"modem"``), whitespace collapsed,
+    lower-cased; ``(no subject)`` when empty."""
+    text, previous = subject or "", None
+    while previous != text:
+        previous = text
+        text = _LIST_TAG.sub("", REPLY_PREFIX_RE.sub("", text).strip())
+    return WS_RE.sub(" ", text).strip().lower() or "(no subject)"
+
+
 def _topic_text(message: MailMessage) -> str:
     """Subject (reply prefixes and a list tag dropped) and newest own text of
     ``message``: what it is about, for ``same_topic_scores``."""

@@ -34,6 +34,7 @@ from loops.definitions import (
     quote_of,
     quoted_messages,
     reply_text,
+    topic_subject,
 )
 from loops.models import CLOSED_BY_FULFILLED, CLOSED_BY_REPLY, LoopType
 from loops.senders import Contact, is_list_address
@@ -306,16 +307,21 @@ def detect_thread(
 
     seen = contacts or {}
     waiting_run: list[MailMessage] | None = None  # my run that waits on them
-    if not mine and _handed_off(run, owners):
-        # Their only answer hands my ask to someone else ("Pam, can you help with
-        # below?"): it answers nothing, so my ask is still waiting on them.
-        earlier = turns[: len(turns) - len(run)]
-        mine_run: list[MailMessage] = []
-        for m in reversed(earlier):
-            if not is_mine(m, owners):
-                break
-            mine_run.insert(0, m)
-        if mine_run and answers_visible:
+    if not mine and answers_visible:
+        mine_run = _previous_run(turns, run, owners)
+        if mine_run and _handed_off(run, owners):
+            # Their only answer hands my ask to someone else ("Pam, can you help
+            # with below?"): it answers nothing, so my ask is still waiting on them.
+            waiting_run = mine_run
+        elif (
+            mine_run
+            and list_asks
+            and through_list(mine_run[-1])
+            and all(_off_thread(m, subs, mine_run) for m in run)
+        ):
+            # My list post's only "replies" belong to other conversations (a
+            # subject-alike reply to a message this thread lacks, a new topic
+            # started by replying to me): nobody answered it.
             waiting_run = mine_run
     if mine and not answers_visible:
         verdict = Verdict(close=[LoopType.UNANSWERED_INBOUND], reason="no_inbound_mail")
@@ -337,6 +343,7 @@ def detect_thread(
             _replied_to(turns, waiting_run[0]),
             undeliverable or {},
             list_asks=list_asks,
+            opener=turns[0],
         )
     return _inbound(
         subs, run, last, owners, kinds, seen, mutes, now, thread_id, subject
@@ -368,6 +375,63 @@ def _expired_reply_to_crowd(
         and asking[0].date is not None
         and now - asking[0].date >= REPLY_TO_CROWD_LIFETIME
     )
+
+
+# The quote markers opening a line of quoted text ("> > ", "| ").
+_QUOTE_PREFIX = re.compile(r"^[ \t>|]+", re.M)
+
+
+def _previous_run(
+    turns: Sequence[MailMessage], run: Sequence[MailMessage], owners: set[str]
+) -> list[MailMessage]:
+    """My messages of the turn just before ``run`` (their turn, the thread's last):
+    what their turn answers. Empty when the turn before is not mine."""
+    mine_run: list[MailMessage] = []
+    for m in reversed(turns[: len(turns) - len(run)]):
+        if not is_mine(m, owners):
+            break
+        mine_run.insert(0, m)
+    return mine_run
+
+
+def _off_thread(
+    message: MailMessage,
+    thread: Sequence[MailMessage],
+    mine_run: Sequence[MailMessage],
+) -> bool:
+    """True when ``message``, though threaded after my post, is not a reply to
+    it (LOOPS_LABELLING: a reply that does not answer does not close my ask):
+
+    - its In-Reply-To/References name only messages the thread does not hold
+      (it joined by subject alone: "Re: modem problems" answering another
+      "Modem problems" conversation; an In-Reply-To naming a participant's
+      address, as MH-style clients write it, names their message), or
+    - it replies to my post but starts a new topic: no reply prefix, a subject
+      of its own (``topic_subject``) and none of my post's text quoted (a
+      hijacked thread: "Routine problem; this time it's mine.").
+
+    A message with no threading headers at all (joined by subject, as Enron's
+    are) is never off-thread: it may well answer."""
+    # An MH/exmh-style In-Reply-To ("Message from Dana <dana@x.org> of Tue, …")
+    # names the person, whose message is in the thread.
+    known = {m.message_id.strip("<> ").lower() for m in thread if m.message_id} | {
+        m.from_addr.lower() for m in thread if m.from_addr
+    }
+    parents = [
+        p.strip("<> ").lower() for p in (message.in_reply_to, *message.references) if p
+    ]
+    if parents and not known.intersection(parents):
+        return True
+    if not parents or REPLY_PREFIX_RE.match(message.subject or ""):
+        return False
+    if topic_subject(message.subject) == topic_subject(mine_run[0].subject):
+        return False
+    body = collapse(_QUOTE_PREFIX.sub("", message.body)).lower()
+    for mine in mine_run:
+        needle = collapse(reply_text(mine.body)).lower()[:QUOTED_ASK_CHARS]
+        if len(needle) >= QUOTED_ASK_CHARS // 3 and needle in body:
+            return False
+    return True
 
 
 def _handed_off(run: Sequence[MailMessage], owners: set[str]) -> bool:
@@ -407,6 +471,7 @@ def _outbound(
     undeliverable: Mapping[str, Sequence[datetime]] | None = None,
     *,
     list_asks: bool = False,
+    opener: MailMessage | None = None,
 ) -> Verdict:
     """Last turn is mine: inbound loops close; a waiting loop opens when my text
     asks something of a person (SPEC §5.2 rule 5, §5.1a "my asks"). ``replied_to``
@@ -461,7 +526,11 @@ def _outbound(
         # through a list server: its List-Unsubscribe or, from lists that send
         # none, its other list headers): its readers, not a person, may answer.
         # Only my own help request to the list waits, on the list.
-        group = _list_asked(run, replied_to, owners, now) if list_asks else ""
+        group = (
+            _list_asked(run, replied_to, owners, now, opener=opener)
+            if list_asks
+            else ""
+        )
         if not group:
             verdict.reason = "mailing_list"
             verdict.retract[LoopType.UNANSWERED_OUTBOUND] = verdict.reason
@@ -580,6 +649,8 @@ def _list_asked(
     replied_to: MailMessage | None,
     owners: set[str],
     now: datetime,
+    *,
+    opener: MailMessage | None = None,
 ) -> str:
     """The counterparty of my broadcast ask to a mailing list, or '' when my list
     post waits on nobody (SPEC §5.1a "my asks"; LOOPS_LABELLING: a list is a valid
@@ -587,16 +658,23 @@ def _list_asked(
 
     My post waits when it is my own help request: my turn opens the thread
     (nobody else wrote in it, ``replied_to`` is None) with a new message (no
-    In-Reply-To or References, no "Re:"), the newest message of my turn is
+    In-Reply-To or References, no "Re:"), or it is a later post of mine in a
+    thread I opened that way (``opener``, the thread's first message, is mine:
+    "P.S., can I get a pointer to a Tcl debugger?" after the answer to my
+    first question), the newest message of my turn is
     addressed to the list (``posted_list``: the list in To, not a person with
     the list copied) and its newest text asks the readers something I still need
     (``loops.asks.readers_asks``: not a poll, a rhetorical question, a patch or
     a commit notice). The counterparty is the list, or the one recipient the
     post opens by naming ("Hi Dana," to the list and Dana). Any other person's
     reply in the thread answers it (the turn passes to them)."""
-    if replied_to is not None or not run:
+    if not run:
         return ""
     first, newest = run[0], run[-1]
+    if replied_to is not None:
+        if opener is None or not is_mine(opener, owners):
+            return ""
+        first = opener
     if first.in_reply_to or first.references or REPLY_PREFIX_RE.match(first.subject):
         return ""
     group = posted_list(newest, owners)

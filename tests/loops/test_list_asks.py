@@ -367,3 +367,90 @@ def test_greeting_before_a_name_still_names_the_addressee() -> None:
     )
     verdict = detect_thread([hand_off], owner_addresses=[ROBIN], now=NOW)
     assert verdict.open == []
+
+
+def reply(n: int, body: str, *, hours: float = 5, **kw):  # type: ignore[no-untyped-def]
+    """A list member's reply in the thread (Evan, "Re:" unless ``subject`` given)."""
+    kw.setdefault("subject", "Re: [Gadget] daemon exits with status 13")
+    return post(n, body, frm=EVAN, hours=hours, **kw)
+
+
+def test_list_ask_reply_joined_by_subject_alone_does_not_answer() -> None:
+    # A "Re:" of the same subject whose References name only messages this thread
+    # lacks answers another conversation: my ask still waits on the list.
+    ask = post(1, HELP)
+    elsewhere = reply(
+        2, "Thanks. It was delicious.", reply_to="<77.other@mail.example>"
+    )
+    assert waiting([ask, elsewhere]) == [(LoopType.UNANSWERED_OUTBOUND, LIST)]
+    # The same words replying to my post close it: the turn passed to them.
+    direct = reply(2, "Thanks. It was delicious.", reply_to=ask.message_id)
+    assert waiting([ask, direct]) == []
+    # With no threading headers at all (joined by subject, as exported mail is)
+    # a reply may answer: it closes the ask.
+    headerless = reply(2, "Thanks. It was delicious.")
+    assert waiting([ask, headerless]) == []
+
+
+def test_list_ask_hijacked_thread_reply_does_not_answer() -> None:
+    # Someone replies to my post to start their own topic: no "Re:", a subject
+    # of their own, none of my text quoted.
+    ask = post(1, HELP)
+    hijack = reply(
+        2,
+        "What's the fix for 'could not reach the sync server' again?",
+        subject="[Gadget] Routine problem; this time it's mine",
+        reply_to=ask.message_id,
+    )
+    assert waiting([ask, hijack]) == [(LoopType.UNANSWERED_OUTBOUND, LIST)]
+    # A new subject that quotes my post is still a reply to it.
+    quoting = reply(
+        2,
+        "> I'm trying to get the gadget daemon to start at boot on my laptop, but "
+        "it\n> exits with status 13 when run from init.\n\nThe log is not writable.",
+        subject="[Gadget] status 13 = permissions",
+        reply_to=ask.message_id,
+    )
+    assert waiting([ask, quoting]) == []
+
+
+def test_list_ask_mh_style_in_reply_to_naming_me_is_a_reply() -> None:
+    # MH/exmh write In-Reply-To as "Message from Robin <robin@…> of …": it names
+    # my message, so the answer closes my ask.
+    ask = post(1, HELP)
+    answer = reply(2, "Status 13 is a permission problem.", reply_to=ROBIN)
+    assert waiting([ask, answer]) == []
+
+
+def test_list_ask_in_a_later_post_of_my_own_thread_waits_on_the_list() -> None:
+    # My first post is answered; my follow-up to the list, in the thread I
+    # opened, asks the readers something new (a p.s.): it waits on the list.
+    first = post(1, "My key binding for 'f' stopped working after the update.")
+    answer = reply(2, "The command was renamed to FindSeqs.", reply_to=first.message_id)
+    ps = post(
+        3,
+        "That was it, thanks.\n\nP.S., can I get a pointer to a freeware Tcl debugger?",
+        hours=8,
+        subject="Re: [Gadget] daemon exits with status 13",
+        reply_to=answer.message_id,
+    )
+    assert waiting([first, answer, ps]) == [(LoopType.UNANSWERED_OUTBOUND, LIST)]
+    # In someone else's thread the same follow-up waits on nobody.
+    theirs = post(1, "My key binding stopped working.", frm=DANA)
+    assert waiting([theirs, answer, ps]) == []
+
+
+def test_list_conjecture_with_a_question_mark_is_not_an_ask() -> None:
+    first = post(1, "My serial console shows garbage at 115200 8n1.")
+    answer = reply(2, "Try feeding ^O to the tty.", reply_to=first.message_id)
+    aside = post(
+        3,
+        "Ah right. Seems OK now. I assume that could have happened if the "
+        "terminal was in 9600 mode at first?",
+        hours=8,
+        subject="Re: [Gadget] daemon exits with status 13",
+        reply_to=answer.message_id,
+    )
+    assert waiting([first, answer, aside]) == []
+    ask = post(3, "Seems OK now. Can I make it stick across reboots?", hours=8)
+    assert waiting([first, answer, ask]) == [(LoopType.UNANSWERED_OUTBOUND, LIST)]
