@@ -295,13 +295,19 @@ def _write_batch(
                 for p in changed
             ]
         )
-        Alias.objects.bulk_create(
+        bulk_insert(
+            Alias,
             [
-                Alias(source=src, page=p.stored, alias=a, kind=_alias_kind(a))
+                {
+                    "source_id": src.id,
+                    "page_id": p.stored.pk,
+                    "alias": a,
+                    "kind": _alias_kind(a),
+                }
                 for p in changed
                 for a in _aliases_from(p.title, p.frontmatter)
             ],
-            ignore_conflicts=True,
+            conflict=["source", "alias", "page"],  # Alias's one unique constraint
         )
         _add_relations(src=src, plans=changed, actor=actor)
         _sync_links(src=src, plans=changed, actor=actor, schema=schema)
@@ -311,7 +317,8 @@ def _write_batch(
                 p.stored
                 for p in changed
                 if p.content_changed or p.stored.indexed_hash != p.content_hash
-            ]
+            ],
+            new_ids=created,
         )
         current_ids = [p.stored.pk for p in changed if waiting.get(p.stored.pk, 0) == 0]
         if current_ids:
