@@ -83,12 +83,25 @@ def _column(field: Field, alias: str) -> tuple[str, str]:
     return f"{db_type}[]", alias
 
 
+class JsonText(str):
+    """A JSON column's value already serialised (``json.dumps``): ``bulk_insert``
+    sends its text as it is instead of encoding the value a second time (a raw
+    record's metadata holds the message body, SPEC §11 ingest rate). Any other
+    ``str`` is a JSON string value and is encoded as usual."""
+
+
 def _converter(field: Field) -> Callable[[Any], Any]:
     """A function turning a Python value into the array element ``_column``
     expects for ``field`` (decided once per column, not per value)."""
     if isinstance(field, JSONField):
         encoder = field.encoder
-        return lambda v: None if v is None else json.dumps(v, cls=encoder)
+        return lambda v: (
+            None
+            if v is None
+            else str(v)
+            if type(v) is JsonText
+            else json.dumps(v, cls=encoder)
+        )
     if isinstance(field, ArrayField):
         return lambda v: None if v is None else json.dumps(list(v))
     if _db_type(field).startswith("vector"):
@@ -125,7 +138,8 @@ def bulk_insert(
     rows written, in no guaranteed order (``[]`` when ``returning`` is empty).
 
     Fields a row leaves out get their Python default (``auto_now`` fields: now,
-    UTC); the auto primary key is left to the database. ``extra`` names additional
+    UTC); the auto primary key is left to the database. A JSON column's value may
+    be given serialised already, as ``JsonText``. ``extra`` names additional
     unnest columns that are not stored (``{"title": "text"}``) for ``computed``
     columns: ``{"tsv": ("<SQL over r.<column>>", params)}``. ``conflict`` is the
     unique columns of ``ON CONFLICT``: with ``update`` empty the conflicting rows

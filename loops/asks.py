@@ -19,9 +19,14 @@ import re
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from functools import lru_cache
+from itertools import islice
+from typing import TYPE_CHECKING
 
 from loops.definitions import URL_RE, collapse
 from loops.extractors.rules import EXPLICIT_DATE_RE, resolve_due
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 QUESTION = "question"
 REQUEST = "request"
@@ -185,6 +190,8 @@ _JEST = re.compile(
     re.I,
 )
 _PARAGRAPH = re.compile(r"\n\s*\n")
+# A line break before a capital, a digit or a quote starts a new sentence.
+_LINE_START = re.compile(r"\n(?=\s*[A-Z0-9\"'])")
 
 
 @dataclass(frozen=True)
@@ -208,17 +215,21 @@ def sentences(text: str) -> list[str]:
 def _marked_sentences(text: str) -> list[tuple[str, bool]]:
     """``sentences`` of ``text``, each with whether its paragraph (the lines
     between blank lines) carries a smiley or a grin (``_JEST``)."""
+    return list(_iter_marked_sentences(text))
+
+
+def _iter_marked_sentences(text: str) -> Iterator[tuple[str, bool]]:
+    """``_marked_sentences`` one at a time, in order: a caller that reads only the
+    first few (``is_fulfilment``) does not cut the rest (SPEC §11 ingest rate)."""
     body = _SIGNATURE.split(text or "", maxsplit=1)[0]
     body = URL_RE.sub(" ", body)
-    out: list[tuple[str, bool]] = []
     for paragraph in _PARAGRAPH.split(body):
         jest = bool(_JEST.search(paragraph))
         for block in _SENTENCE_END.split(paragraph):
-            for line in re.split(r"\n(?=\s*[A-Z0-9\"'])", block):
+            for line in _LINE_START.split(block):
                 line = collapse(line)
                 if line:
-                    out.append((line, jest))
-    return out
+                    yield line, jest
 
 
 def sentence_ask(sentence: str) -> Ask | None:
@@ -430,7 +441,9 @@ def is_fulfilment(text: str) -> bool:
     done, sent or attached ("Done.", "Attached is the rent roll", "I have sent
     it"), SPEC §5.1a. Such a reply closes my waiting loop as fulfilled and opens
     no reply-owed loop by itself."""
-    return any(_FULFILMENT.match(s) for s in sentences(text)[:3])
+    return any(
+        _FULFILMENT.match(s) for s, _jest in islice(_iter_marked_sentences(text), 3)
+    )
 
 
 # A poll of a list's readers ("Comments?", "Any objections?", "What do you think?",

@@ -11,12 +11,12 @@ from __future__ import annotations
 import logging
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.db import connection, transaction
 
 from brain.access import local_caller
-from brain.bulk import bulk_insert_objects
+from brain.bulk import bulk_insert
 from brain.exceptions import BrainError
 from brain.models import Page, RawRecord, Source
 from brain.services.pages import (
@@ -156,7 +156,7 @@ def threads_store(
     caller holds its messages.
     """
     outcome: dict[str, Page | BrainError | None] = {}
-    rows: list[ImportedItem] = []
+    rows: list[dict[str, Any]] = []
     writing: list[ThreadWork] = []
     items: list[PageInput] = []
     noise: list[ThreadWork] = []
@@ -251,37 +251,41 @@ def _ledger_rows(
     page: Page | None,
     outcome: str,
     raw_ids: dict[str, int] | None = None,
-) -> list[ImportedItem]:
-    """The ledger rows of ``work``'s new messages."""
+) -> list[dict[str, Any]]:
+    """The ledger rows of ``work``'s new messages, as ``ImportedItem`` column
+    values (attnames) for ``bulk_insert``."""
     rows = []
     raw_ids = raw_ids or {}
+    reason = "" if outcome == ImportedItem.Outcome.STORED else NOISE_REASON
+    page_id = page.pk if page is not None else None
     for key in work.new_keys:
         parsed = work.parsed.get(key)
         if parsed is None:
             continue
         rows.append(
-            ImportedItem(
-                source=source,
-                external_id=key,
-                kind=ImportedItem.Kind.MESSAGE,
-                content_hash=parsed.fingerprint,
-                thread_id=work.thread_id,
-                subject_key=parsed.subject_key,
-                participants=sorted(parsed.participants()),
-                outcome=outcome,
-                reason="" if outcome == ImportedItem.Outcome.STORED else NOISE_REASON,
-                raw_record_id=raw_ids.get(key),
-                page=page,
-            )
+            {
+                "source_id": source.pk,
+                "external_id": key,
+                "kind": ImportedItem.Kind.MESSAGE,
+                "content_hash": parsed.fingerprint,
+                "thread_id": work.thread_id,
+                "subject_key": parsed.subject_key,
+                "participants": sorted(parsed.participants()),
+                "outcome": outcome,
+                "reason": reason,
+                "raw_record_id": raw_ids.get(key),
+                "page_id": page_id,
+            }
         )
     return rows
 
 
-def _ledger_save(rows: list[ImportedItem]) -> None:
+def _ledger_save(rows: list[dict[str, Any]]) -> None:
     """Insert ledger rows in one statement; a re-written message (Gmail label
     change) updates its row in place."""
-    unique = {row.external_id: row for row in rows}  # one row per key and statement
-    bulk_insert_objects(
+    unique = {row["external_id"]: row for row in rows}  # one row per key and statement
+    bulk_insert(
+        ImportedItem,
         list(unique.values()),
         conflict=["source", "external_id"],
         update=["content_hash", "thread_id", "page", "raw_record", "outcome", "reason"],

@@ -7,7 +7,7 @@ from datetime import UTC, date
 
 import pytest
 
-from brain.bulk import bulk_insert, bulk_insert_objects
+from brain.bulk import JsonText, bulk_insert, bulk_insert_objects
 from brain.models import Chunk, Page, PageType, RawRecord, Source
 from connectors.models import ImportedItem
 
@@ -209,3 +209,28 @@ def test_bulk_insert_writes_dates_and_keys_as_the_orm_does(
         orm = RawRecord.objects.get(external_id=f"orm-{i}")
         assert bulk.captured_at == orm.captured_at
         assert (bulk.page_id, bulk.source_id) == (page.pk, default_source.id)
+
+
+def test_bulk_insert_sends_json_text_as_it_is_and_encodes_a_plain_string(
+    default_source: Source,
+) -> None:
+    rows = [
+        {
+            "source_id": default_source.id,
+            "external_id": key,
+            "kind": "rfc822",
+            "content": "x",
+            "metadata": value,
+            "payload": value,
+            "content_hash": "h",
+        }
+        for key, value in (
+            ("<encoded@x>", JsonText('{"body": "ünï \\"q\\"", "n": [1, null]}')),
+            ("<plain@x>", '{"not": "parsed"}'),
+        )
+    ]
+    bulk_insert(RawRecord, rows)
+    encoded = RawRecord.objects.get(external_id="<encoded@x>")
+    assert encoded.metadata == encoded.payload == {"body": 'ünï "q"', "n": [1, None]}
+    plain = RawRecord.objects.get(external_id="<plain@x>")
+    assert plain.metadata == plain.payload == '{"not": "parsed"}'  # a JSON string

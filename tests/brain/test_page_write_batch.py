@@ -4,6 +4,8 @@ number of statements that does not grow with the batch."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -75,6 +77,27 @@ def test_pages_write_uses_the_same_number_of_statements_for_5_or_50_pages(
     assert len(large.captured_queries) == len(small.captured_queries)
     assert Page.objects.filter(source=default_source, type__name="email").count() == 55
     assert PageRevision.objects.filter(page__source=default_source).count() == 55
+
+
+def test_pages_write_of_new_pages_reads_and_deletes_no_old_chunks(
+    default_source: Source,
+) -> None:
+    # A page created by the write has no chunks yet: only its insert touches them.
+    with CaptureQueriesContext(connection) as new:
+        _write(default_source, [_thread(n) for n in range(3)])
+    chunk_sql = [q["sql"] for q in new.captured_queries if '"brain_chunk"' in q["sql"]]
+    assert [sql.split()[0] for sql in chunk_sql] == ["INSERT"]
+    assert Chunk.objects.filter(page__source=default_source).count() == 3
+    changed = replace(_thread(1), body="Bob sent the budget figures.")
+    with CaptureQueriesContext(connection) as again:
+        _write(default_source, [changed])
+    chunk_sql = [
+        q["sql"] for q in again.captured_queries if '"brain_chunk"' in q["sql"]
+    ]
+    assert [sql.split()[0] for sql in chunk_sql] == ["DELETE", "INSERT"]
+    assert [c.text for c in Chunk.objects.filter(page__slug="email/thread-1")] == [
+        "Bob sent the budget figures."
+    ]
 
 
 def test_pages_write_stores_raw_records_linked_to_their_pages(

@@ -306,6 +306,14 @@ def test_fulfilment_wording_is_not_a_signature() -> None:
     assert not is_fulfilment("I will send it tomorrow.")
 
 
+def test_fulfilment_is_read_in_the_first_three_sentences_only() -> None:
+    # The rule reads the opening sentences (SPEC §5.1a); the cut stops there.
+    opening = "Hi Ann.\nThanks for waiting.\n"
+    assert is_fulfilment(opening + "Attached is the rent roll.\nMore to follow.")
+    assert not is_fulfilment(opening + "Good news first.\nAttached is the rent roll.")
+    assert is_fulfilment("Done. https://example.org/x\n\nMore.\n-- \nAnn")
+
+
 # --- my asks -----------------------------------------------------------------
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
 from django.conf import settings
@@ -39,9 +39,13 @@ def _rebuild_chunks(page: Page) -> int:
     return _rebuild_chunks_many([page]).get(page.pk, 0)
 
 
-def _rebuild_chunks_many(pages: Sequence[Page]) -> dict[int, int]:
+def _rebuild_chunks_many(
+    pages: Sequence[Page], *, new_ids: Collection[int] = ()
+) -> dict[int, int]:
     """Replace the chunks (text + tsvector) of ``pages`` inside the caller's
-    transaction, with three statements whatever the number of pages.
+    transaction, with three statements whatever the number of pages (one when
+    every page is in ``new_ids``: pages created in this transaction, which have
+    no chunks to carry over or delete).
 
     Embeddings of chunks whose text (and title) did not change are carried over when
     they came from the current provider, so an edit re-embeds only what changed.
@@ -53,15 +57,17 @@ def _rebuild_chunks_many(pages: Sequence[Page]) -> dict[int, int]:
     provider = embeddings.get_provider()
     model = provider.name if provider else ""
     ids = [page.pk for page in pages]
+    stored = [pk for pk in ids if pk not in new_ids]
     old: dict[tuple[int, str], Chunk] = {}
-    if model:
+    if model and stored:
         old = {
             (c.page_id, c.content_hash): c
             for c in Chunk.objects.filter(
-                page_id__in=ids, embedding__isnull=False, embedding_model=model
+                page_id__in=stored, embedding__isnull=False, embedding_model=model
             ).only("page_id", "content_hash", "embedding", "embedding_model")
         }
-    Chunk.objects.filter(page_id__in=ids).delete()
+    if stored:
+        Chunk.objects.filter(page_id__in=stored).delete()
     rows: list[dict[str, Any]] = []
     waiting: dict[int, int] = {}
     for page in pages:

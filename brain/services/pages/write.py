@@ -7,12 +7,13 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
 from brain.access import Caller
-from brain.bulk import bulk_insert, bulk_insert_objects
+from brain.bulk import JsonText, bulk_insert, bulk_insert_objects
 from brain.exceptions import AlreadyExists, BrainError, InvalidParams
 from brain.extensions import embed_queue
 from brain.models import (
@@ -38,7 +39,6 @@ from brain.services.pages.inputs import (
     WriteResult,
     _alias_kind,
     _aliases_from,
-    _json_safe,
     _resolve_source,
 )
 from brain.services.pages.links import _sync_links
@@ -295,13 +295,19 @@ def _write_batch(
                 for p in changed
             ]
         )
-        Alias.objects.bulk_create(
+        bulk_insert(
+            Alias,
             [
-                Alias(source=src, page=p.stored, alias=a, kind=_alias_kind(a))
+                {
+                    "source_id": src.id,
+                    "page_id": p.stored.pk,
+                    "alias": a,
+                    "kind": _alias_kind(a),
+                }
                 for p in changed
                 for a in _aliases_from(p.title, p.frontmatter)
             ],
-            ignore_conflicts=True,
+            conflict=["source", "alias", "page"],  # Alias's one unique constraint
         )
         _add_relations(src=src, plans=changed, actor=actor)
         _sync_links(src=src, plans=changed, actor=actor, schema=schema)
@@ -311,7 +317,8 @@ def _write_batch(
                 p.stored
                 for p in changed
                 if p.content_changed or p.stored.indexed_hash != p.content_hash
-            ]
+            ],
+            new_ids=created,
         )
         current_ids = [p.stored.pk for p in changed if waiting.get(p.stored.pk, 0) == 0]
         if current_ids:
@@ -453,29 +460,41 @@ def _store_raws(
     if not raws:
         return {}
     rows: dict[str, dict[str, Any]] = {}
+    # The JSON columns as stored (``_json_safe``: Django's encoder, read back),
+    # for the records returned; the text encoded once goes to the insert as is.
+    stored_json: dict[str, dict[str, Any]] = {}
     for raw, page in raws:
-        payload = _json_safe(raw.payload) if raw.payload is not None else None
+        external_id = raw.external_id[:512]
+        if external_id in rows:
+            continue  # the first of repeated ids is the one written
+        payload_text = (
+            json.dumps(raw.payload, cls=DjangoJSONEncoder)
+            if raw.payload is not None
+            else None
+        )
+        payload = json.loads(payload_text) if payload_text is not None else None
+        metadata_text = json.dumps(raw.metadata, cls=DjangoJSONEncoder)
+        stored_json[external_id] = {
+            "payload": payload,
+            "metadata": json.loads(metadata_text),
+        }
         digest_source = raw.content or json.dumps(payload, sort_keys=True)
         digest = (
             hashlib.sha256(raw.data).hexdigest()
             if raw.data is not None
             else sha256_hex(digest_source or "")
         )
-        external_id = raw.external_id[:512]
-        rows.setdefault(
-            external_id,
-            {
-                "source_id": src.id,
-                "external_id": external_id,
-                "kind": raw.kind,
-                "content": raw.content,
-                "payload": payload,
-                "metadata": _json_safe(raw.metadata),
-                "content_hash": digest,
-                "data": raw.data,
-                "page_id": page.pk if page is not None else None,
-            },
-        )
+        rows[external_id] = {
+            "source_id": src.id,
+            "external_id": external_id,
+            "kind": raw.kind,
+            "content": raw.content,
+            "payload": JsonText(payload_text) if payload_text is not None else None,
+            "metadata": JsonText(metadata_text),
+            "content_hash": digest,
+            "data": raw.data,
+            "page_id": page.pk if page is not None else None,
+        }
     written = bulk_insert(
         RawRecord,
         list(rows.values()),
@@ -484,7 +503,11 @@ def _store_raws(
     )
     records: dict[str, RawRecord] = {}
     for pk, external_id, captured_at in written:
-        record = RawRecord(pk=pk, captured_at=captured_at, **rows[external_id])
+        record = RawRecord(
+            pk=pk,
+            captured_at=captured_at,
+            **{**rows[external_id], **stored_json[external_id]},
+        )
         record._state.adding = False
         records[external_id] = record
     missing = [key for key in rows if key not in records]
