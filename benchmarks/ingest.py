@@ -339,7 +339,7 @@ def main() -> None:
             f"{counts.get('people', 0)} people in {elapsed:.2f} s "
             f"= {messages / elapsed:.0f} messages/s "
             f"(parse+thread {parse_time:.2f} s, store+detect {elapsed - parse_time:.2f} s); "
-            f"target >= 300 messages/s (SPEC §11)"
+            f"target >= {150 if args.loop_heavy else 300} messages/s (SPEC §11)"
         )
         print(cpu)
         print(
