@@ -2,7 +2,7 @@
 and MCP (``interfaces.mcp.tools``) both call these, so both transports answer alike
 (SPEC §4). The seven memory verbs are ``brain.services.verbs.verb_*`` (they already
 return the wire dict); this module holds the others: page search and page shapes,
-open loops and the loop writes, push, whoami and the source list.
+open loops, the waiting view and the loop writes, push, whoami and the source list.
 
 Each takes the resolved ``Caller`` first (``interfaces.callers``) and raises
 ``BrainError`` subclasses, which each transport turns into the SPEC §4 envelope.
@@ -22,10 +22,11 @@ from brain.precedence import slug_holder
 from brain.search import page_search
 from brain.services.pages import WriteResult
 from brain.services.push import push_context
+from brain.timestamps import as_of_from_text
 from loops.models import LoopStatus, LoopType, OpenLoop
 from loops.selectors import loop_list
 from loops.services import loop_close, loop_get, loop_mute, loop_unmute
-from loops.waiting import loop_view
+from loops.waiting import loop_view, waiting_report
 
 __all__ = [
     "loop_for_write",
@@ -36,6 +37,7 @@ __all__ = [
     "op_open_loops",
     "op_push_context",
     "op_search",
+    "op_waiting",
     "op_whoami",
     "page_out",
     "write_out",
@@ -161,6 +163,41 @@ def op_open_loops(
         "redacted": not caller.trusted,
         "protocol_version": PROTOCOL_VERSION,
     }
+
+
+WAITING_TOP_MAX = 50
+
+
+def op_waiting(
+    caller: Caller,
+    *,
+    source: str | None = None,
+    as_of: str | None = None,
+    top: int | None = None,
+) -> dict[str, Any]:
+    """The waiting view (SPEC §5.5: loops grouped by counterparty and ranked, the
+    "who is waiting on whom" triage list) in the caller's readable sources (or
+    ``source``): ``loops.waiting.waiting_report``'s ``{groups, no_counterparty,
+    count, stale, stale_sources, completeness, clean, redacted, as_of, sources,
+    warnings, text?}`` plus ``protocol_version``. ``as_of`` is an ISO 8601 date or
+    time (``brain.timestamps.as_of_from_text``: a date means the end of that day,
+    UTC) to replay; ``top`` keeps the first 1..50 groups (default: all). Remote
+    callers get counts, counterparty, summary and due date only. Raises
+    ``InvalidParams`` (bad ``as_of`` or ``top``) or ``ScopeDenied`` (a source the
+    caller may not read)."""
+    if top is not None and not 1 <= top <= WAITING_TOP_MAX:
+        raise InvalidParams(
+            f"top must be 1..{WAITING_TOP_MAX}.",
+            suggestion="Use top=10, or omit it for every group.",
+            detail={"field": "top", "value": top},
+        )
+    report = waiting_report(
+        caller=caller,
+        sources=[source] if source else None,
+        as_of=as_of_from_text(as_of) if as_of else None,
+        top=top,
+    )
+    return {**report, "protocol_version": PROTOCOL_VERSION}
 
 
 def loop_for_write(caller: Caller, loop_id: str) -> OpenLoop:

@@ -12,7 +12,7 @@ from ninja import Field, Query, Router, Schema
 from pydantic import AliasChoices
 
 from brain.exceptions import PROTOCOL_VERSION
-from brain.timestamps import as_of_from_text, date_in_range
+from brain.timestamps import date_in_range
 from interfaces.http.auth import request_caller
 from interfaces.http.schemas import RequestIn
 from interfaces.operations import (
@@ -21,13 +21,14 @@ from interfaces.operations import (
     op_loops_mute,
     op_loops_unmute,
     op_open_loops,
+    op_waiting,
 )
 from loops.models import LoopStatus, LoopType
 from loops.services import (
     due_end_of_day,
     loop_correct_due,
 )
-from loops.waiting import loop_view, waiting_report
+from loops.waiting import loop_view
 
 if TYPE_CHECKING:
     from django.http import HttpRequest
@@ -192,10 +193,4 @@ def waiting(
     top: int | None = Query(None, ge=1, le=50),  # noqa: B008 (ninja's declaration)
 ) -> dict[str, Any]:
     """The waiting view (SPEC §5.5), redacted for remote callers."""
-    caller = request_caller(request)
-    return waiting_report(
-        caller=caller,
-        sources=[source] if source else None,
-        as_of=as_of_from_text(as_of) if as_of else None,
-        top=top,
-    )
+    return op_waiting(request_caller(request), source=source, as_of=as_of, top=top)

@@ -6,7 +6,7 @@ raised as ``BrainError`` and mapped to the SPEC §4 envelope in ``interfaces.htt
 from typing import Any
 
 from django.http import HttpRequest
-from ninja import Field, Query, Router, Schema
+from ninja import Field, Query, Router, Schema, Status
 from ninja.pagination import LimitOffsetPagination, paginate
 
 from brain.exceptions import PROTOCOL_VERSION, NotFound
@@ -100,7 +100,7 @@ def get_page(
 
 
 @router.post("/pages", response={200: WriteOut, 201: WriteOut})
-def add_page(request: HttpRequest, payload: PageIn) -> tuple[int, dict[str, Any]]:
+def add_page(request: HttpRequest, payload: PageIn) -> Status[dict[str, Any]]:
     """Create a page in the key's write source; an existing slug is refused with a
     pointer to update_page (SPEC §2.3)."""
     caller = request_caller(request)
@@ -120,7 +120,7 @@ def add_page(request: HttpRequest, payload: PageIn) -> tuple[int, dict[str, Any]
         provenance=payload.provenance,
         relations=[RelationInput(r.type, r.to, r.context) for r in payload.relations],
     )
-    return 201, write_out(result)
+    return Status(201, write_out(result))
 
 
 @router.post("/pages/{path:slug}", response=WriteOut)

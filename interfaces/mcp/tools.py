@@ -43,6 +43,7 @@ from interfaces.operations import (
     op_open_loops,
     op_push_context,
     op_search,
+    op_waiting,
     op_whoami,
     page_out,
     refuse_update_elsewhere,
@@ -585,6 +586,29 @@ def open_loops(
     )
 
 
+def waiting(
+    caller: Caller,
+    *,
+    source: SourceArg = None,
+    as_of: Annotated[
+        str | None,
+        Field(
+            description=(
+                "Replay another day: an ISO 8601 date (its end, UTC) or time. "
+                "Default now (a mailbox file: its newest message)."
+            )
+        ),
+    ] = None,
+    top: Annotated[
+        int | None,
+        Field(ge=1, le=50, description="Only the first N groups (default all)."),
+    ] = None,
+) -> dict[str, Any]:
+    """waiting → ``interfaces.operations.op_waiting`` (SPEC §5.5), the same view as
+    ``GET /api/waiting`` and ``manage.py waiting``."""
+    return op_waiting(caller, source=source, as_of=as_of, top=top)
+
+
 def loops_close(
     caller: Caller,
     *,
@@ -905,6 +929,20 @@ TOOLS: tuple[ToolSpec, ...] = (
             "by "
             "loop_type, counterparty or source. Remote keys see summary and due date "
             "only."
+        ),
+        read_only=True,
+    ),
+    ToolSpec(
+        name="waiting",
+        group=LOOPS,
+        fn=waiting,
+        title="Who is waiting on whom",
+        description=(
+            "The daily triage list: open loops grouped by person and ranked (due "
+            "soonest, oldest, most loops first), each group with up to 5 loops and "
+            "the evidence; automated senders collapsed into one line. Start a "
+            "review here; use open_loops for a flat, filtered list. Remote keys "
+            "see counts, counterparty, summary and due date only."
         ),
         read_only=True,
     ),

@@ -38,8 +38,10 @@ def test_chunk_vector_search_uses_the_hnsw_index() -> None:
 
 
 def test_no_test_reaches_the_network() -> None:
+    """pytest-socket refuses a connection to anything but localhost (and warns
+    that a test tried one: the warning is this test's point, not noise)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        with pytest.raises(SocketConnectBlockedError):
+        with pytest.raises(SocketConnectBlockedError), pytest.warns(UserWarning):
             sock.connect(("192.0.2.1", 80))
 
 

@@ -79,6 +79,8 @@ async def run_session(
         {"turns": [f"Can you check where the {TITLE} stands?"], "session_id": "s-1"},
     )
     r["open_loops"] = await call("open_loops", {})
+    r["waiting"] = await call("waiting", {"top": 10})
+    r["waiting_bad"] = await call("waiting", {"as_of": "last tuesday"})
     r["close"] = await call("loops_close", {"id": loop_id, "note": "sent it"})
     r["open_loops_after"] = await call("open_loops", {})
     r["mute"] = await call("loops_mute", {"kind": "sender", "value": mute_value})

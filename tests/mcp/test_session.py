@@ -85,6 +85,14 @@ def _assert_session(r: dict[str, Any], *, remote: bool, loop_id: str) -> None:
     assert slug in [p["slug"] for p in payload(r["push"])["pages"]]
 
     assert loop_id in [str(x["id"]) for x in payload(r["open_loops"])["loops"]]
+    # waiting (SPEC §5.5) on MCP: the same ranked view as GET /api/waiting, the
+    # loop in its counterparty's group, redacted for a remote key.
+    waiting = payload(r["waiting"])
+    assert waiting["protocol_version"] == 1 and waiting["redacted"] is remote
+    ada = [g for g in waiting["groups"] if g["counterparty"] == "ada@example.com"]
+    assert [str(x["id"]) for x in ada[0]["loops"]] == [loop_id]
+    assert ("quote" in ada[0]["loops"][0]) is not remote
+    assert envelope(r["waiting_bad"])["error"] == "invalid_params"
     assert payload(r["close"])["closed"] is True
     assert loop_id not in [
         str(x["id"]) for x in payload(r["open_loops_after"])["loops"]

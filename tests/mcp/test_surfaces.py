@@ -42,7 +42,7 @@ BRAIN_TOOLS = {
     "brain_ask",
     "brain_list_pages",
 }
-LOOP_TOOLS = {"open_loops", "loops_close", "loops_mute", "loops_unmute"}
+LOOP_TOOLS = {"open_loops", "waiting", "loops_close", "loops_mute", "loops_unmute"}
 PUSH_TOOLS = {"push_context"}
 ADMIN_TOOLS = {"whoami", "brain_list_sources"}
 EXPECTED = {
