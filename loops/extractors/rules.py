@@ -114,7 +114,8 @@ NOT_A_PROMISE_RE = re.compile(
 # Verbs that state, feel or meet rather than do something for someone.
 NON_ACTION_VERBS = frozenset(
     """be been like love hope wonder think guess bet see appreciate remember
-    understand know feel meet attend go come stay sit wait leave take""".split()
+    understand know feel meet attend go come stay sit wait leave take
+    admit confess concede say""".split()
 )
 # Actions that hand something over or set something up: a promise even when the
 # first verb is not one ("I'll look over the list and give you a call").
@@ -169,14 +170,18 @@ READER_FIRST_RE = re.compile(r"\b(?:you|u)\s+(?!for\b)\w+.*\band\s+(?:then\s+)?$
 # Hedged or reported: "I think I will…", "a letter that indicates I will…".
 HEDGED_PREFIX_RE = re.compile(
     r"\b(?:(?:i|we)\s+(?:think|guess|suppose|believe|expect|doubt|imagine|hope)|"
-    r"indicates?|says?|said|states?|shows?|means?)\s+(?:that\s+)?$",
+    r"indicates?|says?|said|states?|shows?|means?|"
+    r"(?:i'?m|i\s+am|we'?re|we\s+are)\s+not\s+(?:sure|certain|convinced)|"
+    r"(?:i|we)\s+(?:don'?t|do\s+not)\s+know)\s+(?:that\s+|if\s+|whether\s+)?$",
     re.I,
 )
 # A condition after the promise: "I will let you know next week if I need to…".
 TRAILING_CONDITION_RE = re.compile(r"\b(?:if|whether|unless)\b", re.I)
 # Vague follow-ups: promises only when they carry a deadline.
 VAGUE_RE = re.compile(
-    r"^(?:let\s+(?:you|u)\s+know|keep\s+(?:you|u)\s+(?:posted|informed|updated|advised|"
+    r"^(?:let\s+(?:you|u|everyone|everybody)(?:\s+(?:all|both|guys))?\s+know|"
+    r"keep\s+(?:you|u|everyone|everybody)(?:\s+(?:all|both|guys))?\s+"
+    r"(?:posted|informed|updated|advised|"
     r"in\s+the\s+loop)|get\s+back\s+to\s+(?:you|u)|be\s+in\s+touch|follow\s+up\b(?!\s+with)|"
     r"(?:also\s+)?tell\s+(?:you|u)\s+(?:which|what|who|how|whether|when|where|about))",
     re.I,
@@ -296,11 +301,16 @@ def _promise_after(prefix: str, rest: str, person: str, *, plan: bool = False) -
     ):
         return False
     rest = re.sub(
-        r"^(?:also|definitely|certainly|then|just|now|personally|still|both|all)\s+",
+        r"^(?:,?\s*(?:however|though|of\s+course|in\s+turn),\s*)?"
+        r"(?:(?:also|definitely|certainly|then|just|now|personally|still|both|all)\s+)?",
         "",
         rest.strip(),
         flags=re.I,
     )
+    if rest.rstrip().endswith(":") and len(_words(rest)) <= 4:
+        # "I'll start:", "I will explain:": what it announces follows at once, in
+        # the same message; nothing is left to do.
+        return False
     if NOT_A_PROMISE_RE.match(rest) or MEETING_RE.match(rest):
         return False
     if VAGUE_RE.match(rest):
@@ -360,8 +370,10 @@ def classify_sentence(sentence: str) -> RuleMatch | None:
     Not commitments: questions, form and opt-out lines, relative clauses ("the map
     which we will use"), futures conditional on something or on the reader ("If…",
     "Email me your number and I will call you", "otherwise I will take a cab"),
-    hedges, offers and states ("I will gladly…", "I will be out"), meetings ("I'll
-    see you Monday"), vague follow-ups without a deadline ("I'll keep you posted"),
+    hedges ("I'm not sure I'll get to it"), offers and states ("I will gladly…",
+    "I will be out", "I will admit…"), meetings ("I'll see you Monday"), what the
+    same message delivers at once ("I'll start:"), vague follow-ups without a
+    deadline ("I'll keep you posted", "I'll keep you all posted"),
     and "we" plans not addressed to the reader ("At that meeting, we will be
     discussing…").
     """

@@ -176,6 +176,34 @@ def test_offers_and_conditionals_are_not_commitments(line):
     assert classify_sentence(line) is None
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        "That's a good idea. I'm not sure I'll get to it any time soon.",
+        "I don't know if I will have the numbers before the board meets.",
+        "I will, however, admit to being taught well past my competence.",
+        "I'll start:",
+        "I will explain:",
+    ],
+)
+def test_hedges_admissions_and_announced_content_are_not_commitments(line):
+    """Fault kinds from an owner-blind review of list mail (issue 14): a hedged
+    or negated "I'll" ("I'm not sure I'll…"), a statement verb ("I will admit…"),
+    and an "I'll start:" whose content follows at once are not promises; a real
+    promise after the same words stays one."""
+    assert classify_sentence(line) is None
+
+
+def test_hedge_words_do_not_swallow_real_promises():
+    for line in (
+        "Not sure about the venue, but I will send you the agenda tomorrow.",
+        "I will, however, send you the signed copy by Friday.",
+        "I'll start the draft tonight and send it to you.",
+    ):
+        match = classify_sentence(line)
+        assert match is not None and match.kind == "commitment", line
+
+
 def test_promise_right_after_a_conditional_offer_belongs_to_it():
     offer = mail(
         1,
@@ -194,6 +222,8 @@ def test_promise_right_after_a_conditional_offer_belongs_to_it():
         "I will let you know.",
         "I will let you know next week if I need to see the inside.",
         "I will get back to you with more.",
+        "I'll keep you all posted!",
+        "I will let everyone know.",
     ],
 )
 def test_vague_keep_you_posted_is_not_a_commitment(line):

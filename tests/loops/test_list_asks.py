@@ -454,3 +454,78 @@ def test_list_conjecture_with_a_question_mark_is_not_an_ask() -> None:
     assert waiting([first, answer, aside]) == []
     ask = post(3, "Seems OK now. Can I make it stick across reboots?", hours=8)
     assert waiting([first, answer, ask]) == [(LoopType.UNANSWERED_OUTBOUND, LIST)]
+
+
+def test_list_rhetorical_negative_question_is_not_an_ask() -> None:
+    """Fault kind: a leading negative question or a self-answering idiom in my
+    list post ("Didn't we just discuss…?", "is that such a bad thing?") asserts;
+    it asks the readers nothing, unless it names them."""
+    assert waiting([post(1, HELP)]) != []
+    for body in (
+        "Didn't we just have a thread here on how hard it is to write safe C?",
+        "The new house has no microwave, so the wifi will be fine, and with kids "
+        "around is that such a bad thing?",
+    ):
+        assert waiting([post(1, body)]) == [], body
+    named = "Doesn't anyone know how to make the daemon start at boot?"
+    assert waiting([post(1, named)]) == [(LoopType.UNANSWERED_OUTBOUND, LIST)]
+
+
+def test_list_joke_question_with_smiley_is_not_an_ask() -> None:
+    """Fault kind: a joke in my list announcement ("did I mention the beer? :-)")."""
+    body = (
+        "The mirror will be down for a week while I take a holiday.\n\n"
+        "Oh, did I mention the beer with friends? :-))))\n\nRobin"
+    )
+    assert waiting([post(1, body)]) == []
+
+
+def test_list_question_in_a_bracketed_aside_is_not_an_ask() -> None:
+    """Fault kind: an aside in brackets over a forwarded story."""
+    body = (
+        "[Destined to be the next reality show?]\n\n"
+        "A treasure hunt across the city was announced on a web site this week."
+    )
+    assert waiting([post(1, body)]) == []
+
+
+def test_list_question_i_answer_myself_is_not_an_ask() -> None:
+    """Fault kind: my question answered by myself at once ("It should be."); a
+    statement that merely follows a question keeps it."""
+    body = "Is this old news? It should be. I found the second issue in a shop."
+    assert waiting([post(1, body)]) == []
+    kept = "Anyone else with this problem?\nThis is gadget 2.5 on a laptop."
+    assert waiting([post(1, kept)]) == [(LoopType.UNANSWERED_OUTBOUND, LIST)]
+
+
+def test_list_question_inside_a_quotation_is_not_an_ask() -> None:
+    """Fault kind: quoted words of someone else ("the founder wrote: '…?'") are
+    not my ask; a short quoted error message inside my own account is mine."""
+    body = (
+        'Some quotes from the founder:\n"We have examined every tool we know. '
+        'What has been the effect of all this tinkering? Nothing but noise."'
+    )
+    assert waiting([post(1, body)]) == []
+    mine = (
+        'When I press the button I get "key not found" and a button reading\n'
+        '"Query keyserver". If I press it, the client hangs.\n\n'
+        "Anyone else with this problem?"
+    )
+    assert waiting([post(1, mine)]) == [(LoopType.UNANSWERED_OUTBOUND, LIST)]
+
+
+def test_list_shared_article_after_a_link_asks_nothing() -> None:
+    """Fault kind: a link shared with the page pasted under it; the page's own
+    questions (a headline, a reader's letter) are not my asks. An address inside
+    my sentence is part of my ask."""
+    article = " ".join(["The council met on Tuesday to discuss the plan."] * 6)
+    body = (
+        "Worth a read.\n\nhttp://news.example.com/story/123\n\n"
+        f"Will the park open next year?\n\n{article}\nWhat should be built there?"
+    )
+    assert waiting([post(1, body)]) == []
+    inline = (
+        "My site is on http://10.0.0.5:8080/site and should appear as "
+        "http://site.example/ behind the proxy.\n\nAny ideas what I'm doing wrong?"
+    )
+    assert waiting([post(1, inline)]) == [(LoopType.UNANSWERED_OUTBOUND, LIST)]
