@@ -482,15 +482,16 @@ _NEGATIVE_LEAD = re.compile(
     re.I,
 )
 _READERS = re.compile(r"\b(?:any|some|no)(?:one|body)\b|\bguys\b|\bfolks\b", re.I)
-# An aside in brackets or parentheses ("[Destined to be a new reality TV show?]").
-_ASIDE = re.compile(r"^\s*[\[(][^\])]*\?\s*[\])]\W*$")
+# An aside in brackets or parentheses ("[Destined to be a new reality TV show?]",
+# "(yeah, what am I doing? I know.)"): the question opens inside the bracket.
+_ASIDE = re.compile(r"^\s*[\[(][^\])]*\?")
 # My own short answer, a whole sentence, right after my question ("Is this old
 # news? It should be."): a question I answer myself asks nothing.
 _SELF_ANSWER = re.compile(
     r"^(?:(?:it|that|this|they) (?:is|was|are|should be|must be|will be|isn'?t|"
     r"wasn'?t|aren'?t)(?: not)?|yes|no|nope|yep|probably(?: not)?|maybe|perhaps|"
     r"of course(?: not)?|sure|i doubt it|i think so|i hope so|i hope not|"
-    r"i think not)\s*[.!]",
+    r"i think not|i know)\s*[.!)]",
     re.I,
 )
 # A quotation of someone else's words: a passage between double quotes (straight
@@ -550,7 +551,7 @@ def readers_asks(
             (_CONJECTURE.search(a.sentence) or _NEGATIVE_LEAD.search(a.sentence))
             and not _READERS.search(a.sentence)
         )
-        and not _ASIDE.match(a.sentence)
+        and not (_ASIDE.match(a.sentence) and not _READERS.search(a.sentence))
         and not _answered_by_me(a.sentence, flat)
     ]
 

@@ -111,6 +111,21 @@ NOT_A_PROMISE_RE = re.compile(
     r"do\s+(?:my|our)\s+best|be\s+able|continue)\b",
     re.I,
 )
+# In a post a mailing list delivered, a promise must name one of these concrete
+# deliverables ("I'll fix it", "I'll send you the logs", "I'll add that to the
+# website", "I'll drop them a mail"). Two owner-blind reviews of list posters
+# outside the dev set (issue 14, 36 owners) found the list promises that were real
+# all named such a deliverable ("I'll fix it", "I'll open a bug", "I'll send you a
+# copy of the logs"), and the others were idioms ("I'll bite", "I'll throw you a
+# bone", "I'll stick with…", "I'll play with your perspective"), predictions,
+# sarcasm and pasted text.
+LIST_PROMISE_VERBS = frozenset(
+    """send give call email e-mail fax mail forward bring deliver provide review
+    sign write prepare schedule arrange update confirm check post share circulate
+    draft finish complete fix book order pay compile submit file resend ring phone
+    add open investigate upload commit merge apply release publish push drop
+    respond reply contact ask tell introduce summarize summarise document""".split()
+)
 # Verbs that state, feel or meet rather than do something for someone.
 NON_ACTION_VERBS = frozenset(
     """be been like love hope wonder think guess bet see appreciate remember
@@ -243,13 +258,15 @@ class RuleMatch:
     ``kind`` is ``commitment`` (the writer promises) or ``request`` (the writer asks
     the reader, with a deadline). ``deadline`` is the date phrase the due date is
     read from, or ''. ``person`` is ``i`` or ``we`` for commitments, '' for
-    requests.
+    requests. ``verb`` is a commitment's first verb after the future ("send" in
+    "I will also send you…"), lower-cased; '' for requests.
     """
 
     kind: str
     sentence: str
     deadline: str
     person: str = ""
+    verb: str = ""
 
 
 @dataclass(frozen=True)
@@ -300,13 +317,7 @@ def _promise_after(prefix: str, rest: str, person: str, *, plan: bool = False) -
         or (prefix.strip() and IMPERATIVE_OPENING_RE.match(prefix))
     ):
         return False
-    rest = re.sub(
-        r"^(?:,?\s*(?:however|though|of\s+course|in\s+turn),\s*)?"
-        r"(?:(?:also|definitely|certainly|then|just|now|personally|still|both|all)\s+)?",
-        "",
-        rest.strip(),
-        flags=re.I,
-    )
+    rest = _strip_adverbs(rest)
     if rest.rstrip().endswith(":") and len(_words(rest)) <= 4:
         # "I'll start:", "I will explain:": what it announces follows at once, in
         # the same message; nothing is left to do.
@@ -339,6 +350,25 @@ def _promise_after(prefix: str, rest: str, person: str, *, plan: bool = False) -
         # agenda unless it is addressed to the reader.
         return False
     return True
+
+
+def _strip_adverbs(rest: str) -> str:
+    """What follows a future auxiliary without a leading aside or adverb
+    ("I will, however, send…", "I'll also send…" → "send…")."""
+    return re.sub(
+        r"^(?:,?\s*(?:however|though|of\s+course|in\s+turn),\s*)?"
+        r"(?:(?:also|definitely|certainly|then|just|now|personally|still|both|all)\s+)?",
+        "",
+        rest.strip(),
+        flags=re.I,
+    )
+
+
+def _verb_after(rest: str) -> str:
+    """The first word of ``rest`` (what follows the future) after
+    ``_strip_adverbs``, lower-cased; '' when there is none."""
+    words = _words(_strip_adverbs(rest))
+    return words[0].lower() if words else ""
 
 
 def _coordinated_action(words: list[str]) -> bool:
@@ -390,7 +420,11 @@ def classify_sentence(sentence: str) -> RuleMatch | None:
         bare = SUBJECTLESS_FUTURE_RE.match(text)
         if bare and _promise_after("", text[bare.end() :], "i"):
             return RuleMatch(
-                kind="commitment", sentence=text, deadline=deadline, person="i"
+                kind="commitment",
+                sentence=text,
+                deadline=deadline,
+                person="i",
+                verb=_verb_after(text[bare.end() :]),
             )
         for future in FUTURE_RE.finditer(text):
             person = future.group("subj").lower()
@@ -400,7 +434,11 @@ def classify_sentence(sentence: str) -> RuleMatch | None:
             plan = not re.search(r"will|shall|'ll|’ll", future.group("aux"), re.I)
             if _promise_after(prefix, text[future.end() :], person, plan=plan):
                 return RuleMatch(
-                    kind="commitment", sentence=text, deadline=deadline, person=person
+                    kind="commitment",
+                    sentence=text,
+                    deadline=deadline,
+                    person=person,
+                    verb=_verb_after(text[future.end() :]),
                 )
     if deadline and (REQUEST_RE.search(text) or IMPERATIVE_RE.match(text)):
         return RuleMatch(kind="request", sentence=text, deadline=deadline)
@@ -598,6 +636,10 @@ def rule_extract(
             accepted = False
             if match.kind == "commitment":
                 if not mine and crowd:
+                    continue
+                if m.mailing_list and match.verb not in LIST_PROMISE_VERBS:
+                    # List talk: "I'll bite", "I'll throw you a bone", "I'll
+                    # stick with Occam's razor" are turns of phrase, not work.
                     continue
                 direction = OWED_BY_ME if mine else OWED_TO_ME
             else:

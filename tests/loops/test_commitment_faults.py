@@ -474,3 +474,28 @@ def test_supercite_name_quote_is_not_my_promise():
         to=(DANA,),
     )
     assert found(quoting) == []
+
+
+LIST = "harbour-talk@lists.example.org"
+
+
+def test_list_turns_of_phrase_are_not_promises():
+    """Fault kind (owner-blind review of list posters, issue 14): in a post a
+    mailing list delivered, "I'll bite", "I'll throw you a bone", "I'll stick with
+    …" or a sarcastic "I'll hire a skywriter" are talk, not work; a promise there
+    must name a concrete deliverable ("I'll fix it", "I'll send you the logs")."""
+    talk = (
+        "Sure, I'll bite: the article had rhetoric. I'll throw you a bone though, "
+        "most people agree. I'll just stick with the simplest theory for now. "
+        "Great idea, I'll hire a skywriter to tell everyone."
+    )
+    post = mail(1, talk, frm=ROBIN, to=(LIST,), cc=(DANA,), mailing_list=True)
+    assert found(post) == []
+    work = "Doh, you are right. I'll fix it tonight. I'll send you the logs."
+    fix = mail(2, work, frm=ROBIN, to=(LIST,), cc=(DANA,), mailing_list=True)
+    assert [text for _direction, text in found(fix)] == [
+        "I'll fix it tonight.",
+        "I'll send you the logs.",
+    ]
+    # The same turns of phrase in a direct message are judged as before.
+    assert found(mail(3, "I'll fix it tonight.", frm=ROBIN, to=(DANA,))) != []

@@ -487,6 +487,10 @@ def test_list_question_in_a_bracketed_aside_is_not_an_ask() -> None:
         "A treasure hunt across the city was announced on a web site this week."
     )
     assert waiting([post(1, body)]) == []
+    opened = "Joined a volunteer corps this week (yeah, what am I doing? I know.)"
+    assert waiting([post(1, opened)]) == []
+    readers = "(Has anyone here run the daemon under init?)"
+    assert waiting([post(1, readers)]) == [(LoopType.UNANSWERED_OUTBOUND, LIST)]
 
 
 def test_list_question_i_answer_myself_is_not_an_ask() -> None:
