@@ -482,6 +482,28 @@ _NEGATIVE_LEAD = re.compile(
     re.I,
 )
 _READERS = re.compile(r"\b(?:any|some|no)(?:one|body)\b|\bguys\b|\bfolks\b", re.I)
+# A question to a list's readers is a help request when it seeks something:
+# it asks the readers ("Does anyone know…", "Anyone else with this problem?",
+# "Uh, guys?"), for ideas or pointers ("Any ideas?"), for a way or a place ("Is
+# there a way to…", "How do I…", "Where can I find…", "Can I get a pointer…"), or
+# what I am doing wrong. A question without such a marker in a list post is
+# debate, banter, a title or a headline: three owner-blind reviews of list
+# posters outside the dev set (issue 14) found 2 of 21 such loops real, both
+# with a marker ("Does anyone else remember the URL?", "Does anyone know what
+# happened to vCard support?").
+_SEEKS_HELP = re.compile(
+    r"\b(?:any|some|no)\s?(?:one|body)\b|\bguys\b|\bfolks\b|\ball\b\s*[,?]|"
+    r"\bany\s+(?:ideas?|idea|help|suggestions?|pointers?|hints?|tips?|advice|clues?|"
+    r"experience|luck|thoughts?\s+on\s+how|recommendations?|way)\b|"
+    r"\bis\s+(?:there|that)\s+(?:a|an|any)\b[^?]{0,40}\b(?:way|tool|program|"
+    r"package|utility|option|setting|command|howto|faq|list|site|version|patch|fix)\b|"
+    r"\b(?:how|where|what|which|why|when)\b[^?]{0,30}\b(?:do|can|could|should|would|"
+    r"must|did|am)\s+i\b|\b(?:can|could|may|should)\s+i\b|"
+    r"\bwhat\s+am\s+i\s+(?:doing|missing)\b|\bwhat'?s\s+wrong\b|"
+    r"\bdoes\s+(?:this|that|it)\s+(?:work|mean|happen)\b|\b(?:help|pointers?|"
+    r"suggestions?|recommend)\b",
+    re.I,
+)
 # An aside in brackets or parentheses ("[Destined to be a new reality TV show?]",
 # "(yeah, what am I doing? I know.)"): the question opens inside the bracket.
 _ASIDE = re.compile(r"^\s*[\[(][^\])]*\?")
@@ -514,7 +536,7 @@ _PATCH = re.compile(
 
 
 def readers_asks(
-    text: str, *, sent_at: datetime | None, now: datetime | None
+    text: str, *, sent_at: datetime | None, now: datetime | None, named: bool = False
 ) -> list[Ask]:
     """The asks of ``text`` (my post to a mailing list, its newest part) that ask
     the list's readers for something I still need at ``now`` (SPEC §5.1a "my
@@ -528,8 +550,11 @@ def readers_asks(
     grin in its paragraph), an aside in brackets ("[A new reality show?]"), or a
     question I answer myself ("Is this old news? It should be."). Questions in
     what I pass on from others are not mine (``_own_words``: a quotation, a page
-    pasted after its link). Empty for a patch or a commit notice (its diff or
-    CVS headers, ``carries_patch``): a patch asks for review, which the list owes
+    pasted after its link). A question must also seek help (``_seeks_help``:
+    "Does anyone know…", "Any ideas?", "Is there a way to…", "How do I…")
+    unless ``named`` (the post opens by naming one of its recipients, whom the
+    question then asks). Empty for a patch or a commit notice (its diff or CVS
+    headers, ``carries_patch``): a patch asks for review, which the list owes
     nobody.
 
     Why each kind: an owner-blind review of 20 list posters outside the labelled
@@ -553,7 +578,23 @@ def readers_asks(
         )
         and not (_ASIDE.match(a.sentence) and not _READERS.search(a.sentence))
         and not _answered_by_me(a.sentence, flat)
+        and (named or a.kind != QUESTION or _seeks_help(a.sentence, flat))
     ]
+
+
+def _seeks_help(sentence: str, flat: str) -> bool:
+    """True when the question ``sentence`` seeks help (``_SEEKS_HELP``) in its own
+    words or in the start of its sentence that a line break split off ("How can I
+    make the clients (Win\n98…) authenticate…?"): ``flat`` is the post's text,
+    whitespace collapsed."""
+    at = flat.find(sentence)
+    start = at
+    if at > 0:
+        before = flat[:at]
+        start = max(before.rfind(". "), before.rfind("? "), before.rfind("! ")) + 1
+    return bool(
+        _SEEKS_HELP.search(flat[start : at + len(sentence)] if at >= 0 else sentence)
+    )
 
 
 def _own_words(text: str) -> str:

@@ -679,7 +679,7 @@ def _list_asked(
         return ""
     group = posted_list(newest, owners)
     text = reply_text(newest.body)
-    if not group or not readers_asks(text, sent_at=newest.date, now=now):
+    if not group:
         return ""
     name = vocative(text)
     named = [
@@ -691,6 +691,10 @@ def _list_asked(
         and a.lower() != group
         and name in _name_tokens(a)
     ]
+    # A question to a recipient I name asks that person; to the readers it must
+    # seek help (``readers_asks(named=False)``).
+    if not readers_asks(text, sent_at=newest.date, now=now, named=bool(named)):
+        return ""
     return named[0].lower() if named else group
 
 

@@ -533,3 +533,30 @@ def test_list_shared_article_after_a_link_asks_nothing() -> None:
         "http://site.example/ behind the proxy.\n\nAny ideas what I'm doing wrong?"
     )
     assert waiting([post(1, inline)]) == [(LoopType.UNANSWERED_OUTBOUND, LIST)]
+
+
+def test_list_question_that_seeks_no_help_is_not_an_ask() -> None:
+    """Fault kind (three owner-blind reviews of list posters, issue 14): a
+    question in my list post that seeks nothing from the readers (a jab in a
+    debate, a musing, a book title) opens no wait; one that asks the readers, for
+    ideas, for a way or for a place does, as does a question to a recipient the
+    post names."""
+    for body in (
+        "Why explain this in more detail when the paper already does?",
+        "Typos and dyslexia: are typos a larger or smaller space?",
+        "I finished reading _Does America Need a Foreign Policy?_ last night.",
+        "Let me know ASAP if that is inappropriate, since we ship 2.40 today!",
+    ):
+        assert waiting([post(1, body)]) == [], body
+    for body in (
+        "Does anyone know what happened to the sync plugin in 2.3?",
+        "The daemon exits with status 13 at boot. Any ideas?",
+        "Is there a way to find the files no package owns?",
+        "How can I make the clients (Win\n98 and XP) log in against the server?",
+        "Where can I find a test message that razor flags?",
+    ):
+        assert waiting([post(1, body)]) == [(LoopType.UNANSWERED_OUTBOUND, LIST)], body
+    named = "Dana, would you rather keep one plugin package or one per plugin?"
+    assert waiting([post(1, named, cc=(DANA,))]) == [
+        (LoopType.UNANSWERED_OUTBOUND, DANA)
+    ]
