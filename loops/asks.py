@@ -481,7 +481,9 @@ _NEGATIVE_LEAD = re.compile(
     r"|\bsuch an? (?:bad|big|terrible|awful|good|great) (?:thing|deal|idea)\s*\?",
     re.I,
 )
-_READERS = re.compile(r"\b(?:any|some|no)(?:one|body)\b|\bguys\b|\bfolks\b", re.I)
+# Words that address a list's readers ("anyone", "somebody", "guys").
+_READERS_WORDS = r"\b(?:any|some|no)\s?(?:one|body)\b|\bguys\b|\bfolks\b"
+_READERS = re.compile(_READERS_WORDS, re.I)
 # A question to a list's readers is a help request when it seeks something:
 # it asks the readers ("Does anyone know…", "Anyone else with this problem?",
 # "Uh, guys?"), for ideas or pointers ("Any ideas?"), for a way or a place ("Is
@@ -492,7 +494,7 @@ _READERS = re.compile(r"\b(?:any|some|no)(?:one|body)\b|\bguys\b|\bfolks\b", re.
 # with a marker ("Does anyone else remember the URL?", "Does anyone know what
 # happened to vCard support?").
 _SEEKS_HELP = re.compile(
-    r"\b(?:any|some|no)\s?(?:one|body)\b|\bguys\b|\bfolks\b|\ball\b\s*[,?]|"
+    _READERS_WORDS + r"|\ball\b\s*[,?]|"
     r"\bany\s+(?:ideas?|idea|help|suggestions?|pointers?|hints?|tips?|advice|clues?|"
     r"experience|luck|thoughts?\s+on\s+how|recommendations?|way)\b|"
     r"\bis\s+(?:there|that)\s+(?:a|an|any)\b[^?]{0,40}\b(?:way|tool|program|"
