@@ -111,21 +111,6 @@ NOT_A_PROMISE_RE = re.compile(
     r"do\s+(?:my|our)\s+best|be\s+able|continue)\b",
     re.I,
 )
-# In a post a mailing list delivered, a promise must name one of these concrete
-# deliverables ("I'll fix it", "I'll send you the logs", "I'll add that to the
-# website", "I'll drop them a mail"). Two owner-blind reviews of list posters
-# outside the dev set (issue 14, 36 owners) found the list promises that were real
-# all named such a deliverable ("I'll fix it", "I'll open a bug", "I'll send you a
-# copy of the logs"), and the others were idioms ("I'll bite", "I'll throw you a
-# bone", "I'll stick with…", "I'll play with your perspective"), predictions,
-# sarcasm and pasted text.
-LIST_PROMISE_VERBS = frozenset(
-    """send give call email e-mail fax mail forward bring deliver provide review
-    sign write prepare schedule arrange update confirm check post share circulate
-    draft finish complete fix book order pay compile submit file resend ring phone
-    add open investigate upload commit merge apply release publish push drop
-    respond reply contact ask tell introduce summarize summarise document""".split()
-)
 # Verbs that state, feel or meet rather than do something for someone.
 NON_ACTION_VERBS = frozenset(
     """be been like love hope wonder think guess bet see appreciate remember
@@ -141,6 +126,26 @@ ACTION_VERBS = frozenset(
     make have find read look compile pull run respond reply submit file execute
     overnight wire transfer handle process contact ask tell let introduce cover
     summarize summarise resend ring phone swing""".split()
+)
+# In a post a mailing list delivered, a promise must name one of these concrete
+# deliverables ("I'll fix it", "I'll send you the logs", "I'll add that to the
+# website", "I'll drop them a mail"). Two owner-blind reviews of list posters
+# outside the dev set (issue 14, 36 owners) found the list promises that were real
+# all named such a deliverable ("I'll fix it", "I'll open a bug", "I'll send you a
+# copy of the logs"), and the others were idioms ("I'll bite", "I'll throw you a
+# bone", "I'll stick with…", "I'll play with your perspective"), predictions,
+# sarcasm and pasted text.
+LIST_PROMISE_VERBS = (
+    ACTION_VERBS
+    # Too general to name a deliverable on their own: "I'll get there", "I'll
+    # have a go", "I'll look at it some day", "I'll make do", "I'll let it be".
+    - frozenset(
+        """cover find follow get handle have let look make pick process pull put
+        read run set swing""".split()
+    )
+) | frozenset(
+    "add open investigate upload commit merge apply release publish push "
+    "document".split()
 )
 # "-ing" forms that still promise a hand-over ("I will be sending it Friday").
 TRANSFER_ING = frozenset(

@@ -138,6 +138,8 @@ def test_http_applies_the_keys_sources_and_a_remote_key_never_sees_private_data(
                 {"entities": "Alpha Rollout Plan", "include_private": True},
             )
             r["delta"] = await c.call_tool("delta", {"since": "1970-01-01T00:00:00Z"})
+            r["waiting"] = await c.call_tool("waiting", {})
+            r["waiting_b"] = await c.call_tool("waiting", {"source": "team-b"})
             r["write_b"] = await c.call_tool(
                 "brain_add",
                 {
@@ -157,6 +159,8 @@ def test_http_applies_the_keys_sources_and_a_remote_key_never_sees_private_data(
         assert {x["source_id"] for x in payload(r["search"])["results"]} == {"team-a"}
         assert envelope(r["search_b"])["error"] == "scope_denied"
         assert envelope(r["write_b"])["error"] == "scope_denied"
+        assert envelope(r["waiting_b"])["error"] == "scope_denied"
+        assert payload(r["waiting"])["sources"] == ["team-a"]
         assert "Beta" not in json.dumps([x.structured_content for x in r.values()])
 
     # The remote key sees no private page, fact or text anywhere.
