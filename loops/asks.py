@@ -72,6 +72,14 @@ _OFFER = re.compile(
     r"didn'?t|can'?t|cannot|won'?t|fails?)\b"
     r"|\bif (?:you(?:'d| would)? (?:like|prefer|wish|want)|so|not|necessary|needed|"
     r"interested)\b"
+    # An objection asked for ("Let me know ASAP if that's inappropriate", "…if you
+    # disagree"): silence is consent, the writer goes ahead without an answer.
+    r"|\bif (?:that|this|it|these|those|any of (?:this|that|these))(?:'s| is| are|'re|"
+    r" was| seems?| looks?| would be| sounds?)? (?:\w+ )?(?:in+ap+ropriate|incorrect|"
+    r"wrong|unacceptable|objectionable|a problem|an issue|not (?:ok|okay|right|"
+    r"correct|acceptable|appropriate|fine))\b(?![^?]*\?)"
+    r"|\bif (?:you|anyone|anybody|someone|somebody) (?:object|objects|disagree|"
+    r"disagrees|ha(?:ve|s) (?:an |any )?objections?)\b(?![^?]*\?)"
     r"|\blet (?:me|us) know (?:how|if|what|whether|where) (?:i|we) (?:can|could|may) "
     r"(?:help|assist|do)\b|\bhow (?:can|could|may) (?:i|we) help\b"
     r"|\b(?:call|phone|ring|e-?mail|contact|reach|write|get back to) (?:me |us )?"

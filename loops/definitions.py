@@ -613,6 +613,63 @@ def quoted_messages(body: str) -> list[tuple[str, str]]:
     return out
 
 
+# A closing word before the writer's name on a sign-off line ("Thanks, Dana").
+_CLOSING = (
+    r"(?:thanks|thank you|thx|cheers|regards|best|best regards|kind regards|later|"
+    r"rgds|ta|yours|all the best|bye|ciao|love)"
+)
+_POSTSCRIPT = re.compile(r"^\s*p\.?\s?s\.?\b", re.I)
+# A sign-off line holds at most the name and this many more words (a surname).
+SIGN_OFF_EXTRA_WORDS = 1
+
+
+def sender_names(from_name: str, from_addr: str) -> set[str]:
+    """Lower-cased name tokens (two letters or more) a writer may sign with: the
+    words of the From display name and of the address's local part
+    (``dana.reyes@…`` → ``dana``, ``reyes``)."""
+    local = (from_addr or "").lower().split("@", 1)[0]
+    words = re.split(r"[\s._+\-,\"']+", f"{from_name or ''} {local}".lower())
+    return {w for w in words if len(w) >= 2 and w.isalpha()}
+
+
+def before_sign_off(text: str, names: Collection[str]) -> str:
+    """``text`` (a message's newest part, ``reply_text``) cut after the writer's
+    sign-off: the first line, below at least one line of content, that is one of
+    ``names`` alone ("- Matthew", "Paul...", "Thanks, Dana", "Kate", "Dana
+    Reyes"). What follows it is the signature and what mail services append (a
+    webmail advert: "Do You Yahoo!? … http://…"), not the writer's words; a "P.S."
+    paragraph below it is kept. Without ``names`` or a sign-off, ``text`` is
+    returned as is (SPEC §5.1a: only the writer's words can ask)."""
+    if not names or not text:
+        return text
+    alternatives = "|".join(
+        sorted((re.escape(n) for n in names), key=len, reverse=True)
+    )
+    sign_off = re.compile(
+        rf"^\W*(?:{_CLOSING}\W+)?(?:{alternatives})\b(?:\W+\w+){{0,"
+        rf"{SIGN_OFF_EXTRA_WORDS}}}\W*$",
+        re.I,
+    )
+    lines = text.splitlines()
+    content = False
+    for i, line in enumerate(lines):
+        if content and len(line) <= 40 and sign_off.match(line):
+            kept = lines[: i + 1]
+            postscript = next(
+                (j for j in range(i + 1, len(lines)) if _POSTSCRIPT.match(lines[j])),
+                None,
+            )
+            if postscript is not None:
+                end = next(
+                    (j for j in range(postscript, len(lines)) if not lines[j].strip()),
+                    len(lines),
+                )
+                kept += ["", *lines[postscript:end]]
+            return "\n".join(kept).rstrip()
+        content = content or bool(line.strip())
+    return text
+
+
 def asks_question(body: str) -> bool:
     """True when the newest part of the body has a ``?`` outside any URL
     (SPEC §5.2 rule 5: an FYI sharing a link with a query string asks nothing)."""

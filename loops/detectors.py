@@ -25,6 +25,7 @@ from loops.asks import (
 from loops.definitions import (
     REPLY_PREFIX_RE,
     asks_question,
+    before_sign_off,
     collapse,
     display_subject,
     in_bulk_category,
@@ -34,6 +35,7 @@ from loops.definitions import (
     quote_of,
     quoted_messages,
     reply_text,
+    sender_names,
     topic_subject,
 )
 from loops.models import CLOSED_BY_FULFILLED, CLOSED_BY_REPLY, LoopType
@@ -135,6 +137,51 @@ class Mutes:
         return (thread_id or "").lower() in self.threads
 
 
+_JUST_AFTER = timedelta(microseconds=1)
+
+
+def _bare_id(message_id: str | None) -> str:
+    return (message_id or "").strip().strip("<>").lower()
+
+
+def reply_order(messages: Sequence[MailMessage]) -> list[MailMessage]:
+    """Dated ``messages`` in the order they were written: by Date, except that a
+    reply comes after the message it answers (its In-Reply-To, else the last of its
+    References, names a message of ``messages``) even when a skewed clock dated it
+    earlier: an answer sent three minutes "before" its question still answers it
+    (SPEC §5.2 rule 2). Ties keep Message-ID order; a reply cycle (broken headers)
+    falls back to Date order. Returns a new list; the messages are unchanged."""
+    by_id = {_bare_id(m.message_id): m for m in messages}
+    dated = sorted(messages, key=lambda m: (m.date, m.message_id))
+    # A message's effective time: its Date, or later when its parent's is later.
+    effective: dict[int, datetime] = {}
+
+    def parent_of(m: MailMessage) -> MailMessage | None:
+        ref = m.in_reply_to or (m.references[-1] if m.references else "")
+        parent = by_id.get(_bare_id(ref))
+        return parent if parent is not m else None
+
+    for m in dated:
+        chain: list[MailMessage] = []
+        node: MailMessage | None = m
+        seen: set[int] = set()
+        while node is not None and id(node) not in effective:
+            if id(node) in seen:  # a cycle: Date order for what is left
+                break
+            seen.add(id(node))
+            chain.append(node)
+            node = parent_of(node)
+        floor = effective.get(id(node)) if node is not None else None
+        for link in reversed(chain):
+            if floor is None or link.sent_at > floor:
+                floor = link.sent_at
+            else:  # just after the message it answers
+                floor += _JUST_AFTER
+            effective[id(link)] = floor
+    order = {id(m): i for i, m in enumerate(dated)}
+    return sorted(dated, key=lambda m: (effective[id(m)], order[id(m)]))
+
+
 def _participants(messages: Sequence[MailMessage], owners: Collection[str]) -> set[str]:
     """Every From/To/Cc address; the From of a message of mine counts as mine even
     when it is an address the owner list lacks (sent folder, SENT label)."""
@@ -210,13 +257,23 @@ def through_list(message: MailMessage) -> bool:
     )
 
 
+def ask_text(message: MailMessage) -> str:
+    """The words of ``message`` that can ask: its newest part (``reply_text``) up
+    to the writer's sign-off (``before_sign_off`` with the From's names), so a
+    signature or a webmail advert under it ("Do You Yahoo!?") asks nothing
+    (SPEC §5.1a)."""
+    return before_sign_off(
+        reply_text(message.body), sender_names(message.from_name, message.from_addr)
+    )
+
+
 def asks_of_me(message: MailMessage, *, now: datetime) -> list[Ask]:
     """The live asks (``loops.asks.live_asks``) of ``message``'s newest text that
     ask me something: on mail that went to a mailing list (``through_list``), an
     ask in a paragraph carrying a smiley or a grin (``Ask.jest``: "keep it till
     it has chicks, and send me two :)") is banter for the list, not an ask of me
     (SPEC §5.1a)."""
-    asks = live_asks(reply_text(message.body), sent_at=message.date, now=now)
+    asks = live_asks(ask_text(message), sent_at=message.date, now=now)
     if asks and through_list(message):
         return [a for a in asks if not a.jest]
     return asks
@@ -282,9 +339,8 @@ def detect_thread(
     """
     owners = {a.lower() for a in owner_addresses}
     kinds = sender_kinds or {}
-    subs = sorted(
-        (m for m in messages if is_substantive(m) and m.date and m.date <= now),
-        key=lambda m: (m.date, m.message_id),
+    subs = reply_order(
+        [m for m in messages if is_substantive(m) and m.date and m.date <= now]
     )
     if not subs:
         return Verdict(reason="no_substantive_messages")
@@ -495,7 +551,7 @@ def _outbound(
     asking = [
         m
         for m in run
-        if live_asks(reply_text(m.body), sent_at=m.date, now=now, call_answers=True)
+        if live_asks(ask_text(m), sent_at=m.date, now=now, call_answers=True)
     ]
     if not asking:
         verdict.reason = "no_question"
@@ -565,8 +621,7 @@ def _outbound(
     )
     broadcast = len(people) > BROADCAST_RECIPIENTS
     if broadcast and not any(
-        a.kind == QUESTION
-        for a in live_asks(reply_text(ask.body), sent_at=ask.date, now=now)
+        a.kind == QUESTION for a in live_asks(ask_text(ask), sent_at=ask.date, now=now)
     ):
         # "Please push on with the review" to a team: an instruction, not a
         # question the group owes me an answer to.
@@ -678,7 +733,7 @@ def _list_asked(
     if first.in_reply_to or first.references or REPLY_PREFIX_RE.match(first.subject):
         return ""
     group = posted_list(newest, owners)
-    text = reply_text(newest.body)
+    text = ask_text(newest)
     if not group:
         return ""
     name = vocative(text)
@@ -769,7 +824,7 @@ def _resent_copies(
         m
         for m in later
         if is_mine(m, owners)
-        and not live_asks(reply_text(m.body), sent_at=m.date, now=now)
+        and not live_asks(ask_text(m), sent_at=m.date, now=now)
         and text in collapse(m.body).lower()
     ]
 
@@ -846,8 +901,7 @@ def _inbound(
             if any(addressed_to_crowd(m) for m in run):
                 verdict.reason = "crowd"
             elif any(
-                through_list(m)
-                and live_asks(reply_text(m.body), sent_at=m.date, now=now)
+                through_list(m) and live_asks(ask_text(m), sent_at=m.date, now=now)
                 for m in run
             ):
                 verdict.reason = "jest_on_list"

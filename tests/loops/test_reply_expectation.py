@@ -1029,3 +1029,69 @@ def test_find_asks_answers_a_new_list_each_call() -> None:
     again = find_asks(text)
     assert [a.kind for a in again] == ["question", "request"]
     assert again is not find_asks(text)
+
+
+# --- the writer's words only, written order, objections -----------------------
+
+
+def test_reply_dated_before_its_question_by_a_skewed_clock_still_answers_it() -> None:
+    # Ann's follow-up question, and my answer to it from a machine whose clock is a
+    # few minutes behind: its In-Reply-To names her message, so it comes after.
+    question = mail(2, "Olivia, I tried the new link and it fails. Is there a typo?")
+    answer = replace(
+        mail(3, "No typo: the server was down. Try again now.", frm=ME, to=(ANN,)),
+        date=question.sent_at - timedelta(minutes=3),
+        in_reply_to=question.message_id.strip("<>"),
+    )
+    assert opened([question, answer]) == []
+    # Without the reply header the Date order stands: her question is the last turn.
+    unlinked = replace(answer, in_reply_to=None)
+    assert opened([question, unlinked]) == [LoopType.UNANSWERED_INBOUND]
+    # My question answered by a skewed clock: nothing waits on Ann either.
+    ask = mail(4, "Ann, can you send me the Q2 numbers?", frm=ME, to=(ANN,))
+    reply = replace(
+        mail(5, "Attached are the Q2 numbers.", hours=-0.1),
+        in_reply_to=ask.message_id,
+    )
+    assert opened([ask, reply]) == []
+
+
+def test_webmail_advert_under_the_sign_off_is_not_an_ask() -> None:
+    body = (
+        "Olivia,\n\nI agree with the plan for the shed; the roof can wait.\n\n"
+        "- Ann\n\nDo You Webmail!?\nEverything you need on one page\n"
+        "http://portal.mail.example"
+    )
+    assert opened([mail(1, body, name="Ann Baker")]) == []
+    # Signed with the address's name alone ("ann.baker@…"), the same.
+    assert opened([mail(2, body.replace("- Ann", "Thanks,\nBaker"))]) == []
+    # A question above the sign-off still asks; so does a P.S. below it.
+    asked = body.replace("can wait.", "can wait. Can you send the quote?")
+    assert opened([mail(3, asked, name="Ann Baker")]) == [LoopType.UNANSWERED_INBOUND]
+    postscript = body.replace(
+        "\n\nDo You", "\n\nP.S. Could you bring the ladder on Sunday?\n\nDo You"
+    )
+    assert opened([mail(4, postscript, name="Ann Baker")]) == [
+        LoopType.UNANSWERED_INBOUND
+    ]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "I'm changing the install notes to the new steps. Let me know ASAP if "
+        "that's inappropriate, since we ship today!",
+        "I will book the hall for the 12th. Let me know if you disagree.",
+        "Here is my reply to the council. Tell me if any of this is wrong.",
+    ],
+)
+def test_asking_for_objections_is_not_an_ask(body: str) -> None:
+    # Silence is consent: I go ahead unless someone objects.
+    assert opened([mail(1, body, frm=ME, to=(ANN,))]) == []
+
+
+def test_asking_whether_something_is_wrong_is_still_an_ask() -> None:
+    for body in ("Can you tell me if this is wrong?", "Let me know if that is OK."):
+        assert opened([mail(1, body, frm=ME, to=(ANN,))]) == [
+            LoopType.UNANSWERED_OUTBOUND
+        ], body
