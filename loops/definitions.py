@@ -632,6 +632,20 @@ def sender_names(from_name: str, from_addr: str) -> set[str]:
     return {w for w in words if len(w) >= 2 and w.isalpha()}
 
 
+@lru_cache(maxsize=4096)
+def _sign_off_pattern(names: frozenset[str]) -> re.Pattern[str]:
+    """The compiled sign-off line for one writer's ``names`` (cached: the same
+    few writers sign most of a mailbox, and the text rules run per message)."""
+    alternatives = "|".join(
+        sorted((re.escape(n) for n in names), key=len, reverse=True)
+    )
+    return re.compile(
+        rf"^\W*(?:{_CLOSING}\W+)?(?:{alternatives})\b(?:\W+\w+){{0,"
+        rf"{SIGN_OFF_EXTRA_WORDS}}}\W*$",
+        re.I,
+    )
+
+
 def before_sign_off(text: str, names: Collection[str]) -> str:
     """``text`` (a message's newest part, ``reply_text``) cut after the writer's
     sign-off: the first line, below at least one line of content, that is one of
@@ -642,14 +656,7 @@ def before_sign_off(text: str, names: Collection[str]) -> str:
     returned as is (SPEC §5.1a: only the writer's words can ask)."""
     if not names or not text:
         return text
-    alternatives = "|".join(
-        sorted((re.escape(n) for n in names), key=len, reverse=True)
-    )
-    sign_off = re.compile(
-        rf"^\W*(?:{_CLOSING}\W+)?(?:{alternatives})\b(?:\W+\w+){{0,"
-        rf"{SIGN_OFF_EXTRA_WORDS}}}\W*$",
-        re.I,
-    )
+    sign_off = _sign_off_pattern(frozenset(names))
     lines = text.splitlines()
     content = False
     for i, line in enumerate(lines):
