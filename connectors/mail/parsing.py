@@ -50,7 +50,7 @@ from loops.definitions import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterable, Iterator, Sequence
 
 # SPEC §6.1: at most 8,000 characters of body per message on a thread page.
 MAX_BODY_CHARS = 8000
@@ -381,6 +381,31 @@ def parse_references(value: Any) -> list[str]:
     return [m.group(1) for m in _MSGID.finditer(str(value or "")) if "@" in m.group(1)]
 
 
+def in_reply_to_id(
+    value: Any, *, participants: Iterable[str], references: Sequence[str]
+) -> str | None:
+    """The parent's message id in an In-Reply-To header, or None.
+
+    RFC 822 let In-Reply-To carry a phrase, and MH/nmh and exmh still write one
+    naming the author of the message answered: ``Message from "Craig"
+    <craig@example.org> of "Mon, 02 Sep 2002 22:37:10 PDT."
+    <312D1C89@example.org>``. The first ``<...>`` token is then an address, and
+    taking it as the parent would join every reply to that person into one
+    thread. A token that is the address of one of the message's own
+    ``participants`` (From, To, Cc, Reply-To) is no message id and is skipped; of
+    the ids left, the one that also closes ``references`` (the parent, RFC 5322
+    §3.6.4) wins, else the last (the phrase precedes the id)."""
+    people = {a.lower() for a in participants if a}
+    ids = [i for i in parse_references(value) if i.lower() not in people]
+    if not ids:
+        return None
+    if len(ids) > 1:
+        for ref in reversed(references):
+            if ref in ids:
+                return ref
+    return ids[-1]
+
+
 def parse_date(value: Any) -> datetime | None:
     """RFC 5322 date → aware UTC datetime; naive dates are taken as UTC; None when
     missing, unparseable or misread (``date_problem`` says why). A date outside
@@ -696,8 +721,16 @@ def _finish(
     elif problem:
         defects.append(f"date: {problem}: {clean_text(str(one('date')))[:80]}")
     message_id = clean_text(normalize_message_id(one("message-id")))
-    in_reply = parse_references(clean_text(str(one("in-reply-to") or "")))
     refs = parse_references(clean_text(" ".join(str(v) for v in headers("references"))))
+    to, cc = parse_addresses(headers("to")), parse_addresses(headers("cc"))
+    in_reply = in_reply_to_id(
+        clean_text(str(one("in-reply-to") or "")),
+        participants=[
+            a.addr
+            for a in (*from_list, *to, *cc, *parse_addresses(headers("reply-to")))
+        ],
+        references=refs,
+    )
     if body.plain is not None and body.plain.strip():
         text = body.plain
     elif body.html is not None:
@@ -717,11 +750,11 @@ def _finish(
         message_id=message_id,
         subject=subject,
         from_=from_,
-        to=parse_addresses(headers("to")),
-        cc=parse_addresses(headers("cc")),
+        to=to,
+        cc=cc,
         bcc=parse_addresses(headers("bcc")),
         date=date,
-        in_reply_to=in_reply[0] if in_reply else None,
+        in_reply_to=in_reply,
         references=refs,
         body=cap_body(reply),
         has_quote=has_quote,

@@ -220,3 +220,61 @@ def test_a_bogus_parent_id_without_at_joins_nothing() -> None:
     assert messages[2].references == ["2-b@host.example"]
     threads = thread_messages(messages, owner_addresses=set())
     assert sorted(len(m) for m in threads.values()) == [1, 2]
+
+
+def test_an_in_reply_to_phrase_naming_the_author_is_no_parent_id() -> None:
+    """Real SpamAssassin-list mail (exmh/nmh): ``In-Reply-To: Message from "Craig"
+    <craig@…> of "<date>." <id>`` names the author answered before the id. Taken
+    as the parent, the address joined every reply to Craig, months apart and on
+    unrelated subjects, into one thread."""
+    phrase = (
+        'In-Reply-To: Message from "Craig Hughes" <craig@example.org>\n'
+        '   of "{date}." <{parent}>\n'
+    )
+    messages = [
+        parse_rfc822(
+            _raw(
+                "p1@example.org",
+                "release notes",
+                "Craig Hughes <craig@example.org>",
+                "Mon, 02 Sep 2002 22:37:10 -0700",
+            )
+        ),
+        parse_rfc822(
+            _raw(
+                "p2@example.org",
+                "corpus of mail",
+                "Craig Hughes <craig@example.org>",
+                "Wed, 09 Oct 2002 08:37:09 -0700",
+            )
+        ),
+        parse_rfc822(
+            _raw(
+                "r1@example.net",
+                "Re: release notes",
+                "Justin <justin@example.net>",
+                "Tue, 03 Sep 2002 13:38:29 +0100",
+                "Cc: craig@example.org\n"
+                + phrase.format(
+                    date="Mon, 02 Sep 2002 22:37:10 PDT", parent="p1@example.org"
+                ),
+            )
+        ),
+        parse_rfc822(
+            _raw(
+                "r2@example.net",
+                "Re: corpus of mail",
+                "Justin <justin@example.net>",
+                "Wed, 09 Oct 2002 17:23:25 +0100",
+                "Cc: craig@example.org\n"
+                + phrase.format(
+                    date="Wed, 09 Oct 2002 08:37:09 PDT", parent="p2@example.org"
+                ),
+            )
+        ),
+    ]
+    assert [m.in_reply_to for m in messages[2:]] == ["p1@example.org", "p2@example.org"]
+    threads = thread_messages(messages, owner_addresses=set())
+    assert sorted(
+        sorted(m.message_id for m in members) for members in threads.values()
+    ) == [["p1@example.org", "r1@example.net"], ["p2@example.org", "r2@example.net"]]
