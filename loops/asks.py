@@ -283,7 +283,9 @@ def find_asks(text: str) -> list[Ask]:
     """Every ask in ``text`` (already the newest, unquoted part of a message).
     A long text that opens with an FYI preface ("Don't know if you saw this
     already.") is a pasted article: only asks in its first
-    ``PREFACE_SENTENCES`` sentences count.
+    ``PREFACE_SENTENCES`` sentences count. A question its writer answers or
+    acts on in the very next sentence ("As in a listing of the server? OK,
+    done.", ``_answered_by_me``) asks nothing.
 
     The answer is a new list each call; the asks are computed once per distinct
     text (``_asks_of``): detection reads the same message's asks several times,
@@ -299,7 +301,12 @@ def _asks_of(text: str) -> tuple[Ask, ...]:
     if len(found) > PASTED_MIN_SENTENCES and _FYI_PREFACE.match(found[0][0]):
         found = found[:PREFACE_SENTENCES]
     asks = ((sentence_ask(sentence), jest) for sentence, jest in found)
-    return tuple(replace(a, jest=True) if jest else a for a, jest in asks if a)
+    flat = collapse(URL_RE.sub(" ", text))
+    return tuple(
+        replace(a, jest=True) if jest else a
+        for a, jest in asks
+        if a and not (a.kind == QUESTION and _answered_by_me(a.sentence, flat))
+    )
 
 
 def live_asks(
@@ -517,13 +524,16 @@ _SEEKS_HELP = re.compile(
 # An aside in brackets or parentheses ("[Destined to be a new reality TV show?]",
 # "(yeah, what am I doing? I know.)"): the question opens inside the bracket.
 _ASIDE = re.compile(r"^\s*[\[(][^\])]*\?")
-# My own short answer, a whole sentence, right after my question ("Is this old
-# news? It should be."): a question I answer myself asks nothing.
+# The writer's own short answer, a whole sentence, right after their question
+# ("Is this old news? It should be."; "As in getting a listing of the server?
+# OK, done."; "Where is the log? Never mind, found it."): a question its writer
+# answers or acts on at once asks nothing.
 _SELF_ANSWER = re.compile(
     r"^(?:(?:it|that|this|they) (?:is|was|are|should be|must be|will be|isn'?t|"
     r"wasn'?t|aren'?t)(?: not)?|yes|no|nope|yep|probably(?: not)?|maybe|perhaps|"
     r"of course(?: not)?|sure|i doubt it|i think so|i hope so|i hope not|"
-    r"i think not|i know)\s*[.!)]",
+    r"i think not|i know|(?:ok(?:ay)?,?\s+)?done|never\s?mind(?:,? found it)?|"
+    r"found it)\s*[.!):]",
     re.I,
 )
 # A quotation of someone else's words: a passage between double quotes (straight
@@ -587,7 +597,6 @@ def readers_asks(
             and not _READERS.search(a.sentence)
         )
         and not (_ASIDE.match(a.sentence) and not _READERS.search(a.sentence))
-        and not _answered_by_me(a.sentence, flat)
         and (named or a.kind != QUESTION or _seeks_help(a.sentence, flat))
     ]
 
@@ -626,9 +635,10 @@ def _own_words(text: str) -> str:
 
 
 def _answered_by_me(sentence: str, flat: str) -> bool:
-    """True when, in ``flat`` (the post's text, whitespace collapsed), ``sentence``
-    (a question) is followed at once by my own short answer (``_SELF_ANSWER``:
-    "Is this old news? It should be.")."""
+    """True when, in ``flat`` (the message's text, URLs removed, whitespace
+    collapsed), ``sentence`` (a question) is followed at once by its writer's own
+    short answer (``_SELF_ANSWER``: "Is this old news? It should be.", "…? OK,
+    done.")."""
     at = flat.find(sentence)
     if at < 0 or not sentence.rstrip().endswith("?"):
         return False

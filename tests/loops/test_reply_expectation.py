@@ -1095,3 +1095,20 @@ def test_asking_whether_something_is_wrong_is_still_an_ask() -> None:
         assert opened([mail(1, body, frm=ME, to=(ANN,))]) == [
             LoopType.UNANSWERED_OUTBOUND
         ], body
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "Ah. As in copying the results from the shared server? OK, done.\n\n"
+        "Good point.",
+        "Where did you put the minutes? Never mind, found it.",
+        "Is the shed key under the mat? Done: I used the spare.",
+    ],
+)
+def test_question_its_writer_answers_at_once_is_not_an_ask(body: str) -> None:
+    # Interleaved under my quoted points: her clarifying question, then her own
+    # "OK, done." The question is settled by the writer who asked it.
+    assert opened([mail(1, body)]) == []
+    asked = body.replace("?", "? And could you send me the agenda?", 1)
+    assert opened([mail(2, asked)]) == [LoopType.UNANSWERED_INBOUND]
