@@ -56,9 +56,10 @@ _HEADER_ABOVE = re.compile(
 # "On <date>, <name> wrote:" / "<name> wrote:" above a quote.
 ATTRIBUTION = re.compile(r"^\s*On .{0,200}wrote:\s*$|^.{0,80}\bwrote:\s*$", re.I)
 # A quoted line: ">", initials or a first name before it as some clients write them
-# ("JH> ", "    E> ", Supercite's "Chris> ", "  Guido> "), or pine's "--]".
+# ("JH> ", "    E> ", Supercite's "Chris> ", "  Guido> "), pine's "--]", or a
+# closing parenthesis some old clients quote with (") This isn't a MIME message").
 _NAME_QUOTE = r"[A-Za-z]{1,4}>|[A-Z][a-z]{4,9}>(?=\s|$)"
-QUOTED_LINE = re.compile(rf"^\s*(?:{_NAME_QUOTE}|>|--\])")
+QUOTED_LINE = re.compile(rf"^\s*(?:{_NAME_QUOTE}|>|--\]|\)(?=\s|$))")
 _INITIALS_QUOTE = re.compile(rf"^\s*(?:{_NAME_QUOTE}|--\])")
 # The signature delimiter ("-- ", often stripped to "--").
 _SIGNATURE = re.compile(r"^--\s?$")

@@ -335,6 +335,25 @@ def test_interleaved_reply_keeps_every_answer() -> None:
     assert msg.body == "Answers inline.\n\nAttached.\nBy Friday.\nRobin does."
 
 
+def test_interleaved_reply_quoted_with_a_parenthesis_keeps_every_answer() -> None:
+    """Real list mail: an old client quotes with ") " instead of "> ". The
+    writer's answers between the quotes are the message; before, the body held
+    nothing of them (everything under "On … wrote:" was dropped)."""
+    msg = parse_rfc822(
+        _text_mail(
+            "On 19/08/02 12:29 -0500, Ann Quill wrote:\n"
+            ") This isn't a multipart message though.\n\n"
+            "Then the whole thing is one part.\n\n"
+            ") I see methods 1-4 in the manual page.\n\n"
+            "Method 5 is in the source code.\n"
+        )
+    )
+    assert (
+        msg.body
+        == "Then the whole thing is one part.\n\nMethod 5 is in the source code."
+    )
+
+
 @pytest.mark.parametrize(
     "attribution",
     [
