@@ -29,7 +29,7 @@ Run (from any worktree): ``.venv/bin/python benchmarks/loops_quality.py``
   ``--reuse``         skip the import when the source already exists (detection
                       is re-run on the stored mail)
   ``--assume-answers-visible``  score as if every source held the other side's
-                      mail: the sent-only rule (``loops.selectors.answers_visible``)
+                      mail: the sent-only rule (``loops.selectors.mail_coverage``)
                       off, to see what it holds back
   ``--no-list-asks``  my own help requests to a mailing list open nothing
                       (``settings.LOOPS_LIST_ASKS`` off; on by default)
@@ -645,13 +645,16 @@ def main() -> None:
     )
     if args.assume_answers_visible:
         import loops.pipeline
+        import loops.selectors
         import loops.waiting
+        from loops.definitions import MailCoverage
 
-        def visible(**_: Any) -> bool:
-            return True
+        def visible(*_: Any, **__: Any) -> MailCoverage:
+            return MailCoverage()
 
-        loops.pipeline.answers_visible = visible  # type: ignore[assignment]
-        loops.waiting.answers_visible = visible  # type: ignore[assignment]
+        loops.pipeline.mail_coverage = visible  # type: ignore[assignment]
+        loops.waiting.mail_coverage = visible  # type: ignore[assignment]
+        loops.selectors.SourceScans.coverage = visible  # type: ignore[method-assign]
     if args.no_list_asks:
         settings.LOOPS_LIST_ASKS = False
     labels = load_labels()

@@ -16,8 +16,9 @@ import threading
 from bisect import bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from functools import lru_cache
-from itertools import chain
+from itertools import accumulate, chain
 from typing import TYPE_CHECKING, Protocol
 
 from mailparser_reply import EmailReplyParser
@@ -33,7 +34,7 @@ from brain.mailtext import (
 from loops.message import BULK_CATEGORIES, SENT, MailMessage
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Sequence
+    from collections.abc import Collection, Mapping, Sequence
 
 NOISE_SENDER_MARKERS = (
     "noreply",
@@ -701,3 +702,74 @@ def is_acknowledgement_only(body: str) -> bool:
 def quote_of(body: str, limit: int = 200) -> str:
     """Evidence quote: the first ``limit`` chars of the collapsed newest reply."""
     return collapse(reply_text(body))[:limit]
+
+
+# Whether a mailbox kept the mail others sent me is judged over this many days
+# on each side of my ask (SPEC §5.1a "answers visible"): a mailbox that kept my
+# sent mail of a period but not what others sent me then (an inbox emptied or
+# archived elsewhere, a sent folder reaching back years) cannot show whether my
+# asks of that period were answered. Kept inboxes are bursty (the Enron allen-p
+# inbox holds weeks with nothing from others between busy ones), so the window
+# is two months wide.
+COVERAGE_WINDOW_DAYS = 30
+# The window tells only when it holds at least this many messages (the bar of
+# the source-level rule, ``loops.selectors.SENT_ONLY_MIN_MESSAGES``) ...
+COVERAGE_MIN_MESSAGES = 50
+# ... and the mailbox kept others' mail of the window when it holds at least this
+# many of their messages per message of mine (a kept inbox receives several
+# times what its owner sends: 2.9-4.5 per message in the months of the Enron
+# allen-p inbox; 0.0-0.3 in its months of sent mail alone).
+COVERAGE_OTHERS_PER_MINE = 0.5
+
+
+@dataclass(frozen=True)
+class MailCoverage:
+    """Which days of a source hold the mail others sent me, from per-day counts
+    (SPEC §5.1a: a source that cannot show answers opens no waiting loop).
+
+    ``days`` are UTC ``YYYY-MM-DD`` strings, sorted; ``mine`` and ``others`` the
+    running totals of my messages and of others' messages up to and including
+    each day. ``whole`` is the source-level verdict (``loops.selectors
+    .answers_visible``)."""
+
+    days: tuple[str, ...] = ()
+    mine: tuple[int, ...] = ()
+    others: tuple[int, ...] = ()
+    whole: bool = True
+
+    @classmethod
+    def from_days(
+        cls, counts: Mapping[str, tuple[int, int]], *, whole: bool
+    ) -> MailCoverage:
+        """From ``{day: (my messages, others' messages)}``."""
+        days = tuple(sorted(counts))
+        mine = tuple(accumulate(counts[d][0] for d in days))
+        others = tuple(accumulate(counts[d][1] for d in days))
+        return cls(days, mine, others, whole)
+
+    def _upto(self, day: str) -> tuple[int, int]:
+        i = bisect_right(self.days, day)
+        return (self.mine[i - 1], self.others[i - 1]) if i else (0, 0)
+
+    def answers_visible(self, *, after: datetime, now: datetime) -> bool:
+        """True when the source could show an answer to my message of ``after``:
+        the whole source is no sent folder alone (``whole``) and, over the
+        ``COVERAGE_WINDOW_DAYS`` on each side of ``after`` (to ``now`` at most),
+        it holds fewer than ``COVERAGE_MIN_MESSAGES`` messages (too few to
+        tell) or others' messages number at least ``COVERAGE_OTHERS_PER_MINE``
+        per one of mine."""
+        if not self.whole:
+            return False
+        if not self.days:
+            return True
+        after = after.astimezone(UTC)
+        span = timedelta(days=COVERAGE_WINDOW_DAYS)
+        end = min(after + span, now.astimezone(UTC))
+        first = (after - span - timedelta(days=1)).strftime("%Y-%m-%d")
+        mine_before, others_before = self._upto(first)
+        mine_to, others_to = self._upto(end.strftime("%Y-%m-%d"))
+        mine, others = mine_to - mine_before, others_to - others_before
+        return (
+            mine + others < COVERAGE_MIN_MESSAGES
+            or others >= COVERAGE_OTHERS_PER_MINE * mine
+        )

@@ -44,6 +44,7 @@ from loops.senders import Contact, is_list_address
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping, Sequence
 
+    from loops.definitions import MailCoverage
     from loops.message import MailMessage
 
 INBOUND_GRACE = timedelta(hours=24)
@@ -307,6 +308,7 @@ def detect_thread(
     answers_visible: bool = True,
     undeliverable: Mapping[str, Sequence[datetime]] | None = None,
     list_asks: bool = False,
+    coverage: MailCoverage | None = None,
 ) -> Verdict:
     """Decide which deterministic loops of one thread open and close (SPEC §5.2,
     §5.1a).
@@ -327,7 +329,10 @@ def detect_thread(
     reply to their announcement to a crowd expires after
     ``REPLY_TO_CROWD_LIFETIME``), and never when
     ``answers_visible`` is False (a source holding only my sent mail cannot see
-    whether anyone answered: ``loops.selectors.answers_visible``).
+    whether anyone answered: ``loops.selectors.answers_visible``), nor when
+    ``coverage`` (``loops.selectors.mail_coverage``) says the source kept none of
+    the mail others sent me in the days after my last message (its sent mail of
+    that period alone: ``MailCoverage.answers_visible``).
     ``undeliverable`` maps an address to the times delivery-failure notices for it
     arrived (``loops.selectors.undeliverable``): my ask that bounced for an
     address within ``BOUNCE_WINDOW`` waits on nobody there, and a copy of my ask
@@ -379,7 +384,12 @@ def detect_thread(
             # subject-alike reply to a message this thread lacks, a new topic
             # started by replying to me): nobody answered it.
             waiting_run = mine_run
-    if mine and not answers_visible:
+    if mine and not (
+        answers_visible
+        and (
+            coverage is None or coverage.answers_visible(after=run[-1].sent_at, now=now)
+        )
+    ):
         verdict = Verdict(close=[LoopType.UNANSWERED_INBOUND], reason="no_inbound_mail")
         verdict.retract[LoopType.UNANSWERED_OUTBOUND] = verdict.reason
         return verdict

@@ -69,9 +69,9 @@ from loops.models import (
 from loops.selectors import (
     MAILBOX_WINDOW_DAYS,
     SourceScans,
-    answers_visible,
     counterparty_messages,
     domain_people,
+    mail_coverage,
     mutes_for,
     newest_message_at,
     reference_clock,
@@ -110,6 +110,7 @@ from loops.services_senders import sender_profile_decide, sender_profiles_refres
 if TYPE_CHECKING:
     from collections.abc import Collection, Iterable, Iterator, Sequence
 
+    from loops.definitions import MailCoverage
     from loops.message import MailMessage
 
 logger = logging.getLogger(__name__)
@@ -989,7 +990,7 @@ class ChunkState:
     rule_keys: set[str]
     kinds: dict[str, str] | None = None
     contacts: dict[str, Contact] | None = None
-    answers_visible: bool | None = None
+    coverage: MailCoverage | None = None
     undeliverable: dict[str, list[datetime]] | None = None
 
 
@@ -1082,10 +1083,10 @@ def thread_process(
         if preload is not None and preload.contacts is not None
         else sender_contacts(source_id=source.id, addresses=kinds)
     )
-    answers_seen = (
-        preload.answers_visible
-        if preload is not None and preload.answers_visible is not None
-        else answers_visible(source_id=source.id, owners=source.owner_addresses)
+    coverage = (
+        preload.coverage
+        if preload is not None and preload.coverage is not None
+        else mail_coverage(source_id=source.id, owners=source.owner_addresses)
     )
     bounces = (
         preload.undeliverable
@@ -1099,9 +1100,10 @@ def thread_process(
         now=now,
         sender_kinds=kinds,
         contacts=contacts,
-        answers_visible=answers_seen,
+        answers_visible=coverage.whole,
         undeliverable=bounces,
         list_asks=settings.LOOPS_LIST_ASKS,
+        coverage=coverage,
     )
     open_loops = preload.open_loops.get(thread_id, []) if preload else None
     queued = len(batch.pending) if batch is not None else 0
@@ -1178,10 +1180,10 @@ def _chunk_process(
         )
         if scans is not None:
             scans.refresh(source.owner_addresses)
-            state.answers_visible = scans.answers_visible()  # type: ignore[union-attr]
+            state.coverage = scans.coverage()  # type: ignore[union-attr]
             state.undeliverable = scans.undeliverable()  # type: ignore[union-attr]
         else:
-            state.answers_visible = answers_visible(  # type: ignore[union-attr]
+            state.coverage = mail_coverage(  # type: ignore[union-attr]
                 source_id=source.id, owners=source.owner_addresses
             )
             state.undeliverable = undeliverable(  # type: ignore[union-attr]

@@ -11,10 +11,16 @@ from typing import TYPE_CHECKING, Any
 from django.db import transaction
 from django.db.models import Count, Max, Q, QuerySet
 from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Substr
 from django.utils import timezone
 
 from brain.models import Alias, Page, RawRecord, Source
-from loops.definitions import BOUNCE_SENDERS, BOUNCE_SUBJECT, bounced_recipients
+from loops.definitions import (
+    BOUNCE_SENDERS,
+    BOUNCE_SUBJECT,
+    MailCoverage,
+    bounced_recipients,
+)
 from loops.detectors import Mutes
 from loops.message import MailMessage
 from loops.models import LoopStatus, LoopSuppression, OpenLoop, SenderProfile
@@ -352,6 +358,41 @@ def _answers_seen(total: int, mine: int) -> bool:
     return (total - mine) >= SENT_ONLY_INBOUND_SHARE * total
 
 
+def _day_counts(
+    records: QuerySet[RawRecord], owners: Iterable[str]
+) -> tuple[dict[str, tuple[int, int]], int, int, int | None]:
+    """Per UTC day of ``records`` (mail only) ``{day: (mine, others)}``, with the
+    totals (undated messages included) and the highest id read, in one grouped
+    statement."""
+    rows = (
+        records.filter(kind=RawRecord.Kind.RFC822)
+        .annotate(day=Substr(KeyTextTransform("date", "metadata"), 1, 10))
+        .values("day")
+        .annotate(
+            total=Count("id"), mine=Count("id", filter=_mine(owners)), top=Max("id")
+        )
+    )
+    days: dict[str, tuple[int, int]] = {}
+    total = mine = 0
+    top: int | None = None
+    for row in rows:
+        total, mine = total + row["total"], mine + row["mine"]
+        top = max(top or 0, row["top"])
+        if row["day"]:
+            days[row["day"]] = (row["mine"], row["total"] - row["mine"])
+    return days, total, mine, top
+
+
+def mail_coverage(*, source_id: str, owners: Iterable[str]) -> MailCoverage:
+    """Which days of the source hold others' mail, beside the source-level
+    ``answers_visible`` (``loops.definitions.MailCoverage``; SPEC §5.1a). One
+    grouped statement."""
+    days, total, mine, _top = _day_counts(
+        RawRecord.objects.filter(source_id=source_id), owners
+    )
+    return MailCoverage.from_days(days, whole=_answers_seen(total, mine))
+
+
 def answers_visible(*, source_id: str, owners: Iterable[str]) -> bool:
     """False when the source holds (almost) only my own mail: at least
     ``SENT_ONLY_MIN_MESSAGES`` messages and under ``SENT_ONLY_INBOUND_SHARE`` of
@@ -428,7 +469,9 @@ class SourceScans:
     total: int = 0
     mine: int = 0
     bounces: dict[str, list[datetime]] = field(default_factory=dict)
+    days: dict[str, tuple[int, int]] = field(default_factory=dict)
     _view: tuple[int, int, dict[str, list[datetime]]] = (0, 0, {})
+    _days_view: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def refresh(self, owners: Iterable[str]) -> None:
         """Read the records added since the last committed refresh (all of them
@@ -436,19 +479,14 @@ class SourceScans:
         owned = frozenset((o or "").lower() for o in owners)
         if owned != self.owners:
             self.owners, self.seen_id, self.total, self.mine = owned, 0, 0, 0
-            self.bounces = {}
-        rfc822 = Q(kind=RawRecord.Kind.RFC822)
+            self.bounces, self.days = {}, {}
         new = RawRecord.objects.filter(source_id=self.source_id, id__gt=self.seen_id)
-        counts = new.aggregate(
-            total=Count("id", filter=rfc822),
-            mine=Count("id", filter=rfc822 & _mine(owned)),
-            top=Max("id"),
-        )
+        new_days, new_total, new_mine, top = _day_counts(new, owned)
         found: dict[str, list[datetime]] = {}
-        if counts["top"] is not None:
+        if top is not None:
             _add_bounces(
                 found,
-                new.filter(_bounce_notices(), id__lte=counts["top"]).values_list(
+                new.filter(_bounce_notices(), id__lte=top).values_list(
                     "metadata", flat=True
                 ),
                 set(owned),
@@ -456,14 +494,20 @@ class SourceScans:
         merged = {address: list(when) for address, when in self.bounces.items()}
         for address, when in found.items():
             merged.setdefault(address, []).extend(when)
-        self._view = (self.total + counts["total"], self.mine + counts["mine"], merged)
-        if counts["top"] is None:
+        days = dict(self.days)
+        for day, (mine, others) in new_days.items():
+            had = days.get(day, (0, 0))
+            days[day] = (had[0] + mine, had[1] + others)
+        self._view = (self.total + new_total, self.mine + new_mine, merged)
+        self._days_view = days
+        if top is None:
             return
-        seen, top, view = self.seen_id, counts["top"], self._view
+        seen, view = self.seen_id, self._view
 
         def keep() -> None:
             if self.owners == owned and self.seen_id == seen:
                 self.total, self.mine, self.bounces = view
+                self.days = days
                 self.seen_id = top
 
         transaction.on_commit(keep)
@@ -471,6 +515,10 @@ class SourceScans:
     def answers_visible(self) -> bool:
         """``answers_visible`` of the source as of the last ``refresh``."""
         return _answers_seen(self._view[0], self._view[1])
+
+    def coverage(self) -> MailCoverage:
+        """``mail_coverage`` of the source as of the last ``refresh``."""
+        return MailCoverage.from_days(self._days_view, whole=self.answers_visible())
 
     def undeliverable(self) -> dict[str, list[datetime]]:
         """``undeliverable`` of the source as of the last ``refresh`` (a copy)."""

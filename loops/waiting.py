@@ -50,11 +50,11 @@ from loops.pipeline import (
 )
 from loops.selectors import (
     MAILBOX_WINDOW_DAYS,
-    answers_visible,
     automated_senders,
     counterparty_page,
     counterparty_pages,
     loop_list,
+    mail_coverage,
     messages_outside_window,
     mutes_for,
     reference_clock,
@@ -233,7 +233,7 @@ def _replay_source(source: Source, as_of: datetime) -> list[LoopView]:
         },
     )
     contacts = sender_contacts(source_id=source.id, addresses=kinds)
-    visible = answers_visible(source_id=source.id, owners=source.owner_addresses)
+    coverage = mail_coverage(source_id=source.id, owners=source.owner_addresses)
     bounces = undeliverable(source_id=source.id, owners=source.owner_addresses)
     triaged = set(
         OpenLoop.objects.filter(closed_by_person(), source=source).values_list(
@@ -249,9 +249,10 @@ def _replay_source(source: Source, as_of: datetime) -> list[LoopView]:
             now=as_of,
             sender_kinds=kinds,
             contacts=contacts,
-            answers_visible=visible,
+            answers_visible=coverage.whole,
             undeliverable=bounces,
             list_asks=settings.LOOPS_LIST_ASKS,
+            coverage=coverage,
         )
         for spec in verdict.open:
             if spec.dedup_key in triaged:

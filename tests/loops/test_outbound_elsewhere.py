@@ -132,6 +132,19 @@ def test_a_source_of_only_my_sent_mail_cannot_see_answers(robins_mailbox, store)
     ]  # fmt: skip
     store(robins_mailbox, answers, page=False)
     assert answers_visible(source_id=robins_mailbox.id, owners=[ROBIN])
+    # ... but in the weeks of these asks it holds two of others' messages to my
+    # sixty: a sent folder with a stray answer, which still cannot show whether
+    # Dana answered the rest (``MailCoverage``).
+    process_threads(source_id=robins_mailbox.id, thread_ids=["t3"], now=LATER)
+    assert not OpenLoop.objects.filter(source=robins_mailbox).exists()
+    # With the inbox of those weeks kept (others write more than I do), my
+    # unanswered ask waits on Dana.
+    inbox = [
+        mail(200 + n, f"Robin, notes from meeting {n}.", frm=f"p{n}@example.org",
+             to=(ROBIN,), hours=n, thread=f"in{n}")
+        for n in range(40)
+    ]  # fmt: skip
+    store(robins_mailbox, inbox, page=False)
     process_threads(source_id=robins_mailbox.id, thread_ids=["t3"], now=LATER)
     assert _waiting(robins_mailbox).counterparty_email == DANA
 

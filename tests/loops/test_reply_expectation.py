@@ -12,7 +12,7 @@ import pytest
 from connectors.mail.parsing import parse_rfc822
 from connectors.mail.threading import dedupe, thread_messages
 from loops.asks import find_asks, is_fulfilment
-from loops.definitions import collapse, quoted_messages, reply_text
+from loops.definitions import MailCoverage, collapse, quoted_messages, reply_text
 from loops.detectors import detect_thread
 from loops.message import MailMessage
 from loops.models import CLOSED_BY_FULFILLED, LoopType
@@ -1112,3 +1112,27 @@ def test_question_its_writer_answers_at_once_is_not_an_ask(body: str) -> None:
     assert opened([mail(1, body)]) == []
     asked = body.replace("?", "? And could you send me the agenda?", 1)
     assert opened([mail(2, asked)]) == [LoopType.UNANSWERED_INBOUND]
+
+
+def _coverage(mine_per_day: int, others_per_day: int) -> MailCoverage:
+    """Sixty days around T0 with the given messages per day."""
+    days = {
+        (T0 + timedelta(days=d)).strftime("%Y-%m-%d"): (mine_per_day, others_per_day)
+        for d in range(-30, 30)
+    }
+    return MailCoverage.from_days(days, whole=True)
+
+
+def test_my_ask_in_a_period_whose_inbox_was_not_kept_waits_on_nobody() -> None:
+    # An export whose sent folder reaches back further than its inbox: in the
+    # weeks around my ask it holds my mail and next to nothing others sent me, so
+    # it cannot show whether Ann answered. The source as a whole has an inbox.
+    ask = mail(1, "Ann, can you send me the signed lease?", frm=ME, to=(ANN,))
+    sent_only = _coverage(mine_per_day=3, others_per_day=0)
+    kept = _coverage(mine_per_day=3, others_per_day=6)
+    assert detect_thread([ask], owner_addresses=[ME], now=NOW, coverage=kept).open
+    blind = detect_thread([ask], owner_addresses=[ME], now=NOW, coverage=sent_only)
+    assert blind.open == [] and blind.reason == "no_inbound_mail"
+    # Too little of my own mail around it to tell: the source-level rule stands.
+    quiet = _coverage(mine_per_day=0, others_per_day=0)
+    assert detect_thread([ask], owner_addresses=[ME], now=NOW, coverage=quiet).open

@@ -1,4 +1,5 @@
-"""An import's whole-source reads (``answers_visible``, ``undeliverable``) are kept
+"""An import's whole-source reads (``answers_visible``, ``undeliverable``,
+``mail_coverage``) are kept
 from batch to batch (``loops.selectors.SourceScans``, SPEC §11 ingest rate): each
 batch reads only the records added since, and answers what a fresh read of the
 whole source answers (SPEC §5.1a), also after a batch that rolled back."""
@@ -12,8 +13,9 @@ import pytest
 from django.db import transaction
 
 from brain.models import RawRecord, Source
+from loops.definitions import MailCoverage
 from loops.message import MailMessage
-from loops.selectors import SourceScans, answers_visible, undeliverable
+from loops.selectors import SourceScans, answers_visible, mail_coverage, undeliverable
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -61,20 +63,26 @@ def _add(source: Source, first: int, count: int) -> None:
     RawRecord.objects.bulk_create(rows)
 
 
-def _fresh(source: Source) -> tuple[bool, dict[str, list[datetime]]]:
+def _fresh(
+    source: Source,
+) -> tuple[bool, dict[str, list[datetime]], MailCoverage]:
     return (
         answers_visible(source_id=source.id, owners=[OWNER]),
         {
             a: sorted(w)
             for a, w in undeliverable(source_id=source.id, owners=[OWNER]).items()
         },
+        mail_coverage(source_id=source.id, owners=[OWNER]),
     )
 
 
-def _kept(scans: SourceScans) -> tuple[bool, dict[str, list[datetime]]]:
+def _kept(
+    scans: SourceScans,
+) -> tuple[bool, dict[str, list[datetime]], MailCoverage]:
     return (
         scans.answers_visible(),
         {a: sorted(w) for a, w in scans.undeliverable().items()},
+        scans.coverage(),
     )
 
 
@@ -116,3 +124,16 @@ def test_source_scans_answer_as_a_fresh_read_batch_after_batch_and_after_a_rollb
         scans.refresh([OWNER])
     assert _kept(scans) == _fresh(source)
     assert scans.answers_visible() is False
+
+
+def test_mail_coverage_counts_my_mail_and_others_per_utc_day() -> None:
+    source = Source.objects.create(
+        id="coverage", kind=Source.Kind.MAILBOX, owner_addresses=[OWNER]
+    )
+    _add(source, 0, 48)  # two days, hourly: n % 3 == 0 mine (n % 5 == 0 a notice)
+    coverage = mail_coverage(source_id=source.id, owners=[OWNER])
+    assert coverage.days == ("2024-03-01", "2024-03-02")
+    mine_day1 = sum(1 for n in range(24) if n % 3 == 0 and n % 5)
+    assert coverage.mine[0] == mine_day1 and coverage.others[0] == 24 - mine_day1
+    assert coverage.mine[-1] + coverage.others[-1] == 48
+    assert coverage.whole is True
