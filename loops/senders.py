@@ -7,7 +7,8 @@ stores the verdicts (``SenderProfile``); an admin verdict always wins over these
 
 Signals, per sender address, over the whole source:
 - noise markers (SPEC §5.1) and role-like local parts (``mailman``, ``webmaster``,
-  ``update@``, ``edelivery@``, ``news@``, ``events@`` …);
+  ``update@``, ``edelivery@``, ``news@``, ``events@`` …), and display names that
+  name a process, office or system ("Performance Evaluation Process");
 - opt-out and footer wording, matched with all whitespace removed so that extra
   spaces and line breaks do not hide it ("to be  removed", "reply with remove",
   "click here to unsubscribe");
@@ -61,6 +62,14 @@ ROLE_TOKENS = frozenset(
     admin administrator editor editors team contest prizes prize winners iwon
     survey surveys conference conferences seminar seminars webinar webinars
     registration register rsvp press media communications comms""".split()
+)
+# Display-name words that name an organisation's process, office or system, not
+# a person ("Performance Evaluation Process", "Office of the Chairman", "IT Help
+# Desk", "HR Department").
+ROLE_NAME_WORDS = frozenset(
+    """process system systems team department dept desk center centre program
+    programme service services administration notification notifications alerts
+    announcements newsletter mailer helpdesk support committee office""".split()
 )
 ROLE_PREFIXES = ("leave-", "bounce", "unsubscribe", "owner-", "return-", "reply-")
 ROLE_SUFFIXES = ("-request", "-owner", "-bounces", "-admin")
@@ -164,6 +173,14 @@ def local_part_is_role(address: str) -> bool:
         return True
     tokens = [t for t in re.split(r"[._+\-]", local) if t]
     return any(t in ROLE_TOKENS for t in tokens)
+
+
+def name_is_role(name: str) -> bool:
+    """True when a display name names a process, an office or a system
+    (``ROLE_NAME_WORDS``: "Performance Evaluation Process", "Office of the
+    Chairman") rather than a person."""
+    words = re.findall(r"[a-z]+", (name or "").lower())
+    return any(w in ROLE_NAME_WORDS for w in words)
 
 
 def has_opt_out_wording(text: str) -> bool:
@@ -491,6 +508,7 @@ REASON_TEXT = {
     "noise_marker": "a system address (noreply, notifications, mailer-daemon…)",
     "opt_out_wording": "most of its mail has unsubscribe or opt-out wording",
     "role_address": "a role address (news@, webmaster@, mailman…)",
+    "role_name": "its name is a process, office or system, not a person",
     "repetition": "sends the same subject or opening again and again",
     "always_to_crowds": "writes to crowds of recipients",
     "html_only": "sends HTML-only mail",
@@ -515,8 +533,8 @@ def classify_sender(stats: SenderStats) -> tuple[str, list[str]]:
     """``(person | automated, reasons)`` for one sender (SPEC §5.1a).
 
     Strong signals (a noise marker, opt-out wording in most of its mail, a role
-    address that also repeats itself) decide alone. Weak ones (a role address,
-    repetition, crowds, HTML-only) decide only when no owner address ever wrote to
+    address that also repeats itself) decide alone. Weak ones (a role address, a
+    role name, repetition, crowds, HTML-only) decide only when no owner address ever wrote to
     the sender or in its threads. Volume alone is not a signal: a busy colleague or
     a list regular writes a lot; repetition is (the same subject or opening again
     and again, digits ignored), and counts only from ``REPEAT_MIN`` messages and
@@ -534,6 +552,8 @@ def classify_sender(stats: SenderStats) -> tuple[str, list[str]]:
     weak: list[str] = []
     if stats.role:
         weak.append("role_address")
+    if stats.names and all(name_is_role(n) for n in stats.names):
+        weak.append("role_name")
     if stats.messages >= REPEAT_MIN:
         top_subject = max(
             stats.subjects.most_common(1)[0][1] if stats.subjects else 0,

@@ -513,6 +513,24 @@ def test_personal_addresses_are_not_role_like() -> None:
     assert not local_part_is_role("no.address@acme.example")
 
 
+@pytest.mark.parametrize(
+    "name", ["Performance Evaluation Process", "Office of the Chairman", "IT Help Desk"]
+)
+def test_sender_named_as_a_process_or_office_is_automated(name: str) -> None:
+    # A personal-looking address, but the name is a process: its "please give
+    # your feedback" is a system's request, not a person waiting on me.
+    ask = mail(1, "Olivia, you have been selected. Please complete the form.",
+               frm="perfrev@acme.example", name=name)  # fmt: skip
+    assert _kinds([ask])["perfrev@acme.example"] == AUTOMATED
+    assert opened([ask], _kinds([ask])) == []
+    # A person's name stays a person; and so does an office the owner wrote to.
+    assert _kinds([replace(ask, from_name="Ann Baker")])["perfrev@acme.example"] == (
+        PERSON
+    )
+    answer = mail(2, "Done, thanks.", frm=ME, to=("perfrev@acme.example",), hours=1)
+    assert _kinds([ask, answer])["perfrev@acme.example"] == PERSON
+
+
 def test_html_only_marketing_is_automated() -> None:
     msgs = [
         mail(i, f"Spring collection {i}", frm="dana@boutique.example", html_only=True)
