@@ -394,9 +394,13 @@ def in_reply_to_id(
     thread. A token that is the address of one of the message's own
     ``participants`` (From, To, Cc, Reply-To) is no message id and is skipped; of
     the ids left, the one that also closes ``references`` (the parent, RFC 5322
-    §3.6.4) wins, else the last (the phrase precedes the id)."""
+    §3.6.4) wins, else the last (the phrase precedes the id). A header holding
+    one bare id without brackets is read as that id."""
     people = {a.lower() for a in participants if a}
-    ids = [i for i in parse_references(value) if i.lower() not in people]
+    # A bare id without angle brackets ("In-Reply-To: m3@example.org"), as some
+    # scripts write it, is the parent too.
+    found = parse_references(value) or [normalize_message_id(value)]
+    ids = [i for i in found if "@" in i and i.lower() not in people]
     if not ids:
         return None
     if len(ids) > 1:

@@ -278,3 +278,26 @@ def test_an_in_reply_to_phrase_naming_the_author_is_no_parent_id() -> None:
     assert sorted(
         sorted(m.message_id for m in members) for members in threads.values()
     ) == [["p1@example.org", "r1@example.net"], ["p2@example.org", "r2@example.net"]]
+
+
+def test_an_in_reply_to_without_angle_brackets_still_names_the_parent() -> None:
+    parent = parse_rfc822(
+        _raw(
+            "q1@example.org",
+            "keys",
+            "Ann <ann@example.org>",
+            "Mon, 2 Sep 2002 10:00:00 +0000",
+        )
+    )
+    reply = parse_rfc822(
+        _raw(
+            "r1@example.net",
+            "the keys you asked about",
+            "Ron <ron@example.net>",
+            "Mon, 2 Sep 2002 11:00:00 +0000",
+            "In-Reply-To: q1@example.org\n",
+        )
+    )
+    assert reply.in_reply_to == "q1@example.org"
+    threads = thread_messages([parent, reply], owner_addresses=set())
+    assert sorted(len(m) for m in threads.values()) == [2]
