@@ -528,12 +528,21 @@ _ASIDE = re.compile(r"^\s*[\[(][^\])]*\?")
 # ("Is this old news? It should be."; "As in getting a listing of the server?
 # OK, done."; "Where is the log? Never mind, found it."): a question its writer
 # answers or acts on at once asks nothing.
+# Words that take a question back ("Never mind, I found them.", "Scratch that",
+# "Oh wait, I have it", "Actually don't bother", "Ignore my last mail").
+_WITHDRAWAL_WORDS = (
+    r"(?:(?:oh|ah|ok(?:ay)?|actually|sorry)\W+)*(?:never\s?mind|scratch that|"
+    r"forget (?:it|that|this|my (?:last|previous)\b)|(?:please )?(?:ignore|disregard) "
+    r"(?:it|that|this|the above|my (?:last|previous)\b)|don'?t bother|no need|"
+    r"(?:wait\W+)?(?:i'?ve?|we'?ve?|i|we) (?:just )?(?:found|have|got) (?:it|them)\b|"
+    r"found (?:it|them)\b)"
+)
+_WITHDRAWAL = re.compile(r"^\W*" + _WITHDRAWAL_WORDS, re.I)
 _SELF_ANSWER = re.compile(
     r"^(?:(?:it|that|this|they) (?:is|was|are|should be|must be|will be|isn'?t|"
     r"wasn'?t|aren'?t)(?: not)?|yes|no|nope|yep|probably(?: not)?|maybe|perhaps|"
     r"of course(?: not)?|sure|i doubt it|i think so|i hope so|i hope not|"
-    r"i think not|i know|(?:ok(?:ay)?,?\s+)?done|never\s?mind(?:,? found it)?|"
-    r"found it)\s*[.!):]",
+    r"i think not|i know|(?:ok(?:ay)?,?\s+)?done)\s*[.!):]|^" + _WITHDRAWAL_WORDS,
     re.I,
 )
 # A quotation of someone else's words: a passage between double quotes (straight
@@ -632,6 +641,14 @@ def _own_words(text: str) -> str:
     return _QUOTED.sub(
         lambda q: " " if len(q.group(0)) - 2 >= QUOTATION_CHARS else q.group(0), body
     )
+
+
+def withdraws(text: str) -> bool:
+    """True when ``text`` (a message's newest part) opens by taking its writer's
+    earlier question back ("Never mind, found it.", "Scratch that, I have them
+    now") and asks nothing new: the question of the writer's previous message
+    is settled by the writer (SPEC §5.1a)."""
+    return bool(_WITHDRAWAL.match(text or "")) and not find_asks(text)
 
 
 def _answered_by_me(sentence: str, flat: str) -> bool:

@@ -21,6 +21,7 @@ from loops.asks import (
     readers_asks,
     settles_by_silence,
     vocative,
+    withdraws,
 )
 from loops.definitions import (
     REPLY_PREFIX_RE,
@@ -285,6 +286,13 @@ def _name_tokens(address: str) -> set[str]:
     return {t for t in re.split(r"[._+\-]", local) if len(t) >= 2}
 
 
+def _run_withdrawn(run: Sequence[MailMessage], turns: Sequence[MailMessage]) -> bool:
+    """True when the newest message of the current turn takes back a question
+    its writer asked earlier in the thread (``loops.asks.withdraws``: "Never
+    mind, found it." after "Where are the slides?")."""
+    return len(turns) > 1 and withdraws(ask_text(run[-1]))
+
+
 def addressed_elsewhere(message: MailMessage, owners: Collection[str]) -> bool:
     """True when the message opens by naming another of its recipients ("Pam, can
     you help with below?" sent to me and Pam): its asks are not for me."""
@@ -366,6 +374,15 @@ def detect_thread(
         run.append(m)
     run.reverse()
 
+    if _run_withdrawn(run, turns):
+        # "Never mind, found it.": the writer took their own question back.
+        if mine:
+            verdict = Verdict(close=[LoopType.UNANSWERED_INBOUND], reason="withdrawn")
+            verdict.retract[LoopType.UNANSWERED_OUTBOUND] = verdict.reason
+        else:
+            verdict = Verdict(close=[LoopType.UNANSWERED_OUTBOUND], reason="withdrawn")
+            verdict.retract[LoopType.UNANSWERED_INBOUND] = verdict.reason
+        return verdict
     seen = contacts or {}
     waiting_run: list[MailMessage] | None = None  # my run that waits on them
     if not mine and answers_visible:

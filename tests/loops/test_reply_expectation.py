@@ -1154,3 +1154,29 @@ def test_my_ask_in_a_period_whose_inbox_was_not_kept_waits_on_nobody() -> None:
     # Too little of my own mail around it to tell: the source-level rule stands.
     quiet = _coverage(mine_per_day=0, others_per_day=0)
     assert detect_thread([ask], owner_addresses=[ME], now=NOW, coverage=quiet).open
+
+
+@pytest.mark.parametrize(
+    "question,withdrawal",
+    [
+        ("Where are the spare keys?", "Never mind, I found them."),
+        ("Do you have Dan's number?", "Oh wait, I have it."),
+        ("Could you send the contract?", "Actually don't bother, legal sent it."),
+        ("Are the slides on the share?", "Scratch that, found them."),
+    ],
+)
+def test_question_its_writer_takes_back_is_not_an_ask(
+    question: str, withdrawal: str
+) -> None:
+    # In the same message, or in the writer's next message of the thread.
+    assert opened([mail(1, f"{question} {withdrawal}")]) == []
+    theirs = [mail(1, question), mail(2, withdrawal, hours=0.5)]
+    assert opened(theirs) == []
+    mine = [
+        mail(1, question, frm=ME, to=(ANN,)),
+        mail(2, withdrawal, frm=ME, to=(ANN,), hours=0.5),
+    ]
+    assert opened(mine) == []
+    # A new ask beside the withdrawal still opens.
+    again = mail(3, f"{withdrawal} But can you bring the ladder?", hours=1)
+    assert opened([mail(1, question), again]) == [LoopType.UNANSWERED_INBOUND]
