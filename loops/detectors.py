@@ -40,7 +40,7 @@ from loops.definitions import (
     topic_subject,
 )
 from loops.models import CLOSED_BY_FULFILLED, CLOSED_BY_REPLY, LoopType
-from loops.senders import Contact, is_list_address
+from loops.senders import Contact, has_opt_out_wording, is_list_address
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping, Sequence
@@ -573,7 +573,10 @@ def _outbound(
     message of my turn quoting an addressee's reply to the ask
     (``_answer_quoted``), or a later message of my turn to them that only thanks
     (``_thanked_since``), closes it (``reply_detected``, that message as
-    evidence): they answered, though the source lacks their message."""
+    evidence): they answered, though the source lacks their message. My
+    mailing to subscribers, sent to them rather than through a list (opt-out
+    footer wording, ``loops.senders.has_opt_out_wording``), opens nothing
+    (``mass_mailing``)."""
     verdict = Verdict(close=[LoopType.UNANSWERED_INBOUND])
     asking = [
         m
@@ -584,6 +587,12 @@ def _outbound(
         verdict.reason = "no_question"
         return verdict
     ask = asking[-1]
+    if not through_list(ask) and has_opt_out_wording(ask.body):
+        # My mailing to subscribers (an "unsubscribe" / "to stop receiving"
+        # footer) asks no person: its readers owe me nothing.
+        verdict.reason = "mass_mailing"
+        verdict.retract[LoopType.UNANSWERED_OUTBOUND] = verdict.reason
+        return verdict
     sends = [ask, *_resent_copies(run, ask, owners, now)]
     recipients = [
         a

@@ -1180,3 +1180,20 @@ def test_question_its_writer_takes_back_is_not_an_ask(
     # A new ask beside the withdrawal still opens.
     again = mail(3, f"{withdrawal} But can you bring the ladder?", hours=1)
     assert opened([mail(1, question), again]) == [LoopType.UNANSWERED_INBOUND]
+
+
+def test_my_mailing_to_subscribers_asks_no_person() -> None:
+    # My daily headline mailer, sent to each subscriber's own address: the
+    # footer says it is a subscription; its "please" and questions ask nobody.
+    issue = (
+        "Garden Daily Headlines\n\nIs it time to plant the tulips?\n"
+        "Please send your photos for the autumn show.\n\n"
+        "You have received this message because you subscribed to it. To stop "
+        "receiving this and other messages, please go to your user page."
+    )
+    assert opened([mail(1, issue, frm=ME, to=(ANN,))]) == []
+    # The same ask without the footer is mine to Ann.
+    personal = issue.split("\n\nYou have")[0]
+    assert opened([mail(2, personal, frm=ME, to=(ANN,))]) == [
+        LoopType.UNANSWERED_OUTBOUND
+    ]
