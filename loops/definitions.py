@@ -751,10 +751,10 @@ class MailCoverage:
         i = bisect_right(self.days, day)
         return (self.mine[i - 1], self.others[i - 1]) if i else (0, 0)
 
-    def answers_visible(self, *, after: datetime, now: datetime) -> bool:
-        """True when the source could show an answer to my message of ``after``:
-        the whole source is no sent folder alone (``whole``) and, over the
-        ``COVERAGE_WINDOW_DAYS`` on each side of ``after`` (to ``now`` at most),
+    def answers_visible(self, *, at: datetime, now: datetime) -> bool:
+        """True when the source could show an answer to my message sent ``at``
+        (aware): the whole source is no sent folder alone (``whole``) and, over
+        the ``COVERAGE_WINDOW_DAYS`` on each side of ``at`` (to ``now`` at most),
         it holds fewer than ``COVERAGE_MIN_MESSAGES`` messages (too few to
         tell) or others' messages number at least ``COVERAGE_OTHERS_PER_MINE``
         per one of mine."""
@@ -762,10 +762,10 @@ class MailCoverage:
             return False
         if not self.days:
             return True
-        after = after.astimezone(UTC)
+        at = at.astimezone(UTC)
         span = timedelta(days=COVERAGE_WINDOW_DAYS)
-        end = min(after + span, now.astimezone(UTC))
-        first = (after - span - timedelta(days=1)).strftime("%Y-%m-%d")
+        end = min(at + span, now.astimezone(UTC))
+        first = (at - span - timedelta(days=1)).strftime("%Y-%m-%d")
         mine_before, others_before = self._upto(first)
         mine_to, others_to = self._upto(end.strftime("%Y-%m-%d"))
         mine, others = mine_to - mine_before, others_to - others_before

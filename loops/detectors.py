@@ -286,11 +286,12 @@ def _name_tokens(address: str) -> set[str]:
     return {t for t in re.split(r"[._+\-]", local) if len(t) >= 2}
 
 
-def _run_withdrawn(run: Sequence[MailMessage], turns: Sequence[MailMessage]) -> bool:
-    """True when the newest message of the current turn takes back a question
-    its writer asked earlier in the thread (``loops.asks.withdraws``: "Never
-    mind, found it." after "Where are the slides?")."""
-    return len(turns) > 1 and withdraws(ask_text(run[-1]))
+def _run_withdrawn(run: Sequence[MailMessage]) -> bool:
+    """True when the newest message of the current turn (``run``: one writer's
+    consecutive messages) takes back what the writer's earlier message of that
+    turn asked (``loops.asks.withdraws``: "Never mind, found it." after "Where
+    are the slides?")."""
+    return len(run) > 1 and withdraws(ask_text(run[-1]))
 
 
 def addressed_elsewhere(message: MailMessage, owners: Collection[str]) -> bool:
@@ -338,9 +339,9 @@ def detect_thread(
     ``REPLY_TO_CROWD_LIFETIME``), and never when
     ``answers_visible`` is False (a source holding only my sent mail cannot see
     whether anyone answered: ``loops.selectors.answers_visible``), nor when
-    ``coverage`` (``loops.selectors.mail_coverage``) says the source kept none of
-    the mail others sent me in the days after my last message (its sent mail of
-    that period alone: ``MailCoverage.answers_visible``).
+    ``coverage`` (``loops.selectors.mail_coverage``) says the source kept next to
+    none of the mail others sent me in the weeks around my last message (its
+    sent mail of that period alone: ``MailCoverage.answers_visible``).
     ``undeliverable`` maps an address to the times delivery-failure notices for it
     arrived (``loops.selectors.undeliverable``): my ask that bounced for an
     address within ``BOUNCE_WINDOW`` waits on nobody there, and a copy of my ask
@@ -374,7 +375,7 @@ def detect_thread(
         run.append(m)
     run.reverse()
 
-    if _run_withdrawn(run, turns):
+    if _run_withdrawn(run):
         # "Never mind, found it.": the writer took their own question back.
         if mine:
             verdict = Verdict(close=[LoopType.UNANSWERED_INBOUND], reason="withdrawn")
@@ -403,9 +404,7 @@ def detect_thread(
             waiting_run = mine_run
     if mine and not (
         answers_visible
-        and (
-            coverage is None or coverage.answers_visible(after=run[-1].sent_at, now=now)
-        )
+        and (coverage is None or coverage.answers_visible(at=run[-1].sent_at, now=now))
     ):
         verdict = Verdict(close=[LoopType.UNANSWERED_INBOUND], reason="no_inbound_mail")
         verdict.retract[LoopType.UNANSWERED_OUTBOUND] = verdict.reason

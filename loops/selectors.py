@@ -453,7 +453,8 @@ def undeliverable(
 @dataclass
 class SourceScans:
     """The whole-source reads every batch of an import asks again
-    (``answers_visible``, ``undeliverable``, SPEC §5.1a), kept for the import:
+    (``answers_visible``, ``mail_coverage``, ``undeliverable``, SPEC §5.1a),
+    kept for the import:
     each ``refresh`` reads only the raw records written since the last committed
     one (by id) and answers from the committed counts and notices plus those, so
     a batch costs its own new records instead of the whole source again (SPEC §11
