@@ -6,8 +6,10 @@ send me the rent roll?", "Please let me know your preference", "Give me a call".
 These do not ask: pleasantries ("How are you?"), conditional offers ("Let me know
 if you have any questions", "Feel free to call", "If you would like, we can…",
 "Please call if you need anything"), pointers ("Please see attached", "Please note"),
-and asks tied to a day that has passed ("Are you coming on Friday?" read weeks
-later, "your notes for the November 1st interviews" read in December: moot).
+asks tied to a day that has passed ("Are you coming on Friday?" read weeks
+later, "your notes for the November 1st interviews" read in December: moot), and
+an unchased request to act toward someone else, two weeks on ("Remember to fax the
+term sheet to John Butler": ``delegates``).
 
 Pure functions over text; ``loops.detectors`` calls ``find_ask`` on the text that
 ``loops.definitions.reply_text`` leaves (quoted tails already cut).
@@ -34,6 +36,12 @@ REQUEST = "request"
 # An ask tied to a named day (tomorrow, Friday, this afternoon) is moot once the
 # message is this old (SPEC §5.1a: a careful assistant would not list it).
 ANCHORED_ASK_LIFETIME = timedelta(days=14)
+# A request that the reader act toward someone else ("Remember to fax a copy of
+# the term sheet to John Butler", "please send 5 sets of plans to the builder",
+# "Please advise Dana it is no longer needed") brings nothing back to the writer
+# by mail: unchased, it is done or moot this long after it was made (the same
+# two weeks as an ask tied to a named day).
+DELEGATED_ASK_LIFETIME = timedelta(days=14)
 # An ask naming an explicit calendar date ("for the November 1st interviews", "by
 # Dec 3") is moot once that date is this far behind the reference time.
 DATED_ASK_GRACE = timedelta(days=7)
@@ -197,6 +205,16 @@ _JEST = re.compile(
     r"|\*(?:g|grin|wink|smile)\*",
     re.I,
 )
+# A delegated action (see ``DELEGATED_ASK_LIFETIME``): a delivery to a third party
+# named by a capitalised name, a role ("the builder") or a pronoun, or an ask to
+# tell someone other than the writer. Never "to me", "to us", "to my …".
+_DELEGATION = re.compile(
+    r"\b(?i:send|mail|ship|deliver|fax|forward|courier|overnight|e-?mail|give|hand|"
+    r"pass|bring|take)\b[^.?!]{0,200}?\b(?i:to)\s+(?!(?i:me|us|myself|my|our)\b)"
+    r"(?:[A-Z][\w'-]+|(?i:the|his|her|their|him|them)\b)"
+    r"|\b(?i:tell|advise|inform|notify|remind|let)\s+(?!(?i:me|us)\b)"
+    r"(?:[A-Z][a-z]+|(?i:him|her|them|the\s+\w+))\b"
+)
 _PARAGRAPH = re.compile(r"\n\s*\n")
 # A line break before a capital, a digit or a quote starts a new sentence.
 _LINE_START = re.compile(r"\n(?=\s*[A-Z0-9\"'])")
@@ -325,7 +343,8 @@ def live_asks(
     message is older than ``ANCHORED_ASK_LIFETIME`` and an ask is tied to a named
     day (in its own sentence, a deadline anywhere in the message, or a scheduling
     ask in a message that names the day), the message's asks are moot (the day
-    passed)."""
+    passed); so are they when older than ``DELEGATED_ASK_LIFETIME`` and every
+    one of them is a delegated action (``delegates``)."""
     asks = find_asks(text)
     if asks and sent_at is not None and now is not None:
         deadline = _DATED_DEADLINE.search(text or "")
@@ -355,7 +374,72 @@ def live_asks(
         )
     ):
         return []
+    if (
+        asks
+        and sent_at is not None
+        and now is not None
+        and now - sent_at > DELEGATED_ASK_LIFETIME
+        and all(delegates(a, text) for a in asks)
+    ):
+        return []
     return asks
+
+
+def delegates(ask: Ask, text: str = "") -> bool:
+    """True when ``ask`` is a request that its reader act toward someone else
+    (``_DELEGATION``: deliver something to a named third party, tell someone)
+    and asks nothing back of the writer: its outcome does not come back by mail,
+    so once ``DELEGATED_ASK_LIFETIME`` has passed it is no longer waited on
+    (``live_asks``). A delivery "to" an address block on the lines below the
+    sentence (``text``, the message's newest part) is to a third party when the
+    block's first line names someone other than the writer (no word of it in
+    the text's last lines, where the writer signs)."""
+    if ask.kind != REQUEST or _REQUEST_BACK.search(ask.sentence):
+        return False
+    if _DELEGATION.search(ask.sentence):
+        return True
+    return bool(_DELIVERY_TO_BLOCK.search(ask.sentence)) and _block_names_another(
+        ask.sentence, text
+    )
+
+
+# A delivery whose recipient is the address block below ("… of my house plan to",
+# then "Dyal Roberts Custom Homes / 260 Thompson Drive").
+_DELIVERY_TO_BLOCK = re.compile(
+    r"\b(?:send|mail|ship|deliver|fax|forward|courier|overnight)\b[^.?!]*\bto:?\s*$",
+    re.I,
+)
+_WORD = re.compile(r"[a-z]{2,}")
+# Lines at the end of a message where its writer signs.
+SIGNATURE_LINES = 3
+
+
+def _block_names_another(sentence: str, text: str) -> bool:
+    """True when the first line below ``sentence`` in ``text`` starts with a
+    capital, is not "me"/"my"/"our…" and shares no word with the text's last
+    ``SIGNATURE_LINES`` lines (the writer's own name and number)."""
+    lines = [collapse(line) for line in (text or "").splitlines()]
+    lines = [line for line in lines if line]
+    tail = collapse(sentence)[-40:]
+    at = next((i for i, line in enumerate(lines) if line.endswith(tail)), None)
+    if at is None or at + 1 >= len(lines):
+        return False
+    block = lines[at + 1]
+    if not block[:1].isupper() or re.match(r"(?i)(?:me|my|our|us)\b", block):
+        return False
+    signed = {
+        w for line in lines[-SIGNATURE_LINES:] for w in _WORD.findall(line.lower())
+    }
+    return not (set(_WORD.findall(block.lower())) & signed)
+
+
+# A request that brings something back to the writer ("and let me know", "call
+# me when it is done"): not a delegation alone.
+_REQUEST_BACK = re.compile(
+    r"\b(?:let me know|lmk|tell me|advise me|get back to me|call me|e-?mail me|"
+    r"send me|fax me|copy me|cc me|reply|confirm|respond)\b",
+    re.I,
+)
 
 
 def date_passed(phrase: str, *, sent_at: datetime, now: datetime) -> bool:

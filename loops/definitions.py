@@ -21,6 +21,7 @@ from functools import lru_cache
 from itertools import accumulate, chain
 from typing import TYPE_CHECKING, Protocol
 
+from dateutil import parser as dateutil_parser
 from mailparser_reply import EmailReplyParser
 from mailparser_reply.parser import EmailMessage
 
@@ -31,6 +32,7 @@ from brain.mailtext import (
     QUOTED_LINE,
     header_block_start,
 )
+from brain.people import export_entry, person_name
 from loops.message import BULK_CATEGORIES, SENT, MailMessage
 
 if TYPE_CHECKING:
@@ -370,6 +372,22 @@ class Written:
     own: str
     forwarded: str
     quoted: bool
+    replied_to: QuotedAuthor | None = None
+
+
+@dataclass(frozen=True)
+class QuotedAuthor:
+    """Who wrote the message a reply quotes (``written_text``), read from the
+    header above the quoted text: Outlook's "From: … / Sent: …" block (Enron's
+    gateway-wrapped and ``Last, First`` forms too) or an attribution "On <date>,
+    Name <address> wrote:". ``address`` lower-cased ('' when the header names
+    only a name), ``name`` as written ('' when it gives only an address),
+    ``date`` an aware UTC datetime (a date without a zone read as UTC; None when
+    the header has none or it is unreadable)."""
+
+    address: str
+    name: str
+    date: datetime | None
 
 
 def written_text(text: str, *, subject: str = "") -> Written:
@@ -404,8 +422,129 @@ def written_text(text: str, *, subject: str = "") -> Written:
         else ""
     )
     return Written(
-        own=own, forwarded=forwarded, quoted=len(own) + 20 < len(text.strip())
+        own=own,
+        forwarded=forwarded,
+        quoted=len(own) + 20 < len(text.strip()),
+        replied_to=None if forwarded else quoted_author(lines, cut),
     )
+
+
+# A header line of a quoted message's block ("From: …", "Sent: …", "Date: …").
+_QUOTED_HEADER_LINE = re.compile(r"^[>\s]*(from|sent|date)\s*:\s*(.*?)\s*$", re.I)
+# An attribution line: "On <date>, Name <address> wrote:" (the date and the name
+# are told apart by ``_attribution``).
+_ON_WROTE = re.compile(r"^[>\s]*On\s+(.{4,240}?)\s+wrote\s*:?\s*$", re.I)
+_ADDRESS_IN = re.compile(r"<?([\w.+'-]+@[\w-]+(?:\.[\w-]+)+)>?")
+# A date text names a year or a numeric day ("26/11/2001"): a bare weekday
+# ("Mon") is no date of its own.
+_DATED = re.compile(r"\b\d{4}\b|\b\d{1,2}[/.-]\d{1,2}[/.-]\d{2,4}\b")
+# Lines below the history's start that may still belong to its header block.
+QUOTED_HEADER_LINES = 12
+
+
+def quoted_author(lines: Sequence[str], cut: int) -> QuotedAuthor | None:
+    """The author of the message a reply quotes (``QuotedAuthor``), from
+    ``lines`` (``_normalised_lines``) and the index where quoted history starts
+    (``_own_lines``): the first attribution line ("On … wrote:") above that
+    index, else the header block at it (Outlook's From and Sent or Date lines
+    among its first ``QUOTED_HEADER_LINES`` lines). None when neither names a
+    sender. Pure; never raises."""
+    for line in lines[:cut]:
+        match = _ON_WROTE.match(line)
+        if match:
+            return _attribution(match.group(1))
+    fields: dict[str, str] = {}
+    for line in lines[cut : cut + QUOTED_HEADER_LINES]:
+        match = _QUOTED_HEADER_LINE.match(line)
+        if match:
+            fields.setdefault(match.group(1).lower(), match.group(2))
+        elif _ON_WROTE.match(line):
+            return _attribution(_ON_WROTE.match(line).group(1))  # type: ignore[union-attr]
+    sender = fields.get("from", "")
+    if not sender:
+        return None
+    name, address = export_entry(sender)
+    if not address:
+        found = _ADDRESS_IN.search(sender)
+        address = found.group(1).lower() if found else ""
+        name = name if found is None else _ADDRESS_IN.sub("", name).strip(" \"',")
+    if not (name or address):
+        return None
+    return QuotedAuthor(
+        address=address,
+        name=name.strip(),
+        date=_header_date(fields.get("sent") or fields.get("date") or ""),
+    )
+
+
+def _attribution(inner: str) -> QuotedAuthor | None:
+    """``QuotedAuthor`` of an "On <inner> wrote:" line: the longest leading run of
+    comma-separated parts that reads as a date is the date, the rest the writer."""
+    parts = inner.split(",")
+    date: datetime | None = None
+    who = inner
+    for k in range(len(parts) - 1, 0, -1):
+        head = ",".join(parts[:k])
+        when = _header_date(head) if _DATED.search(head) else None
+        if when is not None:
+            date, who = when, ",".join(parts[k:])
+            break
+    found = _ADDRESS_IN.search(who)
+    address = found.group(1).lower() if found else ""
+    name = _ADDRESS_IN.sub("", who).strip(" \"'<>,")
+    if date is None and _DATED.search(name):
+        # "On Mon, 26 Nov 2001 07:44:12 -0800 Dana Reyes wrote:": no comma
+        # between the date and the name; the words the date parser skips are
+        # the name.
+        try:
+            when, skipped = dateutil_parser.parse(
+                name, fuzzy_with_tokens=True, tzinfos=_zone
+            )
+        except (ValueError, OverflowError, TypeError):
+            pass
+        else:
+            date = _header_date(when.isoformat())
+            name = " ".join(" ".join(skipped).replace(",", " ").split())
+    if not (name or address):
+        return None
+    return QuotedAuthor(address=address, name=name, date=date)
+
+
+# Zone abbreviations quoted headers write (hours east of UTC); an unknown one
+# reads as UTC, a day's error at most for the rules that read these dates.
+_ZONES = {
+    "UT": 0, "UTC": 0, "GMT": 0, "Z": 0, "WET": 0, "BST": 1, "IST": 1, "CET": 1,
+    "MET": 1, "CEST": 2, "MEST": 2, "EET": 2, "EEST": 3, "EST": -5, "EDT": -4,
+    "CST": -6, "CDT": -5, "MST": -7, "MDT": -6, "PST": -8, "PDT": -7, "AKST": -9,
+    "AKDT": -8, "HST": -10, "JST": 9, "AEST": 10, "AEDT": 11,
+}  # fmt: skip
+
+
+def _zone(name: str | None, offset: int | None) -> int | None:
+    """``dateutil``'s ``tzinfos`` callable: the written offset (seconds), else the
+    abbreviation's, else None (the date stays naive, read as UTC)."""
+    if offset is not None:
+        return offset
+    hours = _ZONES.get((name or "").upper())
+    return None if hours is None else hours * 3600
+
+
+def _header_date(text: str) -> datetime | None:
+    """A quoted header's date text as an aware UTC datetime (no zone or an unknown
+    abbreviation: UTC), or None when ``dateutil`` cannot read it or it names no
+    year."""
+    if not text or not _DATED.search(text):
+        return None
+    try:
+        when = dateutil_parser.parse(text, tzinfos=_zone)
+    except (ValueError, OverflowError, TypeError):
+        return None
+    if when.tzinfo is None:
+        return when.replace(tzinfo=UTC)
+    try:
+        return when.astimezone(UTC)
+    except (ValueError, OverflowError):
+        return None
 
 
 def _normalised_lines(text: str) -> list[str]:
@@ -697,6 +836,56 @@ def is_acknowledgement_only(body: str) -> bool:
         lines = lines[:-1]
     words = re.findall(r"[a-z']+", " ".join(lines).lower())
     return bool(words) and all(word in ACK_WORDS for word in words)
+
+
+# A sign-off line that is a full name, after an optional closing word ("Al
+# Pollard", "Thanks, Dana M. Reyes"): capitalised words, two or three of them.
+_SIGNED_FULL_NAME = re.compile(
+    rf"^\W*(?:(?i:{_CLOSING})\W+)?"
+    r"([A-Z][a-zA-Z'-]+(?:\s+[A-Z]\.?)?(?:\s+[A-Z][a-zA-Z'-]+){1,2})\W*$"
+)
+
+
+def signed_name(text: str, names: Collection[str]) -> str:
+    """The full name (``brain.people.PersonName.key``: "al pollard") a writer signs
+    ``text`` (a message's newest part, ``reply_text``) with: the first line, below
+    a line of content and at most 40 characters long, that is a full name after
+    an optional closing word and shares a word with ``names`` (``sender_names``:
+    "pollard" from the display name signs "Al Pollard"); '' when there is none.
+    A second address of the same person signs the same name (SPEC §5.1a "another
+    address of the same person")."""
+    if not names or not text:
+        return ""
+    content = False
+    for line in text.splitlines():
+        if content and len(line) <= 40:
+            match = _SIGNED_FULL_NAME.match(line)
+            if match:
+                words = {w.lower().rstrip(".") for w in match.group(1).split()}
+                if words & set(names):
+                    parsed = person_name(match.group(1))
+                    if parsed is not None and parsed.full:
+                        return parsed.key()
+        content = content or bool(line.strip())
+    return ""
+
+
+def replied_to_author(message: MailMessage) -> QuotedAuthor | None:
+    """``message.replied_to`` (stored with the message's metadata) as a
+    ``QuotedAuthor``, or None when it quotes nobody's message under a header."""
+    data = message.replied_to
+    if not data:
+        return None
+    when = data.get("date")
+    try:
+        date = datetime.fromisoformat(when) if when else None
+    except (TypeError, ValueError):
+        date = None
+    return QuotedAuthor(
+        address=str(data.get("address") or "").lower(),
+        name=str(data.get("name") or ""),
+        date=date,
+    )
 
 
 def quote_of(body: str, limit: int = 200) -> str:

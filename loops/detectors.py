@@ -35,12 +35,18 @@ from loops.definitions import (
     is_substantive,
     quote_of,
     quoted_messages,
+    replied_to_author,
     reply_text,
     sender_names,
     topic_subject,
 )
 from loops.models import CLOSED_BY_FULFILLED, CLOSED_BY_REPLY, LoopType
-from loops.senders import Contact, has_opt_out_wording, is_list_address
+from loops.senders import (
+    CLOCK_SLACK,
+    Contact,
+    has_opt_out_wording,
+    is_list_address,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping, Sequence
@@ -539,6 +545,39 @@ def _reported_since(asked_at: datetime | None, contact: Contact, now: datetime) 
     return bool(asked_at and later and asked_at < later <= now)
 
 
+def superseded_by_contact(
+    loop_type: str,
+    asked_at: datetime | None,
+    contact: Contact,
+    now: datetime,
+    *,
+    own: Collection[datetime | None] = (),
+) -> str:
+    """Why a reply loop asked at ``asked_at`` waits no longer because of contact
+    with its counterparty since (SPEC §5.1a; ``contact`` pools every address of
+    the person, ``loops.selectors.sender_contacts``), or '' when it still waits.
+    My ask (``unanswered_outbound``): they wrote to me ``SUPERSEDE_GAP`` or more
+    later (``superseded``), I reported contact with them (``reported_contact``),
+    or I wrote to them again that much later elsewhere without repeating the ask
+    (``superseded_by_me``; ``own``: the dates of my messages in the ask's own
+    thread, which do not count). Their ask (``unanswered_inbound``): I wrote to
+    them that much later (``superseded``) or reported contact with them. Contact
+    after ``now`` (a replay) is not known yet."""
+    if loop_type == LoopType.UNANSWERED_OUTBOUND:
+        if _superseded(asked_at, contact.last_from, now):
+            return "superseded"
+        if _reported_since(asked_at, contact, now):
+            return "reported_contact"
+        if _superseded(asked_at, contact.last_to, now) and contact.last_to not in own:
+            return "superseded_by_me"
+        return ""
+    if _superseded(asked_at, contact.last_to, now):
+        return "superseded"
+    if _reported_since(asked_at, contact, now):
+        return "reported_contact"
+    return ""
+
+
 def _outbound(
     run: list[MailMessage],
     last: MailMessage,
@@ -670,24 +709,20 @@ def _outbound(
         verdict.reason = "muted"
         return verdict
     contact = contacts.get(counterparty, Contact()) if counterparty else Contact()
-    if _superseded(asking[-1].date, contact.last_from, now):
-        verdict.reason = "superseded"
-        verdict.retract[LoopType.UNANSWERED_OUTBOUND] = verdict.reason
-        return verdict
-    if _reported_since(asking[-1].date, contact, now):
-        verdict.reason = "reported_contact"
-        verdict.retract[LoopType.UNANSWERED_OUTBOUND] = verdict.reason
-        return verdict
-    if _expired_reply_to_crowd(asking, replied_to, counterparty, now):
+    # Later contact with them, or I wrote to them again elsewhere, long after,
+    # without repeating the ask here: handled, or I moved on.
+    verdict.reason = superseded_by_contact(
+        LoopType.UNANSWERED_OUTBOUND,
+        asking[-1].date,
+        contact,
+        now,
+        own={m.date for m in run},
+    )
+    if not verdict.reason and _expired_reply_to_crowd(
+        asking, replied_to, counterparty, now
+    ):
         verdict.reason = "reply_to_crowd_expired"
-        verdict.retract[LoopType.UNANSWERED_OUTBOUND] = verdict.reason
-        return verdict
-    if _superseded(asking[-1].date, contact.last_to, now) and contact.last_to not in {
-        m.date for m in run
-    }:
-        # I wrote to them again elsewhere, long after, without repeating the ask
-        # here: I moved on.
-        verdict.reason = "superseded_by_me"
+    if verdict.reason:
         verdict.retract[LoopType.UNANSWERED_OUTBOUND] = verdict.reason
         return verdict
     started = asking[0].sent_at
@@ -828,9 +863,26 @@ def _answer_quoted(
     one of ``people`` which itself quotes my ask (the first ``QUOTED_ASK_CHARS``
     characters of its own text) below it: their reply to the ask, which the
     source does not hold (a sent folder, a deleted message), shows in my forward
-    of it. None when no such message."""
+    of it. So does a later message of mine that replies to a message of theirs
+    dated after the ask (``replied_to_author``: its quoted header names one of
+    ``people``). None when no such message."""
+    if ask.date is None:
+        return None
+    for m in run:
+        if m.date is None or m.date <= ask.date:
+            continue
+        author = replied_to_author(m)
+        if (
+            author is not None
+            and author.date is not None
+            and ask.date < author.date <= m.date + CLOCK_SLACK
+            and any(
+                _quotes_person(f"{author.name} <{author.address}>", a) for a in people
+            )
+        ):
+            return m
     needle = collapse(reply_text(ask.body)).lower()[:QUOTED_ASK_CHARS]
-    if len(needle) < QUOTED_ASK_CHARS // 3 or ask.date is None:
+    if len(needle) < QUOTED_ASK_CHARS // 3:
         return None
     for m in run:
         if m.date is None or m.date <= ask.date:
@@ -942,10 +994,13 @@ def _inbound(
                 verdict.reason = "jest_on_list"
             else:
                 verdict.reason = "no_ask"
-        elif _superseded(asking[-1].date, contacts.get(sender, Contact()).last_to, now):
-            verdict.reason = "superseded"
-        elif _reported_since(asking[-1].date, contacts.get(sender, Contact()), now):
-            verdict.reason = "reported_contact"
+        elif reason := superseded_by_contact(
+            LoopType.UNANSWERED_INBOUND,
+            asking[-1].date,
+            contacts.get(sender, Contact()),
+            now,
+        ):
+            verdict.reason = reason
         elif any(
             settles_by_silence(reply_text(m.body), sent_at=m.date, now=now)
             for m in run

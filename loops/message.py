@@ -36,7 +36,11 @@ class MailMessage:
     ``failed_recipients``: on a delivery-failure notice, the recipients its
     delivery-status report names as failed (empty otherwise). ``mailing_list`` is
     True when a list server delivered the message (its list headers, with or
-    without List-Unsubscribe).
+    without List-Unsubscribe). ``replied_to``: who wrote the message this one
+    quotes as a reply, from the quoted header (``{"address", "name", "date"}``,
+    the date ISO 8601 UTC or None; None when nothing is quoted under a header;
+    ``loops.definitions.replied_to_author`` reads it back): a reply of mine the
+    mailbox lacks still shows in the reply that quotes it.
     """
 
     message_id: str
@@ -61,6 +65,7 @@ class MailMessage:
     link: str | None = None
     html_only: bool = False
     failed_recipients: list[str] = field(default_factory=list)
+    replied_to: dict[str, Any] | None = None
     raw_record_id: int | None = None
 
     @property

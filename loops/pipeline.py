@@ -38,7 +38,13 @@ from loops.definitions import (
     reply_text,
     same_topic_scores,
 )
-from loops.detectors import Mutes, detect_thread, posted_list
+from loops.detectors import (
+    CLOSED_BY_NOT_EXPECTED,
+    Mutes,
+    detect_thread,
+    posted_list,
+    superseded_by_contact,
+)
 from loops.eligibility import extraction_eligibility
 from loops.extraction import extraction_enqueue
 from loops.extractors.fulfilment import (
@@ -46,8 +52,10 @@ from loops.extractors.fulfilment import (
     SIBLING_SHARED,
     arranged_in,
     content_stems,
+    keeping_unseen,
     kept_in,
     party_marks,
+    talked_in,
 )
 from loops.extractors.rules import (
     DEADLINE_RE,
@@ -76,6 +84,7 @@ from loops.selectors import (
     newest_message_at,
     reference_clock,
     reference_time,
+    same_person,
     sender_contacts,
     sender_kinds,
     sender_threads,
@@ -197,9 +206,12 @@ def thread_rule_extract(
     source_newest: datetime,
     known_keys: set[str] | None = None,
     runs: list[ExtractionRun] | None = None,
+    coverage: MailCoverage | None = None,
 ) -> dict[str, Any]:
     """Run the offline rule extractor on one thread revision (idempotent per
     revision) and project what it finds. Returns ``{status, reason, loops}``.
+    A promise whose keeping the source cannot show (``keeping_unseen`` with
+    ``coverage``, read at ``source_newest``) is not projected.
 
     The ``ExtractionRun`` row that makes it idempotent is saved at once, or, when
     a batch caller passes ``runs``, appended unsaved for it to insert in bulk."""
@@ -227,6 +239,14 @@ def thread_rule_extract(
                 messages, owner_addresses=owners, timezones=SenderTimezones(messages)
             )
             for c in candidates:
+                if keeping_unseen(
+                    c.direction,
+                    c.quote or c.text,
+                    at=c.message.sent_at,
+                    coverage=coverage,
+                    now=source_newest,
+                ):
+                    continue
                 loop, _ = loop_project_commitment(
                     source=source,
                     thread_id=thread_id,
@@ -403,28 +423,40 @@ def kept_message(
     later: Sequence[MailMessage],
     owners: set[str],
     sibling: bool = False,
+    parties: Collection[str] = (),
 ) -> MailMessage | None:
     """The later message of whoever owes ``loop`` that says it is done (SPEC §5.4,
     high confidence: done wording and a shared content word), or None. ``sibling``:
     ``later`` comes from other threads, so a done-message of mine must be addressed
     to the counterparty and share ``SIBLING_SHARED`` content words; a promise of
     mine to arrange a delivery is also kept by my asking anyone to deliver to the
-    counterparty, named by organisation or family name (``arranged_in``). Reads
-    and writes nothing: the rule ``_close_if_kept`` applies and a ``waiting
-    --as-of`` replay runs."""
+    counterparty, named by organisation or family name (``arranged_in``). A
+    promise of a conversation is kept by a later message between us reporting
+    it (``talked_in``: "per our discussion"). ``parties``: the counterparty's
+    other addresses (``loops.selectors.same_person``), which count as theirs.
+    Reads and writes nothing: the rule ``_close_if_kept`` applies and a
+    ``waiting --as-of`` replay runs."""
     promise = (loop.evidence[0].get("quote") if loop.evidence else "") or (
         loop.summary.split(":", 1)[-1]
     )
     party = (loop.counterparty_email or "").lower()
+    theirs = ({party} if party else set()) | {a.lower() for a in parties}
     shared = SIBLING_SHARED if sibling else 1
+
+    def to_them(m: MailMessage) -> bool:
+        return bool(theirs & {a.lower() for a in (*m.to, *m.cc) if a})
+
+    def from_them(m: MailMessage) -> bool:
+        return m.from_addr.lower() in theirs
+
+    def between(m: MailMessage) -> bool:
+        return from_them(m) or (is_mine(m, owners) and to_them(m))
+
     if loop.loop_type == LoopType.COMMITMENT_OWED_BY_ME:
         kept = kept_in(
             promise,
             later,
-            lambda m: (
-                is_mine(m, owners)
-                and (not sibling or party in {a.lower() for a in (*m.to, *m.cc) if a})
-            ),
+            lambda m: is_mine(m, owners) and (not sibling or to_them(m)),
             min_shared=shared,
         )
         if kept is None and sibling:
@@ -436,13 +468,12 @@ def kept_message(
                 lambda m: is_mine(m, owners),
                 party_marks(party, loop.counterparty_name),
             )
-        return kept
-    return kept_in(
-        promise,
-        later,
-        lambda m: bool(party) and m.from_addr.lower() == party,
-        min_shared=shared,
-    )
+    else:
+        kept = kept_in(promise, later, from_them, min_shared=shared)
+    if kept is None and theirs:
+        # "I will follow up with a phone call", then "per our discussion".
+        kept = talked_in(promise, later, between)
+    return kept
 
 
 def _close_if_kept(
@@ -542,15 +573,28 @@ def sibling_kept(
     candidates = _with_counterparty(loops, COMMITMENT_TYPES)
     if not candidates:
         return []
+    people = same_person(
+        source_id=source.id, addresses={lp.counterparty_email for _, lp in candidates}
+    )
     messages = _substantive_exchanges(
-        source, [lp for _, lp in candidates], owners=owners, now=now
+        source,
+        [lp for _, lp in candidates],
+        owners=owners,
+        now=now,
+        extra=set().union(*people.values()),
     )
     sent = [m.sent_at for m in messages]
     out: list[tuple[int, MailMessage]] = []
     for i, loop in candidates:
         later = _later_elsewhere(messages, sent, loop.opened_at, loop.thread_id)
         kept = (
-            kept_message(loop=loop, later=later, owners=owners, sibling=True)
+            kept_message(
+                loop=loop,
+                later=later,
+                owners=owners,
+                sibling=True,
+                parties=people.get(loop.counterparty_email.lower(), ()),
+            )
             if later
             else None
         )
@@ -692,7 +736,11 @@ def loops_settled_elsewhere(*, source: Source, now: datetime) -> int:
     touch with someone (``asks_for_contact``), a later message of mine to them in
     any thread reports that I reached someone (``_reported_reaching``). The
     closing message is the
-    event's evidence. Runs at the end of ``process_threads``; the rule itself is
+    event's evidence. Failing those, a reply loop whose counterparty (any of their
+    addresses) and I were in touch since, as the detector judges a thread
+    (``loops.detectors.superseded_by_contact`` over ``sender_contacts``), drops
+    as ``not_expected: <reason>``: new mail in other threads settles loops of
+    threads it did not touch (a live sync, a grown mailbox). Runs at the end of ``process_threads``; the rule itself is
     ``settled_elsewhere``, which a ``waiting --as-of`` replay runs too. Returns the
     number closed."""
     # Only the columns the passes read: every batch of an import reads every open
@@ -731,7 +779,9 @@ def loops_settled_elsewhere(*, source: Source, now: datetime) -> int:
 class Settled:
     """A reply loop settled in another thread (``settled_elsewhere``): the index of
     the loop in the list given, its closing status and ``closed_by``, and the
-    closing message's evidence ``{message_id, raw_record_id, quote, reason}``."""
+    closing message's evidence ``{message_id, raw_record_id, quote, reason}``
+    (``{reason}`` alone when later contact superseded it, ``closed_by``
+    ``not_expected: <reason>``)."""
 
     index: int
     status: str
@@ -779,6 +829,10 @@ def settled_elsewhere(
         owners=owners,
         now=now,
         extra=set(delegates.values()),
+    )
+    contacts = sender_contacts(
+        source_id=source.id,
+        addresses={lp.counterparty_email for _, lp in candidates},
     )
     sent = [m.sent_at for m in messages]
     # My messages by recipient (To, Cc), oldest first: the only messages the passes
@@ -875,6 +929,36 @@ def settled_elsewhere(
                 reason = "settled_on_list"
         hit = answer or sent_on
         if hit is None:
+            # No answer elsewhere, but later contact with the person (any of
+            # their addresses): the rule the detector applies to the thread
+            # itself, for loops whose thread the new mail did not touch.
+            mine_here = [m for m in thread if is_mine(m, owners)]
+            asked_at = (
+                max((m.sent_at for m in mine_here if m.sent_at >= loop.opened_at),
+                    default=None)
+                if loop.loop_type == LoopType.UNANSWERED_OUTBOUND
+                else max(
+                    (m.sent_at for m in thread
+                     if (m.from_addr or "").lower() == party),
+                    default=None,
+                )
+            )  # fmt: skip
+            why = superseded_by_contact(
+                loop.loop_type,
+                asked_at,
+                contacts.get(party, Contact()),
+                now,
+                own={m.date for m in mine_here},
+            )
+            if why:
+                out.append(
+                    Settled(
+                        index=i,
+                        status=LoopStatus.DROPPED,
+                        closed_by=f"{CLOSED_BY_NOT_EXPECTED}: {why}",
+                        evidence={"reason": why},
+                    )
+                )
             continue
         out.append(
             Settled(
@@ -1136,6 +1220,7 @@ def thread_process(
             source_newest=source_newest,
             known_keys=preload.rule_keys if preload else None,
             runs=runs,
+            coverage=coverage,
         )
         if report["extraction"]["loops"]:
             open_loops = None

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 from django.db.models import Count, Max, Q, QuerySet
-from django.db.models.fields.json import KeyTextTransform
+from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.db.models.functions import Substr
 from django.utils import timezone
 
@@ -526,22 +526,120 @@ class SourceScans:
         return {address: list(when) for address, when in self._view[2].items()}
 
 
+# A full name more addresses than this go by names several people, or a shared
+# relay: it joins none of them.
+SAME_PERSON_MAX_ADDRESSES = 4
+
+
+def _person_rows(
+    source_id: str, wanted: Sequence[str]
+) -> tuple[dict[str, tuple[str, dict[str, Any]]], dict[str, frozenset[str]]]:
+    """``({address: (kind, signals)} of the ``wanted`` profiles and their
+    namesakes, {wanted address: the addresses of the same person, itself
+    included})``: addresses whose profiles are persons sharing a full name
+    (``SenderStats.full_names``: a display name, a "first.last" local part, the
+    name they sign with) are one person, unless more than
+    ``SAME_PERSON_MAX_ADDRESSES`` addresses share it. A wanted address without a
+    profile is its own person. Two queries (one when no wanted profile has a
+    full name)."""
+    rows = {
+        address: (kind, signals or {})
+        for address, kind, signals in SenderProfile.objects.filter(
+            source_id=source_id, address__in=wanted
+        ).values_list("address", "kind", "signals")
+    }
+    names = sorted(
+        {
+            name
+            for kind, signals in rows.values()
+            if kind == SenderProfile.Kind.PERSON
+            for name in signals.get("full_names") or ()
+        }
+    )
+    if names:
+        for address, kind, signals in SenderProfile.objects.filter(
+            source_id=source_id,
+            kind=SenderProfile.Kind.PERSON,
+            signals__full_names__has_any_keys=names,
+        ).values_list("address", "kind", "signals"):
+            rows.setdefault(address, (kind, signals or {}))
+    by_name: dict[str, set[str]] = {}
+    for address, (kind, signals) in rows.items():
+        if kind == SenderProfile.Kind.PERSON:
+            for name in signals.get("full_names") or ():
+                by_name.setdefault(name, set()).add(address)
+    groups: dict[str, frozenset[str]] = {}
+    for address in wanted:
+        same = {address}
+        kind, signals = rows.get(address, ("", {}))
+        if kind == SenderProfile.Kind.PERSON:
+            for name in signals.get("full_names") or ():
+                group = by_name.get(name, set())
+                if len(group) <= SAME_PERSON_MAX_ADDRESSES:
+                    same |= group
+        groups[address] = frozenset(same)
+    return rows, groups
+
+
+def same_person(
+    *, source_id: str, addresses: Iterable[str]
+) -> dict[str, frozenset[str]]:
+    """``{address: every address of the same person, itself included}`` for
+    ``addresses`` (lower-cased), from the stored sender profiles (SPEC §5.1a "a
+    reply from another address of the same person"; see ``_person_rows``). Two
+    queries."""
+    wanted = sorted({(a or "").lower() for a in addresses if a})
+    return _person_rows(source_id, wanted)[1] if wanted else {}
+
+
+def full_names(*, source_id: str, addresses: Iterable[str]) -> dict[str, str]:
+    """``{address: the full name it goes by most, title-cased ("Al Pollard")}`` for
+    those of ``addresses`` whose stored sender profile knows one (display names,
+    a "first.last" local part, the name they sign with): how ``waiting`` names a
+    person whose mail shows only a surname or an address. One query."""
+    wanted = sorted({(a or "").lower() for a in addresses if a})
+    out: dict[str, str] = {}
+    for address, names in SenderProfile.objects.filter(
+        source_id=source_id, address__in=wanted
+    ).values_list("address", KeyTransform("full_names", "signals")):
+        if names:
+            out[address] = " ".join(
+                w[:1].upper() + w[1:] for w in str(names[0]).split()
+            )
+    return out
+
+
 def sender_contacts(*, source_id: str, addresses: Iterable[str]) -> dict[str, Contact]:
     """``{address: Contact(their last message to me, my last message to them, my
     last report of contact with them)}`` from the stored sender profiles (SPEC
-    §5.1a): later contact supersedes an old unanswered ask."""
+    §5.1a): later contact supersedes an old unanswered ask. Contact with another
+    address of the same person counts (``same_person``): the addresses of one
+    person pool their latest times. Addresses without a profile are left out.
+    Two queries."""
     wanted = sorted({(a or "").lower() for a in addresses if a})
+    rows, groups = _person_rows(source_id, wanted)
+    own = {address: _contact(signals) for address, (_kind, signals) in rows.items()}
     out: dict[str, Contact] = {}
-    for address, signals in SenderProfile.objects.filter(
-        source_id=source_id, address__in=wanted
-    ).values_list("address", "signals"):
-        signals = signals or {}
+    for address in wanted:
+        if address not in rows:
+            continue
         out[address] = Contact(
-            _when(signals.get("last_from")),
-            _when(signals.get("last_to")),
-            _when(signals.get("last_reported")),
+            *(
+                max((t for t in times if t is not None), default=None)
+                for times in zip(
+                    *(own[a] for a in sorted(groups[address])), strict=True
+                )
+            )
         )
     return out
+
+
+def _contact(signals: dict[str, Any]) -> Contact:
+    return Contact(
+        _when(signals.get("last_from")),
+        _when(signals.get("last_to")),
+        _when(signals.get("last_reported")),
+    )
 
 
 def _when(value: object) -> datetime | None:

@@ -29,15 +29,20 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from difflib import SequenceMatcher
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from brain.people import person_name
 from loops.definitions import (
+    QuotedAuthor,
     is_mine,
     is_noise_sender,
     normalise_subject,
+    replied_to_author,
     reply_text,
+    sender_names,
+    signed_name,
     unforwarded,
 )
 
@@ -219,6 +224,9 @@ class SenderStats:
     reciprocal: bool = False
     replied_in_thread: bool = False
     names: set[str] = field(default_factory=set)
+    # Full names ("al pollard", ``brain.people.PersonName.key``) this address goes
+    # by: its display names, a "first.last" local part, the name it signs with.
+    full_names: Counter[str] = field(default_factory=Counter)
     last_from: datetime | None = None
     last_to: datetime | None = None
     last_reported: datetime | None = None
@@ -240,6 +248,7 @@ class SenderStats:
             "reciprocal": self.reciprocal,
             "owner_replied_in_thread": self.replied_in_thread,
             "display_names": len(self.names),
+            "full_names": [n for n, _ in self.full_names.most_common(FULL_NAMES_KEPT)],
             "last_from": self.last_from.isoformat() if self.last_from else None,
             "last_to": self.last_to.isoformat() if self.last_to else None,
             "last_reported": (
@@ -418,6 +427,50 @@ def _opening(text: str) -> str:
     return ""  # unreachable: the last head is the whole text
 
 
+# Full names a profile keeps (most used first).
+FULL_NAMES_KEPT = 3
+# A quoted header dated this long before the reply (or later than it by more than
+# a clock's slack) is not the message the reply answers: a quoted thread's oldest
+# header, or a misread date.
+QUOTED_REPLY_MAX_AGE = timedelta(days=60)
+CLOCK_SLACK = timedelta(days=1)
+# A local part that is a first and a family name ("al.pollard", "dana_reyes").
+_LOCAL_FULL_NAME = re.compile(r"^([a-z]{2,})[._]([a-z]{2,})$")
+_LOCAL_TOKENS = re.compile(r"[._+-]+")
+
+
+def _quoted_in_time(quoted: datetime, at: datetime | None) -> bool:
+    """True when a quoted header's date can be the message a reply sent ``at``
+    answers: at most ``QUOTED_REPLY_MAX_AGE`` before it, and not after it by more
+    than ``CLOCK_SLACK``."""
+    return at is not None and at - QUOTED_REPLY_MAX_AGE <= quoted <= at + CLOCK_SLACK
+
+
+def is_my_address(
+    author: QuotedAuthor, owners: Collection[str], my_names: Collection[str]
+) -> bool:
+    """True when a quoted header's author (``loops.definitions.QuotedAuthor``) is
+    the owner: one of ``owners``; or an address at an owner address's domain whose
+    local part has the same words of two letters or more, at least two
+    (``phillip.k.allen@`` for ``phillip.allen@``); or, with no address, a full
+    name among ``my_names`` (the keys of the names the owner's own mail is sent
+    under)."""
+    address = (author.address or "").lower()
+    if address:
+        if address in owners:
+            return True
+        local, _, domain = address.partition("@")
+        words = {w for w in _LOCAL_TOKENS.split(local) if len(w) >= 2}
+        return len(words) >= 2 and any(
+            o.partition("@")[2] == domain
+            and {w for w in _LOCAL_TOKENS.split(o.partition("@")[0]) if len(w) >= 2}
+            == words
+            for o in owners
+        )
+    parsed = person_name(author.name) if author.name else None
+    return parsed is not None and parsed.full and parsed.key() in my_names
+
+
 def sender_stats(
     messages: Iterable[MailMessage], *, owner_addresses: Collection[str]
 ) -> dict[str, SenderStats]:
@@ -430,9 +483,24 @@ def sender_stats(
     threads_mine: set[str] = set()
     senders_by_thread: dict[str, set[str]] = defaultdict(set)
     mine: list[MailMessage] = []
+    # (their address, when, the quoted author) of the messages their replies quote:
+    # mine (``is_my_address``, judged once my own names are known) or not.
+    quoted_mine: list[tuple[str, datetime, QuotedAuthor]] = []
+    # (their address, when, their name) of their messages the source lacks but my
+    # reply quotes.
+    quoted_theirs: list[tuple[str, datetime, str]] = []
     for m in messages:
         if is_mine(m, owners):
             mine.append(m)
+            author = replied_to_author(m)
+            if (
+                author is not None
+                and author.address
+                and author.address not in owners
+                and author.date is not None
+                and _quoted_in_time(author.date, m.date)
+            ):
+                quoted_theirs.append((author.address, author.date, author.name))
             for a in (*m.to, *m.cc, *m.bcc):
                 if not a:
                     continue
@@ -457,6 +525,19 @@ def sender_stats(
                 s.last_from = m.date
         if m.from_name:
             s.names.add(m.from_name.strip().lower())
+            display = person_name(m.from_name)
+            if display is not None and display.full:
+                s.full_names[display.key()] += 1
+        signed = signed_name(reply_text(m.body), sender_names(m.from_name, address))
+        if signed:
+            s.full_names[signed] += 1
+        author = replied_to_author(m)
+        if (
+            author is not None
+            and author.date is not None
+            and _quoted_in_time(author.date, m.date)
+        ):
+            quoted_mine.append((address, author.date, author))
         senders_by_thread[m.thread_id].add(address)
         subject = normalise_subject(m.subject)
         if subject != "(no subject)":
@@ -480,9 +561,46 @@ def sender_stats(
             s.crowd += 1
         if getattr(m, "html_only", False):
             s.html_only += 1
+    my_names = {
+        parsed.key()
+        for m in mine
+        if m.from_name
+        and (parsed := person_name(m.from_name)) is not None
+        and parsed.full
+    }
+    for address, when, author in quoted_mine:
+        if is_my_address(author, owners, my_names):
+            # Their reply quotes a message of mine the source lacks (sent from
+            # another client, an export without it): I wrote to them then.
+            written_to.add(address)
+            if address not in last_to or when > last_to[address]:
+                last_to[address] = when
+    for address, when, name in quoted_theirs:
+        # My reply quotes their message the source lacks: they wrote to me then.
+        s = stats.get(address)
+        if s is None:
+            s = stats[address] = SenderStats(
+                address=address,
+                noise=is_noise_sender(address),
+                role=local_part_is_role(address),
+            )
+        if s.last_from is None or when > s.last_from:
+            s.last_from = when
+        if name:
+            s.names.add(name.strip().lower())
+        written_to.add(address)
     for address, s in stats.items():
         s.reciprocal = address in written_to
         s.last_to = last_to.get(address)
+        local = _LOCAL_FULL_NAME.match(address.split("@", 1)[0])
+        if local and not s.role:
+            parsed = person_name(f"{local.group(1)} {local.group(2)}")
+            if parsed is not None and parsed.full:
+                s.full_names[parsed.key()] += 1
+        for name in my_names:
+            # The owner's own name on another address is the owner, not a
+            # correspondent to merge with.
+            s.full_names.pop(name, None)
     people = {
         address: {
             *_tokens(address.split("@", 1)[0]),

@@ -53,11 +53,13 @@ from loops.selectors import (
     automated_senders,
     counterparty_page,
     counterparty_pages,
+    full_names,
     loop_list,
     mail_coverage,
     messages_outside_window,
     mutes_for,
     reference_clock,
+    same_person,
     sender_contacts,
     sender_kinds,
     threads_messages,
@@ -567,13 +569,16 @@ def _person_groups(views: list[LoopView]) -> dict[str, list[LoopView]]:
     """One group per person: loops whose counterparties share a person page (the
     loop's own, or the page the people resolution files the address on today) or,
     within a source, the same normalised full display name ("Lee, Dana" and "Dana
-    Lee" from a personal and a work address) fall together (SPEC §5.5). Keyed by
-    ``<source>:<page slug>`` when the group has a page, else by its smallest
-    address."""
+    Lee" from a personal and a work address) or the same person by their sender
+    profiles (``loops.selectors.same_person``: the name they sign with) fall
+    together (SPEC §5.5). A counterparty without a page and known only by a
+    surname or an address is named by the full name its profile knows
+    (``full_names``). Keyed by ``<source>:<page slug>`` when the group has a
+    page, else by its smallest address."""
     unpaged: dict[str, set[str]] = {}
     for v in views:
         if not v.counterparty_page_id and v.counterparty_email:
-            unpaged.setdefault(v.source_id, set()).add(v.counterparty_email)
+            unpaged.setdefault(v.source_id, set()).add(v.counterparty_email.lower())
     pages = {
         (source_id, email): page
         for source_id, emails in sorted(unpaged.items())
@@ -581,6 +586,21 @@ def _person_groups(views: list[LoopView]) -> dict[str, list[LoopView]]:
             source_id=source_id, emails=emails
         ).items()
     }
+    emails: dict[str, set[str]] = {}
+    for v in views:
+        if v.counterparty_email:
+            emails.setdefault(v.source_id, set()).add(v.counterparty_email.lower())
+    kin: dict[tuple[str, str], frozenset[str]] = {}
+    named: dict[tuple[str, str], str] = {}
+    for source_id, addresses in sorted(emails.items()):
+        for address, same in same_person(
+            source_id=source_id, addresses=addresses
+        ).items():
+            kin[(source_id, address)] = same & addresses
+        for address, full in full_names(
+            source_id=source_id, addresses=unpaged.get(source_id, set())
+        ).items():
+            named[(source_id, address)] = full
     parent: dict[str, str] = {}
 
     def find(node: str) -> str:
@@ -601,7 +621,16 @@ def _person_groups(views: list[LoopView]) -> dict[str, list[LoopView]]:
         nodes = [f"page:{view.source_id}:{slug}"] if slug else []
         if email:
             nodes.append(f"mail:{email}")
+            nodes += [
+                f"mail:{other}"
+                for other in sorted(kin.get((view.source_id, email), ()))
+                if other != email
+            ]
         name = person_name(view.counterparty_name or "")
+        known = named.get((view.source_id, email))
+        if not slug and known and (name is None or not name.full):
+            view.counterparty_name = known
+            name = person_name(known)
         if name is not None and name.full:
             nodes.append(f"name:{view.source_id}:{name.key()}")
         for node in nodes[1:]:

@@ -46,6 +46,7 @@ from connectors.base import PermanentError
 from loops.definitions import (
     CALENDAR_METHODS,
     REPLY_PREFIX_RE,
+    QuotedAuthor,
     written_text,
 )
 
@@ -139,6 +140,8 @@ class ParsedMail:
     raw_bytes: bytes | None = None
     location: str = ""
     has_quote: bool = False
+    # Who wrote the message this one quotes as a reply (its quoted header).
+    replied_to: QuotedAuthor | None = None
     html_only: bool = False
     list_unsubscribe: bool = False
     # Delivered by a mailing-list server: RFC 2369/2919 list headers or a list
@@ -476,9 +479,13 @@ def trim_reply(text: str, *, subject: str = "") -> str:
     return split_reply(text, subject=subject)[0]
 
 
-def split_reply(text: str, *, subject: str = "") -> tuple[str, bool]:
+def split_reply(
+    text: str, *, subject: str = ""
+) -> tuple[str, bool, QuotedAuthor | None]:
     """(the page text of a message, whether quoted text was dropped or cut or the
-    whole text is a quote), from its plain ``text`` and ``subject`` (SPEC §6.1).
+    whole text is a quote, who wrote the message it quotes as a reply:
+    ``loops.definitions.QuotedAuthor`` or None), from its plain ``text`` and
+    ``subject`` (SPEC §6.1).
 
     The page keeps the writer's own words wherever they sit around "> " quotes
     (above, between and below them; attribution lines dropped) and, below them,
@@ -490,14 +497,14 @@ def split_reply(text: str, *, subject: str = "") -> tuple[str, bool]:
     is kept whole. Only the first ``_REPLY_SCAN_CHARS`` characters are read:
     the body is capped at 8,000."""
     if not text.strip():
-        return "", False
+        return "", False, None
     head = text[:_REPLY_SCAN_CHARS]
     written = written_text(head, subject=subject)
     if not written.own:
-        return head.strip(), True
+        return head.strip(), True, None
     if written.forwarded:
-        return f"{written.own}\n\n{written.forwarded}", written.quoted
-    return written.own, written.quoted
+        return f"{written.own}\n\n{written.forwarded}", written.quoted, None
+    return written.own, written.quoted, written.replied_to
 
 
 def cap_body(text: str, limit: int = MAX_BODY_CHARS) -> str:
@@ -742,7 +749,7 @@ def _finish(
     else:
         text = body.plain or ""
     text = clean_text(text.replace("\r\n", "\n"))
-    reply, has_quote = split_reply(text, subject=subject)
+    reply, has_quote, replied_to = split_reply(text, subject=subject)
     auto = one("auto-submitted")
     key = f"<{message_id}>" if message_id else f"sha256:{raw_hash}"
     if len(key) > MAX_KEY_CHARS:
@@ -762,6 +769,7 @@ def _finish(
         references=refs,
         body=cap_body(reply),
         has_quote=has_quote,
+        replied_to=replied_to,
         html_only=not (body.plain and body.plain.strip()) and body.html is not None,
         full_text=text,
         fingerprint=fingerprint(from_.addr if from_ else "", date, subject, text),

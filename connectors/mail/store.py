@@ -107,6 +107,19 @@ def to_mail_message(
         link=link,
         html_only=parsed.html_only,
         failed_recipients=list(parsed.failed_recipients),
+        replied_to=(
+            {
+                "address": parsed.replied_to.address,
+                "name": parsed.replied_to.name[:200],
+                "date": (
+                    parsed.replied_to.date.isoformat()
+                    if parsed.replied_to.date
+                    else None
+                ),
+            }
+            if parsed.replied_to is not None
+            else None
+        ),
     )
 
 

@@ -6,7 +6,10 @@ text, that the thing is done ("The call is confirmed", "I've sent the contract")
 and shares a content word with the promise (two in another thread: "the copies
 were mailed" keeps "I will arrange for the additional copies to be mailed"). Both conditions together are the
 high-confidence case that closes a loop (closed_by ``fulfilled``); an attachment or
-"Attached is…" only makes it suspected (``loops.pipeline.thread_follow_up``).
+"Attached is…" only makes it suspected (``loops.pipeline.thread_follow_up``). A
+promise of a conversation ("I will follow up with a phone call") is kept by a
+later message between the two that reports the conversation ("per our discussion",
+``talked_in``).
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ from loops.definitions import reply_text
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
+    from datetime import datetime
 
+    from loops.definitions import MailCoverage
     from loops.message import MailMessage
 
 # Saying it is done: "The call is confirmed", "I've sent the contract", "Booked."
@@ -83,6 +88,68 @@ def kept_in(
             ):
                 return m
     return None
+
+
+# A promise of a conversation: to call, phone, talk, meet or get in touch ("I will
+# follow up with a phone call", "I'll give you a ring").
+CONVERSATION_PROMISE_RE = re.compile(
+    r"\b(?:call|calls|phone|ring|talk|speak|touch\s+base|get\s+in\s+touch|meet|"
+    r"catch\s+up)\b",
+    re.I,
+)
+# A message that reports the conversation took place ("per our discussion see
+# attached", "as we discussed", "thanks for the call", "good talking to you").
+CONVERSATION_HELD_RE = re.compile(
+    r"\b(?:per|as\s+per|following|further\s+to|pursuant\s+to|after|regarding)\s+"
+    r"(?:our|my|your)\s+(?:recent\s+|earlier\s+|brief\s+|(?:tele)?phone\s+)?"
+    r"(?:discussion|conversation|call|phone\s+call|talk|chat|meeting)s?\b|"
+    r"\bas\s+(?:we\s+)?discussed\b|"
+    r"\bthanks?\s+(?:you\s+)?for\s+(?:the|your)\s+(?:call|time\s+on\s+the\s+phone)\b|"
+    r"\b(?:good|nice|great)\s+(?:talking|speaking|chatting)\s+(?:to|with)\s+you\b",
+    re.I,
+)
+
+
+def talked_in(
+    promise: str,
+    later: Iterable[MailMessage],
+    between: Callable[[MailMessage], bool],
+) -> MailMessage | None:
+    """For a promise of a conversation (``CONVERSATION_PROMISE_RE``: "I will
+    follow up with a phone call"), the first later message between the two
+    parties (``between``) whose newest text reports that the conversation took
+    place (``CONVERSATION_HELD_RE``: "per our discussion see attached", "as we
+    discussed"); None otherwise or for any other promise."""
+    if not CONVERSATION_PROMISE_RE.search(promise or ""):
+        return None
+    for m in later:
+        if between(m) and CONVERSATION_HELD_RE.search(reply_text(m.body)):
+            return m
+    return None
+
+
+def keeping_unseen(
+    direction: str,
+    promise: str,
+    *,
+    at: datetime,
+    coverage: MailCoverage | None,
+    now: datetime,
+) -> bool:
+    """True when only the other side's mail could show that ``promise`` (mine,
+    ``direction`` ``owed_by_me``, made ``at``) was kept, because it promises a
+    conversation (``CONVERSATION_PROMISE_RE``: "I will follow up with a phone
+    call"), and ``coverage`` (``loops.selectors.mail_coverage``) says the source
+    kept next to none of others' mail in the weeks around it (a sent folder
+    alone): whether it was kept cannot be seen, so it is not listed, as an
+    outbound ask of those weeks waits on nobody (SPEC §5.1a "answers
+    visible")."""
+    return (
+        direction == "owed_by_me"
+        and coverage is not None
+        and bool(CONVERSATION_PROMISE_RE.search(promise or ""))
+        and not coverage.answers_visible(at=at, now=now)
+    )
 
 
 # A promise to have someone else deliver ("I will arrange for the copies to be

@@ -29,7 +29,9 @@ from brain.llm import anthropic_client, estimate_usd
 from brain.text import estimate_tokens
 from loops.definitions import collapse, display_subject, is_mine, normalise_subject
 from loops.eligibility import extraction_eligibility
+from loops.extractors.fulfilment import keeping_unseen
 from loops.models import Detector, ExtractionRun, LlmUsage, LoopStatus, OpenLoop
+from loops.selectors import mail_coverage
 from loops.services import (
     LLM_COMMITMENT_CONFIDENCE,
     LLM_DECISION_CONFIDENCE,
@@ -459,6 +461,7 @@ def llm_extract(
         )
         raise RetryableExtraction("parse_barrier") from exc
     seen_text = collapse(prompt)
+    coverage = mail_coverage(source_id=source.id, owners=owners)
     result = ExtractionResult(status="extracted")
     valid_ids = {c["id"] for c in candidates}
     with transaction.atomic():
@@ -473,6 +476,14 @@ def llm_extract(
                 result.dropped_quotes += 1
             origin = _message_for_quote(quote, ordered) if quote else None
             origin = origin or ordered[-1]
+            if kind == "commitment" and keeping_unseen(
+                item["direction"],
+                quote or item["text"],
+                at=origin.sent_at,
+                coverage=coverage,
+                now=source_newest,
+            ):
+                continue
             if kind == "commitment":
                 email = item["counterparty_email"]
                 if not email:

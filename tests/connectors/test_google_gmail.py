@@ -401,3 +401,71 @@ def test_backfill_lists_the_default_90_day_window_newest_first(
     )
     _gmail(Source.objects.get(pk=google_source.pk), http)
     assert "q=newer_than%3A30d" in http.uris[1]
+
+
+def test_later_mail_from_them_in_another_thread_settles_my_waiting_ask(
+    google_source: Source,
+) -> None:
+    # A live source: my ask to Bea waits; a later sync brings Bea's mail on
+    # another matter, weeks after my ask, in a thread of its own. The ask's
+    # thread is not touched again, yet we were in touch: it waits no longer
+    # (SPEC §5.1a), because the sync refreshed Bea's profile (when we were last
+    # in touch) and the cross-thread pass re-judged the open ask.
+    from loops.models import LoopStatus, LoopType, OpenLoop
+    from tests.connectors.google_fakes import message, rfc_date
+
+    bea = "Bea Park <bea.park@example.net>"
+    earlier = message(
+        gmail_id="b1", thread_id="t4", sender=bea, to=ME, subject="Parking",
+        date=rfc_date(40), body="The passes are at the desk.\n\nBea",
+        labels=["INBOX"], message_id="b1@example.net",
+    )  # fmt: skip
+    ask = message(
+        gmail_id="b2", thread_id="t5", sender=f"Owner <{ME}>", to=bea,
+        subject="Lease", date=rfc_date(20),
+        body="Bea, what financing do you think we could get for the lease?",
+        labels=["SENT"], message_id="b2@example.com",
+    )  # fmt: skip
+    backfill = sequence(
+        ok({"emailAddress": ME, "historyId": "6000"}),
+        ok(
+            {
+                "messages": [
+                    {"id": "b2", "threadId": "t5"},
+                    {"id": "b1", "threadId": "t4"},
+                ]
+            }
+        ),
+        ok(thread("t5", ask)),
+        ok(thread("t4", earlier)),
+    )
+    _gmail(google_source, backfill)
+    loop = OpenLoop.objects.get(
+        source=google_source, loop_type=LoopType.UNANSWERED_OUTBOUND
+    )
+    assert loop.status == LoopStatus.OPEN
+    later = message(
+        gmail_id="b3", thread_id="t6", sender=bea, to=ME, subject="Holiday party",
+        date=rfc_date(5), body="Robin, the party is on the 12th.\n\nBea",
+        labels=["INBOX"], message_id="b3@example.net",
+    )  # fmt: skip
+    history = sequence(
+        ok(
+            {
+                "history": [
+                    {
+                        "id": "6001",
+                        "messagesAdded": [{"message": {"id": "b3", "threadId": "t6"}}],
+                    }
+                ],
+                "historyId": "6002",
+            }
+        ),
+        ok(thread("t6", later)),
+    )
+    _gmail(google_source, history)
+    loop.refresh_from_db()
+    assert (loop.status, loop.closed_by) == (
+        LoopStatus.DROPPED,
+        "not_expected: superseded",
+    )

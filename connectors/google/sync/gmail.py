@@ -36,9 +36,10 @@ from connectors.services import (
 from loops.definitions import is_mine
 from loops.message import MailMessage
 from loops.pipeline import process_threads
+from loops.services_senders import sender_profiles_refresh
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Collection, Iterable, Iterator, Sequence
 
 from connectors.google.sync.base import (
     ACTOR,
@@ -237,6 +238,13 @@ class GmailConnector(_GoogleService):
             )
             # In the batch's transaction: no stored thread without its detection.
             if stored:
+                # Who its senders are, and when we were last in touch, changed
+                # with this mail: their profiles are read by detection (SPEC
+                # §5.1a; a mailbox import refreshes the whole source up front).
+                sender_profiles_refresh(
+                    source=self.source,
+                    addresses=_correspondents(stored.values(), self.owners),
+                )
                 process_threads(source_id=self.source.id, thread_ids=list(stored))
 
     def _work(self, thread: dict[str, Any], report: SyncReport) -> ThreadWork | None:
@@ -292,3 +300,19 @@ class GmailConnector(_GoogleService):
             kinds=["gmail_message", "gmail_thread"],
             external_ids=[*work.new_keys, work.thread_id],
         )
+
+
+def _correspondents(
+    threads: Iterable[Sequence[MailMessage]], owners: Collection[str]
+) -> set[str]:
+    """The addresses, other than ``owners``, that wrote a message of ``threads``
+    or received one of mine: the sender profiles a batch of new mail changes."""
+    mine = {a.lower() for a in owners}
+    out: set[str] = set()
+    for messages in threads:
+        for m in messages:
+            if is_mine(m, mine):
+                out |= {a.lower() for a in (*m.to, *m.cc) if a}
+            elif m.from_addr:
+                out.add(m.from_addr.lower())
+    return out - mine

@@ -1,0 +1,414 @@
+"""One person, several addresses; my replies the mailbox lacks; promises of a call
+kept by the call; requests to act toward someone else (SPEC §5.1a "a reply from
+another address of the same person", §5.4 fulfilment). Issue 14 fault kinds,
+each from small invented mail (no real names), through the real pipeline and
+database where the rule reads stored profiles."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from brain.models import Source
+from connectors.mail.parsing import parse_rfc822
+from loops.asks import find_asks, live_asks
+from loops.definitions import MailCoverage, written_text
+from loops.detectors import detect_thread
+from loops.message import MailMessage
+from loops.models import CLOSED_BY_FULFILLED, LoopStatus, LoopType, OpenLoop
+from loops.pipeline import process_threads
+from loops.selectors import same_person, sender_contacts
+from loops.senders import sender_stats
+from loops.services_senders import sender_profiles_refresh
+from tests.loops.shapes import ROBIN
+
+WORK = "dana.reyes@harbour.example"
+HOME = "dreyes77@freemail.example"
+OTHER = "dana.kim@harbour.example"
+T0 = datetime(2025, 3, 3, 15, 0, tzinfo=UTC)  # Monday
+
+
+def mail(
+    n: int,
+    body: str,
+    *,
+    frm: str = ROBIN,
+    name: str = "",
+    to: tuple[str, ...] = (WORK,),
+    cc: tuple[str, ...] = (),
+    days: float = 0,
+    thread: str = "t-ask",
+    subject: str = "Harbour lease",
+    replied_to: dict[str, str | None] | None = None,
+) -> MailMessage:
+    return MailMessage(
+        message_id=f"<{n}.{thread}@example>",
+        thread_id=thread,
+        subject=subject,
+        from_addr=frm,
+        from_name=name,
+        to=list(to),
+        cc=list(cc),
+        date=T0 + timedelta(days=days),
+        is_mine=frm == ROBIN,
+        body=body,
+        replied_to=replied_to,
+    )
+
+
+def _run(source: Source, store, messages: list[MailMessage], now: datetime) -> None:  # type: ignore[no-untyped-def]
+    store(source, messages)
+    sender_profiles_refresh(source=source)
+    process_threads(
+        source_id=source.id,
+        thread_ids=sorted({m.thread_id for m in messages}),
+        now=now,
+    )
+
+
+def _open(source: Source, loop_type: str) -> list[OpenLoop]:
+    return list(
+        OpenLoop.objects.filter(
+            source=source, loop_type=loop_type, status=LoopStatus.OPEN
+        )
+    )
+
+
+ASK = "Dana,\n\nWhat financing do you think we could actually get?\n\nRobin"
+EARLIER = mail(
+    0, "Robin, the survey is attached.\n\nDana Reyes", frm=WORK, name="Dana Reyes",
+    to=(ROBIN,), days=-20, thread="t-old", subject="Survey",
+)  # fmt: skip
+
+
+@pytest.mark.django_db
+def test_their_later_mail_from_another_address_supersedes_my_ask(robins_mailbox, store):
+    # I asked Dana at work; ten days later Dana wrote to me from home, under the
+    # same name, about something else: we were in touch, the ask is handled or
+    # moot. The same later mail from a different person leaves it waiting.
+    later = mail(
+        2, "Robin, per the plan here are the draw totals.\n\nDana", frm=HOME,
+        name="Dana Reyes", to=(ROBIN,), days=10, thread="t-home", subject="Draws",
+    )  # fmt: skip
+    _run(
+        robins_mailbox,
+        store,
+        [EARLIER, mail(1, ASK), later],
+        now=T0 + timedelta(days=20),
+    )
+    assert _open(robins_mailbox, LoopType.UNANSWERED_OUTBOUND) == []
+    assert same_person(source_id=robins_mailbox.id, addresses=[WORK])[WORK] == {
+        WORK,
+        HOME,
+    }
+
+
+@pytest.mark.django_db
+def test_later_mail_from_a_namesake_of_another_person_does_not_supersede(
+    robins_mailbox, store
+):
+    stranger = mail(
+        2, "Robin, here are the draw totals.\n\nDana", frm=OTHER, name="Dana Kim",
+        to=(ROBIN,), days=10, thread="t-kim", subject="Draws",
+    )  # fmt: skip
+    _run(
+        robins_mailbox,
+        store,
+        [EARLIER, mail(1, ASK), stranger],
+        now=T0 + timedelta(days=20),
+    )
+    assert [lp.counterparty_email for lp in _open(
+        robins_mailbox, LoopType.UNANSWERED_OUTBOUND
+    )] == [WORK]  # fmt: skip
+
+
+@pytest.mark.django_db
+def test_a_second_address_is_the_same_person_by_the_name_they_sign(
+    robins_mailbox, store
+):
+    # The home address shows only a surname ("reyes"); its mail is signed "Dana
+    # Reyes", the name the work address ("dana.reyes@") is built from.
+    home = mail(
+        1, "Robin,\n\nI was laid off last week. Drop me a line.\n\nDana Reyes\n",
+        frm=HOME, name="reyes", to=(ROBIN,), thread="t-home",
+    )  # fmt: skip
+    work = mail(
+        2, "Robin,\n\nThe survey is attached.\n\nDana Reyes\nHarbour Ltd\n",
+        frm=WORK, to=(ROBIN,), days=1, thread="t-work",
+    )  # fmt: skip
+    stats = sender_stats([home, work], owner_addresses=[ROBIN])
+    assert set(stats[HOME].full_names) == {"dana reyes"}
+    assert set(stats[WORK].full_names) == {"dana reyes"}
+    store(robins_mailbox, [home, work])
+    sender_profiles_refresh(source=robins_mailbox)
+    assert same_person(source_id=robins_mailbox.id, addresses=[HOME])[HOME] == {
+        HOME,
+        WORK,
+    }
+
+
+@pytest.mark.django_db
+def test_my_reply_quoted_in_theirs_counts_as_contact(robins_mailbox, store):
+    # Dana asked me something at work. My answer is not in the mailbox (sent
+    # from my phone), but Dana's later mail from home quotes it: I was in touch
+    # with Dana after the ask, which no longer waits on me.
+    ask = mail(
+        1, "Robin,\n\nWhat is going on down the street? Give me a call.\n\nDana Reyes",
+        frm=WORK, to=(ROBIN,), thread="t-ask",
+    )  # fmt: skip
+    quoting = mail(
+        2, "Thanks. Can I have your cell number?\n\nDana Reyes", frm=HOME,
+        name="reyes", to=(ROBIN,), days=12, thread="t-home", subject="Re: news",
+        replied_to={"address": ROBIN, "name": "", "date": (
+            T0 + timedelta(days=11)
+        ).isoformat()},
+    )  # fmt: skip
+    _run(robins_mailbox, store, [ask, quoting], now=T0 + timedelta(days=20))
+    contact = sender_contacts(source_id=robins_mailbox.id, addresses=[WORK])[WORK]
+    assert contact.last_to == T0 + timedelta(days=11)
+    assert [lp.counterparty_email for lp in _open(
+        robins_mailbox, LoopType.UNANSWERED_INBOUND
+    )] == [HOME]  # fmt: skip
+
+
+def test_quoted_header_names_who_wrote_the_message_a_reply_answers() -> None:
+    outlook = parse_rfc822(
+        b"From: dreyes77@freemail.example\r\nTo: robin@example.org\r\n"
+        b"Subject: Re: news\r\nDate: Tue, 27 Nov 2001 07:06:19 -0800\r\n"
+        b"Message-ID: <q1@freemail.example>\r\n\r\n"
+        b"Can I have your cell number?\r\n\r\nThanks,\r\n"
+        b"----- Original Message -----\r\nFrom: <Robin.A.Owner@example.org>\r\n"
+        b"To: <dreyes77@freemail.example>\r\n"
+        b"Sent: Monday, November 26, 2001 7:44 AM\r\nSubject: RE: news\r\n\r\n"
+        b"> Dana,\r\n> Sorry to hear it. Call me today.\r\n"
+    )
+    assert outlook.replied_to is not None
+    assert outlook.replied_to.address == "robin.a.owner@example.org"
+    assert outlook.replied_to.date == datetime(2001, 11, 26, 7, 44, tzinfo=UTC)
+    gmail = written_text(
+        "Sounds good.\n\nOn Mon, Nov 26, 2001 at 7:44 AM, Robin Owner "
+        "<robin@example.org> wrote:\n> Call me today.\n"
+    ).replied_to
+    assert gmail is not None
+    assert (gmail.address, gmail.name) == ("robin@example.org", "Robin Owner")
+    assert gmail.date == datetime(2001, 11, 26, 7, 44, tzinfo=UTC)
+    bare = written_text(
+        "ok\n\nOn Mon, 26 Nov 2001 07:44:12 -0800 Robin Owner <robin@example.org> "
+        "wrote:\n> hi\n"
+    ).replied_to
+    assert bare is not None and bare.name == "Robin Owner"
+    assert bare.date == datetime(2001, 11, 26, 15, 44, 12, tzinfo=UTC)
+    assert written_text("No quote here.\n\nRobin").replied_to is None
+
+
+def test_my_other_address_at_my_domain_is_recognised_in_a_quoted_header() -> None:
+    from loops.definitions import QuotedAuthor
+    from loops.senders import is_my_address
+
+    owners = {"robin.owner@example.org"}
+    assert is_my_address(
+        QuotedAuthor("robin.a.owner@example.org", "", None), owners, ()
+    )
+    assert not is_my_address(
+        QuotedAuthor("kim.owner@example.org", "", None), owners, ()
+    )
+    assert is_my_address(
+        QuotedAuthor("", "Owner, Robin", None), owners, {"robin owner"}
+    )
+
+
+@pytest.mark.django_db
+def test_promise_of_a_call_is_kept_when_they_report_the_conversation(
+    robins_mailbox, store
+):
+    promise = mail(
+        1, "Dana,\n\nThe numbers are below. Can you put me in touch with a lender?"
+        "\n\nI will follow up with a phone call.\n\nRobin",
+    )  # fmt: skip
+    held = mail(
+        2, "Robin, per our discussion see attached.\n\nDana Reyes", frm=HOME,
+        name="Dana Reyes", to=(ROBIN,), days=2, thread="t-home", subject="Letter",
+    )  # fmt: skip
+    _run(robins_mailbox, store, [EARLIER, promise], now=T0 + timedelta(days=1))
+    [loop] = _open(robins_mailbox, LoopType.COMMITMENT_OWED_BY_ME)
+    _run(robins_mailbox, store, [held], now=T0 + timedelta(days=3))
+    loop.refresh_from_db()
+    assert (loop.status, loop.closed_by) == (LoopStatus.DONE, CLOSED_BY_FULFILLED)
+
+
+@pytest.mark.django_db
+def test_promise_of_a_call_stays_open_without_word_of_the_conversation(
+    robins_mailbox, store
+):
+    promise = mail(1, "Dana,\n\nI will follow up with a phone call.\n\nRobin")
+    other = mail(
+        2, "Robin, the parking passes are at the desk.\n\nDana Reyes", frm=HOME,
+        name="Dana Reyes", to=(ROBIN,), days=2, thread="t-home", subject="Passes",
+    )  # fmt: skip
+    _run(robins_mailbox, store, [EARLIER, promise, other], now=T0 + timedelta(days=3))
+    assert len(_open(robins_mailbox, LoopType.COMMITMENT_OWED_BY_ME)) == 1
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "Remember to fax a copy of the term sheet to Lee Park. (fax: 555-0100)",
+        "Please advise Lee Park it will no longer be necessary.",
+        "As discussed, please send 5 full sets of the plans to\n\nHarbour Custom "
+        "Homes\n12 Quay Road\nPortsmouth\n\nThank you,\n\nRobin Owner\n555-0199",
+    ],
+)
+def test_request_to_act_toward_a_third_party_expires_unchased(body: str) -> None:
+    # Its outcome never comes back to me by mail: two weeks on, it is done or moot.
+    ask = mail(1, body)
+    fresh = detect_thread([ask], owner_addresses=[ROBIN], now=T0 + timedelta(days=5))
+    assert [s.loop_type for s in fresh.open] == [LoopType.UNANSWERED_OUTBOUND]
+    late = detect_thread([ask], owner_addresses=[ROBIN], now=T0 + timedelta(days=20))
+    assert late.open == []
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "Please send me the term sheet.",
+        "Please send the term sheet to Lee Park and let me know when it is done.",
+        "Can you fax the term sheet to Lee Park?",
+        "Please mail the check to\n\nRobin Owner\n8 Elm Court\n\nThanks,\nRobin Owner",
+    ],
+)
+def test_request_that_comes_back_to_me_does_not_expire_as_a_delegation(
+    body: str,
+) -> None:
+    late = T0 + timedelta(days=20)
+    assert live_asks(body, sent_at=T0, now=late) == find_asks(body) != []
+
+
+@pytest.mark.django_db
+def test_waiting_shows_one_person_writing_from_two_addresses_as_one_group(
+    robins_mailbox, store
+):
+    # Both addresses ask me something; they are one person (the home address
+    # signs "Dana Reyes", the work address is dana.reyes@): shown once, by the
+    # full name, not as "Reyes" and an address.
+    from brain.access import local_caller
+    from loops.waiting import waiting_report
+
+    home = mail(
+        1, "Robin,\n\nI was laid off last week. Can you call me?\n\nDana Reyes\n",
+        frm=HOME, name="reyes", to=(ROBIN,), thread="t-home",
+    )  # fmt: skip
+    work = mail(
+        2, "Robin,\n\nCan you check the survey?\n\nDana Reyes\nHarbour Ltd\n",
+        frm=WORK, to=(ROBIN,), days=1, thread="t-work",
+    )  # fmt: skip
+    _run(robins_mailbox, store, [home, work], now=T0 + timedelta(days=3))
+    groups = waiting_report(caller=local_caller(), as_of=T0 + timedelta(days=3))[
+        "groups"
+    ]
+    assert [(g["counterparty_name"], g["loop_count"]) for g in groups] == [
+        ("Dana Reyes", 2)
+    ]
+
+
+def test_my_reply_quoting_their_message_shows_they_answered_my_ask() -> None:
+    # Dana's answer is not in the mailbox, but my later message replies to it
+    # (its quoted header: Dana, after my ask): my ask was answered. A reply of
+    # mine to Dana's message from before the ask shows nothing.
+    ask = mail(1, "Dana, what do you think of my cost estimate?")
+    answered = mail(
+        2, "Sounds good. Send it to my home address.", days=16, thread="t-ask",
+        replied_to={"address": WORK, "name": "Dana Reyes",
+                    "date": (T0 + timedelta(days=15)).isoformat()},
+    )  # fmt: skip
+    now = T0 + timedelta(days=20)
+    verdict = detect_thread([ask, answered], owner_addresses=[ROBIN], now=now)
+    assert verdict.open == [] and verdict.reason == "answer_quoted"
+    older = mail(
+        2, "Sounds good. Send it to my home address.", days=16, thread="t-ask",
+        replied_to={"address": WORK, "name": "Dana Reyes",
+                    "date": (T0 - timedelta(days=2)).isoformat()},
+    )  # fmt: skip
+    still = detect_thread([ask, older], owner_addresses=[ROBIN], now=now)
+    assert [s.loop_type for s in still.open] == [LoopType.UNANSWERED_OUTBOUND]
+
+
+def test_their_message_known_only_from_my_reply_counts_as_their_contact() -> None:
+    # Dana Kim never appears as a sender, but my reply quotes her message.
+    mine = mail(
+        1, "Sounds good.", to=(OTHER,), days=10, thread="t-x",
+        replied_to={"address": OTHER, "name": "Dana Kim",
+                    "date": (T0 + timedelta(days=9)).isoformat()},
+    )  # fmt: skip
+    stats = sender_stats([mine], owner_addresses=[ROBIN])
+    assert stats[OTHER].last_from == T0 + timedelta(days=9)
+    assert stats[OTHER].reciprocal
+
+
+def _coverage(mine_per_day: int, others_per_day: int) -> MailCoverage:
+    """Sixty days around T0 with the given messages per day."""
+    days = {
+        (T0 + timedelta(days=d)).strftime("%Y-%m-%d"): (mine_per_day, others_per_day)
+        for d in range(-30, 30)
+    }
+    return MailCoverage.from_days(days, whole=True)
+
+
+@pytest.mark.django_db
+def test_promise_of_a_call_in_weeks_whose_inbox_was_not_kept_is_not_listed(
+    robins_mailbox, store
+):
+    # Only Dana's mail (or my report) could show the call took place; in weeks
+    # of my sent mail alone it cannot be seen, so it is not listed. A promise to
+    # send something shows in my own sent mail, and is listed.
+    from loops.detectors import Mutes
+    from loops.pipeline import thread_rule_extract
+
+    [promise] = store(
+        robins_mailbox,
+        [mail(1, "Dana,\n\nI will follow up with a phone call on the numbers.\n")],
+    )
+    [deliver] = store(
+        robins_mailbox,
+        [mail(2, "Dana,\n\nI will send you the signed lease.\n", thread="t-2")],
+    )
+
+    def extract(message: MailMessage, coverage: MailCoverage) -> int:
+        return int(
+            thread_rule_extract(
+                source=robins_mailbox,
+                thread_id=message.thread_id,
+                messages=[message],
+                page=None,
+                mutes=Mutes(),
+                source_newest=T0 + timedelta(days=1),
+                known_keys=set(),
+                runs=[],
+                coverage=coverage,
+            )["loops"]
+        )
+
+    assert extract(promise, _coverage(3, 0)) == 0
+    assert extract(promise, _coverage(3, 6)) == 1
+    assert extract(deliver, _coverage(3, 0)) == 1
+
+
+@pytest.mark.django_db
+def test_later_mail_from_another_address_settles_an_ask_already_waiting(
+    robins_mailbox, store
+):
+    # The ask waits; later mail from Dana's home address arrives in a thread of
+    # its own: the ask's thread is not touched, yet the cross-thread pass drops
+    # it (we were in touch).
+    _run(robins_mailbox, store, [EARLIER, mail(1, ASK)], now=T0 + timedelta(days=5))
+    [loop] = _open(robins_mailbox, LoopType.UNANSWERED_OUTBOUND)
+    later = mail(
+        2, "Robin, here are the draw totals.\n\nDana", frm=HOME, name="Dana Reyes",
+        to=(ROBIN,), days=10, thread="t-home", subject="Draws",
+    )  # fmt: skip
+    _run(robins_mailbox, store, [later], now=T0 + timedelta(days=20))
+    loop.refresh_from_db()
+    assert (loop.status, loop.closed_by) == (
+        LoopStatus.DROPPED,
+        "not_expected: superseded",
+    )
