@@ -270,7 +270,9 @@ def sentence_ask(sentence: str) -> Ask | None:
     ):
         return None
     anchored = bool(_ANCHOR.search(sentence))
-    if "?" in sentence or _OPEN_QUESTION.match(sentence):
+    if "?" in _without_quotations(sentence) or _OPEN_QUESTION.match(sentence):
+        # A question mark inside a quotation of someone else's words ('Section 6.3
+        # states "Notwithstanding any other provision of the plan?"') is theirs.
         return Ask(QUESTION, sentence, anchored)
     if _POINTER.search(sentence) and not _REQUEST.search(_POINTER.sub(" ", sentence)):
         return None
@@ -722,8 +724,16 @@ def _own_words(text: str) -> str:
         ):
             body = body[: link.start()]
             break
+    return _without_quotations(body)
+
+
+def _without_quotations(text: str) -> str:
+    """``text`` with its quotations of at least ``QUOTATION_CHARS`` characters
+    (``_QUOTED``) blanked: what its writer says in their own words."""
+    if '"' not in text and "“" not in text:
+        return text
     return _QUOTED.sub(
-        lambda q: " " if len(q.group(0)) - 2 >= QUOTATION_CHARS else q.group(0), body
+        lambda q: " " if len(q.group(0)) - 2 >= QUOTATION_CHARS else q.group(0), text
     )
 
 

@@ -744,7 +744,16 @@ def _outbound(
             summary=summary,
             opened_at=started,
             last_activity_at=last.sent_at,
-            evidence=[_evidence(last)],
+            # The ask, and the last message of my turn when it is a later one.
+            evidence=[
+                _evidence(
+                    ask,
+                    live_asks(
+                        ask_text(ask), sent_at=ask.date, now=now, call_answers=True
+                    ),
+                )
+            ]
+            + ([_evidence(last)] if last is not ask else []),
         )
     )
     return verdict
@@ -1027,19 +1036,33 @@ def _inbound(
             opened_at=started,
             last_activity_at=last.sent_at,
             # The ask and each chase of it ("Follow up: …"), newest last.
-            evidence=[_evidence(m) for m in asking if m is not last]
-            + [_evidence(last)],
+            evidence=[_evidence(m, asks_of_me(m, now=now)) for m in asking]
+            + ([_evidence(last)] if last is not asking[-1] else []),
         )
     )
     return verdict
 
 
-def _evidence(message: MailMessage) -> dict[str, Any]:
-    """Evidence item: message id, raw record id and the first 200 collapsed chars."""
+_SPACE_BEFORE_PUNCT = re.compile(r"\s+(?=[,.;:?!])")
+_DOUBLED_COMMA = re.compile(r",(?:\s*,)+")
+
+
+def _evidence(message: MailMessage, asks: Sequence[Ask] = ()) -> dict[str, Any]:
+    """Evidence item: message id, raw record id and the first 200 collapsed chars
+    (SPEC §5.2 rule 7); with ``asks`` (the message's live asks), ``ask``: the
+    sentence that asks, a question before a request (≤ 200 chars), which is what
+    ``waiting`` shows a reader deciding whether the loop is real."""
     item: dict[str, Any] = {
         "message_id": message.message_id,
         "quote": quote_of(message.body),
     }
+    if asks:
+        first = next((a for a in asks if a.kind == QUESTION), asks[0])
+        # The sentence as the rules read it, softeners dropped ("give me your
+        # number if you do not mind" -> "give me your number ."): tidied for a
+        # reader.
+        text = _SPACE_BEFORE_PUNCT.sub("", collapse(first.sentence))
+        item["ask"] = _DOUBLED_COMMA.sub(",", text)[:200]
     if message.raw_record_id is not None:
         item["raw_record_id"] = message.raw_record_id
     if message.link:

@@ -107,6 +107,7 @@ class LoopView:
     link: str
     fulfilment_suspected: bool
     thread_id: str = ""
+    ask: str = ""
 
     def as_dict(self, *, trusted: bool) -> dict[str, Any]:
         """Trusted: everything; remote: counts, counterparty, summary, due only."""
@@ -130,6 +131,7 @@ class LoopView:
             "counterparty_email": self.counterparty_email or None,
             "page_slug": self.page_slug or None,
             "quote": self.quote or None,
+            "ask": self.ask or None,
             "link": self.link or None,
             "fulfilment_suspected": self.fulfilment_suspected,
         }
@@ -165,6 +167,7 @@ def loop_view(loop: OpenLoop) -> LoopView:
         link=last.get("link", ""),
         fulfilment_suspected=loop.fulfilment_suspected_at is not None,
         thread_id=loop.thread_id,
+        ask=next((e["ask"] for e in reversed(loop.evidence) if e.get("ask")), ""),
     )
 
 
@@ -285,6 +288,10 @@ def _replay_source(source: Source, as_of: datetime) -> list[LoopView]:
                     link="",
                     fulfilment_suspected=False,
                     thread_id=spec.thread_id,
+                    ask=next(
+                        (e["ask"] for e in reversed(spec.evidence) if e.get("ask")),
+                        "",
+                    ),
                 )
             )
     stored = list(
@@ -693,8 +700,8 @@ def render_digest(report: dict[str, Any]) -> str:
             lines.append(
                 f"   - [{loop['loop_type']}] {loop['summary']}{times} ({age} d ago{due})"
             )
-            if loop.get("quote"):
-                lines.append(f"     > {loop['quote']}")
+            if loop.get("ask") or loop.get("quote"):
+                lines.append(f"     > {loop.get('ask') or loop['quote']}")
         if group["loops_omitted"]:
             lines.append(f"   … and {group['loops_omitted']} more")
     machine = report.get("automated") or {}

@@ -1197,3 +1197,37 @@ def test_my_mailing_to_subscribers_asks_no_person() -> None:
     assert opened([mail(2, personal, frm=ME, to=(ANN,))]) == [
         LoopType.UNANSWERED_OUTBOUND
     ]
+
+
+def test_question_mark_inside_a_quotation_is_not_my_question() -> None:
+    # The quoted clause's question mark (a lost character in an export) is the
+    # quoted text's; the request in my own words still asks.
+    body = (
+        'Ann, section 6.3 begins "Notwithstanding any other provision of the '
+        'plan?". That settles it in my reading.'
+    )
+    assert find_asks(body) == []
+    asks = find_asks(body + " Please advise of a convenient time to meet.")
+    assert [a.kind for a in asks] == ["request"]
+    # A short quoted phrase stays part of my own question.
+    assert [a.kind for a in find_asks('Did you mean "Section 6.2?"')] == ["question"]
+
+
+def test_waiting_evidence_names_the_sentence_that_asks() -> None:
+    # The reader of the waiting list sees the ask itself, not the message's
+    # opening lines; softeners dropped by the rules leave no stray punctuation.
+    ask = mail(
+        1,
+        "Ann,\n\nThanks for pulling together the copies of the organisation "
+        "documents. Have you had a chance to gather the title work?\n\nOlivia",
+        frm=ME,
+        to=(ANN,),
+    )
+    [spec] = detect([ask]).open
+    assert spec.evidence[-1]["ask"] == "Have you had a chance to gather the title work?"
+    assert spec.evidence[-1]["quote"].startswith("Ann, Thanks for pulling")
+    theirs = mail(
+        2, "Olivia,\n\nAlso, if you have time, could you send me the definition?"
+    )
+    [inbound] = detect([theirs]).open
+    assert inbound.evidence[-1]["ask"] == "Also, could you send me the definition?"

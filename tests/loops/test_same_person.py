@@ -303,12 +303,12 @@ def test_waiting_shows_one_person_writing_from_two_addresses_as_one_group(
         frm=WORK, to=(ROBIN,), days=1, thread="t-work",
     )  # fmt: skip
     _run(robins_mailbox, store, [home, work], now=T0 + timedelta(days=3))
-    groups = waiting_report(caller=local_caller(), as_of=T0 + timedelta(days=3))[
-        "groups"
-    ]
-    assert [(g["counterparty_name"], g["loop_count"]) for g in groups] == [
+    report = waiting_report(caller=local_caller(), as_of=T0 + timedelta(days=3))
+    assert [(g["counterparty_name"], g["loop_count"]) for g in report["groups"]] == [
         ("Dana Reyes", 2)
     ]
+    # The entry (two loops on one subject, one entry) shows the sentence that asks.
+    assert "> Can you check the survey?" in report["text"]
 
 
 def test_my_reply_quoting_their_message_shows_they_answered_my_ask() -> None:

@@ -295,6 +295,20 @@ def test_admin_waiting_dashboard_renders(admin_client, mailbox, jeff):
     assert b"loop a" in response.content and b"Paste-ready digest" in response.content
 
 
+def test_waiting_shows_the_sentence_that_asks_over_the_opening_lines(
+    admin_client, mailbox, jeff
+):
+    loop = make_loop(mailbox, "a", email=JEFF, page=jeff)
+    loop.evidence = [{**loop.evidence[0], "ask": "Have you gathered the title work?"}]
+    loop.save(update_fields=["evidence"])
+    html = admin_client.get(reverse("admin:loops_waiting")).content.decode()
+    assert "Have you gathered the title work?" in html and "quote a" not in html
+    [group] = waiting_report(caller=local_caller(), as_of=AS_OF)["groups"]
+    assert group["loops"][0]["ask"] == "Have you gathered the title work?"
+    report = waiting_report(caller=local_caller(), as_of=AS_OF)
+    assert "> Have you gathered the title work?" in report["text"]
+
+
 def test_due_dates_are_shown_in_the_owners_timezone(mailbox, settings):
     from datetime import date
 
