@@ -126,6 +126,14 @@ _REQUEST = re.compile(
     r"hear|get))|i need (?:to know|help|you)|waiting (?:for|on) your)\b)",
     re.I | re.M,
 )
+# Someone else's message told of, not an ask of the reader: "The broker called
+# back to let me know that the building had sold", "She let me know that…".
+_NARRATED = re.compile(
+    r"\b(?:called|phoned|rang|wrote|e-?mailed|texted|faxed|stopped by|came by|"
+    r"dropped by|was kind enough|took the time)\b[^.?!]{0,60}?\bto let me know\b"
+    r"|\b(?:he|she|they|who)\s+let\s+me\s+know\b",
+    re.I,
+)
 # A question put to whoever reads, without its question mark ("Does anyone know
 # how samba can be configured to…").
 _OPEN_QUESTION = re.compile(
@@ -205,16 +213,20 @@ _JEST = re.compile(
     r"|\*(?:g|grin|wink|smile)\*",
     re.I,
 )
-# A delegated action (see ``DELEGATED_ASK_LIFETIME``): a delivery to a third party
-# named by a capitalised name, a role ("the builder") or a pronoun, or an ask to
-# tell someone other than the writer. Never "to me", "to us", "to my …".
+# A delegated action (see ``DELEGATED_ASK_LIFETIME``): a delivery, within a
+# dozen words, to a third party named by a capitalised name, a role ("the
+# builder") or a pronoun, or an ask to tell someone. Never "to me", "to us", "to
+# my …"; a sentence that names me at all (``_FIRST_PERSON``) is no delegation.
 _DELEGATION = re.compile(
-    r"\b(?i:send|mail|ship|deliver|fax|forward|courier|overnight|e-?mail|give|hand|"
-    r"pass|bring|take)\b[^.?!]{0,200}?\b(?i:to)\s+(?!(?i:me|us|myself|my|our)\b)"
+    r"\b(?i:send|mail|ship|deliver|fax|forward|courier|overnight|e-?mail)\b"
+    r"(?:\s+[^\s.?!]+){0,12}?\s+(?i:to)\s+(?!(?i:me|us|myself|my|our)\b)"
     r"(?:[A-Z][\w'-]+|(?i:the|his|her|their|him|them)\b)"
     r"|\b(?i:tell|advise|inform|notify|remind|let)\s+(?!(?i:me|us)\b)"
     r"(?:[A-Z][a-z]+|(?i:him|her|them|the\s+\w+))\b"
 )
+# The writer in the sentence ("Please give me a call before you talk to Dana",
+# "before I send it to Legal", "tell Sarah and me"): it comes back to them.
+_FIRST_PERSON = re.compile(r"\b(?:I|(?i:me|us|we))\b")
 _PARAGRAPH = re.compile(r"\n\s*\n")
 # A line break before a capital, a digit or a quote starts a new sentence.
 _LINE_START = re.compile(r"\n(?=\s*[A-Z0-9\"'])")
@@ -276,7 +288,8 @@ def sentence_ask(sentence: str) -> Ask | None:
         return Ask(QUESTION, sentence, anchored)
     if _POINTER.search(sentence) and not _REQUEST.search(_POINTER.sub(" ", sentence)):
         return None
-    if _REQUEST.search(sentence) or _HELP_WANTED.search(sentence):
+    own = _NARRATED.sub(" ", sentence)
+    if _REQUEST.search(own) or _HELP_WANTED.search(own):
         return Ask(REQUEST, sentence, anchored)
     return None
 
@@ -392,11 +405,17 @@ def delegates(ask: Ask, text: str = "") -> bool:
     (``_DELEGATION``: deliver something to a named third party, tell someone)
     and asks nothing back of the writer: its outcome does not come back by mail,
     so once ``DELEGATED_ASK_LIFETIME`` has passed it is no longer waited on
-    (``live_asks``). A delivery "to" an address block on the lines below the
+    (``live_asks``). A sentence in which the writer figures (``_FIRST_PERSON``:
+    "give me a call before you talk to Dana") is none. A delivery "to" an
+    address block on the lines below the
     sentence (``text``, the message's newest part) is to a third party when the
     block's first line names someone other than the writer (no word of it in
     the text's last lines, where the writer signs)."""
-    if ask.kind != REQUEST or _REQUEST_BACK.search(ask.sentence):
+    if (
+        ask.kind != REQUEST
+        or _REQUEST_BACK.search(ask.sentence)
+        or _FIRST_PERSON.search(ask.sentence)
+    ):
         return False
     if _DELEGATION.search(ask.sentence):
         return True
@@ -735,6 +754,13 @@ def _without_quotations(text: str) -> str:
     return _QUOTED.sub(
         lambda q: " " if len(q.group(0)) - 2 >= QUOTATION_CHARS else q.group(0), text
     )
+
+
+def asks_the_readers(sentence: str) -> bool:
+    """True when an ask's sentence puts its question to whoever reads ("Anyone
+    else noticing this?", "Can someone check the logs?", ``_READERS``) rather
+    than to one person."""
+    return bool(_READERS.search(sentence or ""))
 
 
 def withdraws(text: str) -> bool:

@@ -492,7 +492,7 @@ def _attribution(inner: str) -> QuotedAuthor | None:
     found = _ADDRESS_IN.search(who)
     address = found.group(1).lower() if found else ""
     name = _ADDRESS_IN.sub("", who).strip(" \"'<>,")
-    if date is None and _DATED.search(name):
+    if date is None and _DATED.search(name) and not _either_way(name):
         # "On Mon, 26 Nov 2001 07:44:12 -0800 Dana Reyes wrote:": no comma
         # between the date and the name; the words the date parser skips are
         # the name.
@@ -520,6 +520,18 @@ _ZONES = {
 }  # fmt: skip
 
 
+# A numeric date whose day and month can be read either way ("11/10/2024").
+_NUMERIC_DATE = re.compile(r"\b(0?[1-9]|1[0-2])[/.-](0?[1-9]|1[0-2])[/.-]\d{2,4}\b")
+
+
+def _either_way(text: str) -> bool:
+    """True when ``text`` holds a numeric date whose day and month can be read
+    either way ("11/10/2024": 10 November or 11 October, by the writer's locale):
+    a wrong month would place contact weeks away, so such a date is unknown."""
+    numeric = _NUMERIC_DATE.search(text or "")
+    return numeric is not None and int(numeric.group(1)) != int(numeric.group(2))
+
+
 def _zone(name: str | None, offset: int | None) -> int | None:
     """``dateutil``'s ``tzinfos`` callable: the written offset (seconds), else the
     abbreviation's, else None (the date stays naive, read as UTC)."""
@@ -531,9 +543,11 @@ def _zone(name: str | None, offset: int | None) -> int | None:
 
 def _header_date(text: str) -> datetime | None:
     """A quoted header's date text as an aware UTC datetime (no zone or an unknown
-    abbreviation: UTC), or None when ``dateutil`` cannot read it or it names no
-    year."""
+    abbreviation: UTC), or None when ``dateutil`` cannot read it, it names no year,
+    or its numeric day and month could be read either way ("11/10/2024")."""
     if not text or not _DATED.search(text):
+        return None
+    if _either_way(text):
         return None
     try:
         when = dateutil_parser.parse(text, tzinfos=_zone)
@@ -939,6 +953,15 @@ class MailCoverage:
     def _upto(self, day: str) -> tuple[int, int]:
         i = bisect_right(self.days, day)
         return (self.mine[i - 1], self.others[i - 1]) if i else (0, 0)
+
+    def mine_between(self, start: datetime, end: datetime) -> int:
+        """How many of my messages the source holds from ``start`` to ``end``
+        (aware; whole UTC days)."""
+        before = (start.astimezone(UTC) - timedelta(days=1)).strftime("%Y-%m-%d")
+        return (
+            self._upto(end.astimezone(UTC).strftime("%Y-%m-%d"))[0]
+            - self._upto(before)[0]
+        )
 
     def answers_visible(self, *, at: datetime, now: datetime) -> bool:
         """True when the source could show an answer to my message sent ``at``

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from loops.asks import (
     QUESTION,
     Ask,
+    asks_the_readers,
     declines,
     is_fulfilment,
     live_asks,
@@ -46,6 +47,7 @@ from loops.senders import (
     Contact,
     has_opt_out_wording,
     is_list_address,
+    is_my_address,
 )
 
 if TYPE_CHECKING:
@@ -275,16 +277,64 @@ def ask_text(message: MailMessage) -> str:
     )
 
 
-def asks_of_me(message: MailMessage, *, now: datetime) -> list[Ask]:
+def asks_of_me(
+    message: MailMessage, *, now: datetime, owners: Collection[str] = ()
+) -> list[Ask]:
     """The live asks (``loops.asks.live_asks``) of ``message``'s newest text that
     ask me something: on mail that went to a mailing list (``through_list``), an
     ask in a paragraph carrying a smiley or a grin (``Ask.jest``: "keep it till
     it has chicks, and send me two :)") is banter for the list, not an ask of me
-    (SPEC §5.1a)."""
+    (SPEC §5.1a). When the message has recipients other than me (``owners``), a
+    sentence addressed by name to one of them ("Theo, does it work for you
+    now?") asks them, and a question to whoever reads ("Anyone else noticing
+    this?", ``asks_the_readers``) asks nobody in particular: neither is an ask
+    of me."""
     asks = live_asks(ask_text(message), sent_at=message.date, now=now)
     if asks and through_list(message):
-        return [a for a in asks if not a.jest]
+        asks = [a for a in asks if not a.jest]
+    mine = {o.lower() for o in owners}
+    others = {a.lower() for a in (*message.to, *message.cc) if a} - mine
+    if asks and mine and others:
+        asks = [
+            a
+            for a in asks
+            if not asks_the_readers(a.sentence)
+            and not _names_another(a.sentence, mine, others)
+        ]
     return asks
+
+
+def _replies_to_me(
+    message: MailMessage, previous: MailMessage, owners: Collection[str]
+) -> bool:
+    """True when ``message`` quotes, as the message it replies to, a message of
+    mine (``loops.senders.is_my_address``) sent after ``previous``: a reply of
+    mine stood between the two, though the source does not hold it."""
+    author = replied_to_author(message)
+    return (
+        author is not None
+        and author.date is not None
+        and previous.date is not None
+        and message.date is not None
+        and previous.date < author.date <= message.date + CLOCK_SLACK
+        and is_my_address(author, owners, ())
+    )
+
+
+def _to_myself(message: MailMessage, owners: Collection[str]) -> bool:
+    """True for a message of mine whose every recipient is one of my addresses
+    (a note or a forward to myself)."""
+    recipients = {a.lower() for a in (*message.to, *message.cc, *message.bcc) if a}
+    return is_mine(message, owners) and bool(recipients) and recipients <= set(owners)
+
+
+def _names_another(sentence: str, owners: set[str], others: set[str]) -> bool:
+    """True when ``sentence`` opens by naming (``vocative``) one of ``others`` and
+    none of ``owners``: it is addressed to them."""
+    name = vocative(sentence)
+    if not name or any(name in _name_tokens(o) for o in owners):
+        return False
+    return any(name in _name_tokens(a) for a in others)
 
 
 def _name_tokens(address: str) -> set[str]:
@@ -366,6 +416,9 @@ def detect_thread(
         return Verdict(reason="no_substantive_messages")
     if _participants(subs, owners) <= owners:
         return Verdict(reason="self_thread")
+    # A message of mine to myself alone (their ask forwarded to my other
+    # address) answers nobody: it is no turn of the conversation.
+    subs = [m for m in subs if not _to_myself(m, owners)]
 
     turns = _effective_turns(subs, owners)
     last = turns[-1]
@@ -380,6 +433,20 @@ def detect_thread(
             break
         run.append(m)
     run.reverse()
+    if not mine:
+        # Their message that replies to a message of mine the source lacks (its
+        # quoted header is mine, after their previous message) starts a new
+        # turn: what they asked before it, I answered.
+        run = run[
+            max(
+                (
+                    i
+                    for i in range(1, len(run))
+                    if _replies_to_me(run[i], run[i - 1], owners)
+                ),
+                default=0,
+            ) :
+        ]
 
     if _run_withdrawn(run):
         # "Never mind, found it.": the writer took their own question back.
@@ -991,7 +1058,7 @@ def _inbound(
             and kinds.get((m.from_addr or "").lower()) != AUTOMATED
             and not crowd_ask(m, owners, before)
             and not addressed_elsewhere(m, owners)
-            and asks_of_me(m, now=now)
+            and asks_of_me(m, now=now, owners=owners)
         ]
         if not asking:
             if any(addressed_to_crowd(m) for m in run):
@@ -1036,7 +1103,9 @@ def _inbound(
             opened_at=started,
             last_activity_at=last.sent_at,
             # The ask and each chase of it ("Follow up: …"), newest last.
-            evidence=[_evidence(m, asks_of_me(m, now=now)) for m in asking]
+            evidence=[
+                _evidence(m, asks_of_me(m, now=now, owners=owners)) for m in asking
+            ]
             + ([_evidence(last)] if last is not asking[-1] else []),
         )
     )
@@ -1050,14 +1119,14 @@ _DOUBLED_COMMA = re.compile(r",(?:\s*,)+")
 def _evidence(message: MailMessage, asks: Sequence[Ask] = ()) -> dict[str, Any]:
     """Evidence item: message id, raw record id and the first 200 collapsed chars
     (SPEC §5.2 rule 7); with ``asks`` (the message's live asks), ``ask``: the
-    sentence that asks, a question before a request (≤ 200 chars), which is what
+    first sentence that asks (≤ 200 chars), which is what
     ``waiting`` shows a reader deciding whether the loop is real."""
     item: dict[str, Any] = {
         "message_id": message.message_id,
         "quote": quote_of(message.body),
     }
     if asks:
-        first = next((a for a in asks if a.kind == QUESTION), asks[0])
+        first = asks[0]
         # The sentence as the rules read it, softeners dropped ("give me your
         # number if you do not mind" -> "give me your number ."): tidied for a
         # reader.

@@ -472,7 +472,7 @@ def kept_message(
         kept = kept_in(promise, later, from_them, min_shared=shared)
     if kept is None and theirs:
         # "I will follow up with a phone call", then "per our discussion".
-        kept = talked_in(promise, later, between)
+        kept = talked_in(promise, later, between, promised_at=loop.opened_at)
     return kept
 
 

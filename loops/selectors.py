@@ -15,6 +15,7 @@ from django.db.models.functions import Substr
 from django.utils import timezone
 
 from brain.models import Alias, Page, RawRecord, Source
+from brain.people import names_compatible, person_name
 from loops.definitions import (
     BOUNCE_SENDERS,
     BOUNCE_SUBJECT,
@@ -539,8 +540,9 @@ def _person_rows(
     included})``: addresses whose profiles are persons sharing a full name
     (``SenderStats.full_names``: a display name, a "first.last" local part, the
     name they sign with) are one person, unless more than
-    ``SAME_PERSON_MAX_ADDRESSES`` addresses share it. A wanted address without a
-    profile is its own person. Two queries (one when no wanted profile has a
+    ``SAME_PERSON_MAX_ADDRESSES`` addresses share it or the address goes by two
+    people's names (``_shared``: an office or relay address). A wanted address
+    without a profile is its own person. Two queries (one when no wanted profile has a
     full name)."""
     rows = {
         address: (kind, signals or {})
@@ -565,20 +567,33 @@ def _person_rows(
             rows.setdefault(address, (kind, signals or {}))
     by_name: dict[str, set[str]] = {}
     for address, (kind, signals) in rows.items():
-        if kind == SenderProfile.Kind.PERSON:
+        if kind == SenderProfile.Kind.PERSON and not _shared(signals):
             for name in signals.get("full_names") or ():
                 by_name.setdefault(name, set()).add(address)
     groups: dict[str, frozenset[str]] = {}
     for address in wanted:
         same = {address}
         kind, signals = rows.get(address, ("", {}))
-        if kind == SenderProfile.Kind.PERSON:
+        if kind == SenderProfile.Kind.PERSON and not _shared(signals):
             for name in signals.get("full_names") or ():
                 group = by_name.get(name, set())
                 if len(group) <= SAME_PERSON_MAX_ADDRESSES:
                     same |= group
         groups[address] = frozenset(same)
     return rows, groups
+
+
+def _shared(signals: dict[str, Any]) -> bool:
+    """True when a profile's full names are two people's ("dana reyes" and "anna
+    lee" from one office@ address; ``brain.people.names_compatible``): a shared or
+    relay address, which joins nobody to anybody."""
+    names = [person_name(n) for n in signals.get("full_names") or ()]
+    parsed = [n for n in names if n is not None]
+    return any(
+        not names_compatible(a, b)
+        for i, a in enumerate(parsed)
+        for b in parsed[i + 1 :]
+    )
 
 
 def same_person(

@@ -439,6 +439,19 @@ _LOCAL_FULL_NAME = re.compile(r"^([a-z]{2,})[._]([a-z]{2,})$")
 _LOCAL_TOKENS = re.compile(r"[._+-]+")
 
 
+def _role_words(name: str) -> bool:
+    """True when a name key ("customer service", "accounts payable") holds a word
+    that names a role or an office, not a person (``ROLE_TOKENS``,
+    ``ROLE_NAME_WORDS``): no full name of a person."""
+    return any(
+        w in ROLE_TOKENS or w in ROLE_NAME_WORDS or w in _ROLE_EXTRA_WORDS
+        for w in name.split()
+    )
+
+
+_ROLE_EXTRA_WORDS = frozenset("payable receivable payroll reception".split())
+
+
 def _quoted_in_time(quoted: datetime, at: datetime | None) -> bool:
     """True when a quoted header's date can be the message a reply sent ``at``
     answers: at most ``QUOTED_REPLY_MAX_AGE`` before it, and not after it by more
@@ -501,11 +514,18 @@ def sender_stats(
                 and _quoted_in_time(author.date, m.date)
             ):
                 quoted_theirs.append((author.address, author.date, author.name))
+            personal = len({*m.to, *m.cc, *m.bcc}) < CROWD
             for a in (*m.to, *m.cc, *m.bcc):
                 if not a:
                     continue
                 written_to.add(a.lower())
-                if m.date and (a.lower() not in last_to or m.date > last_to[a.lower()]):
+                # My mailing to a crowd ("Happy spring!" to 29) is no contact
+                # with each of them (SPEC §5.1a supersede).
+                if (
+                    personal
+                    and m.date
+                    and (a.lower() not in last_to or m.date > last_to[a.lower()])
+                ):
                     last_to[a.lower()] = m.date
             threads_mine.add(m.thread_id)
             continue
@@ -520,23 +540,35 @@ def sender_stats(
                 role=local_part_is_role(address),
             )
         s.messages += 1
-        if m.date and owners & {a.lower() for a in (*m.to, *m.cc)}:
+        recipients = {a.lower() for a in (*m.to, *m.cc) if a}
+        # Their mail to me, not an announcement to a crowd or a list I read.
+        direct = (
+            bool(owners & recipients)
+            and len(recipients) < CROWD
+            and not m.list_unsubscribe
+            and not m.mailing_list
+            and not any(is_list_address(a) for a in recipients)
+        )
+        if m.date and direct:
             if s.last_from is None or m.date > s.last_from:
                 s.last_from = m.date
         if m.from_name:
             s.names.add(m.from_name.strip().lower())
             display = person_name(m.from_name)
-            if display is not None and display.full:
+            if display is not None and display.full and not _role_words(display.key()):
                 s.full_names[display.key()] += 1
         signed = signed_name(reply_text(m.body), sender_names(m.from_name, address))
-        if signed:
+        if signed and not _role_words(signed):
             s.full_names[signed] += 1
         author = replied_to_author(m)
         if (
-            author is not None
+            direct
+            and author is not None
             and author.date is not None
             and _quoted_in_time(author.date, m.date)
         ):
+            # Only a reply to me: their list reply quoting my list post is no
+            # contact with me.
             quoted_mine.append((address, author.date, author))
         senders_by_thread[m.thread_id].add(address)
         subject = normalise_subject(m.subject)
@@ -595,7 +627,7 @@ def sender_stats(
         local = _LOCAL_FULL_NAME.match(address.split("@", 1)[0])
         if local and not s.role:
             parsed = person_name(f"{local.group(1)} {local.group(2)}")
-            if parsed is not None and parsed.full:
+            if parsed is not None and parsed.full and not _role_words(parsed.key()):
                 s.full_names[parsed.key()] += 1
         for name in my_names:
             # The owner's own name on another address is the owner, not a

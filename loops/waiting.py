@@ -527,6 +527,22 @@ def waiting_report(
             source_id=source.id, now=source_now[source.id]
         )
         inside = total - older
+        mine = mail_coverage(
+            source_id=source.id, owners=source.owner_addresses
+        ).mine_between(
+            source_now[source.id] - timedelta(days=MAILBOX_WINDOW_DAYS),
+            source_now[source.id],
+        )
+        if inside and not mine:
+            # A list archive, an inbox without its sent mail: what the owner
+            # asked or promised cannot be seen, so no "you are clean".
+            completeness = "partial"
+            warnings.append(
+                f"Source {source.id}: none of its {inside} messages in the "
+                f"{MAILBOX_WINDOW_DAYS} days before {source_now[source.id]:%Y-%m-%d} "
+                "is the owner's own: what the owner asked or promised cannot be "
+                "seen (check the owner addresses, or import the sent folder)."
+            )
         if inside < FEW_IN_WINDOW and older > inside:
             # Detection looked at a sliver of this mailbox: no "you are clean".
             completeness = "partial"
@@ -694,11 +710,15 @@ def render_digest(report: dict[str, Any]) -> str:
         )
         for loop in group["loops"]:
             now = datetime.fromisoformat(group.get("as_of") or report["as_of"])
-            age = (now - datetime.fromisoformat(loop["last_activity_at"])).days
+            # Since when it waits (the ask, not a later chaser of mine).
+            age = (now - datetime.fromisoformat(loop["opened_at"])).days
+            last = (now - datetime.fromisoformat(loop["last_activity_at"])).days
+            touched = f", last activity {last} d ago" if last < age else ""
             due = f", due {loop['due_at'][:10]}" if loop["due_at"] else ""
             times = f" ×{loop['repeats']}" if loop.get("repeats", 1) > 1 else ""
             lines.append(
-                f"   - [{loop['loop_type']}] {loop['summary']}{times} ({age} d ago{due})"
+                f"   - [{loop['loop_type']}] {loop['summary']}{times} "
+                f"({age} d ago{touched}{due})"
             )
             if loop.get("ask") or loop.get("quote"):
                 lines.append(f"     > {loop.get('ask') or loop['quote']}")

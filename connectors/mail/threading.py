@@ -160,6 +160,27 @@ def sent_folder_senders(messages: Iterable[ParsedMail]) -> set[str]:
     return {a for a, n in senders.items() if n >= 2 and n >= 0.05 * total}
 
 
+def owner_namesakes(messages: Iterable[ParsedMail], owners: set[str]) -> set[str]:
+    """From addresses, not yet ``owners``, every message of which carries the
+    owner's own full name (the name ``owners`` go by in From, To and Cc, e.g. "Pat
+    Quill <pat@home.example>" beside "Pat Quill <pat.quill@work.example>"): the
+    owner's other addresses (SPEC §5.1 "mine"), never a correspondent owed a
+    reply. Names that are not a full name (one word, a role) never count."""
+    mine: set[str] = set()
+    theirs: dict[str, set[str]] = {}
+    for m in messages:
+        # How the owner is named: on the owner's own mail, and by others who
+        # write to the owner ("To: Pat Quill <pat.quill@work.example>").
+        for address in (*([m.from_] if m.from_ else []), *m.to, *m.cc):
+            if address.addr in owners and (name := _person_name(address.name)):
+                mine.add(name)
+        if not m.from_ or not m.from_.addr or m.from_.addr in owners:
+            continue
+        if not is_noise_sender(m.from_.addr):
+            theirs.setdefault(m.from_.addr, set()).add(_person_name(m.from_.name))
+    return {a for a, names in theirs.items() if mine and names <= mine}
+
+
 def _person_name(name: str) -> str:
     """A display name as an identity: tokens lower-cased and sorted ("Thorse,
     Greg" and "Greg Thorse" agree); '' unless it has two or more words."""

@@ -61,6 +61,7 @@ from connectors.mail.store import (
 )
 from connectors.mail.threading import (
     KnownMessage,
+    owner_namesakes,
     sent_folder_senders,
     thread_messages,
 )
@@ -259,12 +260,20 @@ class MailboxConnector(Connector):
         return parsed
 
     def _learn_owners(self, messages: list[ParsedMail]) -> None:
-        """The regular senders of sent-folder messages are the owner (SPEC §6.2)."""
+        """The regular senders of sent-folder messages are the owner (SPEC §6.2),
+        and so are addresses that only ever send under the owner's own full name
+        (``owner_namesakes``: "Pat Quill <pat@home.example>" forwarding to work)."""
         new = sorted(sent_folder_senders(messages) - self.owners)
         if new:
             self.owners |= set(new)
             self.report.warnings.append(
                 "Owner addresses learned from sent folders: " + ", ".join(new)
+            )
+        named = sorted(owner_namesakes(messages, self.owners))
+        if named:
+            self.owners |= set(named)
+            self.report.warnings.append(
+                "Owner addresses learned from the owner's own name: " + ", ".join(named)
             )
 
     def prepare(self) -> _Prepared:

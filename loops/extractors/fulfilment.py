@@ -15,13 +15,13 @@ later message between the two that reports the conversation ("per our discussion
 from __future__ import annotations
 
 import re
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from loops.definitions import reply_text
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
-    from datetime import datetime
 
     from loops.definitions import MailCoverage
     from loops.message import MailMessage
@@ -90,39 +90,57 @@ def kept_in(
     return None
 
 
-# A promise of a conversation: to call, phone, talk, meet or get in touch ("I will
-# follow up with a phone call", "I'll give you a ring").
+# A promise of a conversation with the person promised: "I will follow up with a
+# phone call", "I'll give you a ring", "we will call", "I'll talk to you then"
+# (not "I will send the lease once I talk to our lawyer": the promise there is
+# the lease).
 CONVERSATION_PROMISE_RE = re.compile(
-    r"\b(?:call|calls|phone|ring|talk|speak|touch\s+base|get\s+in\s+touch|meet|"
-    r"catch\s+up)\b",
+    r"\b(?:I|we)\s*(?:'ll|’ll|\s+will|\s+shall|'m\s+going\s+to|\s+am\s+going\s+to)"
+    r"\s+(?:(?:also|then|just|try\s+to|be\s+sure\s+to)\s+)?"
+    r"(?:(?:give|make)\s+(?:you\s+)?a\s+(?:quick\s+)?(?:phone\s+)?(?:call|ring)"
+    r"|call|phone|ring"
+    r"|(?:talk|speak|meet)\s+(?:to|with)\s+you"
+    r"|touch\s+base|get\s+in\s+touch|catch\s+up\s+with\s+you"
+    r"|follow\s+up\s+(?:with|by)\s+(?:a\s+)?(?:(?:tele)?phone\s+)?call)\b",
     re.I,
 )
 # A message that reports the conversation took place ("per our discussion see
-# attached", "as we discussed", "thanks for the call", "good talking to you").
+# attached", "as we discussed", "thanks for the call", "good talking to you"; not
+# a bare "as discussed at the board meeting", which may be any conversation).
 CONVERSATION_HELD_RE = re.compile(
-    r"\b(?:per|as\s+per|following|further\s+to|pursuant\s+to|after|regarding)\s+"
+    r"\b(?:per|as\s+per|following|further\s+to|pursuant\s+to|after)\s+"
     r"(?:our|my|your)\s+(?:recent\s+|earlier\s+|brief\s+|(?:tele)?phone\s+)?"
-    r"(?:discussion|conversation|call|phone\s+call|talk|chat|meeting)s?\b|"
-    r"\bas\s+(?:we\s+)?discussed\b|"
+    r"(?:discussion|conversation|call|phone\s+call|talk|chat)s?\b|"
+    r"\bas\s+we\s+(?:just\s+)?discussed\b|"
     r"\bthanks?\s+(?:you\s+)?for\s+(?:the|your)\s+(?:call|time\s+on\s+the\s+phone)\b|"
     r"\b(?:good|nice|great)\s+(?:talking|speaking|chatting)\s+(?:to|with)\s+you\b",
     re.I,
 )
+# The conversation a promise of a call is kept by is reported this soon after
+# the promise; later talk is another conversation.
+CONVERSATION_KEPT_WITHIN = timedelta(days=14)
 
 
 def talked_in(
     promise: str,
     later: Iterable[MailMessage],
     between: Callable[[MailMessage], bool],
+    *,
+    promised_at: datetime,
 ) -> MailMessage | None:
     """For a promise of a conversation (``CONVERSATION_PROMISE_RE``: "I will
     follow up with a phone call"), the first later message between the two
-    parties (``between``) whose newest text reports that the conversation took
-    place (``CONVERSATION_HELD_RE``: "per our discussion see attached", "as we
+    parties (``between``), at most ``CONVERSATION_KEPT_WITHIN`` after
+    ``promised_at``, whose newest text reports that the conversation took place
+    (``CONVERSATION_HELD_RE``: "per our discussion see attached", "as we
     discussed"); None otherwise or for any other promise."""
     if not CONVERSATION_PROMISE_RE.search(promise or ""):
         return None
     for m in later:
+        if m.date is None or not promised_at < m.date <= (
+            promised_at + CONVERSATION_KEPT_WITHIN
+        ):
+            continue
         if between(m) and CONVERSATION_HELD_RE.search(reply_text(m.body)):
             return m
     return None

@@ -16,6 +16,7 @@ from connectors.mail.threading import (
     KnownMessage,
     dedupe,
     folder_labels,
+    owner_namesakes,
     sent_folder_senders,
     thread_messages,
 )
@@ -301,3 +302,44 @@ def test_an_in_reply_to_without_angle_brackets_still_names_the_parent() -> None:
     assert reply.in_reply_to == "q1@example.org"
     threads = thread_messages([parent, reply], owner_addresses=set())
     assert sorted(len(m) for m in threads.values()) == [2]
+
+
+def test_an_address_that_only_sends_under_my_own_name_is_mine() -> None:
+    """My home address forwarding to work ("Pat Quill <pat@home.example>") is me,
+    never a correspondent owed a reply; another person, or an address that also
+    sends under another name, is not."""
+
+    def sent(sender: str, n: int) -> ParsedMail:
+        return _msg(
+            f"From: {sender}\nTo: pat.quill@work.example\nSubject: s{n}\n"
+            f"Message-ID: <{n}@x>\n\nbody {n}\n"
+        )
+
+    owners = {"pat.quill@work.example"}
+    messages = [
+        sent("Pat Quill <pat.quill@work.example>", 1),
+        sent("Pat Quill <pat@home.example>", 2),
+        sent('"Quill, Pat" <pat@home.example>', 3),
+        sent("Dana Reyes <dana@example.net>", 4),
+        sent("Pat Quill <desk@shared.example>", 5),
+        sent("Front Desk <desk@shared.example>", 6),
+    ]
+    assert owner_namesakes(messages, owners) == {"pat@home.example"}
+
+
+def test_the_owners_name_is_also_learned_from_mail_addressed_to_the_owner() -> None:
+    """The owner sent nothing in the mailbox; others address the owner as "Pat
+    Quill": an address sending only under that name is the owner's."""
+    owners = {"pat.quill@work.example"}
+    messages = [
+        _msg(
+            "From: Bob Kline <bob@kline.example>\n"
+            "To: Pat Quill <pat.quill@work.example>\nSubject: Draw\n"
+            "Message-ID: <1@x>\n\nCould you send me the draw file?\n"
+        ),
+        _msg(
+            "From: Pat Quill <pat@home.example>\nTo: pat.quill@work.example\n"
+            "Subject: Fwd: Draw\nMessage-ID: <2@x>\n\nforwarded\n"
+        ),
+    ]
+    assert owner_namesakes(messages, owners) == {"pat@home.example"}

@@ -1231,3 +1231,75 @@ def test_waiting_evidence_names_the_sentence_that_asks() -> None:
     )
     [inbound] = detect([theirs]).open
     assert inbound.evidence[-1]["ask"] == "Also, could you send me the definition?"
+
+
+@pytest.mark.parametrize(
+    "told",
+    [
+        "The broker called back shortly after I spoke to you to let me know that "
+        "the air park building had sold.",
+        "She let me know that the lease was signed.",
+    ],
+)
+def test_someone_else_letting_me_know_is_not_an_ask(told: str) -> None:
+    # A message told of, not an ask of the reader; the ask beside it still asks.
+    assert find_asks(told) == []
+    asks = find_asks(f"{told} Let me know what you think of this property.")
+    assert [a.sentence for a in asks] == [
+        "Let me know what you think of this property."
+    ]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "Ann,\n\nThe build is green again.\n\nBob, does it work for you now?",
+        "Ann,\n\nI'm hearing reports of DNS trouble. Anyone else noticing this?",
+    ],
+)
+def test_question_to_another_recipient_or_to_anyone_is_not_an_ask_of_me(
+    body: str,
+) -> None:
+    # Sent to me and Bob: a question addressed to Bob by name, or put to
+    # whoever reads, asks nothing of me in particular. To me alone it does.
+    assert opened([mail(1, body, to=(ME,), cc=(BOB,))]) == []
+    assert opened([mail(1, body.replace("Bob, d", "D"), to=(ME,))]) == [
+        LoopType.UNANSWERED_INBOUND
+    ]
+
+
+def test_my_forward_of_their_ask_to_myself_answers_nobody() -> None:
+    # Ann asks; I forward her mail to my other address: her ask still waits
+    # on me.
+    home = "olivia@home.example"
+    ask = mail(1, "Olivia,\n\nCould you please e-mail me the draw file?\n\nAnn")
+    forward = mail(
+        2, "---------- Forwarded message ---------\nFrom: Ann\n\nOlivia, could you "
+        "please e-mail me the draw file?", frm=ME, to=(home,), hours=20,
+        subject="Fwd: Budget",
+    )  # fmt: skip
+    verdict = detect_thread([ask, forward], owner_addresses=[ME, home], now=NOW)
+    assert [s.loop_type for s in verdict.open] == [LoopType.UNANSWERED_INBOUND]
+    # My reply to Ann still answers her.
+    reply = mail(2, "Ann, attached.", frm=ME, to=(ANN,), hours=20)
+    answered = detect_thread([ask, reply], owner_addresses=[ME, home], now=NOW)
+    assert answered.open == []
+
+
+def test_their_reply_to_my_missing_reply_starts_a_new_turn() -> None:
+    # Ann asked; my answer is not in the mailbox, but her next message quotes
+    # it: what she asked before, I answered. Only her new ask waits, from then.
+    first = mail(1, "Olivia,\n\nI was laid off. Give me a call when you can.\n\nAnn")
+    second = mail(2, "Thanks. Can I have your cell number?\n\nAnn", hours=30)
+    second.replied_to = {
+        "address": ME,
+        "name": "",
+        "date": (T0 + timedelta(hours=29)).isoformat(),
+    }
+    [spec] = detect([first, second]).open
+    assert spec.opened_at == second.date
+    assert [e["message_id"] for e in spec.evidence] == [second.message_id]
+    # Without the quoted reply the clock starts at her first ask.
+    second.replied_to = None
+    [plain] = detect([first, second]).open
+    assert plain.opened_at == first.date

@@ -271,6 +271,10 @@ def test_request_to_act_toward_a_third_party_expires_unchased(body: str) -> None
 @pytest.mark.parametrize(
     "body",
     [
+        "Please take a look at the attached draft and compare it to Acme's proposal.",
+        "Please give me a call before you talk to Lee Park.",
+        "Please give me your comments on the draft before I send it to Legal.",
+        "Please tell Lee Park and me whether the budget was approved.",
         "Please send me the term sheet.",
         "Please send the term sheet to Lee Park and let me know when it is done.",
         "Can you fax the term sheet to Lee Park?",
@@ -412,3 +416,110 @@ def test_later_mail_from_another_address_settles_an_ask_already_waiting(
         LoopStatus.DROPPED,
         "not_expected: superseded",
     )
+
+
+def test_an_office_address_signed_by_two_people_joins_nobody() -> None:
+    # office@ sends as Dana Reyes once and as Anna Lee once: a shared address.
+    # It must not make Anna's personal address one person with anybody.
+    from loops.selectors import _shared
+
+    office = "office@reyeslaw.example"
+    msgs = [
+        mail(1, "Robin, the invoice is attached.\n\nDana Reyes", frm=office,
+             name="Dana Reyes", to=(ROBIN,), thread="o1"),
+        mail(2, "Robin, your file is ready.\n\nAnna Lee", frm=office,
+             name="Anna Lee", to=(ROBIN,), thread="o2", days=1),
+    ]  # fmt: skip
+    stats = sender_stats(msgs, owner_addresses=[ROBIN])
+    assert set(stats[office].full_names) == {"dana reyes", "anna lee"}
+    assert _shared({"full_names": list(stats[office].full_names)})
+    assert not _shared({"full_names": ["dana reyes", "d reyes"]})
+
+
+def test_a_role_name_is_no_persons_full_name() -> None:
+    msgs = [
+        mail(1, "Your order shipped.", frm="help@shop.example",
+             name="Customer Service", to=(ROBIN,)),
+        mail(2, "Invoice 12 is due.", frm="ap@corp.example",
+             name="Accounts Payable", to=(ROBIN,), thread="t2"),
+    ]  # fmt: skip
+    stats = sender_stats(msgs, owner_addresses=[ROBIN])
+    assert not stats["help@shop.example"].full_names
+    assert not stats["ap@corp.example"].full_names
+
+
+def test_mass_mail_is_no_contact_with_each_recipient() -> None:
+    # My "Happy spring!" to 29 people, and Dana's office notice to 26, are no
+    # conversation with each of them; a note to Dana alone is.
+    crowd = tuple(f"guest{i}@example.net" for i in range(28))
+    mine = mail(1, "Happy spring!", to=(WORK, *crowd), days=5, thread="t-m")
+    theirs = mail(
+        2, "Office closed Friday.", frm=WORK, name="Dana Reyes",
+        to=(ROBIN, *crowd[:25]), days=6, thread="t-n",
+    )  # fmt: skip
+    stats = sender_stats([mine, theirs], owner_addresses=[ROBIN])
+    assert stats[WORK].last_from is None
+    assert stats[WORK].last_to is None
+    note = mail(3, "Thanks, Dana.", to=(WORK,), days=7, thread="t-o")
+    direct = mail(
+        4, "Robin, see you Monday.", frm=WORK, name="Dana Reyes", to=(ROBIN,),
+        days=8, thread="t-p",
+    )  # fmt: skip
+    stats = sender_stats([mine, theirs, note, direct], owner_addresses=[ROBIN])
+    assert stats[WORK].last_to == T0 + timedelta(days=7)
+    assert stats[WORK].last_from == T0 + timedelta(days=8)
+
+
+def test_their_list_reply_quoting_my_list_post_is_no_contact_with_me() -> None:
+    quoted = {
+        "address": ROBIN,
+        "name": "",
+        "date": (T0 + timedelta(days=8)).isoformat(),
+    }
+    on_list = mail(
+        1, "Agreed, the build is slow.", frm=WORK, name="Dana Reyes",
+        to=("dev@lists.example",), days=9, thread="t-l", replied_to=quoted,
+    )  # fmt: skip
+    assert sender_stats([on_list], owner_addresses=[ROBIN])[WORK].last_to is None
+    to_me = mail(
+        2, "Agreed, the build is slow.", frm=WORK, name="Dana Reyes", to=(ROBIN,),
+        days=9, thread="t-d", replied_to=quoted,
+    )  # fmt: skip
+    assert sender_stats([to_me], owner_addresses=[ROBIN])[WORK].last_to == (
+        T0 + timedelta(days=8)
+    )
+
+
+def test_a_quoted_date_readable_either_way_is_unknown() -> None:
+    # "11/10/2024": 10 November or 11 October; a wrong month would place the
+    # contact weeks away. "25/10/2024" and "Fri, 11 Oct 2024" read one way.
+    def author(line: str):  # type: ignore[no-untyped-def]
+        return written_text(f"Thanks.\n\n{line}\n> hi\n").replied_to
+
+    assert author("On 11/10/2024 09:00, Bob Smith <bob@x.example> wrote:").date is None
+    assert author("On 25/10/2024 09:00, Bob Smith <bob@x.example> wrote:").date == (
+        datetime(2024, 10, 25, 9, 0, tzinfo=UTC)
+    )
+    assert author("On Fri, 11 Oct 2024 09:00, Bob <bob@x.example> wrote:").date == (
+        datetime(2024, 10, 11, 9, 0, tzinfo=UTC)
+    )
+
+
+@pytest.mark.django_db
+def test_a_promise_that_only_mentions_a_talk_is_not_kept_by_talk(robins_mailbox, store):
+    # The promise is the lease, not a call; and "as discussed at the board
+    # meeting" is no report of the promised call either.
+    promise = mail(
+        1, "Dana,\n\nI will send you the revised lease once I talk to our lawyer."
+        "\n\nRobin",
+    )  # fmt: skip
+    other = mail(
+        2, "Robin, as discussed at the board meeting last month, the parking "
+        "passes are ready.\n\nDana Reyes", frm=WORK, name="Dana Reyes",
+        to=(ROBIN,), days=2, thread="t-other", subject="Passes",
+    )  # fmt: skip
+    _run(robins_mailbox, store, [EARLIER, promise], now=T0 + timedelta(days=1))
+    [loop] = _open(robins_mailbox, LoopType.COMMITMENT_OWED_BY_ME)
+    _run(robins_mailbox, store, [other], now=T0 + timedelta(days=3))
+    loop.refresh_from_db()
+    assert loop.status == LoopStatus.OPEN

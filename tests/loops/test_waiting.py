@@ -60,15 +60,19 @@ def make_loop(
     )
 
 
-def dated_mail(source, key: str, when: datetime) -> RawRecord:  # type: ignore[no-untyped-def]
-    """A stored message of ``source`` dated ``when`` (all the clock rules read)."""
+def dated_mail(source, key: str, when: datetime, *, mine: bool = False) -> RawRecord:  # type: ignore[no-untyped-def]
+    """A stored message of ``source`` dated ``when`` (all the clock rules read);
+    ``mine``: sent by the owner."""
+    metadata = {"date": when.isoformat()}
+    if mine:
+        metadata.update(from_addr=OWNER, is_mine=True)
     return RawRecord.objects.create(
         source=source,
         external_id=f"<{key}@x>",
         kind=RawRecord.Kind.RFC822,
         content="x",
         content_hash=key.ljust(64, "0"),
-        metadata={"date": when.isoformat()},
+        metadata=metadata,
     )
 
 
@@ -218,6 +222,28 @@ def test_never_says_clean_without_mail_sources_or_complete_coverage(db, google):
     assert "You are clean" not in stale["text"]
 
 
+def test_a_mailbox_without_the_owners_own_mail_is_no_clean_bill(mailbox):
+    # A list archive or an inbox without its sent folder: nothing is listed, but
+    # what the owner asked or promised cannot be seen.
+    for n in range(3):
+        RawRecord.objects.create(
+            source=mailbox, external_id=f"<in{n}@x>", kind=RawRecord.Kind.RFC822,
+            content="x", content_hash=f"in{n}".ljust(64, "0"),
+            metadata={"date": (AS_OF - timedelta(days=n)).isoformat(),
+                      "from_addr": "list@example.org", "is_mine": False},
+        )  # fmt: skip
+    report = waiting_report(caller=local_caller(sources=[mailbox.id]))
+    assert report["count"] == 0 and report["clean"] is False
+    assert any("is the owner's own" in w for w in report["warnings"])
+    RawRecord.objects.create(
+        source=mailbox, external_id="<mine@x>", kind=RawRecord.Kind.RFC822,
+        content="x", content_hash="mine".ljust(64, "0"),
+        metadata={"date": (AS_OF - timedelta(days=1)).isoformat(),
+                  "from_addr": OWNER, "is_mine": True},
+    )  # fmt: skip
+    assert waiting_report(caller=local_caller(sources=[mailbox.id]))["clean"] is True
+
+
 def test_cli_refuses_when_every_mail_source_is_stale_unless_stale_ok(
     db, google, capsys
 ):
@@ -309,6 +335,14 @@ def test_waiting_shows_the_sentence_that_asks_over_the_opening_lines(
     assert "> Have you gathered the title work?" in report["text"]
 
 
+def test_the_digest_ages_a_loop_from_its_ask_not_from_my_later_chaser(mailbox):
+    loop = make_loop(mailbox, "a", email="dana@example.org", opened_days=31)
+    loop.last_activity_at = AS_OF - timedelta(days=8)
+    loop.save(update_fields=["last_activity_at"])
+    text = waiting_report(caller=local_caller(), as_of=AS_OF)["text"]
+    assert "(31 d ago, last activity 8 d ago)" in text
+
+
 def test_due_dates_are_shown_in_the_owners_timezone(mailbox, settings):
     from datetime import date
 
@@ -396,7 +430,7 @@ def test_a_mailbox_with_recent_mail_gets_no_window_warning(mailbox):
     """Years of older mail are normal: no warning while the window holds enough."""
     for n in range(120):
         when = AS_OF - timedelta(days=n if n < 60 else 400 + n)
-        dated_mail(mailbox, f"r{n}", when)
+        dated_mail(mailbox, f"r{n}", when, mine=n % 2 == 0)
 
     report = waiting_report(caller=local_caller(actor="test"))
 
