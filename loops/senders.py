@@ -484,6 +484,18 @@ def is_my_address(
     return parsed is not None and parsed.full and parsed.key() in my_names
 
 
+def _stats_for(stats: dict[str, SenderStats], address: str) -> SenderStats:
+    """The ``SenderStats`` of ``address`` in ``stats``, added when missing."""
+    s = stats.get(address)
+    if s is None:
+        s = stats[address] = SenderStats(
+            address=address,
+            noise=is_noise_sender(address),
+            role=local_part_is_role(address),
+        )
+    return s
+
+
 def sender_stats(
     messages: Iterable[MailMessage], *, owner_addresses: Collection[str]
 ) -> dict[str, SenderStats]:
@@ -532,13 +544,7 @@ def sender_stats(
         address = (m.from_addr or "").lower()
         if not address:
             continue
-        s = stats.get(address)
-        if s is None:
-            s = stats[address] = SenderStats(
-                address=address,
-                noise=is_noise_sender(address),
-                role=local_part_is_role(address),
-            )
+        s = _stats_for(stats, address)
         s.messages += 1
         recipients = {a.lower() for a in (*m.to, *m.cc) if a}
         # Their mail to me, not an announcement to a crowd or a list I read.
@@ -609,13 +615,7 @@ def sender_stats(
                 last_to[address] = when
     for address, when, name in quoted_theirs:
         # My reply quotes their message the source lacks: they wrote to me then.
-        s = stats.get(address)
-        if s is None:
-            s = stats[address] = SenderStats(
-                address=address,
-                noise=is_noise_sender(address),
-                role=local_part_is_role(address),
-            )
+        s = _stats_for(stats, address)
         if s.last_from is None or when > s.last_from:
             s.last_from = when
         if name:

@@ -123,20 +123,29 @@ def test_later_mail_from_a_namesake_of_another_person_does_not_supersede(
     )] == [WORK]  # fmt: skip
 
 
+def _home_and_work(home_text: str, work_text: str) -> tuple[MailMessage, MailMessage]:
+    """Dana from home (display name "reyes" only, signed "Dana Reyes") and, a day
+    later, from work (dana.reyes@, no display name, signed with a company line)."""
+    home = mail(
+        1, f"Robin,\n\n{home_text}\n\nDana Reyes\n", frm=HOME, name="reyes",
+        to=(ROBIN,), thread="t-home",
+    )  # fmt: skip
+    work = mail(
+        2, f"Robin,\n\n{work_text}\n\nDana Reyes\nHarbour Ltd\n", frm=WORK,
+        to=(ROBIN,), days=1, thread="t-work",
+    )  # fmt: skip
+    return home, work
+
+
 @pytest.mark.django_db
 def test_a_second_address_is_the_same_person_by_the_name_they_sign(
     robins_mailbox, store
 ):
     # The home address shows only a surname ("reyes"); its mail is signed "Dana
     # Reyes", the name the work address ("dana.reyes@") is built from.
-    home = mail(
-        1, "Robin,\n\nI was laid off last week. Drop me a line.\n\nDana Reyes\n",
-        frm=HOME, name="reyes", to=(ROBIN,), thread="t-home",
-    )  # fmt: skip
-    work = mail(
-        2, "Robin,\n\nThe survey is attached.\n\nDana Reyes\nHarbour Ltd\n",
-        frm=WORK, to=(ROBIN,), days=1, thread="t-work",
-    )  # fmt: skip
+    home, work = _home_and_work(
+        "I was laid off last week. Drop me a line.", "The survey is attached."
+    )
     stats = sender_stats([home, work], owner_addresses=[ROBIN])
     assert set(stats[HOME].full_names) == {"dana reyes"}
     assert set(stats[WORK].full_names) == {"dana reyes"}
@@ -298,14 +307,9 @@ def test_waiting_shows_one_person_writing_from_two_addresses_as_one_group(
     from brain.access import local_caller
     from loops.waiting import waiting_report
 
-    home = mail(
-        1, "Robin,\n\nI was laid off last week. Can you call me?\n\nDana Reyes\n",
-        frm=HOME, name="reyes", to=(ROBIN,), thread="t-home",
-    )  # fmt: skip
-    work = mail(
-        2, "Robin,\n\nCan you check the survey?\n\nDana Reyes\nHarbour Ltd\n",
-        frm=WORK, to=(ROBIN,), days=1, thread="t-work",
-    )  # fmt: skip
+    home, work = _home_and_work(
+        "I was laid off last week. Can you call me?", "Can you check the survey?"
+    )
     _run(robins_mailbox, store, [home, work], now=T0 + timedelta(days=3))
     report = waiting_report(caller=local_caller(), as_of=T0 + timedelta(days=3))
     assert [(g["counterparty_name"], g["loop_count"]) for g in report["groups"]] == [
