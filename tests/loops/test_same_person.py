@@ -527,3 +527,11 @@ def test_a_promise_that_only_mentions_a_talk_is_not_kept_by_talk(robins_mailbox,
     _run(robins_mailbox, store, [other], now=T0 + timedelta(days=3))
     loop.refresh_from_db()
     assert loop.status == LoopStatus.OPEN
+
+
+def test_a_first_middle_last_local_part_names_its_person() -> None:
+    # "mery.l.brown@" with no display name is Mery Brown.
+    msg = mail(1, "Robin, see you Wednesday.", frm="mery.l.brown@consult.example",
+               to=(ROBIN,))  # fmt: skip
+    stats = sender_stats([msg], owner_addresses=[ROBIN])
+    assert set(stats["mery.l.brown@consult.example"].full_names) == {"mery brown"}

@@ -53,6 +53,7 @@ class Command(BaseCommand):
                 label = "parsing messages" if step == "parse" else "writing threads"
                 bar = bars[step] = tqdm(
                     total=total,
+                    initial=done,
                     desc=label,
                     unit=" items",
                     file=progress_stream(self.stderr),

@@ -32,6 +32,7 @@ class Command(BaseCommand):
             if bar is None:
                 bar = bars[step] = tqdm(
                     total=total,
+                    initial=done,
                     desc=step,
                     unit=" items",
                     file=progress_stream(self.stderr),

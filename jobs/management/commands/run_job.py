@@ -84,8 +84,12 @@ class Command(BaseCommand):
             if bar is None:
                 for earlier in bars.values():
                     earlier.close()
+                # Opened on its first report: what was done before counts as
+                # its start, not as progress made in no time (a rate of
+                # millions of steps a second).
                 bar = bars[stage] = tqdm(
                     total=total,
+                    initial=step,
                     unit="step",
                     desc=stage,
                     disable=options["no_progress"],
