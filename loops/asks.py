@@ -329,7 +329,11 @@ def find_asks(text: str) -> list[Ask]:
 
 @lru_cache(maxsize=4096)
 def _asks_of(text: str) -> tuple[Ask, ...]:
-    """``find_asks`` of ``text``, as a tuple of the (frozen) asks."""
+    """``find_asks`` of ``text``, as a tuple of the (frozen) asks. Quotations of
+    someone else's words at least ``QUOTATION_CHARS`` long (a quoted article's
+    '"Will the Fed raise rates again? Could you be ready?"') are not the
+    writer's and ask nothing (``_without_quotations``)."""
+    text = _without_quotations(text)
     found = _marked_sentences(text)
     if len(found) > PASTED_MIN_SENTENCES and _FYI_PREFACE.match(found[0][0]):
         found = found[:PREFACE_SENTENCES]

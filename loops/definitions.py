@@ -16,7 +16,7 @@ import threading
 from bisect import bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from functools import lru_cache
 from itertools import accumulate, chain
 from typing import TYPE_CHECKING, Protocol
@@ -390,7 +390,9 @@ class QuotedAuthor:
     date: datetime | None
 
 
-def written_text(text: str, *, subject: str = "") -> Written:
+def written_text(
+    text: str, *, subject: str = "", zone: tzinfo | None = None
+) -> Written:
     """``text`` (a message's plain text, ``\\n`` line ends) cut into the writer's
     own words and the message it forwards (SPEC §6.1 page text, §5.1a "newest
     text"). One rule for top-posted, bottom-posted and interleaved replies:
@@ -410,6 +412,9 @@ def written_text(text: str, *, subject: str = "") -> Written:
       subject is a forward's (``FORWARD_PREFIX_RE``: "Fw:", "Fwd:", "WG:"…);
       a reply's quoted history is dropped.
 
+    ``zone``: the message's own UTC offset, for a quoted date written without
+    one (``quoted_author``).
+
     Pure; never raises (the library's expression is heuristic: on an error the
     header cut is skipped)."""
     lines = _normalised_lines(text)
@@ -425,7 +430,7 @@ def written_text(text: str, *, subject: str = "") -> Written:
         own=own,
         forwarded=forwarded,
         quoted=len(own) + 20 < len(text.strip()),
-        replied_to=None if forwarded else quoted_author(lines, cut),
+        replied_to=None if forwarded else quoted_author(lines, cut, zone=zone),
     )
 
 
@@ -442,24 +447,28 @@ _DATED = re.compile(r"\b\d{4}\b|\b\d{1,2}[/.-]\d{1,2}[/.-]\d{2,4}\b")
 QUOTED_HEADER_LINES = 12
 
 
-def quoted_author(lines: Sequence[str], cut: int) -> QuotedAuthor | None:
+def quoted_author(
+    lines: Sequence[str], cut: int, *, zone: tzinfo | None = None
+) -> QuotedAuthor | None:
     """The author of the message a reply quotes (``QuotedAuthor``), from
     ``lines`` (``_normalised_lines``) and the index where quoted history starts
     (``_own_lines``): the first attribution line ("On … wrote:") above that
     index, else the header block at it (Outlook's From and Sent or Date lines
     among its first ``QUOTED_HEADER_LINES`` lines). None when neither names a
-    sender. Pure; never raises."""
+    sender. A quoted date without a zone (Outlook's "Sent: Tuesday, October 03,
+    2023 10:45 AM", in the quoting client's local time) is read in ``zone``, the
+    quoting message's own offset (UTC when unknown). Pure; never raises."""
     for line in lines[:cut]:
         match = _ON_WROTE.match(line)
         if match:
-            return _attribution(match.group(1))
+            return _attribution(match.group(1), zone)
     fields: dict[str, str] = {}
     for line in lines[cut : cut + QUOTED_HEADER_LINES]:
         match = _QUOTED_HEADER_LINE.match(line)
         if match:
             fields.setdefault(match.group(1).lower(), match.group(2))
-        elif _ON_WROTE.match(line):
-            return _attribution(_ON_WROTE.match(line).group(1))  # type: ignore[union-attr]
+        elif on_wrote := _ON_WROTE.match(line):
+            return _attribution(on_wrote.group(1), zone)
     sender = fields.get("from", "")
     if not sender:
         return None
@@ -473,11 +482,11 @@ def quoted_author(lines: Sequence[str], cut: int) -> QuotedAuthor | None:
     return QuotedAuthor(
         address=address,
         name=name.strip(),
-        date=_header_date(fields.get("sent") or fields.get("date") or ""),
+        date=_header_date(fields.get("sent") or fields.get("date") or "", zone),
     )
 
 
-def _attribution(inner: str) -> QuotedAuthor | None:
+def _attribution(inner: str, zone: tzinfo | None = None) -> QuotedAuthor | None:
     """``QuotedAuthor`` of an "On <inner> wrote:" line: the longest leading run of
     comma-separated parts that reads as a date is the date, the rest the writer."""
     parts = inner.split(",")
@@ -485,7 +494,7 @@ def _attribution(inner: str) -> QuotedAuthor | None:
     who = inner
     for k in range(len(parts) - 1, 0, -1):
         head = ",".join(parts[:k])
-        when = _header_date(head) if _DATED.search(head) else None
+        when = _header_date(head, zone) if _DATED.search(head) else None
         if when is not None:
             date, who = when, ",".join(parts[k:])
             break
@@ -503,7 +512,7 @@ def _attribution(inner: str) -> QuotedAuthor | None:
         except (ValueError, OverflowError, TypeError):
             pass
         else:
-            date = _header_date(when.isoformat())
+            date = _header_date(when.isoformat(), zone)
             name = " ".join(" ".join(skipped).replace(",", " ").split())
     if not (name or address):
         return None
@@ -541,9 +550,9 @@ def _zone(name: str | None, offset: int | None) -> int | None:
     return None if hours is None else hours * 3600
 
 
-def _header_date(text: str) -> datetime | None:
+def _header_date(text: str, zone: tzinfo | None = None) -> datetime | None:
     """A quoted header's date text as an aware UTC datetime (no zone or an unknown
-    abbreviation: UTC), or None when ``dateutil`` cannot read it, it names no year,
+    abbreviation: read in ``zone``, else UTC), or None when ``dateutil`` cannot read it, it names no year,
     or its numeric day and month could be read either way ("11/10/2024")."""
     if not text or not _DATED.search(text):
         return None
@@ -554,7 +563,7 @@ def _header_date(text: str) -> datetime | None:
     except (ValueError, OverflowError, TypeError):
         return None
     if when.tzinfo is None:
-        return when.replace(tzinfo=UTC)
+        when = when.replace(tzinfo=zone or UTC)
     try:
         return when.astimezone(UTC)
     except (ValueError, OverflowError):
@@ -865,10 +874,12 @@ def signed_name(text: str, names: Collection[str]) -> str:
     ``text`` (a message's newest part, ``reply_text``) with: the first line, below
     a line of content and at most 40 characters long, that is a full name after
     an optional closing word and shares a word with ``names`` (``sender_names``:
-    "pollard" from the display name signs "Al Pollard"); '' when there is none.
+    "pollard" from the display name signs "Al Pollard"), or, for a writer whose
+    display name and address give no name at all (``ob1977@``), any such line
+    that is no closing or greeting (``_NOT_SIGNATURE``); '' when there is none.
     A second address of the same person signs the same name (SPEC §5.1a "another
     address of the same person")."""
-    if not names or not text:
+    if not text:
         return ""
     content = False
     for line in text.splitlines():
@@ -876,12 +887,22 @@ def signed_name(text: str, names: Collection[str]) -> str:
             match = _SIGNED_FULL_NAME.match(line)
             if match:
                 words = {w.lower().rstrip(".") for w in match.group(1).split()}
-                if words & set(names):
+                if (words & set(names)) if names else not words & _NOT_SIGNATURE:
                     parsed = person_name(match.group(1))
                     if parsed is not None and parsed.full:
                         return parsed.key()
         content = content or bool(line.strip())
     return ""
+
+
+# Words of a closing or a greeting line, never of a name a writer signs with
+# ("Best Regards", "Happy Holidays"): with no name of the writer's to check a
+# sign-off against (``signed_name``), a line holding one is no name.
+_NOT_SIGNATURE = frozenset(
+    """thanks thank you regards best kind warm warmest cheers happy holidays
+    sincerely yours cordially respectfully love later talk soon see all the
+    merry christmas new year good luck take care have nice day weekend""".split()
+)
 
 
 def replied_to_author(message: MailMessage) -> QuotedAuthor | None:

@@ -29,7 +29,7 @@ from django.utils import timezone
 from brain.bulk import bulk_insert_objects
 from brain.llm import anthropic_client
 from brain.models import Page, RawRecord, Source
-from loops.asks import asks_for_contact
+from loops.asks import asks_for_contact, is_fulfilment
 from loops.definitions import (
     collapse,
     is_mine,
@@ -82,6 +82,7 @@ from loops.selectors import (
     mail_coverage,
     mutes_for,
     newest_message_at,
+    people_contacts,
     reference_clock,
     reference_time,
     same_person,
@@ -621,17 +622,52 @@ CLOSED_BY_SENT_ON = "superseded: I sent the text on"
 def _answered_in(
     ask_words: set[str],
     later: Sequence[MailMessage],
-    party: str,
     owners: set[str],
 ) -> MailMessage | None:
-    """The counterparty's later message to me titled with the matter I asked
-    about: its subject shares ``SIBLING_SHARED`` content words with my ask."""
+    """The counterparty's later message to me (``later``: theirs, from any of
+    their addresses) titled with the matter I asked about: its subject shares
+    ``SIBLING_SHARED`` content words with my ask."""
     for m in later:
-        if (m.from_addr or "").lower() != party:
-            continue
         if not owners & {a.lower() for a in (*m.to, *m.cc) if a}:
             continue
         if len(ask_words & content_stems(m.subject or "")) >= SIBLING_SHARED:
+            return m
+    return None
+
+
+# My ask delivered in another thread this soon after I made it ("here is the CV
+# you asked for", the next day under a new subject).
+DELIVERED_WITHIN = timedelta(days=14)
+# Their words pointing at my ask: "the CV you asked for", "as requested".
+_ASKED_FOR = re.compile(
+    r"\byou\s+(?:asked|requested|wanted|needed)\b|\bas\s+(?:you\s+)?requested\b|"
+    r"\bper\s+your\s+request\b",
+    re.I,
+)
+
+
+def _delivered_in(
+    ask_words: set[str],
+    later: Sequence[MailMessage],
+    owners: set[str],
+    asked_at: datetime,
+) -> MailMessage | None:
+    """The counterparty's later message to me (``later``: theirs, from any of
+    their addresses, in other threads), within ``DELIVERED_WITHIN`` of my ask,
+    that delivers (``loops.asks.is_fulfilment``: "Here is…", "Attached…") what I
+    asked for: it shares a content word with my ask or points at it ("you asked
+    for", ``_ASKED_FOR``). A prompt answer under a new subject (SPEC §5.1a "their
+    'done / sent / attached' fulfils my outbound request")."""
+    for m in later:
+        if m.sent_at > asked_at + DELIVERED_WITHIN:
+            break
+        if not owners & {a.lower() for a in (*m.to, *m.cc) if a}:
+            continue
+        text = reply_text(m.body)
+        said = content_stems(f"{m.subject or ''} {text}") - content_stems(
+            f"{m.from_name} {m.from_addr.split('@')[0].replace('.', ' ')}"
+        )
+        if is_fulfilment(text) and (ask_words & said or _ASKED_FOR.search(text)):
             return m
     return None
 
@@ -795,13 +831,16 @@ def settled_elsewhere(
     loops: Sequence[ReplyLoop],
     now: datetime,
     threads: Mapping[str, Sequence[MailMessage]],
+    known: tuple[Mapping[str, frozenset[str]], Mapping[str, Contact]] | None = None,
 ) -> list[Settled]:
     """The rule of ``loops_settled_elsewhere`` (SPEC §5.1a), read-only: which of
     the open reply ``loops`` (``unanswered_outbound``/``unanswered_inbound`` with
     a counterparty; other loops are skipped) are settled in another thread by
     ``now``. ``threads`` maps each loop's thread id to its messages (a replay
     passes only those dated up to ``now``); the other threads' mail is read from
-    the source up to ``now``. Returns one ``Settled`` per loop that closes, in
+    the source up to ``now``; ``known`` (a replay's people and contacts,
+    ``replay_senders``) defaults to the stored profiles' (``people_contacts``):
+    mail from any address of the counterparty counts as theirs. Returns one ``Settled`` per loop that closes, in
     the order of ``loops``. Writes nothing."""
     owners = {a.lower() for a in source.owner_addresses}
     candidates = _with_counterparty(
@@ -823,16 +862,22 @@ def settled_elsewhere(
         )
         if delegate:
             delegates[i] = delegate
+    people, contacts = known or people_contacts(
+        source_id=source.id,
+        addresses={lp.counterparty_email for _, lp in candidates},
+    )
+    kin = {
+        lp.counterparty_email.lower(): people.get(
+            lp.counterparty_email.lower(), frozenset({lp.counterparty_email.lower()})
+        )
+        for _, lp in candidates
+    }
     messages = _substantive_exchanges(
         source,
         [lp for _, lp in candidates],
         owners=owners,
         now=now,
-        extra=set(delegates.values()),
-    )
-    contacts = sender_contacts(
-        source_id=source.id,
-        addresses={lp.counterparty_email for _, lp in candidates},
+        extra=set(delegates.values()).union(*kin.values()),
     )
     sent = [m.sent_at for m in messages]
     # My messages by recipient (To, Cc), oldest first: the only messages the passes
@@ -892,16 +937,34 @@ def settled_elsewhere(
             ]
             if not asking:
                 continue
+            # Names (theirs, mine) are no matter asked about.
             ask_words = content_stems(
                 " ".join(reply_text(m.body) for m in asking)
-            ) - content_stems(f"{party.split('@')[0]} {asking[0].from_name}")
-            answer = _answered_in(
-                ask_words,
-                later_from(party, loop.opened_at, loop.thread_id),
-                party,
-                owners,
+            ) - content_stems(
+                " ".join(
+                    [
+                        *(
+                            a.split("@")[0].replace(".", " ")
+                            for a in kin.get(party, {party})
+                        ),
+                        *(o.split("@")[0].replace(".", " ") for o in owners),
+                        asking[0].from_name,
+                    ]
+                )
             )
+            theirs = sorted(
+                (
+                    m
+                    for address in sorted(kin.get(party, {party}))
+                    for m in later_from(address, loop.opened_at, loop.thread_id)
+                ),
+                key=lambda m: m.sent_at,
+            )
+            answer = _answered_in(ask_words, theirs, owners)
             reason = "answered_in_other_thread"
+            if answer is None:
+                answer = _delivered_in(ask_words, theirs, owners, asking[-1].sent_at)
+                reason = "delivered_in_other_thread"
             if answer is None and i in delegates:
                 delegate = delegates[i]
                 answer = _delegate_answered(
@@ -1061,6 +1124,44 @@ def loops_window_sweep(*, source: Source, now: datetime) -> int:
             )["closed"]
         )
     return count
+
+
+def loops_coverage_sweep(*, source: Source, now: datetime) -> int:
+    """My open waiting loops (``unanswered_outbound``) whose last asking message
+    falls in weeks the source, as it now stands, holds next to none of others'
+    mail for (``MailCoverage.answers_visible`` over the whole source) drop as
+    ``not_expected: no_inbound_mail``, the detector's own verdict for such
+    weeks (SPEC §5.1a). An import runs it at its end: a batch detected before
+    the rest of the mailbox was stored saw only part of it, and the loops it
+    opened must not depend on the batch order. One query when nothing is open.
+    Returns the number closed."""
+    loops = list(
+        OpenLoop.objects.filter(
+            source=source,
+            status=LoopStatus.OPEN,
+            detector=Detector.DETERMINISTIC_THREAD,
+            loop_type=LoopType.UNANSWERED_OUTBOUND,
+        )
+    )
+    if not loops:
+        return 0
+    coverage = mail_coverage(source_id=source.id, owners=source.owner_addresses)
+    closed = 0
+    for loop in loops:
+        if coverage.answers_visible(at=loop.last_activity_at, now=now):
+            continue
+        closed += int(
+            bool(
+                loop_close(
+                    loop=loop,
+                    status=LoopStatus.DROPPED,
+                    closed_by=f"{CLOSED_BY_NOT_EXPECTED}: no_inbound_mail",
+                    actor="detector",
+                    at=now,
+                )["closed"]
+            )
+        )
+    return closed
 
 
 @dataclass

@@ -25,10 +25,10 @@ from loops.definitions import (
 from loops.detectors import Mutes
 from loops.message import MailMessage
 from loops.models import LoopStatus, LoopSuppression, OpenLoop, SenderProfile
-from loops.senders import Contact
+from loops.senders import Contact, classify_senders
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Iterable, Mapping, Sequence
 
     from brain.access import ReadScope
 
@@ -537,13 +537,8 @@ def _person_rows(
 ) -> tuple[dict[str, tuple[str, dict[str, Any]]], dict[str, frozenset[str]]]:
     """``({address: (kind, signals)} of the ``wanted`` profiles and their
     namesakes, {wanted address: the addresses of the same person, itself
-    included})``: addresses whose profiles are persons sharing a full name
-    (``SenderStats.full_names``: a display name, a "first.last" local part, the
-    name they sign with) are one person, unless more than
-    ``SAME_PERSON_MAX_ADDRESSES`` addresses share it or the address goes by two
-    people's names (``_shared``: an office or relay address). A wanted address
-    without a profile is its own person. Two queries (one when no wanted profile has a
-    full name)."""
+    included})`` from the stored profiles (``_same_person_groups``). Two queries
+    (one when no wanted profile has a full name)."""
     rows = {
         address: (kind, signals or {})
         for address, kind, signals in SenderProfile.objects.filter(
@@ -565,6 +560,19 @@ def _person_rows(
             signals__full_names__has_any_keys=names,
         ).values_list("address", "kind", "signals"):
             rows.setdefault(address, (kind, signals or {}))
+    return rows, _same_person_groups(rows, wanted)
+
+
+def _same_person_groups(
+    rows: Mapping[str, tuple[str, dict[str, Any]]], wanted: Iterable[str]
+) -> dict[str, frozenset[str]]:
+    """``{wanted address: the addresses of the same person, itself included}``
+    among ``rows`` (``{address: (kind, signals)}``): addresses whose profiles
+    are persons sharing a full name (``SenderStats.full_names``: a display name,
+    a "first.last" local part, the name they sign with) are one person, unless
+    more than ``SAME_PERSON_MAX_ADDRESSES`` addresses share it or the address
+    goes by two people's names (``_shared``: an office or relay address). A
+    wanted address without a row is its own person. Pure."""
     by_name: dict[str, set[str]] = {}
     for address, (kind, signals) in rows.items():
         if kind == SenderProfile.Kind.PERSON and not _shared(signals):
@@ -580,7 +588,28 @@ def _person_rows(
                 if len(group) <= SAME_PERSON_MAX_ADDRESSES:
                     same |= group
         groups[address] = frozenset(same)
-    return rows, groups
+    return groups
+
+
+def _pooled_contacts(
+    rows: Mapping[str, tuple[str, dict[str, Any]]],
+    groups: Mapping[str, frozenset[str]],
+) -> dict[str, Contact]:
+    """``{address: Contact}`` for each address of ``groups`` that has a row: the
+    latest times over every address of its person (``groups``). Pure."""
+    own = {address: _contact(signals) for address, (_kind, signals) in rows.items()}
+    return {
+        address: Contact(
+            *(
+                max((t for t in times if t is not None), default=None)
+                for times in zip(
+                    *(own[a] for a in sorted(same) if a in own), strict=True
+                )
+            )
+        )
+        for address, same in groups.items()
+        if address in rows
+    }
 
 
 def _shared(signals: dict[str, Any]) -> bool:
@@ -624,6 +653,17 @@ def full_names(*, source_id: str, addresses: Iterable[str]) -> dict[str, str]:
     return out
 
 
+def people_contacts(
+    *, source_id: str, addresses: Iterable[str]
+) -> tuple[dict[str, frozenset[str]], dict[str, Contact]]:
+    """``(same_person, sender_contacts)`` of ``addresses`` in the same two
+    queries: each address's person (every address of theirs) and the contact
+    pooled over it."""
+    wanted = sorted({(a or "").lower() for a in addresses if a})
+    rows, groups = _person_rows(source_id, wanted)
+    return groups, _pooled_contacts(rows, groups)
+
+
 def sender_contacts(*, source_id: str, addresses: Iterable[str]) -> dict[str, Contact]:
     """``{address: Contact(their last message to me, my last message to them, my
     last report of contact with them)}`` from the stored sender profiles (SPEC
@@ -631,22 +671,38 @@ def sender_contacts(*, source_id: str, addresses: Iterable[str]) -> dict[str, Co
     address of the same person counts (``same_person``): the addresses of one
     person pool their latest times. Addresses without a profile are left out.
     Two queries."""
-    wanted = sorted({(a or "").lower() for a in addresses if a})
-    rows, groups = _person_rows(source_id, wanted)
-    own = {address: _contact(signals) for address, (_kind, signals) in rows.items()}
-    out: dict[str, Contact] = {}
-    for address in wanted:
-        if address not in rows:
-            continue
-        out[address] = Contact(
-            *(
-                max((t for t in times if t is not None), default=None)
-                for times in zip(
-                    *(own[a] for a in sorted(groups[address])), strict=True
-                )
-            )
-        )
-    return out
+    return people_contacts(source_id=source_id, addresses=addresses)[1]
+
+
+def replay_senders(
+    *, source_id: str, owners: Iterable[str], until: datetime
+) -> tuple[dict[str, str], dict[str, Contact], dict[str, frozenset[str]]]:
+    """``(kinds, contacts, people)`` of every sender of the source as they stood at
+    ``until`` (a ``waiting --as-of`` replay, SPEC §5.5): computed from the
+    source's messages dated up to then, as an import taken that day would
+    (``loops.senders.classify_senders``; later mail must not settle or hide an
+    earlier ask), a curator's verdict kept. ``kinds`` maps addresses to person
+    or automated (``sender_kinds``'s shape), ``contacts`` as
+    ``sender_contacts``, ``people`` as ``same_person``. Two queries; reads the
+    whole source."""
+    messages = [
+        m
+        for m in profile_messages(source_id=source_id)
+        if m.date is not None and m.date <= until
+    ]
+    verdicts = classify_senders(messages, owner_addresses=list(owners))
+    decided = dict(
+        SenderProfile.objects.filter(source_id=source_id)
+        .exclude(admin_kind="")
+        .values_list("address", "admin_kind")
+    )
+    rows = {
+        address: (decided.get(address, kind), signals)
+        for address, (kind, _reasons, signals) in verdicts.items()
+    }
+    kinds = {address: kind for address, (kind, _signals) in rows.items()} | decided
+    people = _same_person_groups(rows, sorted(rows))
+    return kinds, _pooled_contacts(rows, people), people
 
 
 def _contact(signals: dict[str, Any]) -> Contact:

@@ -59,16 +59,17 @@ from loops.selectors import (
     messages_outside_window,
     mutes_for,
     reference_clock,
+    replay_senders,
     same_person,
-    sender_contacts,
-    sender_kinds,
     threads_messages,
     undeliverable,
 )
 from loops.services import stale_at
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Sequence
+    from collections.abc import Collection, Mapping, Sequence
+
+    from loops.senders import Contact
 
 STALE_AFTER = timedelta(hours=24)
 LOOPS_PER_GROUP = 5
@@ -228,16 +229,11 @@ def _replay_source(source: Source, as_of: datetime) -> list[LoopView]:
         msg = MailMessage.from_metadata(rec.metadata, raw_record_id=rec.pk)
         by_thread.setdefault(msg.thread_id, []).append(msg)
     mutes = mutes_for(source_id=source.id)
-    kinds = sender_kinds(
-        source_id=source.id,
-        addresses={
-            a
-            for messages in by_thread.values()
-            for m in messages
-            for a in (m.from_addr, *m.to, *m.cc)
-        },
+    # Who the senders were and when we were last in touch, as of that day: later
+    # mail must not settle (or hide) an earlier ask.
+    kinds, contacts, people = replay_senders(
+        source_id=source.id, owners=source.owner_addresses, until=as_of
     )
-    contacts = sender_contacts(source_id=source.id, addresses=kinds)
     coverage = mail_coverage(source_id=source.id, owners=source.owner_addresses)
     bounces = undeliverable(source_id=source.id, owners=source.owner_addresses)
     triaged = set(
@@ -303,15 +299,20 @@ def _replay_source(source: Source, as_of: datetime) -> list[LoopView]:
         .exclude(stale_at(as_of))
         .select_related("counterparty", "page")
     )
-    return _settle(source, views, stored, as_of)
+    return _settle(source, views, stored, as_of, (people, contacts))
 
 
 def _settle(
-    source: Source, views: list[LoopView], stored: list[OpenLoop], as_of: datetime
+    source: Source,
+    views: list[LoopView],
+    stored: list[OpenLoop],
+    as_of: datetime,
+    known: tuple[Mapping[str, frozenset[str]], Mapping[str, Contact]],
 ) -> list[LoopView]:
     """The replay's cross-thread and fulfilment passes (see ``_replay_source``):
     ``views`` (replayed detector loops) less those ``settled_elsewhere`` closes,
-    plus the ``stored`` extracted loops no fulfilment rule closes by ``as_of``."""
+    plus the ``stored`` extracted loops no fulfilment rule closes by ``as_of``.
+    ``known``: the replay's people and contacts (``replay_senders``)."""
     thread_ids = sorted({v.thread_id for v in views} | {lp.thread_id for lp in stored})
     threads = {
         tid: [m for m in messages if m.date is not None and m.date <= as_of]
@@ -322,7 +323,7 @@ def _settle(
     settled = {
         s.index
         for s in settled_elsewhere(
-            source=source, loops=views, now=as_of, threads=threads
+            source=source, loops=views, now=as_of, threads=threads, known=known
         )
     }
     owners = {a.lower() for a in source.owner_addresses}

@@ -27,7 +27,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from email.header import Header, decode_header, make_header
 from email.message import Message
 from email.utils import getaddresses, parsedate_to_datetime
@@ -436,6 +436,16 @@ def date_problem(value: Any) -> str:
     return _parse_date(value)[1]
 
 
+def _date_zone(value: Any) -> tzinfo | None:
+    """The UTC offset a Date header is written in ("-0700"), or None: the zone a
+    quoted header's bare time ("Sent: … 10:45 AM") is most likely in."""
+    try:
+        parsed = parsedate_to_datetime(str(value)) if value else None
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    return parsed.tzinfo if parsed is not None else None
+
+
 def _parse_date(value: Any) -> tuple[datetime | None, str]:
     if not value:
         return None, ""
@@ -480,7 +490,7 @@ def trim_reply(text: str, *, subject: str = "") -> str:
 
 
 def split_reply(
-    text: str, *, subject: str = ""
+    text: str, *, subject: str = "", zone: tzinfo | None = None
 ) -> tuple[str, bool, QuotedAuthor | None]:
     """(the page text of a message, whether quoted text was dropped or cut or the
     whole text is a quote, who wrote the message it quotes as a reply:
@@ -499,7 +509,7 @@ def split_reply(
     if not text.strip():
         return "", False, None
     head = text[:_REPLY_SCAN_CHARS]
-    written = written_text(head, subject=subject)
+    written = written_text(head, subject=subject, zone=zone)
     if not written.own:
         return head.strip(), True, None
     if written.forwarded:
@@ -749,7 +759,9 @@ def _finish(
     else:
         text = body.plain or ""
     text = clean_text(text.replace("\r\n", "\n"))
-    reply, has_quote, replied_to = split_reply(text, subject=subject)
+    reply, has_quote, replied_to = split_reply(
+        text, subject=subject, zone=_date_zone(one("date"))
+    )
     auto = one("auto-submitted")
     key = f"<{message_id}>" if message_id else f"sha256:{raw_hash}"
     if len(key) > MAX_KEY_CHARS:

@@ -76,7 +76,7 @@ from connectors.services import (
 )
 from loops.definitions import is_mine, reply_text, reply_text_seed
 from loops.message import MailMessage
-from loops.pipeline import process_threads
+from loops.pipeline import loops_coverage_sweep, process_threads
 from loops.selectors import SourceScans, newest_message_at
 from loops.services_senders import sender_profiles_refresh
 
@@ -587,7 +587,14 @@ class MailboxConnector(Connector):
 
     def finish(self) -> None:
         """Ledger the duplicate copies (after every thread is stored), release
-        held items this run stored, and put the accounting on the report."""
+        held items this run stored, re-judge the waiting loops against the whole
+        mailbox now stored (``loops_coverage_sweep``), and put the accounting on
+        the report."""
+        reference = getattr(self, "reference", None)
+        if reference is not None:
+            dropped = loops_coverage_sweep(source=self.source, now=reference)
+            if dropped:
+                self.report.counts["loops_dropped_no_inbound_mail"] += dropped
         rows = [
             ImportedItem(
                 source=self.source,

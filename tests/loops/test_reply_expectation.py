@@ -1303,3 +1303,14 @@ def test_their_reply_to_my_missing_reply_starts_a_new_turn() -> None:
     second.replied_to = None
     [plain] = detect([first, second]).open
     assert plain.opened_at == first.date
+
+
+def test_questions_inside_a_quoted_article_are_not_the_senders_asks() -> None:
+    body = (
+        "Olivia,\n\nThought you would enjoy this one:\n\n"
+        '"Will the Fed raise rates again in November? Could you be ready for a '
+        'downturn? Analysts are split on the outlook for next year."\n\nAnn'
+    )
+    assert opened([mail(1, body)]) == []
+    asked = body.replace("\n\nAnn", "\n\nCan we discuss it at lunch?\n\nAnn")
+    assert opened([mail(1, asked)]) == [LoopType.UNANSWERED_INBOUND]

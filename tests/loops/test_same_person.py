@@ -194,7 +194,8 @@ def test_quoted_header_names_who_wrote_the_message_a_reply_answers() -> None:
     )
     assert outlook.replied_to is not None
     assert outlook.replied_to.address == "robin.a.owner@example.org"
-    assert outlook.replied_to.date == datetime(2001, 11, 26, 7, 44, tzinfo=UTC)
+    # "Sent:" has no zone: read in the quoting message's own (-0800).
+    assert outlook.replied_to.date == datetime(2001, 11, 26, 15, 44, tzinfo=UTC)
     gmail = written_text(
         "Sounds good.\n\nOn Mon, Nov 26, 2001 at 7:44 AM, Robin Owner "
         "<robin@example.org> wrote:\n> Call me today.\n"
@@ -535,3 +536,121 @@ def test_a_first_middle_last_local_part_names_its_person() -> None:
                to=(ROBIN,))  # fmt: skip
     stats = sender_stats([msg], owner_addresses=[ROBIN])
     assert set(stats["mery.l.brown@consult.example"].full_names) == {"mery brown"}
+
+
+def test_an_address_that_gives_no_name_is_known_by_the_name_it_signs() -> None:
+    # dr1977@ has no display name and no name in its address; it signs "Dana
+    # Reyes": the same person as dana.reyes@. A closing line is no name.
+    odd = "dr1977@freemail.example"
+    msgs = [
+        mail(1, "Robin,\n\nWhich parking spot is mine?\n\nDana Reyes", frm=odd,
+             to=(ROBIN,), thread="t-p"),
+        mail(2, "Robin,\n\nSee you there.\n\nBest Regards", frm="zz9@x.example",
+             to=(ROBIN,), thread="t-q"),
+    ]  # fmt: skip
+    stats = sender_stats(msgs, owner_addresses=[ROBIN])
+    assert set(stats[odd].full_names) == {"dana reyes"}
+    assert not stats["zz9@x.example"].full_names
+
+
+@pytest.mark.django_db
+def test_their_prompt_delivery_under_a_new_subject_answers_my_ask(
+    robins_mailbox, store
+):
+    # The next day, a new thread: "here is the CV you asked for". A delivery of
+    # something else ("the parking passes") answers nothing.
+    ask = mail(1, "Dana,\n\nCould you send me your updated CV for the partner file?")
+    _run(robins_mailbox, store, [EARLIER, ask], now=T0 + timedelta(days=5))
+    [loop] = _open(robins_mailbox, LoopType.UNANSWERED_OUTBOUND)
+    other = mail(
+        2, "Robin, here are the parking passes.\n\nDana", frm=WORK,
+        name="Dana Reyes", to=(ROBIN,), days=1, thread="t-passes",
+        subject="Passes",
+    )  # fmt: skip
+    _run(robins_mailbox, store, [other], now=T0 + timedelta(days=5))
+    loop.refresh_from_db()
+    assert loop.status == LoopStatus.OPEN
+    cv = mail(
+        3, "Robin, here is the CV you asked for, attached.\n\nDana", frm=WORK,
+        name="Dana Reyes", to=(ROBIN,), days=1.5, thread="t-cv", subject="my CV",
+    )  # fmt: skip
+    _run(robins_mailbox, store, [cv], now=T0 + timedelta(days=5))
+    loop.refresh_from_db()
+    assert (loop.status, loop.closed_by) == (LoopStatus.DONE, "reply_detected")
+
+
+@pytest.mark.django_db
+def test_a_replay_knows_only_the_contact_made_by_its_day(robins_mailbox, store):
+    # I asked Dana on day 0; we were in touch on day 11 and again on day 27. A
+    # replay of day 19 sees the day-11 contact (the ask is settled), as an
+    # import taken that day would; a replay of day 5 still sees the ask.
+    from brain.access import local_caller
+    from loops.waiting import waiting_report
+
+    msgs = [
+        EARLIER,
+        mail(1, ASK),
+        mail(2, "Robin, the draw request is attached.\n\nDana Reyes", frm=WORK,
+             name="Dana Reyes", to=(ROBIN,), days=11, thread="t-d", subject="Draws"),
+        mail(3, "Thanks Dana, funds are wired.", to=(WORK,), days=11.1,
+             thread="t-d", subject="Re: Draws"),
+        mail(4, "Robin, the party is on the 12th.\n\nDana Reyes", frm=WORK,
+             name="Dana Reyes", to=(ROBIN,), days=27, thread="t-p", subject="Party"),
+        mail(5, "See you there.", to=(WORK,), days=27.1, thread="t-p",
+             subject="Re: Party"),
+    ]  # fmt: skip
+    _run(robins_mailbox, store, msgs, now=T0 + timedelta(days=28))
+
+    def waiting_on(day: float) -> list[str]:
+        report = waiting_report(
+            caller=local_caller(sources=[robins_mailbox.id]),
+            as_of=T0 + timedelta(days=day),
+        )
+        return [loop["summary"] for g in report["groups"] for loop in g["loops"]]
+
+    assert waiting_on(19) == []
+    assert waiting_on(5) == [f'Waiting on {WORK}: "Harbour lease"']
+
+
+@pytest.mark.django_db
+def test_an_import_drops_waiting_loops_of_weeks_it_finds_hold_no_inbound_mail(
+    robins_mailbox, store
+):
+    # A batch detected before the rest of the mailbox was stored opened a wait;
+    # the whole mailbox shows only my own mail in those weeks: nothing could
+    # show an answer, so the import's end drops it. Weeks with others' mail
+    # keep theirs.
+    from loops.models import Detector
+    from loops.pipeline import loops_coverage_sweep
+
+    def waiting(key: str, day: float) -> OpenLoop:
+        return OpenLoop.objects.create(
+            source=robins_mailbox, dedup_key=key,
+            loop_type=LoopType.UNANSWERED_OUTBOUND, summary=key,
+            detector=Detector.DETERMINISTIC_THREAD, counterparty_email=WORK,
+            opened_at=T0 + timedelta(days=day),
+            last_activity_at=T0 + timedelta(days=day),
+        )  # fmt: skip
+
+    blind, seen = waiting("blind", 10), waiting("seen", 200)
+    store(
+        robins_mailbox,
+        [mail(100 + n, "Note.", days=n / 3, thread=f"m{n}") for n in range(60)]
+        + [mail(300 + n, "Note.", days=190 + n / 4, thread=f"s{n}") for n in range(20)]
+        + [
+            mail(500 + n, "News.", frm=WORK, to=(ROBIN,), days=190 + n / 4,
+                 thread=f"o{n}")
+            for n in range(40)
+        ],
+        page=False,
+    )  # fmt: skip
+    assert (
+        loops_coverage_sweep(source=robins_mailbox, now=T0 + timedelta(days=220)) == 1
+    )
+    blind.refresh_from_db()
+    seen.refresh_from_db()
+    assert (blind.status, blind.closed_by) == (
+        LoopStatus.DROPPED,
+        "not_expected: no_inbound_mail",
+    )
+    assert seen.status == LoopStatus.OPEN
