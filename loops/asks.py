@@ -363,7 +363,9 @@ def live_asks(
     day (in its own sentence, a deadline anywhere in the message, or a scheduling
     ask in a message that names the day), the message's asks are moot (the day
     passed); so are they when older than ``DELEGATED_ASK_LIFETIME`` and every
-    one of them is a delegated action (``delegates``)."""
+    one of them is a delegated action (``delegates``). An ask to fix a meeting
+    or a call on a named day is moot once that day is ``MEETING_DAY_GRACE``
+    past (``_meeting_day_passed``)."""
     asks = find_asks(text)
     if asks and sent_at is not None and now is not None:
         deadline = _DATED_DEADLINE.search(text or "")
@@ -401,7 +403,29 @@ def live_asks(
         and all(delegates(a, text) for a in asks)
     ):
         return []
+    if asks and sent_at is not None and now is not None:
+        asks = [a for a in asks if not _meeting_day_passed(a, sent_at, now)]
     return asks
+
+
+# A meeting or call asked for on a named day ("Can we meet on Friday at 10 am?")
+# is moot this long after that day ended: it took place, or another was set.
+MEETING_DAY_GRACE = timedelta(days=2)
+
+
+def _meeting_day_passed(ask: Ask, sent_at: datetime, now: datetime) -> bool:
+    """True when ``ask`` asks to fix a meeting or a call (``_SCHEDULING``) on a
+    day it names (``_ANCHOR``: "on Friday", "tomorrow"), read relative to
+    ``sent_at``, and that day ended ``MEETING_DAY_GRACE`` or more before
+    ``now``."""
+    if not ask.anchored or not _SCHEDULING.search(ask.sentence):
+        return False
+    anchor = _ANCHOR.search(ask.sentence)
+    day = resolve_due(anchor.group(0), sent_at) if anchor else None
+    if day is None:
+        return False
+    ends = datetime.combine(day, datetime.min.time(), tzinfo=sent_at.tzinfo)
+    return ends + timedelta(days=1) + MEETING_DAY_GRACE <= now
 
 
 def delegates(ask: Ask, text: str = "") -> bool:

@@ -596,8 +596,8 @@ def _person_groups(views: list[LoopView]) -> dict[str, list[LoopView]]:
     Lee" from a personal and a work address) or the same person by their sender
     profiles (``loops.selectors.same_person``: the name they sign with) fall
     together (SPEC §5.5). A counterparty without a page and known only by a
-    surname or an address is named by the full name its profile knows
-    (``full_names``). Keyed by ``<source>:<page slug>`` when the group has a
+    surname or an address, or whose page is still titled with the address, is
+    named by the full name its profile knows (``full_names``). Keyed by ``<source>:<page slug>`` when the group has a
     page, else by its smallest address."""
     unpaged: dict[str, set[str]] = {}
     for v in views:
@@ -622,7 +622,7 @@ def _person_groups(views: list[LoopView]) -> dict[str, list[LoopView]]:
         ).items():
             kin[(source_id, address)] = same & addresses
         for address, full in full_names(
-            source_id=source_id, addresses=unpaged.get(source_id, set())
+            source_id=source_id, addresses=addresses
         ).items():
             named[(source_id, address)] = full
     parent: dict[str, str] = {}
@@ -655,6 +655,9 @@ def _person_groups(views: list[LoopView]) -> dict[str, list[LoopView]]:
         if not slug and known and (name is None or not name.full):
             view.counterparty_name = known
             name = person_name(known)
+        if slug and known and "@" in (view.counterparty_title or ""):
+            # A person page still titled with the address: the name is known.
+            view.counterparty_title = known
         if name is not None and name.full:
             nodes.append(f"name:{view.source_id}:{name.key()}")
         for node in nodes[1:]:

@@ -1314,3 +1314,19 @@ def test_questions_inside_a_quoted_article_are_not_the_senders_asks() -> None:
     assert opened([mail(1, body)]) == []
     asked = body.replace("\n\nAnn", "\n\nCan we discuss it at lunch?\n\nAnn")
     assert opened([mail(1, asked)]) == [LoopType.UNANSWERED_INBOUND]
+
+
+def test_an_ask_to_meet_on_a_named_day_is_moot_once_the_day_has_passed() -> None:
+    # Sent on a Monday: "Friday" is that Friday. Two days after it, the meeting
+    # took place or another was set; before then it still asks.
+    ask = mail(1, "Ann, can we meet on Friday at 10 am?", frm=ME, to=(ANN,))
+    friday = T0 + timedelta(days=4)
+    still = detect_thread([ask], owner_addresses=[ME], now=friday)
+    assert [s.loop_type for s in still.open] == [LoopType.UNANSWERED_OUTBOUND]
+    later = detect_thread([ask], owner_addresses=[ME], now=friday + timedelta(days=3))
+    assert later.open == []
+    # A deliverable asked for by a named day is not a meeting: it still waits.
+    report = mail(1, "Ann, can you send the report on Friday?", frm=ME, to=(ANN,))
+    assert detect_thread(
+        [report], owner_addresses=[ME], now=friday + timedelta(days=3)
+    ).open

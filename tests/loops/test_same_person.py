@@ -654,3 +654,29 @@ def test_an_import_drops_waiting_loops_of_weeks_it_finds_hold_no_inbound_mail(
         "not_expected: no_inbound_mail",
     )
     assert seen.status == LoopStatus.OPEN
+
+
+@pytest.mark.django_db
+def test_a_person_page_titled_with_the_address_shows_the_known_name(
+    robins_mailbox, store
+):
+    # The people import titled the page "dana.reyes@…" (no display name); the
+    # name the address is built from and signs with is known: waiting shows it.
+    from brain.access import local_caller
+    from loops.waiting import waiting_report
+    from tests.factories import AliasFactory, PageFactory, page_type
+
+    page = PageFactory(
+        source=robins_mailbox, slug="people/dana-reyes", type=page_type("person"),
+        title=WORK,
+    )  # fmt: skip
+    AliasFactory(page=page, source=robins_mailbox, alias=WORK, kind="email")
+    work = mail(
+        1, "Robin,\n\nCan you check the survey?\n\nDana Reyes", frm=WORK,
+        to=(ROBIN,),
+    )  # fmt: skip
+    _run(robins_mailbox, store, [work], now=T0 + timedelta(days=3))
+    [group] = waiting_report(caller=local_caller(), as_of=T0 + timedelta(days=3))[
+        "groups"
+    ]
+    assert group["counterparty_name"] == "Dana Reyes"
