@@ -25,6 +25,25 @@ holding its message (``build_mail``), and BM25 reads the same thread pages (titl
 body as stored). Fewer, longer pages: its figures are not comparable with the
 default's.
 
+``--set enron`` runs the second corpus instead: the Enron executive mailbox
+``enron/allen-p`` in the shared data (every folder, 3,034 files read by the
+importer's ``iter_mailbox``; copies in several folders are one message, grouped by
+the importer's ``ParsedMail.fingerprint``: 1,397 pages), with the questions of
+``tests/data/retrieval_dev/questions_enron.jsonl`` (ids 301-380, drawn with a
+fixed seed; SOURCE.md there). A page is built as for SpamAssassin: title = the
+subject, body = the message's page text as the mail import writes it
+(``ParsedMail.body``: the writer's own words, a reply's quoted history cut, which
+Outlook-style ``-----Original Message-----`` quoting needs where the ``>`` rule
+does not), in its own source (``retrieval-enron``) and database
+``brain_retrieval_enron``. ``--set both`` puts both corpora in one database
+(``brain_retrieval_both_<N>``, two sources searched together) and asks both sets
+of questions, printing each set apart as well as together (the even / odd halves
+and the first set / extension rows then count the SpamAssassin questions only: the
+Enron questions chose nothing). With ``--pages-from
+mail`` each mailbox goes through the mailbox import as above. For ``--set enron``
+and ``--set both`` BM25 reads every page as stored (title + body from the
+database), so it sees the texts the product indexes.
+
 Then per question:
 
 - hybrid: ``page_search`` (query embedding included);
@@ -47,7 +66,7 @@ figure of ``brain.search.calibrated_score``).
 
 Usage:
     .venv/bin/python benchmarks/retrieval_quality.py [--pages 1000] [--show-misses 0]
-        [--per-question] [--pages-from plain|mail]
+        [--per-question] [--pages-from plain|mail] [--set spamassassin|enron|both]
 """
 
 from __future__ import annotations
@@ -62,6 +81,7 @@ import sys
 import time
 from email import policy
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -69,24 +89,80 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gbrain_site.settings")
 
 from benchmarks.data import shared_data  # noqa: E402
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from connectors.mailbox.client import MailboxEntry
+
 QUESTIONS = ROOT / "tests" / "data" / "retrieval_dev" / "questions.jsonl"
+QUESTIONS_ENRON = ROOT / "tests" / "data" / "retrieval_dev" / "questions_enron.jsonl"
 SOURCE = "retrieval"
+SOURCE_ENRON = "retrieval-enron"
+# The Enron mailbox under the shared data; its message keys are ``allen-p/<location>``.
+ENRON_MAILBOX = Path("enron") / "allen-p"
 KS = (1, 5, 10)
 # Ids up to this one are the first set; later ids the seeded extension (SOURCE.md).
 FIRST_SET = 208
+# Ids from this one on are the Enron questions (questions_enron.jsonl).
+ENRON_FIRST = 301
 _TOKEN = re.compile(r"\w+")
 
 
-def _embed_all() -> None:
+def _embed_all(source_id: str = SOURCE) -> None:
     """Embed every pending chunk of the benchmark source, printing progress."""
     from brain.services.pages import pages_embed_pending
 
     embedded = pages_embed_pending(
-        source_ids=[SOURCE],
+        source_ids=[source_id],
         progress=lambda n: print(f"  embedded {n} chunks", flush=True),
     )
     if embedded:
         print(f"  {embedded} chunks embedded", flush=True)
+
+
+def page_title(subject: str, fallback: str) -> str:
+    """A page title from a subject: list tags and ``Re:``/``Fw:`` removed."""
+    subject = re.sub(r"\[[^\]]*\]", "", subject)
+    subject = re.sub(r"^\s*((re|fw|fwd)(\[\d+\])?:\s*)+", "", subject, flags=re.I)
+    return re.sub(r"\s+", " ", subject).strip(" :") or fallback
+
+
+def enron_entries() -> list[MailboxEntry]:
+    """Every message of the Enron mailbox as the importer reads it
+    (``iter_mailbox``), its location prefixed ``allen-p/``."""
+    from connectors.mailbox.client import MailboxEntry, iter_mailbox
+
+    folder = shared_data() / ENRON_MAILBOX
+    if not folder.is_dir():
+        raise SystemExit(f"shared data not found: {folder}")
+    return [
+        MailboxEntry(
+            folder=e.folder, location=f"{ENRON_MAILBOX.name}/{e.location}", data=e.data
+        )
+        for e in iter_mailbox(folder)
+        if not e.problem
+    ]
+
+
+def load_enron_pages() -> tuple[list[tuple[str, str, str]], dict[str, str]]:
+    """``([(key, title, body)], {message key: page key})`` for the Enron mailbox:
+    one page per distinct message (copies in several folders grouped by the
+    importer's ``ParsedMail.fingerprint``, keyed by the first copy read), title =
+    the subject as for SpamAssassin, body = the page text the mail import writes
+    (``ParsedMail.body``: own words, a reply's quoted history cut)."""
+    from connectors.mail.parsing import parse_rfc822
+
+    pages: list[tuple[str, str, str]] = []
+    first: dict[str, str] = {}
+    page_of: dict[str, str] = {}
+    for entry in enron_entries():
+        parsed = parse_rfc822(entry.data, folder=entry.folder)
+        if parsed.fingerprint not in first:
+            first[parsed.fingerprint] = entry.location
+            title = page_title(parsed.subject, entry.location)
+            pages.append((entry.location, title, parsed.body))
+        page_of[entry.location] = first[parsed.fingerprint]
+    return pages, page_of
 
 
 def load_pages(n_pages: int) -> list[tuple[str, str, str]]:
@@ -98,9 +174,7 @@ def load_pages(n_pages: int) -> list[tuple[str, str, str]]:
     pages = []
     for path in sorted(folder.glob("*"))[:n_pages]:
         message = email.message_from_bytes(path.read_bytes(), policy=policy.default)
-        subject = re.sub(r"\[[^\]]*\]", "", str(message["subject"] or ""))
-        subject = re.sub(r"^\s*((re|fw|fwd)(\[\d+\])?:\s*)+", "", subject, flags=re.I)
-        title = re.sub(r"\s+", " ", subject).strip(" :") or path.name[:5]
+        title = page_title(str(message["subject"] or ""), path.name[:5])
         try:
             part = message.get_body(preferencelist=("plain",))
             text = part.get_content() if part else ""
@@ -119,30 +193,39 @@ def message_files(n_pages: int) -> list[Path]:
     return sorted(folder.glob("*"))[:n_pages]
 
 
-def build_mail(files: list[Path]) -> dict[str, str]:
+def build_mail(
+    files: list[Path],
+    *,
+    source_id: str = SOURCE,
+    entries: list[MailboxEntry] | None = None,
+) -> dict[str, str]:
     """``--pages-from mail``: import the messages as a user would, through the
     product's mailbox import (``connectors.mailbox.sync.mailbox_import``: parsing,
     quoted tails trimmed, threading, one thread page per thread rendered by
     ``connectors.mail.render``, each message under its "## Name <address> · date"
     header), unless already there, and embed them. Returns each message key
-    (``easy-ham-1/<file name>``) → the slug of the page holding it (a copy's: the
-    kept copy's page); a message without a page (held, noise) is left out."""
+    (``easy-ham-1/<file name>``, or the location of ``entries`` when given: the
+    Enron mailbox, into ``source_id``) → the slug of the page holding it (a copy's:
+    the kept copy's page); a message without a page (held, noise) is left out."""
     from brain.models import Source
     from connectors.mail.parsing import parse_rfc822
     from connectors.mailbox.client import MailboxEntry
     from connectors.mailbox.sync import mailbox_import
     from connectors.models import ImportedItem
 
-    entries = [
-        MailboxEntry(folder="", location=f"easy-ham-1/{f.name}", data=f.read_bytes())
-        for f in files
-    ]
-    if not ImportedItem.objects.filter(source_id=SOURCE).exists():
-        Source.objects.filter(id=SOURCE).delete()
+    if entries is None:
+        entries = [
+            MailboxEntry(
+                folder="", location=f"easy-ham-1/{f.name}", data=f.read_bytes()
+            )
+            for f in files
+        ]
+    if not ImportedItem.objects.filter(source_id=source_id).exists():
+        Source.objects.filter(id=source_id).delete()
         started = time.perf_counter()
         report = mailbox_import(
-            source_id=SOURCE,
-            path=files[0].parent,
+            source_id=source_id,
+            path=files[0].parent if files else shared_data() / ENRON_MAILBOX,
             entries=entries,
             actor="retrieval_quality",
         )
@@ -151,10 +234,12 @@ def build_mail(files: list[Path]) -> dict[str, str]:
             f"({time.perf_counter() - started:.0f} s)",
             flush=True,
         )
-    _embed_all()
+    _embed_all(source_id)
     ledger = {
         row.external_id: row
-        for row in ImportedItem.objects.filter(source_id=SOURCE).select_related("page")
+        for row in ImportedItem.objects.filter(source_id=source_id).select_related(
+            "page"
+        )
     }
     out: dict[str, str] = {}
     for entry in entries:
@@ -167,21 +252,29 @@ def build_mail(files: list[Path]) -> dict[str, str]:
 
 
 def slug_of(key: str) -> str:
-    """The page slug of a message key."""
+    """The page slug of a message key (``notes/00001`` for SpamAssassin,
+    ``notes/enron-sent-items-33`` for ``allen-p/sent_items/33.``)."""
+    if key.startswith(f"{ENRON_MAILBOX.name}/"):
+        folder, _, name = key.removeprefix(f"{ENRON_MAILBOX.name}/").rpartition("/")
+        words = re.sub(r"[^a-z0-9]+", "-", f"{folder}/{name}".lower()).strip("-")
+        return f"notes/enron-{words}"
     return "notes/" + key.split("/")[-1].split(".")[0]
 
 
-def build(pages: list[tuple[str, str, str]]) -> None:
-    """Write the pages (batches of 100) and embed them, unless already there."""
+def build(pages: list[tuple[str, str, str]], source_id: str = SOURCE) -> None:
+    """Write the pages (batches of 100) into ``source_id`` and embed them, unless
+    already there."""
     from brain.access import local_caller
     from brain.models import Page, Source
     from brain.services.pages import PageInput, pages_write
     from brain.services.sources import source_ensure
 
-    have = Page.objects.filter(source_id=SOURCE, deleted_at__isnull=True).count()
+    have = Page.objects.filter(source_id=source_id, deleted_at__isnull=True).count()
     if have != len(pages):
-        Source.objects.filter(id=SOURCE).delete()
-        source = source_ensure(source_id=SOURCE, kind=Source.Kind.MANUAL, name=SOURCE)
+        Source.objects.filter(id=source_id).delete()
+        source = source_ensure(
+            source_id=source_id, kind=Source.Kind.MANUAL, name=source_id
+        )
         started = time.perf_counter()
         for start in range(0, len(pages), 100):
             pages_write(
@@ -204,10 +297,12 @@ def build(pages: list[tuple[str, str, str]]) -> None:
                 f"({time.perf_counter() - started:.0f} s)",
                 flush=True,
             )
-    _embed_all()
+    _embed_all(source_id)
 
 
-def vector_only(vector: list[float], limit: int = 10) -> list[str]:
+def vector_only(
+    vector: list[float], limit: int = 10, sources: tuple[str, ...] = (SOURCE,)
+) -> list[str]:
     """Distinct page slugs by the cosine of their best chunk (exact scan)."""
     from django.db import connection
     from pgvector import Vector
@@ -217,10 +312,10 @@ def vector_only(vector: list[float], limit: int = 10) -> list[str]:
             """
             SELECT p.slug, max(1 - (c.embedding <=> %(v)s::vector)) AS sim
             FROM brain_chunk c JOIN brain_page p ON p.id = c.page_id
-            WHERE c.source_id = %(s)s AND c.embedding IS NOT NULL
+            WHERE c.source_id = ANY(%(s)s) AND c.embedding IS NOT NULL
             GROUP BY p.slug ORDER BY sim DESC, p.slug LIMIT %(n)s
             """,
-            {"v": Vector(vector).to_text(), "s": SOURCE, "n": limit},
+            {"v": Vector(vector).to_text(), "s": list(sources), "n": limit},
         )
         return [row[0] for row in cursor.fetchall()]
 
@@ -246,6 +341,11 @@ def answer_pages(question: dict) -> list[str]:
 
 
 MODES = ("BM25", "hybrid", "keyword-only", "vector-only")
+
+
+def _is_spam(question_id: int) -> bool:
+    """True for a question of the SpamAssassin set (ids below ``ENRON_FIRST``)."""
+    return question_id < ENRON_FIRST
 
 
 def position(slugs: list[str], answers: list[str]) -> str:
@@ -290,6 +390,14 @@ def main() -> None:
         "(load_pages); mail: the messages imported through the product's mailbox "
         "import, one page per thread (build_mail).",
     )
+    parser.add_argument(
+        "--set",
+        choices=("spamassassin", "enron", "both"),
+        default="spamassassin",
+        help="spamassassin: the first --pages messages of easy-ham-1 and "
+        "questions.jsonl; enron: the allen-p mailbox and questions_enron.jsonl; "
+        "both: both corpora in one database, both question sets.",
+    )
     args = parser.parse_args()
 
     import django
@@ -308,29 +416,47 @@ def main() -> None:
 
     connections.close_all()
     mail = args.pages_from == "mail"
-    use_database(f"brain_retrieval_{'mail_' if mail else ''}{args.pages}")
+    spam = args.set in ("spamassassin", "both")
+    enron = args.set in ("enron", "both")
+    name = {"spamassassin": f"{args.pages}", "enron": "enron"}.get(
+        args.set, f"both_{args.pages}"
+    )
+    use_database(f"brain_retrieval_{'mail_' if mail else ''}{name}")
     call_command("migrate", verbosity=0)
-    questions = [json.loads(line) for line in QUESTIONS.read_text().splitlines()]
-    if mail:
-        page_of = build_mail(message_files(args.pages))
-    else:
+    files = [QUESTIONS] * spam + [QUESTIONS_ENRON] * enron
+    questions = [
+        json.loads(line) for path in files for line in path.read_text().splitlines()
+    ]
+    sources = (SOURCE,) * spam + (SOURCE_ENRON,) * enron
+    page_of: dict[str, str] = {}
+    plain: list[tuple[str, str, str]] = []
+    if spam and mail:
+        page_of |= build_mail(message_files(args.pages))
+    elif spam:
         plain = load_pages(args.pages)
-        page_of = {key: slug_of(key) for key, _t, _b in plain}
+        page_of |= {key: slug_of(key) for key, _t, _b in plain}
+        build(plain)
+    if enron and mail:
+        page_of |= build_mail([], source_id=SOURCE_ENRON, entries=enron_entries())
+    elif enron:
+        enron_pages, alias = load_enron_pages()
+        page_of |= {key: slug_of(page) for key, page in alias.items()}
+        build(enron_pages, SOURCE_ENRON)
     asked = len(questions)
     questions = [q for q in questions if set(answer_pages(q)) <= set(page_of)]
-    if mail:  # BM25 reads the pages as the import wrote them
+    if mail or enron:  # BM25 reads the pages as stored
         pages = list(
-            Page.objects.filter(source_id=SOURCE, deleted_at__isnull=True)
+            Page.objects.filter(source_id__in=sources, deleted_at__isnull=True)
             .order_by("slug")
             .values_list("slug", "title", "body")
         )
     else:
-        build(plain)
         pages = [(slug_of(key), title, body) for key, title, body in plain]
+    corpora = ", ".join(["easy-ham-1"] * spam + [str(ENRON_MAILBOX)] * enron)
     print(
-        f"{len(pages)} pages from {len(page_of)} messages (easy-ham-1, "
+        f"{len(pages)} pages from {len(page_of)} messages ({corpora}, "
         f"--pages-from {args.pages_from}), {len(questions)} of {asked} questions "
-        f"({QUESTIONS.relative_to(ROOT)})",
+        f"({', '.join(str(f.relative_to(ROOT)) for f in files)})",
         flush=True,
     )
 
@@ -338,7 +464,7 @@ def main() -> None:
     bm25 = BM25Okapi(tokenized)
     page_slugs = [slug for slug, _t, _b in pages]
     # Imported mail is private (SPEC §8): its owner searches it.
-    scope = ReadScope(source_ids=(SOURCE,), include_private=mail)
+    scope = ReadScope(source_ids=sources, include_private=mail)
     gold = [
         list(dict.fromkeys(page_of[key] for key in answer_pages(q))) for q in questions
     ]
@@ -369,7 +495,7 @@ def main() -> None:
                         result.score
                     )
     settings.BRAIN_EMBEDDING_PROVIDER = "local"
-    ranked["vector-only"] = [vector_only(v) for v in vectors]
+    ranked["vector-only"] = [vector_only(v, sources=sources) for v in vectors]
     ranked["BM25"] = []
     for question in questions:
         scores = bm25.get_scores(_TOKEN.findall(question["question"].lower()))
@@ -377,13 +503,27 @@ def main() -> None:
         ranked["BM25"].append([page_slugs[i] for i in order])
 
     ids = [int(q["id"]) for q in questions]
-    for label, keep in (
-        ("all questions", lambda i: True),
-        ("even ids (the half the weights were chosen on)", lambda i: i % 2 == 0),
-        ("odd ids (the check half)", lambda i: i % 2 == 1),
-        (f"ids 1-{FIRST_SET} (the first set)", lambda i: i <= FIRST_SET),
-        (f"ids {FIRST_SET + 1}- (the seeded extension)", lambda i: i > FIRST_SET),
-    ):
+    parts: list[tuple[str, Callable[[int], bool]]] = [("all questions", lambda i: True)]
+    if spam and enron:
+        parts += [
+            (f"SpamAssassin questions (ids below {ENRON_FIRST})", _is_spam),
+            (f"Enron questions (ids {ENRON_FIRST}-)", lambda i: not _is_spam(i)),
+        ]
+    if spam:
+        of = "SpamAssassin " if enron else ""  # Enron ids tuned nothing
+        parts += [
+            (
+                f"{of}even ids (the half the weights were chosen on)",
+                lambda i: _is_spam(i) and i % 2 == 0,
+            ),
+            (f"{of}odd ids (the check half)", lambda i: _is_spam(i) and i % 2 == 1),
+            (f"{of}ids 1-{FIRST_SET} (the first set)", lambda i: i <= FIRST_SET),
+            (
+                f"{of}ids {FIRST_SET + 1}- (the seeded extension)",
+                lambda i: FIRST_SET < i < ENRON_FIRST,
+            ),
+        ]
+    for label, keep in parts:
         rows = [n for n, i in enumerate(ids) if keep(i)]
         if not rows:
             continue
