@@ -459,9 +459,16 @@ def detect_thread(
         return verdict
     seen = contacts or {}
     waiting_run: list[MailMessage] | None = None  # my run that waits on them
+    answered: set[str] = set()  # recipients of my ask to each who answered
     if not mine and answers_visible:
         mine_run = _previous_run(turns, run, owners)
-        if mine_run and _handed_off(run, owners):
+        pending = _still_to_answer(mine_run, run, owners)
+        if mine_run and pending:
+            # My ask to each of them ("Can each of you send me your
+            # availability?"): one answer leaves the others owing theirs.
+            waiting_run = mine_run
+            answered = {(m.from_addr or "").lower() for m in run}
+        elif mine_run and _handed_off(run, owners):
             # Their only answer hands my ask to someone else ("Pam, can you help
             # with below?"): it answers nothing, so my ask is still waiting on them.
             waiting_run = mine_run
@@ -499,6 +506,7 @@ def detect_thread(
             undeliverable or {},
             list_asks=list_asks,
             opener=turns[0],
+            answered=answered,
         )
     return _inbound(
         subs, run, last, owners, kinds, seen, mutes, now, thread_id, subject
@@ -534,6 +542,29 @@ def _expired_reply_to_crowd(
 
 # The quote markers opening a line of quoted text ("> > ", "| ").
 _QUOTE_PREFIX = re.compile(r"^[ \t>|]+", re.M)
+
+
+# An ask put to each of its recipients: every one of them owes an answer.
+_TO_EACH = re.compile(
+    r"\b(?:each of you|all of you|every one of you|each one of you|both of you)\b",
+    re.I,
+)
+
+
+def _still_to_answer(
+    mine_run: Sequence[MailMessage], run: Sequence[MailMessage], owners: set[str]
+) -> set[str]:
+    """The To recipients of my last message of ``mine_run`` who have not yet
+    answered in ``run`` (their turn), when that message asks each of them
+    (``_TO_EACH``: "Can each of you send me your availability?"); empty
+    otherwise, or when every one answered."""
+    if not mine_run:
+        return set()
+    ask = mine_run[-1]
+    if not _TO_EACH.search(ask_text(ask)):
+        return set()
+    addressed = {a.lower() for a in ask.to if a} - owners
+    return addressed - {(m.from_addr or "").lower() for m in run}
 
 
 def _previous_run(
@@ -660,6 +691,7 @@ def _outbound(
     *,
     list_asks: bool = False,
     opener: MailMessage | None = None,
+    answered: Collection[str] = (),
 ) -> Verdict:
     """Last turn is mine: inbound loops close; a waiting loop opens when my text
     asks something of a person (SPEC §5.2 rule 5, §5.1a "my asks"). ``replied_to``
@@ -681,7 +713,8 @@ def _outbound(
     evidence): they answered, though the source lacks their message. My
     mailing to subscribers, sent to them rather than through a list (opt-out
     footer wording, ``loops.senders.has_opt_out_wording``), opens nothing
-    (``mass_mailing``)."""
+    (``mass_mailing``). ``answered``: recipients of my ask to each of them who
+    answered already (``_still_to_answer``); it waits on the others only."""
     verdict = Verdict(close=[LoopType.UNANSWERED_INBOUND])
     asking = [
         m
@@ -702,7 +735,7 @@ def _outbound(
     recipients = [
         a
         for a in dict.fromkeys(x.lower() for m in sends for x in (*m.to, *m.cc) if x)
-        if a not in owners
+        if a not in owners and a not in answered
     ]
     bounced = [
         a for a in recipients if _bounced(a, ask.date, (undeliverable or {}), now)

@@ -1330,3 +1330,29 @@ def test_an_ask_to_meet_on_a_named_day_is_moot_once_the_day_has_passed() -> None
     assert detect_thread(
         [report], owner_addresses=[ME], now=friday + timedelta(days=3)
     ).open
+
+
+def test_my_ask_to_each_of_them_waits_on_those_who_have_not_answered() -> None:
+    # "Can each of you…": Bob's answer leaves Carol's owed. Once both answered,
+    # nothing waits. A plain ask to several is answered by one reply.
+    carol = "carol.diaz@partner.example"
+    ask = mail(
+        1, "Can each of you send me your availability for the offsite?", frm=ME,
+        to=(ANN, BOB, carol),
+    )  # fmt: skip
+    bob = mail(2, "I'm free Oct 12-13.", frm=BOB, hours=3)
+    [spec] = detect([ask, bob]).open
+    assert (spec.loop_type, spec.counterparty_email) == (
+        LoopType.UNANSWERED_OUTBOUND,
+        ANN,
+    )
+    ann = mail(3, "Any day works for me.", frm=ANN, hours=4)
+    [spec] = detect([ask, bob, ann]).open
+    assert spec.counterparty_email == carol
+    done = mail(4, "The 12th is fine.", frm=carol, hours=5)
+    assert detect([ask, bob, ann, done]).open == []
+    plain = mail(
+        1, "Can you send me your availability for the offsite?", frm=ME,
+        to=(ANN, BOB, carol),
+    )  # fmt: skip
+    assert detect([plain, bob]).open == []
