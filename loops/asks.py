@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from functools import lru_cache
 from itertools import islice
 from typing import TYPE_CHECKING
@@ -364,8 +364,14 @@ def live_asks(
     ask in a message that names the day), the message's asks are moot (the day
     passed); so are they when older than ``DELEGATED_ASK_LIFETIME`` and every
     one of them is a delegated action (``delegates``). An ask to fix a meeting
-    or a call on a named day is moot once that day is ``MEETING_DAY_GRACE``
-    past (``_meeting_day_passed``)."""
+    or a call on a named day, or a question about what happens on a named day
+    ("Are you coming on Friday?"), is moot once that day is ``MEETING_DAY_GRACE``
+    past (``_day_passed``); so then is a bare "Please reply" beside it, which
+    asks only for the answer to that question. Every ask of a message that sets
+    up a meeting on a named day (``meeting_day``: "I will get a room for our
+    Wednesday 10:00 meeting … could you send me a definition of Intra-Month
+    Risk?") is moot once that day is ``MEETING_DAY_GRACE`` past: it prepared the
+    meeting, which took place."""
     asks = find_asks(text)
     if asks and sent_at is not None and now is not None:
         deadline = _DATED_DEADLINE.search(text or "")
@@ -404,28 +410,148 @@ def live_asks(
     ):
         return []
     if asks and sent_at is not None and now is not None:
-        asks = [a for a in asks if not _meeting_day_passed(a, sent_at, now)]
+        meeting = meeting_day(text, sent_at)
+        if meeting is not None and _ended(meeting, sent_at) + MEETING_DAY_GRACE <= now:
+            return []
+        live = [a for a in asks if not _day_passed(a, sent_at, now)]
+        if len(live) < len(asks) and all(_REPLY_ONLY.match(a.sentence) for a in live):
+            return []
+        asks = live
     return asks
 
 
-# A meeting or call asked for on a named day ("Can we meet on Friday at 10 am?")
-# is moot this long after that day ended: it took place, or another was set.
+# A meeting or call asked for on a named day ("Can we meet on Friday at 10 am?"),
+# or a question about that day ("Are you coming on Friday?"), is moot this long
+# after that day ended: it took place, or another was set.
 MEETING_DAY_GRACE = timedelta(days=2)
+# A meeting on a named day: "our Wednesday 10:00 meeting", "Friday's meeting",
+# "the meeting on Monday", "lunch tomorrow".
+_DAY_NAME = (
+    r"today|tonight|tomorrow|monday|tuesday|wednesday|thursday|friday|saturday|"
+    r"sunday"
+)
+_MEETING_WORD = r"meeting|call|conference call|lunch|dinner|breakfast|interview"
+_MEETING_ON_DAY = re.compile(
+    rf"\b(?P<day>{_DAY_NAME})(?:'s)?\b(?:\s+(?:at\s+)?\d{{1,2}}(?::\d\d)?\s*"
+    rf"(?:[ap]\.?m\.?)?)?\s+(?:{_MEETING_WORD})\b"
+    # "call" or "meeting" after the day is a verb as often as a noun ("I'll call
+    # Friday"): a determiner makes it the event ("the meeting on Friday").
+    rf"|\b(?:(?:the|our|a|an|your|my|this|that)\s+(?:{_MEETING_WORD})|lunch|dinner|"
+    rf"breakfast)\s+(?:on\s+|this\s+|next\s+)?(?P<day2>{_DAY_NAME})\b",
+    re.I,
+)
+# A meeting told as past, not set up: "Thanks for", "In", "At", "after", "from".
+_MEETING_PAST = re.compile(
+    r"\b(?:thanks? (?:you )?for|thank you for|in|at|after|from|during|since|"
+    r"last|since)\s+(?:the\s+|our\s+|your\s+|my\s+|this\s+)?$",
+    re.I,
+)
+# "before then" / "by then": a deadline on the day named before it.
+_BY_THEN = re.compile(r"\b(?:before|by|until) then\b", re.I)
+# A day named as a deadline ("by Friday", "no later than Monday"), not as the day
+# something happens.
+_DEADLINE_WORD = re.compile(
+    r"\b(?:by|before|until|till|no later than|prior to)\s+(?:the\s+)?(?:this\s+|next\s+)?$",
+    re.I,
+)
+# Something to deliver: still owed after the day it was asked for.
+_DELIVERABLE = re.compile(
+    r"\b(?:send|resend|forward|fax|e-?mail|mail|provide|return|sign|pay|review|bring|"
+    r"finish|prepare|deliver|submit|complete|file)\b",
+    re.I,
+)
+# A day told as past in the ask ("the draft I sent Monday", "last Friday").
+_TOLD_AS_PAST = re.compile(
+    r"\b(?:sent|mailed|faxed|gave|left|spoke|talked|met|said|told|called|dropped|"
+    r"last|was|were|had|did)\b[^,;:.?!]*$",
+    re.I,
+)
+# An ask for nothing but the answer ("Please reply", "Let me know."): moot with the
+# question it stands beside.
+_REPLY_ONLY = re.compile(
+    r"^\W*(?:(?:please|pls|kindly)\s+)?(?:reply|respond|let me know|advise|get back "
+    r"to me)\W*(?:thanks?(?: you)?\W*)?$",
+    re.I,
+)
 
 
-def _meeting_day_passed(ask: Ask, sent_at: datetime, now: datetime) -> bool:
-    """True when ``ask`` asks to fix a meeting or a call (``_SCHEDULING``) on a
-    day it names (``_ANCHOR``: "on Friday", "tomorrow"), read relative to
-    ``sent_at``, and that day ended ``MEETING_DAY_GRACE`` or more before
-    ``now``."""
-    if not ask.anchored or not _SCHEDULING.search(ask.sentence):
+def ask_deadline(text: str, sent_at: datetime | None) -> date | None:
+    """The day by which ``text`` wants its asks answered: the first deadline it
+    names, an explicit date first (``_DATED_DEADLINE``: "no later than 5/30", "by
+    Dec 3") then a named day (``_DEADLINE``: "by Friday", "before Monday", "by COB
+    tomorrow"), then "before then" / "by then" after a named day ("I am working
+    all day Monday so I hope I can get it before then": that Monday), read
+    relative to ``sent_at`` (``resolve_due``). None when it names
+    none, when ``sent_at`` is None, or when the phrase does not resolve. An
+    unanswered loop carries it as its due date, so waiting ranks an ask past its
+    deadline as overdue (SPEC §5.5 due bonus)."""
+    if sent_at is None or not text:
+        return None
+    for pattern in (_DATED_DEADLINE, _DEADLINE):
+        found = pattern.search(text)
+        if found and (day := resolve_due(found.group(0), sent_at)) is not None:
+            return day
+    then = _BY_THEN.search(text)
+    named = list(_ANCHOR.finditer(text, 0, then.start())) if then else []
+    if named:
+        return resolve_due(named[-1].group(0), sent_at)
+    return None
+
+
+def _day_passed(ask: Ask, sent_at: datetime, now: datetime) -> bool:
+    """True when ``ask`` is about a day it names (``_ANCHOR``, read relative to
+    ``sent_at`` by ``resolve_due``; the latest such day of the sentence) and that
+    day ended ``MEETING_DAY_GRACE`` or more before ``now``: an ask to fix a
+    meeting or a call (``_SCHEDULING``: "Can we meet on Friday at 10 am?") or a
+    question about what happens that day ("Are you coming on Friday?", "will you
+    be ready to hit the weights on monday"). It took place, or another was set.
+
+    A deadline ("by Friday", "before Monday": ``_DEADLINE_WORD`` before the day)
+    or a thing to deliver (``_DELIVERABLE``: "Can you send me the file
+    tomorrow?") is not moot when the day passes: it is overdue, and
+    ``ANCHORED_ASK_LIFETIME`` ends it. Nor is a day told as past ("Did you get
+    the draft I sent Monday?": ``_TOLD_AS_PAST`` before the day)."""
+    if not ask.anchored:
         return False
-    anchor = _ANCHOR.search(ask.sentence)
-    day = resolve_due(anchor.group(0), sent_at) if anchor else None
-    if day is None:
+    event = _SCHEDULING.search(ask.sentence) or (
+        ask.kind == QUESTION and not _DELIVERABLE.search(ask.sentence)
+    )
+    if not event:
         return False
-    ends = datetime.combine(day, datetime.min.time(), tzinfo=sent_at.tzinfo)
-    return ends + timedelta(days=1) + MEETING_DAY_GRACE <= now
+    days = [
+        resolve_due(m.group(0), sent_at)
+        for m in _ANCHOR.finditer(ask.sentence)
+        if not _DEADLINE_WORD.search(ask.sentence[max(0, m.start() - 20) : m.start()])
+        and not _TOLD_AS_PAST.search(ask.sentence[max(0, m.start() - 40) : m.start()])
+    ]
+    known = [d for d in days if d is not None]
+    if not known:
+        return False
+    return _ended(max(known), sent_at) + MEETING_DAY_GRACE <= now
+
+
+def _ended(day: date, sent_at: datetime) -> datetime:
+    """The end of ``day`` (midnight after it) in ``sent_at``'s timezone."""
+    start = datetime.combine(day, datetime.min.time(), tzinfo=sent_at.tzinfo)
+    return start + timedelta(days=1)
+
+
+def meeting_day(text: str, sent_at: datetime) -> date | None:
+    """The day of a meeting that ``text`` sets up on a named day ("our Wednesday
+    10:00 meeting", "the meeting on Friday", "lunch tomorrow"; ``_MEETING_ON_DAY``),
+    read relative to ``sent_at`` (``resolve_due``): the latest such day. A
+    meeting told as past ("Thanks for Friday's meeting", "In Monday's meeting we
+    agreed": ``_MEETING_PAST`` before it) sets nothing up. None when the text
+    names no such meeting."""
+    days = []
+    for found in _MEETING_ON_DAY.finditer(text or ""):
+        before = text[max(0, found.start() - 40) : found.start()]
+        if _MEETING_PAST.search(before):
+            continue
+        day = resolve_due(found.group("day") or found.group("day2"), sent_at)
+        if day is not None:
+            days.append(day)
+    return max(days, default=None)
 
 
 def delegates(ask: Ask, text: str = "") -> bool:

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from loops.asks import (
     QUESTION,
     Ask,
+    ask_deadline,
     asks_the_readers,
     declines,
     is_fulfilment,
@@ -107,6 +108,8 @@ class LoopSpec:
     opened_at: datetime
     last_activity_at: datetime
     evidence: list[dict[str, Any]]
+    # The day the ask wants its answer by (``loops.asks.ask_deadline``), if any.
+    due: date | None = None
 
     @property
     def dedup_key(self) -> str:
@@ -844,6 +847,7 @@ def _outbound(
             summary=summary,
             opened_at=started,
             last_activity_at=last.sent_at,
+            due=_deadline([ask]),
             # The ask, and the last message of my turn when it is a later one.
             evidence=[
                 _evidence(
@@ -1135,6 +1139,7 @@ def _inbound(
             summary=f'Reply owed to {sender}: "{subject}"',
             opened_at=started,
             last_activity_at=last.sent_at,
+            due=_deadline(asking),
             # The ask and each chase of it ("Follow up: …"), newest last.
             evidence=[
                 _evidence(m, asks_of_me(m, now=now, owners=owners)) for m in asking
@@ -1147,6 +1152,14 @@ def _inbound(
 
 _SPACE_BEFORE_PUNCT = re.compile(r"\s+(?=[,.;:?!])")
 _DOUBLED_COMMA = re.compile(r",(?:\s*,)+")
+
+
+def _deadline(asking: Sequence[MailMessage]) -> date | None:
+    """The nearest day by which one of the ``asking`` messages wants its answer
+    (``ask_deadline`` over each one's ``ask_text``, read from its own sent date);
+    None when none names a deadline."""
+    days = [ask_deadline(ask_text(m), m.date) for m in asking]
+    return min((d for d in days if d is not None), default=None)
 
 
 def _evidence(message: MailMessage, asks: Sequence[Ask] = ()) -> dict[str, Any]:

@@ -690,6 +690,7 @@ def _batched_open(
 ) -> None:
     """Queue a new detector loop in ``batch``: the row and event ``loop_upsert``
     would have written for an unknown key."""
+    due_at = due_end_of_day(spec.due) if spec.due else None
     loop = OpenLoop(
         source=source,
         dedup_key=spec.dedup_key,
@@ -703,6 +704,7 @@ def _batched_open(
         page=page,
         counterparty_email=(spec.counterparty_email or "").lower(),
         counterparty_name=(spec.counterparty_name or "")[:200],
+        due_at=due_at,
         confidence=1.0,
     )
     event = _event_row(
@@ -712,7 +714,7 @@ def _batched_open(
         actor=actor,
         detector=Detector.DETERMINISTIC_THREAD,
         summary=spec.summary,
-        due_at=None,
+        due_at=due_at,
         evidence=evidence[-1:] if evidence else [],
     )
     batch.add(loop, event)
@@ -826,6 +828,7 @@ def _apply_verdict(
             page=page,
             counterparty_email=spec.counterparty_email,
             counterparty_name=spec.counterparty_name,
+            due_at=due_end_of_day(spec.due) if spec.due else None,
             actor=actor,
         )
         if action in counts:

@@ -64,7 +64,7 @@ from loops.selectors import (
     threads_messages,
     undeliverable,
 )
-from loops.services import stale_at
+from loops.services import due_end_of_day, stale_at
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping, Sequence
@@ -145,8 +145,21 @@ def _iso(value: datetime | None) -> str | None:
     return value.astimezone(ZoneInfo(settings.BRAIN_TIME_ZONE)).isoformat()
 
 
+def shown_evidence(evidence: Sequence[dict[str, Any]]) -> tuple[str, str, str]:
+    """``(quote, link, ask)`` that waiting shows for a loop's ``evidence`` items
+    (oldest first, ``loops.detectors._evidence``): the newest item that carries an
+    ``ask`` (the message that asks: a reader checks the loop there, not in a later
+    forward of mine in the same thread), else the newest item; ``ask`` is that
+    item's asking sentence ("" when none). Stored loops and ``--as-of`` replays
+    show the same."""
+    asking = next((e for e in reversed(evidence) if e.get("ask")), None)
+    item = asking or (evidence[-1] if evidence else {})
+    return item.get("quote", ""), item.get("link", ""), item.get("ask", "")
+
+
 def loop_view(loop: OpenLoop) -> LoopView:
-    last = loop.evidence[-1] if loop.evidence else {}
+    """The ``LoopView`` of a stored loop (its shown evidence: ``shown_evidence``)."""
+    quote, link, ask = shown_evidence(loop.evidence or [])
     return LoopView(
         id=str(loop.pk),
         source_id=loop.source_id,
@@ -164,11 +177,11 @@ def loop_view(loop: OpenLoop) -> LoopView:
         counterparty_name=loop.counterparty_name,
         counterparty_title=loop.counterparty.title if loop.counterparty else "",
         page_slug=loop.page.slug if loop.page else "",
-        quote=last.get("quote", ""),
-        link=last.get("link", ""),
+        quote=quote,
+        link=link,
         fulfilment_suspected=loop.fulfilment_suspected_at is not None,
         thread_id=loop.thread_id,
-        ask=next((e["ask"] for e in reversed(loop.evidence) if e.get("ask")), ""),
+        ask=ask,
     )
 
 
@@ -261,7 +274,7 @@ def _replay_source(source: Source, as_of: datetime) -> list[LoopView]:
             person = counterparty_page(
                 source_id=source.id, email=spec.counterparty_email
             )
-            quote = spec.evidence[0].get("quote", "") if spec.evidence else ""
+            quote, link, ask = shown_evidence(spec.evidence)
             views.append(
                 LoopView(
                     id=f"replay:{spec.dedup_key}",
@@ -271,7 +284,7 @@ def _replay_source(source: Source, as_of: datetime) -> list[LoopView]:
                     summary=spec.summary,
                     detector=Detector.DETERMINISTIC_THREAD,
                     confidence=1.0,
-                    due_at=None,
+                    due_at=due_end_of_day(spec.due) if spec.due else None,
                     opened_at=spec.opened_at,
                     last_activity_at=spec.last_activity_at,
                     counterparty_slug=person.slug if person else "",
@@ -281,13 +294,10 @@ def _replay_source(source: Source, as_of: datetime) -> list[LoopView]:
                     counterparty_title=person.title if person else "",
                     page_slug="",
                     quote=quote,
-                    link="",
+                    link=link,
                     fulfilment_suspected=False,
                     thread_id=spec.thread_id,
-                    ask=next(
-                        (e["ask"] for e in reversed(spec.evidence) if e.get("ask")),
-                        "",
-                    ),
+                    ask=ask,
                 )
             )
     stored = list(

@@ -6,6 +6,7 @@ to her)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from brain.access import local_caller
@@ -221,3 +222,81 @@ def test_replay_keeps_a_loop_a_person_closed_closed(robins_mailbox, store):
         waiting_report(caller=local_caller(), as_of=T0 + timedelta(days=2))["count"]
         == 0
     )
+
+
+def test_an_ask_with_a_deadline_is_due_then_and_ranks_overdue_first(
+    robins_mailbox, store
+):
+    """Review of the allen-p replays: a fresh ask with a deadline ("I hope I can
+    get it before then", the Monday named before it) ranked below month-old asks,
+    because an unanswered loop had no due date and age filled the score. Its
+    deadline is now its due date (SPEC §5.5 due bonus: overdue 50), in the stored
+    loop and in an ``--as-of`` replay alike; the replay shows the evidence link
+    the stored view shows."""
+    old = mail(
+        1, "Robin, what did the inspector say about the roof?", frm=LEE,
+        to=(ROBIN,), at=T0 - timedelta(days=30), thread="t-roof", subject="Roof",
+    )  # fmt: skip
+    # T0 is a Monday; "Friday ... before then" is that Friday, T0 + 4 days.
+    fresh = mail(
+        2, "Robin, could you e-mail me the draw file? I am out all day Friday so "
+        "I hope I can get it before then.", frm=DANA, to=(ROBIN,), at=T0,
+        thread="t-draw", subject="Draw file",
+    )  # fmt: skip
+    fresh = replace(fresh, link="https://mail.example/m/2")
+    end = mail(
+        3, "Robin, the boat is ready for the season.", frm=STEVEN, to=(ROBIN,),
+        at=T0 + timedelta(days=6), thread="t-boat", subject="Boat",
+    )  # fmt: skip
+    _import(robins_mailbox, store, [old, fresh, end])
+    loop = OpenLoop.objects.get(thread_id="t-draw")
+    assert loop.due_at is not None
+    assert loop.due_at.date() == (T0 + timedelta(days=4)).date()
+    for report in (
+        waiting_report(caller=local_caller()),
+        waiting_report(caller=local_caller(), as_of=T0 + timedelta(days=6)),
+    ):
+        first = report["groups"][0]
+        assert first["counterparty_email"] == DANA
+        assert first["nearest_due_at"] is not None
+        assert first["loops"][0]["link"] == "https://mail.example/m/2"
+
+
+def test_waiting_links_the_message_that_asks_not_my_later_forward(
+    robins_mailbox, store
+):
+    """Review of the allen-p replays: waiting linked my later forward of the
+    thread to a colleague (the newest evidence), not the mail that asks the
+    lawyer for the revised draft; a reader checking the loop opened the wrong
+    message. The link and quote are the asking message's, live and replayed."""
+    ask = replace(
+        mail(
+            1, "Dana, can you send me a revised draft of the amendment?",
+            at=T0, thread="t-amend", subject="Amendment",
+        ),
+        link="https://mail.example/m/ask",
+    )  # fmt: skip
+    forward = replace(
+        mail(
+            2, "Steven, see the changes I asked Dana for below.", to=(STEVEN,),
+            at=T0 + timedelta(hours=1), thread="t-amend", subject="Amendment",
+        ),
+        link="https://mail.example/m/forward",
+    )  # fmt: skip
+    end = mail(
+        3, "Robin, the boat is ready for the season.", frm=LEE, to=(ROBIN,),
+        at=T0 + timedelta(days=6), thread="t-boat", subject="Boat",
+    )  # fmt: skip
+    _import(robins_mailbox, store, [ask, forward, end])
+    for report in (
+        waiting_report(caller=local_caller()),
+        waiting_report(caller=local_caller(), as_of=T0 + timedelta(days=6)),
+    ):
+        (shown,) = [
+            loop
+            for group in report["groups"]
+            for loop in group["loops"]
+            if loop["loop_type"] == LoopType.UNANSWERED_OUTBOUND
+        ]
+        assert shown["link"] == "https://mail.example/m/ask"
+        assert "revised draft" in shown["quote"]

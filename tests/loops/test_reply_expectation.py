@@ -1356,3 +1356,64 @@ def test_my_ask_to_each_of_them_waits_on_those_who_have_not_answered() -> None:
         to=(ANN, BOB, carol),
     )  # fmt: skip
     assert detect([plain, bob]).open == []
+
+
+def test_a_question_about_what_happens_on_a_named_day_is_moot_once_it_has_passed() -> (
+    None
+):
+    # "Are you coming on Friday?" sent on a Monday asks about that Friday; two
+    # days after it, it happened or did not. A bare "Please reply" beside it asks
+    # only for that answer. Before then it still asks.
+    body = (
+        "Are you coming on Friday? Do you want me to drive by the houses tomorrow, "
+        "or are we going to do it Friday?\n\nPlease reply\n\nAnn"
+    )
+    ask = mail(1, body, frm=ANN, to=(ME,))
+    friday = T0 + timedelta(days=4)
+    still = detect_thread([ask], owner_addresses=[ME], now=friday)
+    assert [s.loop_type for s in still.open] == [LoopType.UNANSWERED_INBOUND]
+    later = detect_thread([ask], owner_addresses=[ME], now=friday + timedelta(days=3))
+    assert later.open == []
+    # A day named as a deadline, a thing to deliver, or a day told as past is no
+    # event: those still ask after the day.
+    for kept in (
+        "Can you tell me before Friday which house you liked?",
+        "Could you bring the signed lease on Friday?",
+        "Did you get the plans I left for you on Friday?",
+    ):
+        m = mail(1, kept, frm=ANN, to=(ME,))
+        verdict = detect_thread(
+            [m], owner_addresses=[ME], now=friday + timedelta(days=3)
+        )
+        assert [s.loop_type for s in verdict.open] == [LoopType.UNANSWERED_INBOUND], (
+            kept
+        )
+
+
+def test_an_ask_preparing_a_meeting_on_a_named_day_is_moot_once_it_took_place() -> None:
+    # Sent on a Monday: "our Wednesday 10:00 meeting" is that Wednesday. The ask
+    # beside it prepares the meeting; two days after it, it took place.
+    body = (
+        "I will book a room for our Wednesday 10:00 meeting and send you the room "
+        "number. Also, if you have time, could you send me a definition of the "
+        "hedge ratio?\n\nThank you,\nAnn"
+    )
+    ask = mail(1, body, frm=ANN, to=(ME,))
+    wednesday = T0 + timedelta(days=2)
+    before = detect_thread([ask], owner_addresses=[ME], now=wednesday)
+    assert [s.loop_type for s in before.open] == [LoopType.UNANSWERED_INBOUND]
+    after = detect_thread(
+        [ask], owner_addresses=[ME], now=wednesday + timedelta(days=3)
+    )
+    assert after.open == []
+    # A meeting told as past sets nothing up: the ask after it still waits.
+    past = mail(
+        1,
+        "Thanks for Monday's meeting. Could you send me the minutes?",
+        frm=ANN,
+        to=(ME,),
+    )
+    kept = detect_thread(
+        [past], owner_addresses=[ME], now=wednesday + timedelta(days=3)
+    )
+    assert [s.loop_type for s in kept.open] == [LoopType.UNANSWERED_INBOUND]
