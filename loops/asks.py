@@ -443,7 +443,7 @@ _MEETING_ON_DAY = re.compile(
 # A meeting told as past, not set up: "Thanks for", "In", "At", "after", "from".
 _MEETING_PAST = re.compile(
     r"\b(?:thanks? (?:you )?for|thank you for|in|at|after|from|during|since|"
-    r"last|since)\s+(?:the\s+|our\s+|your\s+|my\s+|this\s+)?$",
+    r"last)\s+(?:the\s+|our\s+|your\s+|my\s+|this\s+)?$",
     re.I,
 )
 # "before then" / "by then": a deadline on the day named before it.
