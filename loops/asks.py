@@ -413,7 +413,7 @@ def live_asks(
         meeting = meeting_day(text, sent_at)
         if meeting is not None and _ended(meeting, sent_at) + MEETING_DAY_GRACE <= now:
             return []
-        live = [a for a in asks if not _day_passed(a, sent_at, now)]
+        live = [a for a in asks if not _day_passed(a, sent_at, now, text)]
         if len(live) < len(asks) and all(_REPLY_ONLY.match(a.sentence) for a in live):
             return []
         asks = live
@@ -498,31 +498,36 @@ def ask_deadline(text: str, sent_at: datetime | None) -> date | None:
     return None
 
 
-def _day_passed(ask: Ask, sent_at: datetime, now: datetime) -> bool:
+def _day_passed(ask: Ask, sent_at: datetime, now: datetime, text: str = "") -> bool:
     """True when ``ask`` is about a day it names (``_ANCHOR``, read relative to
     ``sent_at`` by ``resolve_due``; the latest such day of the sentence) and that
     day ended ``MEETING_DAY_GRACE`` or more before ``now``: an ask to fix a
     meeting or a call (``_SCHEDULING``: "Can we meet on Friday at 10 am?") or a
     question about what happens that day ("Are you coming on Friday?", "will you
     be ready to hit the weights on monday"). It took place, or another was set.
+    An ask to fix a meeting whose own sentence names no day takes the days its
+    message ``text`` names ("This afternoon at 2 PM or later would work for us.
+    Please let me know what time we could meet.").
 
     A deadline ("by Friday", "before Monday": ``_DEADLINE_WORD`` before the day)
     or a thing to deliver (``_DELIVERABLE``: "Can you send me the file
     tomorrow?") is not moot when the day passes: it is overdue, and
     ``ANCHORED_ASK_LIFETIME`` ends it. Nor is a day told as past ("Did you get
     the draft I sent Monday?": ``_TOLD_AS_PAST`` before the day)."""
-    if not ask.anchored:
+    scheduling = bool(_SCHEDULING.search(ask.sentence))
+    if ask.anchored:
+        where = ask.sentence
+    elif scheduling and text:
+        where = text
+    else:
         return False
-    event = _SCHEDULING.search(ask.sentence) or (
-        ask.kind == QUESTION and not _DELIVERABLE.search(ask.sentence)
-    )
-    if not event:
+    if not scheduling and (ask.kind != QUESTION or _DELIVERABLE.search(ask.sentence)):
         return False
     days = [
         resolve_due(m.group(0), sent_at)
-        for m in _ANCHOR.finditer(ask.sentence)
-        if not _DEADLINE_WORD.search(ask.sentence[max(0, m.start() - 20) : m.start()])
-        and not _TOLD_AS_PAST.search(ask.sentence[max(0, m.start() - 40) : m.start()])
+        for m in _ANCHOR.finditer(where)
+        if not _DEADLINE_WORD.search(where[max(0, m.start() - 20) : m.start()])
+        and not _TOLD_AS_PAST.search(where[max(0, m.start() - 40) : m.start()])
     ]
     known = [d for d in days if d is not None]
     if not known:

@@ -1417,3 +1417,34 @@ def test_an_ask_preparing_a_meeting_on_a_named_day_is_moot_once_it_took_place() 
         [past], owner_addresses=[ME], now=wednesday + timedelta(days=3)
     )
     assert [s.loop_type for s in kept.open] == [LoopType.UNANSWERED_INBOUND]
+
+
+def test_an_ask_to_fix_a_meeting_on_a_day_named_beside_it_is_moot_once_it_passed() -> (
+    None
+):
+    # My ask for a time names no day; the sentence before it does ("tomorrow
+    # afternoon"): two days after that day, we met or set another time.
+    body = (
+        "Ann, I would like to have a meeting to go over the payment method. "
+        "Tomorrow afternoon at 2 PM or later would work for us. Please let me "
+        "know what time we could meet.\n\nOlivia"
+    )
+    ask = mail(1, body, frm=ME, to=(ANN,))
+    before = detect_thread(
+        [ask], owner_addresses=[ME], now=T0 + timedelta(days=3, hours=1)
+    )
+    assert [s.loop_type for s in before.open] == [LoopType.UNANSWERED_OUTBOUND]
+    after = detect_thread(
+        [ask], owner_addresses=[ME], now=T0 + timedelta(days=3, hours=16)
+    )
+    assert after.open == []
+    # Not a meeting: a question beside a named day still waits.
+    other = mail(
+        1,
+        "Ann, I am out this afternoon. What did the auditors say about the "
+        "payment method?\n\nOlivia",
+        frm=ME,
+        to=(ANN,),
+    )
+    kept = detect_thread([other], owner_addresses=[ME], now=T0 + timedelta(days=4))
+    assert [s.loop_type for s in kept.open] == [LoopType.UNANSWERED_OUTBOUND]
