@@ -675,3 +675,40 @@ def test_page_keyword_score_adds_one_further_chunk_for_the_terms_the_best_lacks(
     weight = search_module.PAGE_EXTRA_WEIGHT
     assert scores == pytest.approx({10: 6.0 + weight * 4.0 * 0.75, 20: 5.0})
     assert list(scores) == [10, 20]
+
+
+def test_token_parts_splits_the_tokens_the_parser_keeps_whole() -> None:
+    """``token_parts``: the words and numbers of slashed dates, paths, hosts, URLs
+    and e-mail addresses; plain words, decimals and sentence ends give nothing."""
+    from brain.services.pages.index import token_parts
+
+    assert token_parts("West VaR - 11/26/2001") == "11 26 2001"
+    assert token_parts("run /usr/bin/python3 on foo.bar.com") == (
+        "usr bin python3 foo bar com"
+    )
+    assert token_parts("mail phillip.allen@enron.com") == "phillip allen enron com"
+    assert token_parts("It costs 3.5 dollars. The end.") == ""
+
+
+def test_a_slashed_date_in_a_title_matches_the_date_written_out(
+    default_source: Source, django_capture_on_commit_callbacks, settings
+) -> None:  # type: ignore[no-untyped-def]
+    """Loss kind: a token the parser keeps whole. "West VaR - 11/26/2001" was
+    indexed as ``11/26/2001``, so a question for "26 November 2001" matched the
+    report of every date equally; the chunk's tsvector now holds the date's parts
+    too (``brain.services.pages.index.token_parts``)."""
+    settings.BRAIN_EMBEDDING_PROVIDER = "none"
+    with django_capture_on_commit_callbacks(execute=True):
+        for day in (19, 26, 27):
+            page_add(
+                source=default_source,
+                slug=f"notes/var-{day}",
+                title=f"West VaR - 11/{day}/2001",
+                body=f"The West VaR report is at http://example.com/var/{day}",
+                actor=local_caller(),
+            )
+    results = page_search(
+        scope=scope(),
+        query="Where can I view the West VaR report dated 26 November 2001?",
+    ).results
+    assert results[0].slug == "notes/var-26"
