@@ -9,7 +9,7 @@ import pytest
 from brain import embeddings
 from brain import search as search_module
 from brain.access import local_caller
-from brain.models import Source
+from brain.models import Chunk, Source
 from brain.search import (
     calibrated_score,
     keep_keyword_hits,
@@ -675,6 +675,82 @@ def test_page_keyword_score_adds_one_further_chunk_for_the_terms_the_best_lacks(
     weight = search_module.PAGE_EXTRA_WEIGHT
     assert scores == pytest.approx({10: 6.0 + weight * 4.0 * 0.75, 20: 5.0})
     assert list(scores) == [10, 20]
+
+
+def test_page_keyword_score_is_the_larger_of_chunk_based_and_page_bm25() -> None:
+    """``combine_page_scores``: per page the larger of its chunk-based score and
+    its page-level BM25; a page only page-level BM25 found joins with its best
+    chunk (appended to the hits, its evidence) and that chunk's score as its
+    chunk-based side."""
+    hit = search_module._KeywordHit
+    hits = [hit(1, 10, 6.0, ("channel",)), hit(2, 20, 5.0, ("channel",))]
+    scores = search_module.combine_page_scores(
+        hits,
+        [
+            (hit(1, 10, 6.0, ("channel",)), 4.0),  # chunk-based wins
+            (hit(2, 20, 5.0, ("channel",)), 7.5),  # page-level wins
+            (hit(3, 30, 2.0, ("fel",)), 3.0),  # found by page-level BM25 only
+        ],
+        {"channel": 1.0, "fel": 3.0},
+    )
+    assert scores == pytest.approx({10: 6.0, 20: 7.5, 30: 3.0})
+    assert list(scores) == [10, 20, 30]
+    assert [(h.chunk_id, h.page_id) for h in hits] == [(1, 10), (2, 20), (3, 30)]
+
+
+def test_a_long_page_is_scored_as_a_whole_beside_its_best_chunk(
+    default_source: Source, django_capture_on_commit_callbacks, settings
+) -> None:  # type: ignore[no-untyped-def]
+    """Loss kind: a long page's question words spread over its chunks. One
+    newsletter issue names itself, its break and the holidays in three different
+    items (chunks); another issue of the same length names itself and the
+    holidays in one item (and the weather page says "break", so the three words
+    weigh alike). Scored by its best chunk and one further chunk's share
+    the first issue counted two of the three words and ranked below the second;
+    page-level BM25 (term frequencies summed over the page, its length the
+    page's, ``combine_page_scores``) counts all three."""
+    settings.BRAIN_EMBEDDING_PROVIDER = "none"
+    filler = " ".join(
+        f"Item {i}: the quarterly storage market report covers disks, tapes and "
+        f"arrays for the enterprise buyer."
+        for i in range(10)
+    )
+
+    def issue(*items: str) -> str:
+        return "\n\n".join(f"{item} {filler}" for item in items)
+
+    _pages(
+        default_source,
+        django_capture_on_commit_callbacks,
+        [
+            (
+                "notes/issue-a",
+                issue(
+                    "AnchorDesk is written by our staff.",
+                    "We take a break.",
+                    "Happy holidays to all.",
+                ),
+            ),
+            (
+                "notes/issue-b",
+                issue(
+                    "AnchorDesk wishes you happy holidays.",
+                    "Our writers are away.",
+                    "See you next week.",
+                ),
+            ),
+            ("notes/weather", "Rain over the harbour, a break in the clouds."),
+        ],
+    )
+    assert all(
+        Chunk.objects.filter(page__slug=slug).count() == 3
+        for slug in ("notes/issue-a", "notes/issue-b")
+    )
+    results = page_search(
+        scope=scope(), query="Why was AnchorDesk on break over the holidays?"
+    ).results
+    ranked = list(dict.fromkeys(r.slug for r in results))
+    assert ranked[:2] == ["notes/issue-a", "notes/issue-b"]
 
 
 def test_token_parts_splits_the_tokens_the_parser_keeps_whole() -> None:
