@@ -158,10 +158,12 @@ _ANCHOR = re.compile(
     r"(?:by|before|until) (?:cob|eod|noon|end of (?:day|week)))\b",
     re.I,
 )
+# The words that make the day after them a deadline ("by", "no later than").
+_DEADLINE_LEAD = r"(?:by|before|until|no later than|prior to)"
 # A deadline anywhere in the message ("by COB tomorrow", "before Friday") ties all
 # of its asks to that day.
 _DEADLINE = re.compile(
-    r"\b(?:by|before|until|no later than|prior to)\s+(?:the\s+)?(?:cob|eod|noon|"
+    rf"\b{_DEADLINE_LEAD}\s+(?:the\s+)?(?:cob|eod|noon|"
     r"close of business|end of (?:the )?(?:day|week)|today|tonight|tomorrow|"
     r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|this (?:morning|"
     r"afternoon|evening|week))\b",
@@ -170,7 +172,7 @@ _DEADLINE = re.compile(
 # A deadline on an explicit date anywhere in the message ("by Dec 3", "no later
 # than 5/30") ties all of its asks to that date.
 _DATED_DEADLINE = re.compile(
-    rf"\b(?:by|before|until|no later than|prior to)\s+(?:the\s+)?"
+    rf"\b{_DEADLINE_LEAD}\s+(?:the\s+)?"
     rf"(?:(?:mon|tues|wednes|thurs|fri|satur|sun)day,?\s+)?(?:{EXPLICIT_DATE_RE.pattern})",
     re.I,
 )
@@ -451,7 +453,7 @@ _BY_THEN = re.compile(r"\b(?:before|by|until) then\b", re.I)
 # A day named as a deadline ("by Friday", "no later than Monday"), not as the day
 # something happens.
 _DEADLINE_WORD = re.compile(
-    r"\b(?:by|before|until|till|no later than|prior to)\s+(?:the\s+)?(?:this\s+|next\s+)?$",
+    rf"\b{_DEADLINE_LEAD}\s+(?:the\s+)?(?:this\s+|next\s+)?$",
     re.I,
 )
 # Something to deliver: still owed after the day it was asked for.
