@@ -1237,8 +1237,8 @@ def combine_page_scores(
     page_hits: Sequence[tuple[_KeywordHit, float]],
     idf: dict[str, float],
 ) -> dict[int, float]:
-    """The keyword arm's score of each page (issue 26): the larger of its
-    chunk-based score (``page_keyword_scores`` over ``hits``, the best chunks) and
+    """The keyword arm's score of each page (SPEC §3 keyword arm; issue 26): the
+    larger of its chunk-based score (``page_keyword_scores`` over ``hits``, the best chunks) and
     its page-level BM25 score (``page_hits``: ``(best chunk, page score)`` per page,
     from ``_keyword_arm``). A page that only page-level BM25 found is scored by its
     best chunk alone on the chunk side and its best chunk is appended to ``hits``

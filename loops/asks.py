@@ -544,9 +544,9 @@ def _ended(day: date, sent_at: datetime) -> datetime:
 
 
 def meeting_day(text: str, sent_at: datetime) -> date | None:
-    """The day of a meeting that ``text`` sets up on a named day ("our Wednesday
-    10:00 meeting", "the meeting on Friday", "lunch tomorrow"; ``_MEETING_ON_DAY``),
-    read relative to ``sent_at`` (``resolve_due``): the latest such day. A
+    """SPEC §5.1a (reply expectation): the day of a meeting that ``text`` sets up
+    on a named day ("our Wednesday 10:00 meeting", "the meeting on Friday",
+    "lunch tomorrow"; ``_MEETING_ON_DAY``), read relative to ``sent_at`` (``resolve_due``): the latest such day. A
     meeting told as past ("Thanks for Friday's meeting", "In Monday's meeting we
     agreed": ``_MEETING_PAST`` before it) sets nothing up. None when the text
     names no such meeting."""

@@ -146,8 +146,8 @@ def _iso(value: datetime | None) -> str | None:
 
 
 def shown_evidence(evidence: Sequence[dict[str, Any]]) -> tuple[str, str, str]:
-    """``(quote, link, ask)`` that waiting shows for a loop's ``evidence`` items
-    (oldest first, ``loops.detectors._evidence``): the newest item that carries an
+    """SPEC §5.5: ``(quote, link, ask)`` that waiting shows for a loop's
+    ``evidence`` items (oldest first, ``loops.detectors._evidence``): the newest item that carries an
     ``ask`` (the message that asks: a reader checks the loop there, not in a later
     forward of mine in the same thread), else the newest item; ``ask`` is that
     item's asking sentence ("" when none). Stored loops and ``--as-of`` replays

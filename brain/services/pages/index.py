@@ -37,8 +37,8 @@ _PART = re.compile(r"[^\W_]+")
 
 
 def token_parts(text: str) -> str:
-    """The words and numbers inside the runs of ``text`` that the text search
-    parser keeps as one token (a slashed date, a path, a host, a URL, an e-mail
+    """SPEC §3 keyword arm: the words and numbers inside the runs of ``text``
+    that the text search parser keeps as one token (a slashed date, a path, a host, a URL, an e-mail
     address: any run of non-blank characters with ``/``, ``@`` or ``.`` between
     two letters or digits, a bare decimal number excepted), split at every
     character that is not a letter or digit, space-separated; "" when there are
