@@ -53,7 +53,11 @@ Then per question:
   = lower-cased words (``\\w+``), no stemming or stopwords: the plain bar.
 
 Recall@k counts a question found when one of its pages is among the first k distinct
-pages.
+pages. A question's pages include every near-copy of a labelled page (its title and
+body words are copies by ``brain.search.near_copy``: a message sent twice, a
+forward): ``page_search`` folds copies into one result, which then answers the
+question whichever copy it shows (``with_copies``; the run prints which questions
+gained one). BM25 is scored against the same widened pages.
 Each arm's figure is printed beside BM25's with the difference in points, for all
 questions, for each half of the set: the even ids (on which the fusion weights of
 ``brain.search.fused_key`` and ``brain.search.SECONDARY_WEIGHT`` were chosen, then
@@ -343,6 +347,44 @@ def answer_pages(question: dict) -> list[str]:
 MODES = ("BM25", "hybrid", "keyword-only", "vector-only")
 
 
+def with_copies(
+    gold: list[list[str]], pages: list[tuple[str, str, str]]
+) -> tuple[list[list[str]], list[int]]:
+    """Each question's answer slugs plus the slugs of pages that are near-copies of
+    an answer page (a message sent twice, a forward): their title and body words
+    are copies by ``brain.search.near_copy``, the rule by which ``page_search``
+    folds copies into one result (``fold_near_duplicates``), so the copy it shows
+    answers the question as well as the labelled page. ``pages`` are ``(slug,
+    title, body)``. Returns the widened answers and the indexes of the questions
+    that gained a page."""
+    from brain.search import NEAR_DUPLICATE, near_copy
+
+    words = {
+        slug: frozenset(_TOKEN.findall(f"{title}\n{body}".lower()))
+        for slug, title, body in pages
+    }
+    copies: dict[str, list[str]] = {}
+    for slug in {s for answers in gold for s in answers}:
+        mine = words[slug]
+        copies[slug] = [
+            other
+            for other, theirs in words.items()
+            if other != slug
+            # a cheap bound first: Jaccard ≤ the smaller set's share of the larger
+            and min(len(mine), len(theirs))
+            > NEAR_DUPLICATE * max(len(mine), len(theirs))
+            and near_copy(mine, theirs)
+        ]
+    widened_gold: list[list[str]] = []
+    widened: list[int] = []
+    for n, answers in enumerate(gold):
+        more = [c for s in answers for c in copies[s] if c not in answers]
+        widened_gold.append(list(dict.fromkeys([*answers, *more])))
+        if more:
+            widened.append(n)
+    return widened_gold, widened
+
+
 def _is_spam(question_id: int) -> bool:
     """True for a question of the SpamAssassin set (ids below ``ENRON_FIRST``)."""
     return question_id < ENRON_FIRST
@@ -468,6 +510,14 @@ def main() -> None:
     gold = [
         list(dict.fromkeys(page_of[key] for key in answer_pages(q))) for q in questions
     ]
+    gold, widened = with_copies(gold, pages)
+    if widened:
+        print(
+            f"{len(widened)} question(s) also count a near-copy of the answer page "
+            f"(search folds copies together): ids "
+            f"{', '.join(str(questions[n]['id']) for n in widened)}",
+            flush=True,
+        )
     vectors, _model = embeddings.embed_texts([q["question"] for q in questions])
     if vectors is None:
         raise SystemExit("no embedding provider: set BRAIN_EMBEDDING_PROVIDER=local")

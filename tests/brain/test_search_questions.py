@@ -11,7 +11,9 @@ from brain import search as search_module
 from brain.access import local_caller
 from brain.models import Chunk, Source
 from brain.search import (
+    SearchResult,
     calibrated_score,
+    fold_near_duplicates,
     keep_keyword_hits,
     keyword_lead,
     page_search,
@@ -114,7 +116,9 @@ def test_score_separates_the_answer_from_unrelated_pages(dana: None) -> None:
     """Calibrated ``score``: the page holding every term scores at least 0.5 and
     far above a page that merely shares the topic; every score is in 0..1."""
     results = page_search(scope=scope(), query="Dana pottery class", limit=10).results
-    by_slug = {r.slug: r.score for r in results}
+    by_slug: dict[str, float] = {}
+    for r in results:  # a page's first result is its best chunk
+        by_slug.setdefault(r.slug, r.score)
     assert by_slug[POTTERY] >= 0.5
     unrelated = [s for slug, s in by_slug.items() if slug != POTTERY]
     assert unrelated and max(unrelated) < by_slug[POTTERY] - 0.2
@@ -788,3 +792,111 @@ def test_a_slashed_date_in_a_title_matches_the_date_written_out(
         query="Where can I view the West VaR report dated 26 November 2001?",
     ).results
     assert results[0].slug == "notes/var-26"
+
+
+def _hit(slug: str, chunk: str, title: str = "Investment structure") -> SearchResult:
+    return SearchResult(
+        slug=slug,
+        title=title,
+        source_id="default",
+        type="note",
+        chunk=chunk,
+        score=0.9,
+        similarity=0.7,
+        evidence="weak_semantic",
+        create_safety="unknown",
+    )
+
+
+LETTER = (
+    "Typically the structure is a limited partnership with a corporate general "
+    "partner. The general partner owns one percent of the project and carries the "
+    "liability of construction, and the land is bought in the partnership's name. "
+    "Each of the individual investors and all of the principals would also "
+    "personally guarantee the loans; if an investor does not sign on the loans, a "
+    "larger amount of cash is required and the investor's share of profits is "
+    "reduced. The initial investment is used for the land deposit, engineering and "
+    "architectural design, soils tests, surveys, filing fees and legal fees."
+)
+
+
+def test_near_duplicate_results_are_folded_into_the_first_and_the_next_page_fills_in() -> (
+    None
+):
+    """Loss kind: copies fill the result window. A letter forwarded three times (each
+    forward a page whose text differs by its forward line) took three of the top 5
+    places of an Enron question. Copies fold into the first, listed in its
+    ``duplicates``, and do not count against the limit."""
+    candidates = [
+        (_hit("notes/fwd-1", "Forwarded at 04:28 PM. " + LETTER), False),
+        (_hit("notes/fwd-2", "Forwarded at 04:26 PM. " + LETTER), False),
+        (_hit("notes/other", "The variance hearing moved to Tuesday."), False),
+        (_hit("notes/fwd-3", "Forwarded at 09:10 AM. " + LETTER), False),
+        (_hit("notes/fourth", "Phillip will sign the paperwork on Monday."), False),
+        (_hit("notes/fifth", "Never read: the limit is reached first."), False),
+    ]
+    kept = fold_near_duplicates(iter(candidates), limit=3)
+    assert [r.slug for r in kept] == ["notes/fwd-1", "notes/other", "notes/fourth"]
+    assert kept[0].duplicates == ["notes/fwd-2", "notes/fwd-3"]
+    assert kept[1].duplicates == [] and kept[2].duplicates == []
+
+
+def test_a_quoted_copy_gives_way_to_the_message_it_quotes() -> None:
+    """Loss kind: a reply quoting a message whole ranked above the message. The
+    reply's quoted chunk (secondary) and the original's own words are copies; the
+    original takes the reply's place and the reply is listed as its duplicate."""
+    candidates = [
+        (_hit("notes/reply", LETTER), True),
+        (_hit("notes/elsewhere", "A different letter about the land loans."), False),
+        (_hit("notes/original", LETTER), False),
+    ]
+    kept = fold_near_duplicates(iter(candidates), limit=10)
+    assert [r.slug for r in kept] == ["notes/original", "notes/elsewhere"]
+    assert kept[0].duplicates == ["notes/reply"]
+
+
+def test_short_messages_with_the_same_words_in_different_threads_are_not_copies() -> (
+    None
+):
+    """Two different threads' "Thanks, will do." are two answers, not one message
+    twice: the title is part of what is compared, and a short text is a copy only
+    when its words are the same (``near_copy``)."""
+    candidates = [
+        (_hit("notes/a", "Thanks, will do.", title="Budget review"), False),
+        (_hit("notes/b", "Thanks, will do.", title="Parking permit"), False),
+    ]
+    kept = fold_near_duplicates(iter(candidates), limit=10)
+    assert [r.slug for r in kept] == ["notes/a", "notes/b"]
+    # One changed word in a short text is another message, not a copy.
+    candidates = [
+        (_hit("notes/p1", "Payment of $500 received for invoice 41."), False),
+        (_hit("notes/p2", "Payment of $700 received for invoice 41."), False),
+    ]
+    kept = fold_near_duplicates(iter(candidates), limit=10)
+    assert [r.slug for r in kept] == ["notes/p1", "notes/p2"]
+
+
+def test_a_message_sent_twice_is_one_search_result_naming_both_pages(
+    default_source: Source, django_capture_on_commit_callbacks
+) -> None:  # type: ignore[no-untyped-def]
+    """Through ``page_search`` (hybrid, the real model): the same letter stored as
+    two pages comes back once, the other page in ``duplicates`` (also in the API
+    form, ``as_dict``)."""
+    _pages(
+        default_source,
+        django_capture_on_commit_callbacks,
+        [
+            ("notes/sent-1", LETTER),
+            ("notes/sent-2", LETTER),
+            ("notes/unrelated", "The variance hearing for the building moved."),
+        ],
+    )
+    results = page_search(
+        scope=scope(), query="who carries the construction liability"
+    ).results
+    slugs = [r.slug for r in results]
+    assert slugs[0] in ("notes/sent-1", "notes/sent-2")
+    twin = ({"notes/sent-1", "notes/sent-2"} - {slugs[0]}).pop()
+    assert twin not in slugs
+    assert results[0].duplicates == [twin]
+    assert results[0].as_dict()["duplicates"] == [twin]

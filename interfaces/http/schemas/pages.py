@@ -42,6 +42,13 @@ class SearchResultOut(Schema):
     ]
     create_safety: Literal["exists", "probable", "unknown"]
     provenance: dict[str, Any] = Field(default_factory=dict)
+    duplicates: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Slugs of pages whose best chunk is a near-copy of this one (a message "
+            "sent twice, forwarded, or quoted whole), folded into this result."
+        ),
+    )
 
 
 class SearchOut(Schema):
