@@ -2,47 +2,47 @@
 of hybrid, keyword-only and vector-only ``page_search`` beside plain BM25 on the same
 pages.
 
-The pages are the first ``--pages`` (default 1,000) messages of
-``spamassassin_ham/easy-ham-1`` in the shared data (``../shared/data`` or
-``BRAIN_SHARED_DATA``), sorted by file name: title = the subject (list tags and
-``Re:`` removed), body = the text/plain part without ``>``-quoted lines. The questions
-are ``tests/data/retrieval_dev/questions.jsonl`` (263 who/what/when/where/why
-questions written by hand from single messages, with paraphrase and inflection: ids
-1-208 the first set, ids 209-263 written from a seeded random draw of the messages no
-earlier question used; see SOURCE.md there); each names the message that answers it (``page``), or every message
-that holds the answer where more than one does (``pages``; SOURCE.md lists them).
+The dev set is two corpora of the shared data (``../shared/data`` or
+``BRAIN_SHARED_DATA``) and their questions (``tests/data/retrieval_dev``, SOURCE.md
+there), each question naming the message that answers it (``page``), or every message
+that holds the answer where more than one does (``pages``; SOURCE.md lists them). By
+default (``--set both``: the whole dev set) both corpora go into one database
+(``brain_retrieval_both_<N>``, two sources searched together) and every question is
+asked; the figures are printed for all questions and for each set and part of a set
+apart (the even / odd halves and the first set / extension rows of SpamAssassin
+count its questions only: the Enron questions chose nothing). ``--set spamassassin``
+or ``--set enron`` runs one corpus alone, in its own database.
+
+- SpamAssassin: the first ``--pages`` (default 1,000) messages of
+  ``spamassassin_ham/easy-ham-1``, sorted by file name: title = the subject (list
+  tags and ``Re:`` removed), body = the text/plain part without ``>``-quoted lines
+  (database ``brain_retrieval_<N>`` alone). Questions
+  ``questions.jsonl``: 263 who/what/when/where/why questions written by hand from
+  single messages, with paraphrase and inflection: ids 1-208 the first set, ids
+  209-263 written from a seeded random draw of the messages no earlier question used.
+- Enron: the executive mailbox ``enron/allen-p`` (every folder, 3,034 files read by
+  the importer's ``iter_mailbox``; copies in several folders are one message, grouped
+  by the importer's ``ParsedMail.fingerprint``: 1,397 pages), source
+  ``retrieval-enron`` (database ``brain_retrieval_enron`` alone). A page is built as
+  for SpamAssassin: title = the subject, body = the message's page text as the mail
+  import writes it (``ParsedMail.body``: the writer's own words, a reply's quoted
+  history cut, which Outlook-style ``-----Original Message-----`` quoting needs where
+  the ``>`` rule does not). Questions ``questions_enron.jsonl``: ids 301-380 drawn
+  with a fixed seed, ids 381-440 a blind extension drawn by the same procedure with
+  another seed.
 
 Pages are written through the write path and embedded with the configured local
-model into their own database ``brain_retrieval_<N>`` on the embedded server (built
-once, reused).
+model (built once, reused). For ``--set enron`` and ``--set both`` BM25 reads every
+page as stored (title + body from the database), so it sees the texts the product
+indexes.
 
 ``--pages-from mail`` builds the pages instead the way a user's mail becomes pages:
 the same messages imported through the product's mailbox import (parsing, quoted
 tails trimmed, threading; one thread page per thread, each message under its
-"## Name <address> · date" header, ``connectors.mail.render``), in their own
-database ``brain_retrieval_mail_<N>``; a question's answer is then the thread page
-holding its message (``build_mail``), and BM25 reads the same thread pages (title +
-body as stored). Fewer, longer pages: its figures are not comparable with the
-default's.
-
-``--set enron`` runs the second corpus instead: the Enron executive mailbox
-``enron/allen-p`` in the shared data (every folder, 3,034 files read by the
-importer's ``iter_mailbox``; copies in several folders are one message, grouped by
-the importer's ``ParsedMail.fingerprint``: 1,397 pages), with the questions of
-``tests/data/retrieval_dev/questions_enron.jsonl`` (ids 301-380, drawn with a
-fixed seed; SOURCE.md there). A page is built as for SpamAssassin: title = the
-subject, body = the message's page text as the mail import writes it
-(``ParsedMail.body``: the writer's own words, a reply's quoted history cut, which
-Outlook-style ``-----Original Message-----`` quoting needs where the ``>`` rule
-does not), in its own source (``retrieval-enron``) and database
-``brain_retrieval_enron``. ``--set both`` puts both corpora in one database
-(``brain_retrieval_both_<N>``, two sources searched together) and asks both sets
-of questions, printing each set apart as well as together (the even / odd halves
-and the first set / extension rows then count the SpamAssassin questions only: the
-Enron questions chose nothing). With ``--pages-from
-mail`` each mailbox goes through the mailbox import as above. For ``--set enron``
-and ``--set both`` BM25 reads every page as stored (title + body from the
-database), so it sees the texts the product indexes.
+"## Name <address> · date" header, ``connectors.mail.render``), in databases named
+``brain_retrieval_mail_…``; a question's answer is then the thread page holding its
+message (``build_mail``), and BM25 reads the same thread pages (title + body as
+stored). Fewer, longer pages: its figures are not comparable with the default's.
 
 Then per question:
 
@@ -63,14 +63,14 @@ questions, for each half of the set: the even ids (on which the fusion weights o
 ``brain.search.fused_key`` and ``brain.search.SECONDARY_WEIGHT`` were chosen, then
 among ids 1-208, and ``brain.search.QUESTION_FRAME``,
 ``brain.search.KEYWORD_LEAD_MARGIN`` and ``brain.search.PAGE_EXTRA_WEIGHT`` among
-ids 1-263, on the default pages) and the odd ids (the check half), and for the first set and the
-extension apart. It also
+ids 1-263, on the SpamAssassin pages alone) and the odd ids (the check half), and for
+each draw apart. It also
 prints how ``score`` separates the answer from the other results (the calibration
 figure of ``brain.search.calibrated_score``).
 
 Usage:
     .venv/bin/python benchmarks/retrieval_quality.py [--pages 1000] [--show-misses 0]
-        [--per-question] [--pages-from plain|mail] [--set spamassassin|enron|both]
+        [--per-question] [--pages-from plain|mail] [--set both|spamassassin|enron]
 """
 
 from __future__ import annotations
@@ -107,8 +107,10 @@ ENRON_MAILBOX = Path("enron") / "allen-p"
 KS = (1, 5, 10)
 # Ids up to this one are the first set; later ids the seeded extension (SOURCE.md).
 FIRST_SET = 208
-# Ids from this one on are the Enron questions (questions_enron.jsonl).
+# Ids from this one on are the Enron questions (questions_enron.jsonl); from
+# ENRON_EXTENSION on, its blind extension (SOURCE.md).
 ENRON_FIRST = 301
+ENRON_EXTENSION = 381
 _TOKEN = re.compile(r"\w+")
 
 
@@ -435,10 +437,10 @@ def main() -> None:
     parser.add_argument(
         "--set",
         choices=("spamassassin", "enron", "both"),
-        default="spamassassin",
-        help="spamassassin: the first --pages messages of easy-ham-1 and "
-        "questions.jsonl; enron: the allen-p mailbox and questions_enron.jsonl; "
-        "both: both corpora in one database, both question sets.",
+        default="both",
+        help="both (the whole dev set): both corpora in one database, both "
+        "question sets; spamassassin: the first --pages messages of easy-ham-1 and "
+        "questions.jsonl; enron: the allen-p mailbox and questions_enron.jsonl.",
     )
     args = parser.parse_args()
 
@@ -558,6 +560,17 @@ def main() -> None:
         parts += [
             (f"SpamAssassin questions (ids below {ENRON_FIRST})", _is_spam),
             (f"Enron questions (ids {ENRON_FIRST}-)", lambda i: not _is_spam(i)),
+        ]
+    if enron:
+        parts += [
+            (
+                f"Enron ids {ENRON_FIRST}-{ENRON_EXTENSION - 1} (the first draw)",
+                lambda i: ENRON_FIRST <= i < ENRON_EXTENSION,
+            ),
+            (
+                f"Enron ids {ENRON_EXTENSION}- (the blind extension)",
+                lambda i: i >= ENRON_EXTENSION,
+            ),
         ]
     if spam:
         of = "SpamAssassin " if enron else ""  # Enron ids tuned nothing
