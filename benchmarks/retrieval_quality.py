@@ -359,12 +359,9 @@ def with_copies(
     answers the question as well as the labelled page. ``pages`` are ``(slug,
     title, body)``. Returns the widened answers and the indexes of the questions
     that gained a page."""
-    from brain.search import NEAR_DUPLICATE, near_copy
+    from brain.search import NEAR_DUPLICATE, copy_words, near_copy
 
-    words = {
-        slug: frozenset(_TOKEN.findall(f"{title}\n{body}".lower()))
-        for slug, title, body in pages
-    }
+    words = {slug: copy_words(title, body) for slug, title, body in pages}
     copies: dict[str, list[str]] = {}
     for slug in {s for answers in gold for s in answers}:
         mine = words[slug]

@@ -11,6 +11,7 @@ from brain import search as search_module
 from brain.access import local_caller
 from brain.models import Chunk, Source
 from brain.search import (
+    FoldCandidate,
     SearchResult,
     calibrated_score,
     fold_near_duplicates,
@@ -808,6 +809,20 @@ def _hit(slug: str, chunk: str, title: str = "Investment structure") -> SearchRe
     )
 
 
+def _fold(pairs: list[tuple[SearchResult, bool]], *, limit: int) -> list[SearchResult]:
+    """``fold_near_duplicates`` over ``(result, secondary)`` pairs, each built on
+    demand from its result, as ``page_search`` offers them."""
+    return fold_near_duplicates(
+        (
+            FoldCandidate(
+                hit.slug, hit.title, hit.chunk, secondary, lambda hit=hit: hit
+            )
+            for hit, secondary in pairs
+        ),
+        limit=limit,
+    )
+
+
 LETTER = (
     "Typically the structure is a limited partnership with a corporate general "
     "partner. The general partner owns one percent of the project and carries the "
@@ -835,7 +850,7 @@ def test_near_duplicate_results_are_folded_into_the_first_and_the_next_page_fill
         (_hit("notes/fourth", "Phillip will sign the paperwork on Monday."), False),
         (_hit("notes/fifth", "Never read: the limit is reached first."), False),
     ]
-    kept = fold_near_duplicates(iter(candidates), limit=3)
+    kept = _fold(candidates, limit=3)
     assert [r.slug for r in kept] == ["notes/sent-1", "notes/other", "notes/fourth"]
     assert kept[0].duplicates == ["notes/sent-2", "notes/fwd"]
     assert kept[1].duplicates == [] and kept[2].duplicates == []
@@ -858,7 +873,7 @@ def test_notices_that_differ_by_their_date_are_not_copies() -> None:
         (_hit("notes/var-26", NOTICE.format(day="26"), title="West VaR"), False),
         (_hit("notes/var-19", NOTICE.format(day="19"), title="West VaR"), False),
     ]
-    kept = fold_near_duplicates(iter(candidates), limit=10)
+    kept = _fold(candidates, limit=10)
     assert [r.slug for r in kept] == ["notes/var-26", "notes/var-19"]
     assert kept[0].duplicates == []
 
@@ -872,7 +887,7 @@ def test_a_quoted_copy_gives_way_to_the_message_it_quotes() -> None:
         (_hit("notes/elsewhere", "A different letter about the land loans."), False),
         (_hit("notes/original", LETTER), False),
     ]
-    kept = fold_near_duplicates(iter(candidates), limit=10)
+    kept = _fold(candidates, limit=10)
     assert [r.slug for r in kept] == ["notes/original", "notes/elsewhere"]
     assert kept[0].duplicates == ["notes/reply"]
 
@@ -887,14 +902,14 @@ def test_short_messages_with_the_same_words_in_different_threads_are_not_copies(
         (_hit("notes/a", "Thanks, will do.", title="Budget review"), False),
         (_hit("notes/b", "Thanks, will do.", title="Parking permit"), False),
     ]
-    kept = fold_near_duplicates(iter(candidates), limit=10)
+    kept = _fold(candidates, limit=10)
     assert [r.slug for r in kept] == ["notes/a", "notes/b"]
     # One changed word in a short text is another message, not a copy.
     candidates = [
         (_hit("notes/p1", "Payment of $500 received for invoice 41."), False),
         (_hit("notes/p2", "Payment of $700 received for invoice 41."), False),
     ]
-    kept = fold_near_duplicates(iter(candidates), limit=10)
+    kept = _fold(candidates, limit=10)
     assert [r.slug for r in kept] == ["notes/p1", "notes/p2"]
 
 
@@ -926,3 +941,51 @@ def test_a_message_sent_twice_is_one_search_result_naming_both_pages(
     assert twin not in slugs
     assert results[0].duplicates == [twin]
     assert results[0].as_dict()["duplicates"] == [twin]
+
+
+def test_copies_below_the_limit_are_still_listed_as_duplicates() -> None:
+    """Regression (fresh-clone check): with ``limit=1`` the kept result listed no
+    duplicates, and with ``limit=2`` only the copies ranked above the second
+    result, because candidates were read only until the limit was reached; an
+    agent asking for one result had no sign that copies exist."""
+    candidates = [
+        (_hit("notes/sent-1", LETTER), False),
+        (_hit("notes/other", "The variance hearing moved to Tuesday."), False),
+        (_hit("notes/sent-2", LETTER), False),
+        (_hit("notes/fwd", "Forwarded by Phillip on 09/26/2000. " + LETTER), False),
+    ]
+    for limit in (1, 2, 10):
+        kept = _fold(candidates, limit=limit)
+        assert kept[0].slug == "notes/sent-1"
+        assert kept[0].duplicates == ["notes/sent-2", "notes/fwd"], limit
+        assert len(kept) == min(limit, 2)
+        for item, _secondary in candidates:  # fresh lists for the next round
+            item.duplicates = []
+
+
+def test_a_page_without_evidence_takes_no_place_and_past_the_limit_nothing_is_built() -> (
+    None
+):
+    """``fold_near_duplicates`` leaves out a candidate whose ``build`` gives None (a
+    page scoring 0) and fills its place with the next; a candidate past the limit
+    that is no copy is never built (only its words are read)."""
+    built: list[str] = []
+
+    def candidate(slug: str, text: str, *, evidence: bool = True) -> FoldCandidate:
+        def build() -> SearchResult | None:
+            built.append(slug)
+            return _hit(slug, text) if evidence else None
+
+        return FoldCandidate(slug, "Investment structure", text, False, build)
+
+    kept = fold_near_duplicates(
+        [
+            candidate("notes/none", "Nothing the query asks about.", evidence=False),
+            candidate("notes/a", LETTER),
+            candidate("notes/b", "The variance hearing moved to Tuesday."),
+            candidate("notes/c", "Phillip will sign the paperwork on Monday."),
+        ],
+        limit=2,
+    )
+    assert [r.slug for r in kept] == ["notes/a", "notes/b"]
+    assert built == ["notes/none", "notes/a", "notes/b"]
