@@ -976,7 +976,9 @@ def test_a_page_without_evidence_takes_no_place_and_past_the_limit_nothing_is_bu
             built.append(slug)
             return _hit(slug, text) if evidence else None
 
-        return FoldCandidate(slug, "Investment structure", text, False, build)
+        return FoldCandidate(
+            slug, "Investment structure", text, secondary=False, build=build
+        )
 
     kept = fold_near_duplicates(
         [
