@@ -30,7 +30,13 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(settings.BASE_DIR)
 WAIT_SECONDS = 60  # a guard against hanging (a fresh initdb on a loaded machine)
+# The child restores Python's own SIGINT handler first: a shell starts a background
+# job with SIGINT ignored, and an ignored disposition is inherited, so the suite
+# launched as ``bin/test &`` left the child deaf to SIGINT (the test hung 60 s, and
+# the next two failed on its leftover handle). An interactive command has the
+# handler; that is the case under test.
 SLEEPER = (
+    "import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
     "import time, django; django.setup(); "
     "from django.db import connection; connection.ensure_connection(); "
     "print('up', flush=True); time.sleep(300)"
