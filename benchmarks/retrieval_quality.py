@@ -359,7 +359,7 @@ def with_copies(
     answers the question as well as the labelled page. ``pages`` are ``(slug,
     title, body)``. Returns the widened answers and the indexes of the questions
     that gained a page."""
-    from brain.search import NEAR_DUPLICATE, copy_words, near_copy
+    from brain.search import copy_words, near_copy
 
     words = {slug: copy_words(title, body) for slug, title, body in pages}
     copies: dict[str, list[str]] = {}
@@ -368,11 +368,7 @@ def with_copies(
         copies[slug] = [
             other
             for other, theirs in words.items()
-            if other != slug
-            # a cheap bound first: Jaccard ≤ the smaller set's share of the larger
-            and min(len(mine), len(theirs))
-            > NEAR_DUPLICATE * max(len(mine), len(theirs))
-            and near_copy(mine, theirs)
+            if other != slug and near_copy(mine, theirs)
         ]
     widened_gold: list[list[str]] = []
     widened: list[int] = []

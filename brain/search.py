@@ -1206,7 +1206,7 @@ class FoldCandidate(NamedTuple):
     title and text of its evidence chunk, whether that chunk is secondary (quoted
     history, a signature or a list footer), and ``build``, which makes its
     ``SearchResult`` (None when neither arm vouches for the page: score 0). Built
-    lazily, so a page past the limit costs only its word set."""
+    lazily, so a page past the limit costs only its word set (SPEC §3 dedup)."""
 
     slug: str
     title: str
@@ -1220,9 +1220,10 @@ def fold_near_duplicates(
 ) -> list[SearchResult]:
     """The first ``limit`` results of ``candidates`` (``FoldCandidate``, in fused
     order; one whose ``build`` gives None is left out) with near-duplicate copies
-    folded together (issue
-    26; the reference's search dedup drops chunks over 0.85 Jaccard-similar to a
-    kept one; here stricter). A result whose title and chunk words
+    folded together (SPEC §3 dedup, issue 26; the reference's search dedup drops
+    chunks over 0.85 Jaccard-similar to a kept one; here stricter). Only pages of
+    ``candidates`` are ever listed, so ``duplicates`` names no page outside the
+    caller's ``ReadScope``. A result whose title and chunk words
     (``copy_words``) hold all of a kept result's words or sit all in them, with a
     Jaccard similarity over ``NEAR_DUPLICATE`` (``near_copy``; a short text only
     when its words are the same), is a copy: a message sent twice, forwarded with a
@@ -1276,7 +1277,7 @@ def copy_words(title: str, text: str) -> frozenset[str]:
     reads pages with it too). The title keeps two short messages of different
     threads that say the same few words ("Thanks, will do.") apart. Split on
     whitespace, not parsed: copies are split alike, and it costs a fraction of a
-    regular expression over every candidate's chunk."""
+    regular expression over every candidate's chunk (SPEC §3 dedup)."""
     return frozenset(f"{title}\n{text}".lower().split())
 
 
@@ -1289,7 +1290,7 @@ def near_copy(a: frozenset[str], b: frozenset[str]) -> bool:
     ``COPY_MIN_WORDS`` (30) distinct words, they must be equal. Two texts that each
     hold a word the other lacks are two messages, however alike: a weekly notice
     dated the 19th and the same notice dated the 26th, an access request for one
-    person and the same request for another."""
+    person and the same request for another (SPEC §3 dedup)."""
     small, large = (a, b) if len(a) <= len(b) else (b, a)
     if len(small) < COPY_MIN_WORDS:
         return a == b and bool(a)
@@ -1683,7 +1684,9 @@ def page_search(
             page_chunks[pid] = evidence_chunks(pages[pid])
             row = hydrated[page_chunks[pid][0]]
 
-            def build(page: _PageRank = pages[pid], chunk_id: int = row.chunk_id):
+            def build(
+                page: _PageRank = pages[pid], chunk_id: int = row.chunk_id
+            ) -> SearchResult | None:
                 first = result(page, chunk_id)
                 # Neither arm vouches for a page scoring 0 (no query term, cosine
                 # at or below COSINE_FLOOR): one of the k nearest neighbours the

@@ -991,3 +991,36 @@ def test_a_page_without_evidence_takes_no_place_and_past_the_limit_nothing_is_bu
     )
     assert [r.slug for r in kept] == ["notes/a", "notes/b"]
     assert built == ["notes/none", "notes/a", "notes/b"]
+
+
+def test_duplicates_never_name_a_page_outside_the_read_scope(
+    default_source: Source, source_a: Source, django_capture_on_commit_callbacks
+) -> None:  # type: ignore[no-untyped-def]
+    """SPEC §8: a caller who reads ``default`` only sees the copy stored there, and
+    the same letter in ``team-a`` is neither a result nor listed in
+    ``duplicates``; a caller who reads both gets one result naming the other."""
+    with django_capture_on_commit_callbacks(execute=True):
+        for source, slug in (
+            (default_source, "notes/mine"),
+            (source_a, "notes/theirs"),
+        ):
+            page_add(
+                source=source,
+                slug=slug,
+                title="Investment structure",
+                body=LETTER,
+                actor=local_caller(),
+            )
+    query = "who carries the construction liability"
+    narrow = page_search(scope=local_caller().read_scope(["default"]), query=query)
+    assert [r.slug for r in narrow.results][:1] == ["notes/mine"]
+    assert all(
+        "notes/theirs" not in r.duplicates and r.slug != "notes/theirs"
+        for r in narrow.results
+    )
+    both = page_search(
+        scope=local_caller().read_scope(["default", "team-a"]), query=query
+    )
+    assert both.results[0].duplicates == [
+        ({"notes/mine", "notes/theirs"} - {both.results[0].slug}).pop()
+    ]
