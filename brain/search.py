@@ -806,12 +806,18 @@ def _keyword_arm(
 
 
 def _vector_arm(
-    cursor: Any, *, vector: str, source_ids: Sequence[str], visibilities: Sequence[str]
+    cursor: Any,
+    *,
+    vector: str,
+    excluded: Sequence[str],
+    source_ids: Sequence[str],
+    visibilities: Sequence[str],
 ) -> list[tuple[int, int, float]]:
     """HNSW nearest chunks, collapsed to the best chunk per page before the limit
     (best by ``vector_part``: a page's own words outweigh the same cosine in its
     quoted history); returns ``[(chunk_id, page_id, vector part)]`` for the best
-    ``ARM_CANDIDATES`` pages."""
+    ``ARM_CANDIDATES`` pages. A chunk holding one of the ``excluded`` lexemes (the
+    query's ``-word``) is skipped, as in the keyword arm (SPEC §3)."""
     cursor.execute(
         "SELECT set_config('hnsw.ef_search', %s, true),"
         " set_config('hnsw.iterative_scan', 'relaxed_order', true)",
@@ -825,11 +831,13 @@ def _vector_arm(
         WHERE c.embedding IS NOT NULL
           AND c.source_id = ANY(%(sources)s)
           AND c.visibility = ANY(%(vis)s)
+          AND NOT (%(ex)s <> '' AND c.tsv @@ %(ex)s::tsquery)
         ORDER BY c.embedding <=> %(v)s::vector
         LIMIT %(pool)s
         """,
         {
             "v": vector,
+            "ex": _tsquery_or(excluded),
             "sources": list(source_ids),
             "vis": list(visibilities),
             "pool": VECTOR_CHUNK_POOL,
@@ -1451,8 +1459,15 @@ def page_search(
     if not source_ids:
         return empty
 
+    # The query's meaning is embedded without its ``-word`` exclusions: "harbour
+    # -zephyr" must not pull the vector arm toward Zephyr.
+    positive = _EXCLUDED.sub(" ", text).strip()
+    if not positive:
+        return empty  # only exclusions: nothing asked for
     vector = (
-        list(query_embedding) if query_embedding is not None else _query_vector(text)
+        list(query_embedding)
+        if query_embedding is not None
+        else _query_vector(positive)
     )
     degraded = vector is None
     reason = _degradation(source_ids, list(scope.visibilities), vector_ok=not degraded)
@@ -1510,7 +1525,11 @@ def page_search(
         keyword_pages = list(pages)
         if not degraded:
             nearest = _vector_arm(
-                cursor, vector=literal, source_ids=source_ids, visibilities=visibilities
+                cursor,
+                vector=literal,
+                excluded=terms.excluded,
+                source_ids=source_ids,
+                visibilities=visibilities,
             )
             for rank, (chunk_id, page_id, _sim) in enumerate(nearest, start=1):
                 chunk_page[chunk_id] = page_id

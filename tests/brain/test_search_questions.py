@@ -1024,3 +1024,42 @@ def test_duplicates_never_name_a_page_outside_the_read_scope(
     assert both.results[0].duplicates == [
         ({"notes/mine", "notes/theirs"} - {both.results[0].slug}).pop()
     ]
+
+
+def test_a_minus_word_excludes_in_hybrid_search_too(
+    default_source: Source, django_capture_on_commit_callbacks
+) -> None:  # type: ignore[no-untyped-def]
+    """Regression (newcomer, attacker walk): ``-word`` was applied in the keyword
+    arm only, so with embeddings on "harbour -zephyr" returned the Zephyr page at
+    score 1.0 through the vector arm (which embedded "-zephyr" too), and a query
+    of exclusions alone returned pages. The vector arm skips chunks holding an
+    excluded word, as the keyword arm does, and embeds the query without it."""
+    with django_capture_on_commit_callbacks(execute=True):
+        for slug, title, body in (
+            (
+                "notes/zephyr",
+                "Zephyr Harbour plan",
+                "The Zephyr harbour acquisition closes in March; the harbour "
+                "master signs the berth lease.",
+            ),
+            (
+                "notes/harbour",
+                "Harbour works",
+                "The harbour dredging starts in April and the berth lease is "
+                "renewed for ten years.",
+            ),
+        ):
+            page_add(
+                source=default_source,
+                slug=slug,
+                title=title,
+                body=body,
+                actor=local_caller(),
+            )
+    both = [r.slug for r in page_search(scope=scope(), query="harbour berth").results]
+    assert "notes/zephyr" in both  # the control: without the exclusion it is found
+    slugs = [
+        r.slug for r in page_search(scope=scope(), query="harbour -zephyr").results
+    ]
+    assert slugs and "notes/zephyr" not in slugs
+    assert page_search(scope=scope(), query="-zephyr").results == []
