@@ -823,6 +823,20 @@ def _fold(pairs: list[tuple[SearchResult, bool]], *, limit: int) -> list[SearchR
     )
 
 
+def _letters(capture, items: list[tuple[Source, str, str]]) -> None:  # type: ignore[no-untyped-def]
+    """Pages ``(source, slug, body)``, all titled "Investment structure" (copies
+    of one message share its subject), indexed before returning."""
+    with capture(execute=True):
+        for source, slug, body in items:
+            page_add(
+                source=source,
+                slug=slug,
+                title="Investment structure",
+                body=body,
+                actor=local_caller(),
+            )
+
+
 LETTER = (
     "Typically the structure is a limited partnership with a corporate general "
     "partner. The general partner owns one percent of the project and carries the "
@@ -919,19 +933,14 @@ def test_a_message_sent_twice_is_one_search_result_naming_both_pages(
     """Through ``page_search`` (hybrid, the real model): the same letter stored as
     two pages comes back once, the other page in ``duplicates`` (also in the API
     form, ``as_dict``)."""
-    with django_capture_on_commit_callbacks(execute=True):
-        for slug, body in (
-            ("notes/sent-1", LETTER),
-            ("notes/sent-2", LETTER),
-            ("notes/unrelated", "The variance hearing for the building moved."),
-        ):
-            page_add(
-                source=default_source,
-                slug=slug,
-                title="Investment structure",
-                body=body,
-                actor=local_caller(),
-            )
+    _letters(
+        django_capture_on_commit_callbacks,
+        [
+            (default_source, "notes/sent-1", LETTER),
+            (default_source, "notes/sent-2", LETTER),
+            (default_source, "notes/unrelated", "The variance hearing moved."),
+        ],
+    )
     results = page_search(
         scope=scope(), query="who carries the construction liability"
     ).results
@@ -999,18 +1008,13 @@ def test_duplicates_never_name_a_page_outside_the_read_scope(
     """SPEC §8: a caller who reads ``default`` only sees the copy stored there, and
     the same letter in ``team-a`` is neither a result nor listed in
     ``duplicates``; a caller who reads both gets one result naming the other."""
-    with django_capture_on_commit_callbacks(execute=True):
-        for source, slug in (
-            (default_source, "notes/mine"),
-            (source_a, "notes/theirs"),
-        ):
-            page_add(
-                source=source,
-                slug=slug,
-                title="Investment structure",
-                body=LETTER,
-                actor=local_caller(),
-            )
+    _letters(
+        django_capture_on_commit_callbacks,
+        [
+            (default_source, "notes/mine", LETTER),
+            (source_a, "notes/theirs", LETTER),
+        ],
+    )
     query = "who carries the construction liability"
     narrow = page_search(scope=local_caller().read_scope(["default"]), query=query)
     assert [r.slug for r in narrow.results][:1] == ["notes/mine"]
