@@ -24,7 +24,14 @@ from loops.definitions import (
 )
 from loops.detectors import Mutes
 from loops.message import MailMessage
-from loops.models import LoopStatus, LoopSuppression, OpenLoop, SenderProfile
+from loops.models import (
+    Detector,
+    LoopEvent,
+    LoopStatus,
+    LoopSuppression,
+    OpenLoop,
+    SenderProfile,
+)
 from loops.senders import Contact, classify_senders
 
 if TYPE_CHECKING:
@@ -116,18 +123,59 @@ def mutes_for(*, source_id: str) -> Mutes:
     return Mutes(senders=frozenset(senders), threads=frozenset(threads))
 
 
-def newest_message_at(
-    *, source_id: str, until: datetime | None = None
-) -> datetime | None:
-    """Date of the newest message in the source (metadata ``date``, UTC), or None."""
+OUTLIER_GAP_DAYS = 30
+"""A message with no other message in this many days before it is an outlier date
+and never sets a mailbox's clock (SPEC §5.2)."""
+
+
+def settled_clock(dates: Iterable[datetime]) -> datetime | None:
+    """The newest of ``dates`` that is not an outlier (SPEC §5.2, revised turn 3):
+    one with another, strictly older date in the ``OUTLIER_GAP_DAYS`` before it.
+    None for no dates; the newest date when every date is alone (a mailbox of one
+    message still has a clock). The one home of the outlier rule."""
+    ordered = sorted(set(dates), reverse=True)
+    gap = timedelta(days=OUTLIER_GAP_DAYS)
+    for here, older in zip(ordered, ordered[1:], strict=False):
+        if here - older <= gap:
+            return here
+    return ordered[0] if ordered else None
+
+
+def stored_message_dates(
+    *, source_id: str, until: datetime | None = None, limit: int | None = None
+) -> list[datetime]:
+    """Dates of the source's stored messages (metadata ``date``, UTC), newest first,
+    up to ``until`` and at most ``limit`` of them."""
     qs = RawRecord.objects.filter(source_id=source_id).exclude(metadata__date=None)
     qs = qs.annotate(msg_date=KeyTextTransform("date", "metadata")).filter(
         msg_date__regex=r"^\d{4}-\d{2}-\d{2}T"
     )
     if until is not None:
         qs = qs.filter(msg_date__lte=until.astimezone(UTC).isoformat())
-    newest = qs.order_by("-msg_date").values_list("msg_date", flat=True).first()
-    return datetime.fromisoformat(newest) if newest else None
+    values = qs.order_by("-msg_date").values_list("msg_date", flat=True)
+    return [datetime.fromisoformat(d) for d in (values[:limit] if limit else values)]
+
+
+def newest_message_at(
+    *, source_id: str, until: datetime | None = None
+) -> datetime | None:
+    """Date of the newest message in the source (metadata ``date``, UTC, up to
+    ``until``) that is not an outlier (``settled_clock``), or None. Reads the
+    newest dates in growing slices, so a settled mailbox costs one small query."""
+    limit = 256
+    while True:
+        dates = stored_message_dates(source_id=source_id, until=until, limit=limit)
+        clock = settled_clock(dates)
+        if len(dates) < limit or clock != dates[0] or _has_neighbour(dates):
+            return clock
+        limit *= 4
+
+
+def _has_neighbour(dates: list[datetime]) -> bool:
+    """Whether the newest of ``dates`` (newest first) is settled by a strictly older
+    date within ``OUTLIER_GAP_DAYS``."""
+    older = [d for d in dates[1:] if d < dates[0]]
+    return bool(older) and dates[0] - older[0] <= timedelta(days=OUTLIER_GAP_DAYS)
 
 
 def messages_outside_window(*, source_id: str, now: datetime) -> tuple[int, int]:
@@ -718,3 +766,18 @@ def _when(value: object) -> datetime | None:
         return datetime.fromisoformat(str(value)) if value else None
     except ValueError:
         return None
+
+
+def open_candidates(*, source_id: str) -> list[OpenLoop]:
+    """The source's open loops a detector or extractor proposed and no person has
+    vouched for (SPEC §5.1b): not manual, never reopened by hand (a
+    ``reopened`` event by anyone but the detector). Ordered by id."""
+    vouched = LoopEvent.objects.filter(
+        source_id=source_id, event_type=LoopEvent.EventType.REOPENED
+    ).exclude(actor="detector")
+    return list(
+        OpenLoop.objects.filter(source_id=source_id, status=LoopStatus.OPEN)
+        .exclude(detector=Detector.MANUAL)
+        .exclude(pk__in=vouched.values("loop_id"))
+        .order_by("pk")
+    )

@@ -76,8 +76,8 @@ from connectors.services import (
 )
 from loops.definitions import is_mine, reply_text, reply_text_seed
 from loops.message import MailMessage
-from loops.pipeline import loops_coverage_sweep, process_threads
-from loops.selectors import SourceScans, newest_message_at
+from loops.pipeline import loops_coverage_sweep, loops_decide_source, process_threads
+from loops.selectors import SourceScans, settled_clock, stored_message_dates
 from loops.services_senders import sender_profiles_refresh
 
 if TYPE_CHECKING:
@@ -422,16 +422,17 @@ class MailboxConnector(Connector):
 
     def _reference_time(self, prepared: _Prepared) -> datetime | None:
         """The import's "now" for loop detection (SPEC §5.2 mailbox reference time):
-        the newest message of the source once this mailbox is in, leaving out dates
-        after the wall clock (a wrong clock). Every batch uses it, so the loops
+        the newest message of the source once this mailbox is in that is not an
+        outlier (``loops.selectors.settled_clock``), leaving out dates after the
+        wall clock (a wrong clock). Every batch uses it, so the loops
         found do not depend on the batch size or on where an import resumed.
         When every message is dated after the wall clock, the newest one is used
         and the report says so (the mailbox still gets its loops)."""
         wall = timezone.now()
         dated = [m.date for work in prepared.works for m in work.messages if m.date]
         dates = [d for d in dated if d <= wall]
-        stored = newest_message_at(source_id=self.source.id, until=wall)
-        reference = max([*dates, *([stored] if stored else [])], default=None)
+        stored = stored_message_dates(source_id=self.source.id, until=wall, limit=4096)
+        reference = settled_clock([*dates, *stored])
         if reference is None and dated:
             reference = max(dated)
             self.report.warnings.append(
@@ -588,13 +589,17 @@ class MailboxConnector(Connector):
     def finish(self) -> None:
         """Ledger the duplicate copies (after every thread is stored), release
         held items this run stored, re-judge the waiting loops against the whole
-        mailbox now stored (``loops_coverage_sweep``), and put the accounting on
+        mailbox now stored (``loops_coverage_sweep``, then the learned decision,
+        ``loops.pipeline.loops_decide_source``), and put the accounting on
         the report."""
         reference = getattr(self, "reference", None)
         if reference is not None:
             dropped = loops_coverage_sweep(source=self.source, now=reference)
             if dropped:
                 self.report.counts["loops_dropped_no_inbound_mail"] += dropped
+            decided = loops_decide_source(source=self.source, now=reference)
+            if decided["closed"]:
+                self.report.counts["loops_not_kept_by_model"] += decided["closed"]
         rows = [
             ImportedItem(
                 source=self.source,
