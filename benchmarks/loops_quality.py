@@ -639,7 +639,18 @@ def main() -> None:
     parser.add_argument(
         "--owners", default="", help="owners for --dump of an unlabelled corpus"
     )
+    parser.add_argument(
+        "--legacy",
+        action="store_true",
+        help="the first dev set (replies.jsonl, commitments.jsonl), rules as shipped",
+    )
+    parser.add_argument("--mailbox", help="with the owner set: only this mailbox")
     args = parser.parse_args()
+    if not args.legacy and not args.dump:
+        from benchmarks.loops_owners import lomo
+
+        lomo(reuse=args.reuse, only=args.mailbox, verbose=args.verbose)
+        return
     assert not settings.ANTHROPIC_API_KEY or not settings.LOOPS_EXTRACTION_ENABLED, (
         "offline only: unset ANTHROPIC_API_KEY or LOOPS_EXTRACTION_ENABLED"
     )

@@ -294,6 +294,9 @@ LOOPS_EXTRACTION_MAX_USD_PER_DAY = env_float("LOOPS_EXTRACTION_MAX_USD_PER_DAY",
 # settled it. On the labelled dev set: outbound precision 0.90 -> 0.93, recall
 # 0.24 -> 0.70 (benchmarks/loops_quality.py; --no-list-asks for the rule off).
 LOOPS_LIST_ASKS = env_bool("LOOPS_LIST_ASKS", default=True)
+# The learned decision over loop candidates (SPEC §5.1b; loops/data/decisions.json).
+# Off only to measure the rules alone (benchmarks/loops_quality.py does).
+LOOPS_DECISIONS_ENABLED = env_bool("LOOPS_DECISIONS_ENABLED", default=True)
 
 # --- Google sign-in and the read-only mailbox grant (SPEC §6.1) ----------------------
 

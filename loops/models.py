@@ -48,6 +48,7 @@ CLOSED_BY_REPLY = "reply_detected"
 CLOSED_BY_STALENESS = "staleness"
 CLOSED_BY_MANUAL = "manual"
 CLOSED_BY_FULFILLED = "fulfilled"
+CLOSED_BY_MODEL = "model"  # the learned decision did not keep it (SPEC §5.1b)
 
 
 class OpenLoop(TimeStampedModel):

@@ -30,6 +30,7 @@ from brain.bulk import bulk_insert_objects
 from brain.llm import anthropic_client
 from brain.models import Page, RawRecord, Source
 from loops.asks import asks_for_contact, is_fulfilment
+from loops.decisions import loops_decide
 from loops.definitions import (
     collapse,
     is_mine,
@@ -1527,18 +1528,35 @@ def process_threads(
     return report
 
 
+def loops_decide_source(*, source: Source, now: datetime) -> dict[str, int]:
+    """The learned decision pass over ``source``'s open candidates (SPEC §5.1b,
+    ``loops.decisions.loops_decide``) unless ``LOOPS_DECISIONS_ENABLED`` is off.
+    Returns ``{scored, closed}``; never raises (a failure is logged, nothing
+    closes)."""
+    if not settings.LOOPS_DECISIONS_ENABLED:
+        return {"scored": 0, "closed": 0}
+    try:
+        with transaction.atomic():
+            return loops_decide(source=source, now=now)
+    except Exception:
+        logger.exception("loops: decision pass failed for %s", source.id)
+        return {"scored": 0, "closed": 0}
+
+
 def loops_sweep(
     *, source_ids: Sequence[str] | None = None, now: datetime | None = None
 ) -> dict[str, Any]:
     """The hourly sweep (SPEC §5.2 rule 8, §5.4): re-check threads whose grace
     window ended (even with no new mail) and mark stale commitments. Returns
-    ``{sources, rechecked, opened, stale}``. Never raises."""
+    ``{sources, rechecked, opened, stale, failed, not_kept}`` (``not_kept``: loops
+    the learned decision closed, ``loops_decide_source``). Never raises."""
     out: dict[str, Any] = {
         "sources": 0,
         "rechecked": 0,
         "opened": 0,
         "stale": 0,
         "failed": 0,
+        "not_kept": 0,
     }
     sources = Source.objects.all()
     if source_ids:
@@ -1565,6 +1583,7 @@ def loops_sweep(
             except Exception:
                 logger.exception("loops: staleness pass failed for %s", source.id)
                 out["failed"] += 1
+        out["not_kept"] += loops_decide_source(source=source, now=ref)["closed"]
     return out
 
 

@@ -35,6 +35,7 @@ from brain.services.relations import relation_ensure
 from loops.models import (
     CLOSED_BY_FULFILLED,
     CLOSED_BY_MANUAL,
+    CLOSED_BY_MODEL,
     CLOSED_BY_REPLY,
     CLOSED_BY_STALENESS,
     Detector,
@@ -48,6 +49,8 @@ from loops.models import (
 from loops.selectors import counterparty_page, counterparty_pages
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
     from loops.detectors import Verdict
 
 MUTE_VALUE_RE = re.compile(r"^[^\s\x00-\x1f\x7f]{1,320}$")
@@ -1012,3 +1015,34 @@ def loop_get(
             suggestion="List loops with open_loops and use one of their ids.",
         )
     return loop
+
+
+def loops_apply_decisions(
+    *,
+    loops: Sequence[OpenLoop],
+    probabilities: Mapping[int, float],
+    threshold: float,
+    now: datetime,
+) -> dict[str, int]:
+    """Write the learned decision (SPEC §5.1b) on open candidates: each loop's
+    ``confidence`` becomes its probability (rounded to 4 places; one bulk update),
+    and a loop below ``threshold`` closes ``dropped`` with ``closed_by`` ``model``
+    and the probability in its ``LoopEvent``. Returns ``{scored, closed}``."""
+    scored = [lp for lp in loops if lp.pk in probabilities]
+    for lp in scored:
+        lp.confidence = round(float(probabilities[lp.pk]), 4)
+    OpenLoop.objects.bulk_update(scored, ["confidence"], batch_size=500)
+    closed = 0
+    for lp in scored:
+        if lp.confidence >= threshold:
+            continue
+        result = loop_close(
+            loop=lp,
+            status=LoopStatus.DROPPED,
+            closed_by=CLOSED_BY_MODEL,
+            actor="model",
+            at=now,
+            note=f"{CLOSED_BY_MODEL}: p={lp.confidence:.2f} < {threshold:.2f}",
+        )
+        closed += bool(result["closed"])
+    return {"scored": len(scored), "closed": closed}

@@ -4,12 +4,11 @@ the API and the admin dashboard; it only reads.
 
 Ranking per counterparty group (one per person: the addresses a person page holds,
 or one full display name within a source), deterministic for a given ``as_of``:
-10 × min(3, distinct entries) + due bonus of the nearest due date (overdue 50, ≤ 3
-days 30, ≤ 7 days 15, later 5, none 0) + min(20, age in days of the oldest loop) +
-min(20, backlinks of the counterparty page); ties by counterparty. ≤ 5 entries per
-group. A triage list, not a volume count (SPEC §5.1a, §5.5): loops of one group
-on the same subject collapse into one entry with a ``repeats`` count, and volume
-stops adding after three entries. Automated senders (``SenderProfile``) are never
+``group_score``: 100 × the best learned confidence among the group's loops (SPEC
+§5.1b, ``loops.decisions``: recency and relationship, never volume) + a fifth of
+the nearest due date's bonus; ties by counterparty. ≤ 5 entries per group. A
+triage list, not a volume count (SPEC §5.1a, §5.5): loops of one group on the
+same subject collapse into one entry with a ``repeats`` count. Automated senders (``SenderProfile``) are never
 ranked: their loops are counted on one ``automated`` line.
 """
 
@@ -73,8 +72,6 @@ if TYPE_CHECKING:
 
 STALE_AFTER = timedelta(hours=24)
 LOOPS_PER_GROUP = 5
-# Volume stops adding to a group's score after this many distinct entries.
-RANKED_ENTRIES_CAP = 3
 MAIL_KINDS = (Source.Kind.GOOGLE, Source.Kind.MAILBOX, Source.Kind.IMAP)
 # Live sources sync on a schedule: stale when no successful sync for 24 h (SPEC §5.5).
 LIVE_KINDS = (Source.Kind.GOOGLE, Source.Kind.IMAP)
@@ -183,6 +180,19 @@ def loop_view(loop: OpenLoop) -> LoopView:
         thread_id=loop.thread_id,
         ask=ask,
     )
+
+
+def group_score(
+    loops: Sequence[LoopView], nearest: datetime | None, now: datetime
+) -> int:
+    """A group's rank (SPEC §5.1b: by recency and relationship, never by volume):
+    100 × the best ``confidence`` among its loops (the learned decision's
+    probability that the loop is real, which reads the time since, the
+    relationship and what followed) plus a fifth of the nearest due date's bonus
+    (``due_bonus``: overdue 10, within 3 days 6, within 7 days 3, later 1). Five
+    loops from one sender rank no higher than their best one."""
+    best = max((v.confidence for v in loops), default=0.0)
+    return round(100 * best) + due_bonus(nearest, now) // 5
 
 
 def due_bonus(due_at: datetime | None, as_of: datetime) -> int:
@@ -468,14 +478,8 @@ def waiting_report(
             (v.counterparty_page_id for v in loops if v.counterparty_page_id), None
         )
         now = source_now.get(min(loops, key=lambda v: v.opened_at).source_id, reference)
-        age_days = max(0, (now - oldest).days)
         links = backlinks.get(page_id, 0) if page_id else 0
-        score = (
-            10 * min(RANKED_ENTRIES_CAP, len(entries))
-            + due_bonus(nearest, now)
-            + min(20, age_days)
-            + min(20, links)
-        )
+        score = group_score(loops, nearest, now)
         order = sorted(
             entries,
             key=lambda e: (

@@ -82,7 +82,7 @@ CLOCK = MailMessage(
     subject="Noted",
     from_addr=ME,
     to=["team@acme.example"],
-    date=T0 + timedelta(days=40),
+    date=T0 + timedelta(days=30),
     is_mine=True,
     body="Noted.",
 )

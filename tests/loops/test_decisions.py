@@ -1,0 +1,208 @@
+"""The learned decision over loop candidates (SPEC §5.1b, issue 43): the shipped
+model is the training script's output, it closes what is moot and keeps what is
+fresh, the owner's side is never a counterparty, one outlier date moves no clock,
+and ``waiting`` ranks by the decision, never by volume. Mail is invented."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+import pytest
+
+from loops.decisions import MODEL_FILE, fit_table, loops_decide, shipped_model
+from loops.models import CLOSED_BY_MODEL, LoopStatus, OpenLoop
+from loops.pipeline import process_threads
+from loops.selectors import newest_message_at, reference_time, settled_clock
+from loops.waiting import LoopView, group_score, loop_view
+from tests.loops.shapes import ROBIN, msg
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from brain.models import Source
+    from loops.message import MailMessage
+
+TABLE = (
+    MODEL_FILE.parents[2] / "tests" / "data" / "loops_dev" / "owners" / "table.jsonl"
+)
+NOW = datetime(2001, 12, 20, 17, 0, tzinfo=UTC)
+DANA = "dana.reyes@example.org"
+LEE = "lee.okafor@example.org"
+
+
+def test_the_training_script_rebuilds_the_shipped_model_bit_for_bit() -> None:
+    """``benchmarks/loops_train.py`` fits ``loops.decisions.fit_table`` on the
+    committed table: the same table gives the shipped file byte for byte."""
+    assert fit_table(TABLE.read_text()).as_json() == MODEL_FILE.read_text()
+
+
+def test_the_shipped_model_loads_once_per_process_offline() -> None:
+    model = shipped_model()
+    assert model is not None and shipped_model() is model
+    assert shipped_model.cache_info().currsize == 1
+    assert model.meta["rows"] >= 200 and len(model.meta["mailboxes"]) == 7
+
+
+def _ask(n: int, who: str, at: datetime, body: str, thread: str) -> MailMessage:
+    return msg(n, frm=who, to=(ROBIN,), at=at, body=body, thread=thread, subject="Q")
+
+
+def _history(who: str, until: datetime) -> list[MailMessage]:
+    """An exchange between Robin and ``who`` a month before ``until``: not a
+    first contact."""
+    start = until - timedelta(days=30)
+    return [
+        msg(
+            900,
+            frm=ROBIN,
+            to=(who,),
+            at=start,
+            body="Lunch next week?",
+            thread=f"h-{who}",
+        ),
+        msg(
+            901,
+            frm=who,
+            to=(ROBIN,),
+            at=start + timedelta(hours=2),
+            body="Sure, Tuesday works.",
+            thread=f"h-{who}",
+        ),
+    ]
+
+
+@pytest.fixture
+def decided(
+    robins_mailbox: Source,
+    store: Callable[..., list[MailMessage]],
+    settings: object,
+) -> dict[str, OpenLoop]:
+    """Two asks of Robin, detected with the decision off, then decided once: an
+    ask for a call two months before the reference time, and a fresh question
+    from someone Robin writes with."""
+    settings.LOOPS_DECISIONS_ENABLED = False  # type: ignore[attr-defined]
+    old = _ask(
+        1,
+        DANA,
+        NOW - timedelta(days=60),
+        "Could you send me the volumes for the Calpine conference call?",
+        "t-old",
+    )
+    fresh = _ask(
+        2,
+        LEE,
+        NOW - timedelta(days=2),
+        "What did you decide about the Houston lease renewal?",
+        "t-fresh",
+    )
+    last = msg(
+        3,
+        frm="ops@example.org",
+        to=(ROBIN,),
+        at=NOW,
+        body="Weekly numbers attached.",
+        thread="t-last",
+    )
+    store(
+        robins_mailbox,
+        [*_history(DANA, old.sent_at), *_history(LEE, fresh.sent_at), old, fresh, last],
+    )
+    process_threads(
+        source_id=robins_mailbox.id, thread_ids=["t-old", "t-fresh", "t-last"]
+    )
+    loops_decide(source=robins_mailbox, now=reference_time(source=robins_mailbox))
+    return {
+        lp.thread_id: lp
+        for lp in OpenLoop.objects.filter(
+            source=robins_mailbox, loop_type="unanswered_inbound"
+        )
+    }
+
+
+def test_moot_after_its_moment(decided: dict[str, OpenLoop]) -> None:
+    """Class 1: an ask for a call two months gone closes (``model``); a
+    two-day-old question from a correspondent stays open, ranked above it."""
+    assert decided["t-old"].status == LoopStatus.DROPPED
+    assert decided["t-old"].closed_by.startswith(CLOSED_BY_MODEL)
+    assert decided["t-fresh"].status == LoopStatus.OPEN
+    assert decided["t-fresh"].confidence > decided["t-old"].confidence
+
+
+def test_the_owner_side_is_never_waiting(
+    robins_mailbox: Source, store: Callable[..., list[MailMessage]], settings: object
+) -> None:
+    """Class 6: the owner's assistant writes from the owner's sent folder; her own
+    ask to the owner is logistics on the owner's side, never a loop (a hard gate:
+    it states a fact)."""
+    settings.LOOPS_DECISIONS_ENABLED = False  # type: ignore[attr-defined]
+    assistant = "pat.assistant@example.org"
+    for_owner = msg(
+        1,
+        frm=assistant,
+        to=(LEE,),
+        at=NOW - timedelta(days=3),
+        body="Robin can meet Thursday at 3.",
+        thread="t-book",
+        mine=True,
+    )
+    ask = _ask(
+        2, assistant, NOW - timedelta(days=1), "Do you want the car at 7 or 8?", "t-car"
+    )
+    last = msg(
+        3, frm=LEE, to=(ROBIN,), at=NOW, body="Numbers attached.", thread="t-last"
+    )
+    store(robins_mailbox, [for_owner, ask, last])
+    process_threads(
+        source_id=robins_mailbox.id, thread_ids=["t-book", "t-car", "t-last"]
+    )
+    assert OpenLoop.objects.get(source=robins_mailbox, thread_id="t-car").is_open
+    loops_decide(source=robins_mailbox, now=NOW)
+    car = OpenLoop.objects.get(source=robins_mailbox, thread_id="t-car")
+    assert not car.is_open and car.confidence == 0.0
+
+
+def test_a_clock_no_outlier_can_move(
+    robins_mailbox: Source, store: Callable[..., list[MailMessage]]
+) -> None:
+    """Class 5: one message dated 2004 in a 2001 mailbox does not set "now"
+    (SPEC §5.2: no other message in the 30 days before it)."""
+    mail = [
+        _ask(n, LEE, NOW - timedelta(days=n), f"Note {n}.", f"t-{n}")
+        for n in range(1, 6)
+    ]
+    stray = _ask(
+        99, DANA, datetime(2004, 5, 1, tzinfo=UTC), "Placeholder date?", "t-stray"
+    )
+    store(robins_mailbox, [*mail, stray])
+    assert newest_message_at(source_id=robins_mailbox.id) == NOW - timedelta(days=1)
+    assert reference_time(source=robins_mailbox).year == 2001
+
+
+def test_settled_clock_needs_a_neighbour() -> None:
+    day = timedelta(days=1)
+    assert settled_clock([NOW, NOW - 40 * day, NOW - 41 * day]) == NOW - 40 * day
+    assert settled_clock([NOW, NOW - 3 * day]) == NOW
+    assert settled_clock([NOW]) == NOW
+    assert settled_clock([]) is None
+
+
+def _view(n: int, confidence: float) -> LoopView:
+    loop = OpenLoop(
+        pk=n,
+        loop_type="unanswered_inbound",
+        counterparty_email=f"p{n}@x.org",
+        summary="s",
+        opened_at=NOW,
+        last_activity_at=NOW,
+        confidence=confidence,
+    )
+    return loop_view(loop)
+
+
+def test_ranking_by_recency_and_relationship_never_by_volume() -> None:
+    """Class 8: five doubtful loops from one sender rank below one likely loop."""
+    five = [_view(n, 0.3) for n in range(5)]
+    one = [_view(9, 0.8)]
+    assert group_score(one, None, NOW) > group_score(five, None, NOW)
+    assert group_score(five, None, NOW) == group_score(five[:1], None, NOW)
