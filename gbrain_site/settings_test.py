@@ -12,3 +12,6 @@ ANTHROPIC_API_KEY = ""
 # tests) and keeps using the database afterwards: a lifespan shutdown is not the end
 # of this process, so it must not give up the embedded server (gbrain_site.asgi).
 BRAIN_EMBEDDED_RELEASE_ON_SHUTDOWN = False
+# The learned decision (SPEC §5.1b) is tested on its own (tests/loops/test_decisions.py
+# calls it directly); the rule tests see the rules' candidates.
+LOOPS_DECISIONS_ENABLED = False

@@ -126,19 +126,24 @@ def mutes_for(*, source_id: str) -> Mutes:
 OUTLIER_GAP_DAYS = 30
 """A message with no other message in this many days before it is an outlier date
 and never sets a mailbox's clock (SPEC §5.2)."""
+OUTLIER_MIN_MESSAGES = 50
+"""An outlier stands out against a bulk: below this many dated messages a gap is
+the mail's own shape and the newest message sets the clock."""
 
 
 def settled_clock(dates: Iterable[datetime]) -> datetime | None:
     """The newest of ``dates`` that is not an outlier (SPEC §5.2, revised turn 3):
     one with another, strictly older date in the ``OUTLIER_GAP_DAYS`` before it.
-    None for no dates; the newest date when every date is alone (a mailbox of one
-    message still has a clock). The one home of the outlier rule."""
+    None for no dates; the newest date when fewer than ``OUTLIER_MIN_MESSAGES``
+    are given or every date is alone. The one home of the outlier rule."""
     ordered = sorted(set(dates), reverse=True)
+    if len(ordered) < OUTLIER_MIN_MESSAGES:
+        return ordered[0] if ordered else None
     gap = timedelta(days=OUTLIER_GAP_DAYS)
     for here, older in zip(ordered, ordered[1:], strict=False):
         if here - older <= gap:
             return here
-    return ordered[0] if ordered else None
+    return ordered[0]
 
 
 def stored_message_dates(

@@ -169,7 +169,7 @@ def test_a_clock_no_outlier_can_move(
     (SPEC §5.2: no other message in the 30 days before it)."""
     mail = [
         _ask(n, LEE, NOW - timedelta(days=n), f"Note {n}.", f"t-{n}")
-        for n in range(1, 6)
+        for n in range(1, 61)
     ]
     stray = _ask(
         99, DANA, datetime(2004, 5, 1, tzinfo=UTC), "Placeholder date?", "t-stray"
@@ -181,8 +181,10 @@ def test_a_clock_no_outlier_can_move(
 
 def test_settled_clock_needs_a_neighbour() -> None:
     day = timedelta(days=1)
-    assert settled_clock([NOW, NOW - 40 * day, NOW - 41 * day]) == NOW - 40 * day
-    assert settled_clock([NOW, NOW - 3 * day]) == NOW
+    bulk = [NOW - (40 + n) * day for n in range(60)]
+    assert settled_clock([NOW, *bulk]) == NOW - 40 * day
+    assert settled_clock([NOW, NOW - 3 * day, *bulk]) == NOW
+    assert settled_clock([NOW, NOW - 40 * day]) == NOW  # no bulk: no outlier
     assert settled_clock([NOW]) == NOW
     assert settled_clock([]) is None
 

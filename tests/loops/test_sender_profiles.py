@@ -82,7 +82,7 @@ CLOCK = MailMessage(
     subject="Noted",
     from_addr=ME,
     to=["team@acme.example"],
-    date=T0 + timedelta(days=30),
+    date=T0 + timedelta(days=35),
     is_mine=True,
     body="Noted.",
 )
@@ -261,10 +261,9 @@ def test_waiting_ranking_is_not_won_by_volume_alone(acme, store) -> None:
     process_threads(source_id=acme.id, thread_ids=[m.thread_id for m in [*chatty, old]])
     report = waiting_report(caller=local_caller(), sources=["acme"])
     scores = {g["counterparty_email"]: g["score"] for g in report["groups"]}
-    # Twelve distinct asks count as three (+ 10 days of age), not 120: one old ask
-    # (+ 20, the age cap) stays within reach instead of 100 points behind.
-    assert scores[ANN] == 10 * 3 + 10
-    assert scores["dee@landlord.example"] == 10 + 20
+    # Twelve distinct asks rank no higher than one (SPEC §5.1b: never by volume):
+    # a group scores by its best loop's confidence.
+    assert scores[ANN] == scores["dee@landlord.example"] == 100
 
 
 def test_mute_and_close_its_open_loops_says_what_it_did(acme, store, staff) -> None:

@@ -83,7 +83,7 @@ def test_due_bonus_steps():
     assert due_bonus(None, AS_OF) == 0
 
 
-def test_ranking_is_exactly_the_spec_formula(mailbox, jeff):
+def test_ranking_is_exactly_the_group_score(mailbox, jeff):
     # Jeff (person page, 3 backlinks): 2 loops, nearest due in 2 days, oldest 25 days.
     for _n in range(3):
         RelationFactory(
@@ -116,11 +116,16 @@ def test_ranking_is_exactly_the_spec_formula(mailbox, jeff):
         opened_days=4,
     )
     make_loop(mailbox, "d")  # no counterparty
+    # The learned decision's confidence (SPEC §5.1b); the best of a group counts.
+    for summary, confidence in (("loop a", 0.7), ("loop b", 0.4), ("loop c", 0.5)):
+        OpenLoop.objects.filter(summary=summary).update(confidence=confidence)
     report = waiting_report(caller=local_caller(), as_of=AS_OF)
     scores = {g["counterparty"]: g["score"] for g in report["groups"]}
+    # 100 × best confidence + due bonus / 5 (due in 2 days: 30; overdue: 50);
+    # volume, age and backlinks add nothing.
     assert scores == {
-        "allen:people/jeff-smith": 10 * 2 + 30 + 20 + 3,
-        "jsmith@example.org": 10 * 1 + 50 + 4 + 0,
+        "allen:people/jeff-smith": 70 + 30 // 5,
+        "jsmith@example.org": 50 + 50 // 5,
     }
     assert [g["counterparty"] for g in report["groups"]][0] == "allen:people/jeff-smith"
     assert report["no_counterparty"]["loop_count"] == 1
@@ -411,14 +416,16 @@ def test_a_mailbox_whose_window_holds_little_of_its_mail_says_so(mailbox):
     """SPEC §5.2 examines a mailbox's last 90 days only; when they hold a handful of
     its messages (a mailbox quiet before its last message), waiting says how many
     were examined and how to replay an earlier day instead of a bare "clean"."""
-    dates = [AS_OF - timedelta(days=200 + n) for n in range(60)] + [AS_OF]
+    # Two messages at the end: one alone would be an outlier date (SPEC §5.2).
+    dates = [AS_OF - timedelta(days=200 + n) for n in range(60)]
+    dates += [AS_OF - timedelta(days=1), AS_OF]
     for n, when in enumerate(dates):
         dated_mail(mailbox, f"w{n}", when)
 
     report = waiting_report(caller=local_caller(actor="test"))
 
     assert any(
-        "only 1 of its 61 messages" in w and "--as-of" in w for w in report["warnings"]
+        "only 2 of its 62 messages" in w and "--as-of" in w for w in report["warnings"]
     ), report["warnings"]
     # Nothing open is not "clean" here: detection saw a sliver of the mailbox (it
     # said "coverage: complete" and "You are clean" beside that warning).
