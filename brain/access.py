@@ -25,6 +25,9 @@ if TYPE_CHECKING:
     from django.db.models import QuerySet
 
 DEFAULT_SOURCE_ID = "default"
+#: ``Caller.may(..., source_id=EVERY_SOURCE)``: an action that touches every source at
+#: once (dream, purges): only callers that read every source (local and staff) may.
+EVERY_SOURCE = "*"
 
 
 @dataclass(frozen=True)
@@ -142,16 +145,24 @@ class Caller:
         ids = tuple(qs.order_by("id").values_list("id", flat=True))
         return ReadScope(source_ids=ids, include_private=self.trusted)
 
-    def may(self, action: str, *, source_id: str, visibility: str = "world") -> bool:
+    def may(
+        self, action: str, *, source_id: str = EVERY_SOURCE, visibility: str = "world"
+    ) -> bool:
         """The one authorisation predicate (SPEC §8): may this caller ``read`` or
-        ``write`` a row of ``source_id`` with ``visibility``?
+        ``write`` a row of ``source_id`` with ``visibility``, or act ``local``-ly?
 
         Read: the read scope, a readable source (None = every source), and a world
         row unless the caller is trusted. Write: the write scope, a write source
         (none = no writes at all), the row's source is the write source (callers
         with every source readable, i.e. local and staff, may write any source), and
         the row is readable (an update never touches what a read would not show).
+        ``source_id=EVERY_SOURCE`` asks about an action on every source at once
+        (a key never may). Local: name a path on the server (a folder to import or
+        back up into) or run a local-only operation: only callers without a key
+        (CLI, MCP over stdio, staff), never an API key, whatever its scopes (issue 46).
         """
+        if action == "local":
+            return self.api_key_id is None
         if action == "read":
             return (
                 self.can("read")

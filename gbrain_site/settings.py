@@ -347,7 +347,7 @@ BRAIN_JOB_BACKOFF_JITTER = env_float("BRAIN_JOB_BACKOFF_JITTER", 0.2)
 # A queued job whose task was sent this long ago and is still unclaimed is sent again.
 BRAIN_JOB_REDISPATCH_SECONDS = env_int("BRAIN_JOB_REDISPATCH_SECONDS", 900)
 # Extra job kinds {kind: "dotted.path.to.handler"} (tests register test-only kinds).
-BRAIN_JOB_HANDLERS: dict[str, str] = {}
+BRAIN_JOB_HANDLERS: dict[str, Any] = {}
 # Dream (SPEC §10): LLM spend cap per run (USD); 0 skips the LLM phases.
 BRAIN_DREAM_BUDGET_USD = env_float("BRAIN_DREAM_BUDGET_USD", 0.5)
 # Rows each dream phase handles per run; the rest waits for the next night.

@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
+from django.contrib.staticfiles import finders
 from django.db import connection, transaction
 from django.db.migrations.recorder import MigrationRecorder
 from django.utils import timezone
@@ -133,6 +135,37 @@ def table_fingerprints() -> dict[str, dict[str, Any]]:
     return out
 
 
+def served_folders() -> list[Path]:
+    """Folders whose files the web server hands out without a key: ``STATIC_ROOT``,
+    ``MEDIA_ROOT`` and every staticfiles finder's folder (each app's ``static/``,
+    ``STATICFILES_DIRS``; ``gbrain_site.asgi`` serves them), resolved."""
+    found = [
+        getattr(settings, "STATIC_ROOT", None),
+        getattr(settings, "MEDIA_ROOT", None),
+    ]
+    for finder in finders.get_finders():
+        found += [root for _prefix, root in getattr(finder, "locations", [])]
+        found += [
+            storage.location for storage in getattr(finder, "storages", {}).values()
+        ]
+    return [Path(folder).resolve() for folder in found if folder]
+
+
+def refuse_served_folder(path: Path) -> None:
+    """Raise ``BackupError`` when ``path`` (a file to write) lies under a served
+    folder: an archive there (every source's pages, key hashes, credentials) would
+    be downloadable by anyone (issue 46)."""
+    target = Path(path).resolve()
+    for folder in served_folders():
+        if target.is_relative_to(folder):
+            raise BackupError(
+                f"{target} is inside {folder}, which the web server serves to anyone.",
+                suggestion="Write backups to BRAIN_BACKUP_DIR (default var/backups) or "
+                "another folder the web server does not serve.",
+                detail={"path": str(target), "served_folder": str(folder)},
+            )
+
+
 def backup_create(*, path: Path, progress: Any = None) -> dict[str, Any]:
     """Write a backup archive at ``path`` (a ``.tar.gz``; parent folders created).
 
@@ -144,9 +177,11 @@ def backup_create(*, path: Path, progress: Any = None) -> dict[str, Any]:
     meanwhile (the worker's heartbeat, an embed job) are in neither, so a backup
     taken while the brain is in use restores verified. Raises ``BackupError`` when
     ``pg_dump`` fails (its message included) or when called inside a transaction
-    (the snapshot must be the transaction's first read).
+    (the snapshot must be the transaction's first read), and when ``path`` lies
+    under a folder the web server serves (``refuse_served_folder``).
     """
     path = Path(path)
+    refuse_served_folder(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if connection.in_atomic_block:
         raise BackupError(

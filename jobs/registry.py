@@ -5,7 +5,8 @@ A handler is ``callable(job, ctx) -> JSON-safe result`` where ``job`` is the cla
 cancel check). Handlers are named by dotted path and imported when a job runs, so a
 kind whose service is absent fails that job clearly instead of breaking start-up.
 
-``settings.BRAIN_JOB_HANDLERS`` (``{kind: "dotted.path"}``) adds or replaces kinds;
+``settings.BRAIN_JOB_HANDLERS`` (``{kind: "dotted.path"}``, or ``{kind: {"handler":
+…, "reach": …}}`` with ``KindSpec``'s fields) adds or replaces kinds;
 tests use it to register test-only kinds in the test process and in worker
 subprocesses alike.
 """
@@ -25,35 +26,77 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
 
+#: What a kind's params say about the sources it writes (``KindSpec.reach``).
+ONE_SOURCE = "source"  # params.source_id, required: that one source
+SOURCE_LIST = "sources"  # params.source_ids, optional: those sources, absent = all
+EVERY = "every"  # every source at once (dream, purges)
+NO_SOURCE = "none"  # no source's rows (backup writes an archive, test kinds)
+
+
 @dataclass(frozen=True)
 class KindSpec:
-    """A job kind: handler path, django-q2 timeout (seconds), default attempts."""
+    """A job kind: handler path, django-q2 timeout (seconds), default attempts, and
+    what it may touch (SPEC §8, issue 46): ``reach`` (which sources it writes, one
+    of the constants above; a kind registered without one counts as ``EVERY``),
+    ``local_only`` (reads a server path: only the CLI and staff may start it) and
+    ``local_params`` (params naming a path or pruning files: refused from a key)."""
 
     handler: str
     timeout: int = 600
     max_attempts: int = 3
+    reach: str = EVERY
+    local_only: bool = False
+    local_params: tuple[str, ...] = ()
 
 
 BUILTIN_KINDS: dict[str, KindSpec] = {
-    "sync_source": KindSpec("jobs.handlers.sync_source", timeout=1800),
-    "extract_loops": KindSpec("jobs.handlers.extract_loops", timeout=900),
-    "extract_commitments": KindSpec(
-        "jobs.handlers.extract_commitments", timeout=600, max_attempts=3
+    "sync_source": KindSpec(
+        "jobs.handlers.sync_source", timeout=1800, reach=ONE_SOURCE
     ),
-    "loops_sweep": KindSpec("jobs.handlers.loops_sweep", timeout=900),
-    "embed_pending": KindSpec("jobs.handlers.embed_pending", timeout=1800),
+    "extract_loops": KindSpec(
+        "jobs.handlers.extract_loops", timeout=900, reach=ONE_SOURCE
+    ),
+    "extract_commitments": KindSpec(
+        "jobs.handlers.extract_commitments",
+        timeout=600,
+        max_attempts=3,
+        reach=ONE_SOURCE,
+    ),
+    "loops_sweep": KindSpec(
+        "jobs.handlers.loops_sweep", timeout=900, reach=SOURCE_LIST
+    ),
+    "embed_pending": KindSpec(
+        "jobs.handlers.embed_pending", timeout=1800, reach=SOURCE_LIST
+    ),
     "session_cursor_purge": KindSpec("jobs.handlers.session_cursor_purge", timeout=600),
     "dream": KindSpec("jobs.handlers.dream", timeout=3000, max_attempts=2),
-    "backup": KindSpec("jobs.handlers.backup", timeout=3000, max_attempts=2),
-    "import_mail": KindSpec("jobs.handlers.import_mail", timeout=3000),
-    "import_markdown": KindSpec("jobs.handlers.import_markdown", timeout=1800),
+    "backup": KindSpec(
+        "jobs.handlers.backup",
+        timeout=3000,
+        max_attempts=2,
+        reach=NO_SOURCE,
+        local_params=("directory", "keep"),
+    ),
+    "import_mail": KindSpec(
+        "jobs.handlers.import_mail", timeout=3000, reach=ONE_SOURCE, local_only=True
+    ),
+    "import_markdown": KindSpec(
+        "jobs.handlers.import_markdown",
+        timeout=1800,
+        reach=ONE_SOURCE,
+        local_only=True,
+    ),
 }
 
 
 def job_kinds() -> dict[str, KindSpec]:
-    """Every registered kind: the built-ins plus ``settings.BRAIN_JOB_HANDLERS``."""
+    """Every registered kind: the built-ins plus ``settings.BRAIN_JOB_HANDLERS`` (a
+    kind given as a bare path touches every source: only the CLI and staff start it
+    from the API)."""
     kinds = dict(BUILTIN_KINDS)
     for kind, spec in getattr(settings, "BRAIN_JOB_HANDLERS", {}).items():
+        if isinstance(spec, dict):
+            spec = KindSpec(**spec)
         kinds[kind] = spec if isinstance(spec, KindSpec) else KindSpec(str(spec))
     return kinds
 

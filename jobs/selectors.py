@@ -8,15 +8,23 @@ from typing import TYPE_CHECKING
 from django.utils import timezone
 
 from brain.exceptions import NotFound
+from jobs.access import job_visible
 from jobs.models import Job, WorkerHeartbeat
 
 if TYPE_CHECKING:
     from django.db.models import QuerySet
 
+    from brain.access import Caller
 
-def job_list(*, kind: str | None = None, status: str | None = None) -> QuerySet[Job]:
-    """Jobs newest first, optionally filtered by kind and status."""
+
+def job_list(
+    *, kind: str | None = None, status: str | None = None, caller: Caller | None = None
+) -> QuerySet[Job]:
+    """Jobs newest first, optionally filtered by kind and status; only those
+    ``caller`` may see when given (``jobs.access.job_visible``, SPEC §8)."""
     qs = Job.objects.all()
+    if caller is not None:
+        qs = qs.filter(job_visible(caller))
     if kind:
         qs = qs.filter(kind=kind)
     if status:
@@ -24,9 +32,13 @@ def job_list(*, kind: str | None = None, status: str | None = None) -> QuerySet[
     return qs.order_by("-created_at", "-id")
 
 
-def job_get(*, job_id: int) -> Job:
-    """One job; raises ``NotFound``."""
-    job = Job.objects.filter(pk=job_id).first()
+def job_get(*, job_id: int, caller: Caller | None = None) -> Job:
+    """One job; raises ``NotFound`` when it is missing or, with ``caller``, one the
+    caller may not see (the same answer: nothing revealed, SPEC §8)."""
+    jobs = Job.objects.filter(pk=job_id)
+    if caller is not None:
+        jobs = jobs.filter(job_visible(caller))
+    job = jobs.first()
     if job is None:
         raise NotFound(
             f"Job {job_id} does not exist.",

@@ -24,7 +24,7 @@ import random
 import socket
 import uuid
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
 from django.conf import settings
@@ -32,11 +32,15 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from brain.exceptions import AlreadyExists, InvalidParams, NotFound
+from brain.exceptions import AlreadyExists, InvalidParams, NotFound, ScopeDenied
 from brain.services.pages import pages_embed_backlog
+from jobs.access import job_authorise, job_visible
 from jobs.exceptions import JobInterrupted
 from jobs.models import Job, WorkerHeartbeat
 from jobs.registry import kind_spec
+
+if TYPE_CHECKING:
+    from brain.access import Caller
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +77,7 @@ def job_enqueue(
     created_by: str = "system",
     coalesce: bool = False,
     dispatch: bool = True,
+    caller: Caller | None = None,
 ) -> tuple[Job, bool]:
     """Create a queued job and send it to django-q2 after commit (STYLE rule 15).
 
@@ -83,11 +88,18 @@ def job_enqueue(
     use it so a slow sync never stacks). ``dispatch=False`` leaves sending to the
     caller (the ``run_job`` command runs the job in the foreground instead).
 
+    ``caller`` is whoever asked (an API key, staff; None for the system's own
+    jobs): ``jobs.access.job_authorise`` checks it first and may fill in its write
+    source, and an idempotency key held by a job it may not see is refused
+    (SPEC §8, issue 46).
+
     Raises ``InvalidParams`` for an unknown kind, non-dict params or a bad
-    ``max_attempts``.
+    ``max_attempts``; ``ScopeDenied`` when ``caller`` may not have the job run.
     """
     spec = kind_spec(kind)
     params = dict(params or {})
+    if caller is not None:
+        params = job_authorise(caller=caller, kind=kind, params=params)
     if max_attempts is not None and max_attempts < 1:
         raise InvalidParams(
             "max_attempts must be at least 1.",
@@ -96,7 +108,7 @@ def job_enqueue(
         )
     key = (idempotency_key or "").strip() or None
     if key:
-        existing = _live_with_key(key)
+        existing = _live_with_key(key, caller)
         if existing is not None:
             return existing, False
     if coalesce:
@@ -128,7 +140,7 @@ def job_enqueue(
     except IntegrityError:
         # A concurrent submitter inserted the same key between the check and here;
         # the database constraint decided, so return its job.
-        existing = _live_with_key(key) if key else None
+        existing = _live_with_key(key, caller) if key else None
         if existing is None:
             raise
         return existing, False
@@ -180,12 +192,23 @@ def embed_pending_enqueue(
     )
 
 
-def _live_with_key(key: str) -> Job | None:
-    return (
+def _live_with_key(key: str, caller: Caller | None = None) -> Job | None:
+    """The live job holding idempotency ``key``; ``ScopeDenied`` when it is one
+    ``caller`` may not see (it is neither returned nor described)."""
+    job = (
         Job.objects.filter(idempotency_key=key)
         .exclude(status__in=[Job.Status.CANCELLED, Job.Status.DEAD])
         .first()
     )
+    if job is not None and caller is not None:
+        if not Job.objects.filter(job_visible(caller), pk=job.pk).exists():
+            raise ScopeDenied(
+                "This idempotency key is taken by a job this key may not see.",
+                suggestion="Choose another idempotency_key (e.g. prefix it with "
+                "the key's name).",
+                detail={"idempotency_key": key},
+            )
+    return job
 
 
 def commitments_extraction_enqueue(*, source_id: str, thread_id: str) -> Job:
@@ -449,8 +472,15 @@ def job_fail(
 # --- people and the reaper ---
 
 
-def _get(job_id: int) -> Job:
-    job = Job.objects.select_for_update().filter(pk=job_id).first()
+def _get(job_id: int, caller: Caller | None = None) -> Job:
+    """The job locked for update; ``NotFound`` when it is missing or ``caller`` may
+    not see it, ``ScopeDenied`` when it may see but not have run it (SPEC §8)."""
+    jobs = Job.objects.select_for_update().filter(pk=job_id)
+    if caller is not None:
+        jobs = jobs.filter(job_visible(caller))
+    job = jobs.first()
+    if job is not None and caller is not None:
+        job_authorise(caller=caller, kind=job.kind, params=job.params or {})
     if job is None:
         raise NotFound(
             f"Job {job_id} does not exist.",
@@ -460,15 +490,16 @@ def _get(job_id: int) -> Job:
     return job
 
 
-def job_cancel(*, job_id: int, actor: str) -> Job:
+def job_cancel(*, job_id: int, actor: str, caller: Caller | None = None) -> Job:
     """Cancel a queued, running or failed job (a running attempt stops at its next
     heartbeat, checkpoint or progress call). Cancelling releases its idempotency key.
 
-    Raises ``NotFound``, or ``InvalidParams`` for a job that already succeeded, is
-    dead or is cancelled.
+    Raises ``NotFound`` (also for a job ``caller`` may not see), ``ScopeDenied``
+    (one it may see but not have run, ``jobs.access``), or ``InvalidParams`` for a
+    job that already succeeded, is dead or is cancelled.
     """
     with transaction.atomic():
-        job = _get(job_id)
+        job = _get(job_id, caller)
         if job.status in {
             Job.Status.SUCCEEDED,
             Job.Status.PARTIAL,
@@ -497,17 +528,18 @@ def job_cancel(*, job_id: int, actor: str) -> Job:
     return job
 
 
-def job_retry(*, job_id: int, actor: str) -> Job:
+def job_retry(*, job_id: int, actor: str, caller: Caller | None = None) -> Job:
     """Queue a failed, partial, dead or cancelled job again, now, from its checkpoint.
 
     An exhausted job gets one more attempt (``max_attempts`` = attempts + 1), so the
-    attempt count stays an honest record. Raises ``NotFound``, ``InvalidParams`` for a
+    attempt count stays an honest record. Raises ``NotFound`` and ``ScopeDenied`` as
+    ``job_cancel`` does for ``caller``, ``InvalidParams`` for a
     job that is queued, running or succeeded, or ``AlreadyExists`` when a newer live
     job holds the same idempotency key.
     """
     try:
         with transaction.atomic():
-            job = _get(job_id)
+            job = _get(job_id, caller)
             if job.status not in {
                 Job.Status.FAILED,
                 Job.Status.PARTIAL,

@@ -4,7 +4,9 @@ The operations come from ``/api/openapi.json`` and the MCP tool list, so a new
 endpoint or tool is tried automatically. Request bodies and arguments are built from
 each operation's JSON Schema; fields that name something (a slug, an id, a source)
 are varied over targets in two sources (world and private pages, world and private
-facts, loops) plus a name that does not exist.
+facts, loops, jobs) plus a name that does not exist; a job request's ``kind`` is
+varied over every registered kind and its ``params`` over each source, no source and
+a server path.
 
 Each case runs inside a savepoint that is rolled back, so every case starts from the
 same seeded rows. A case is a *violation* when:
@@ -13,7 +15,10 @@ same seeded rows. A case is a *violation* when:
   a source outside its grant, or a private one for an untrusted key, or a loop quote
   for an untrusted key);
 - ``write``: a row changed in a source the key may not write (or an existing private
-  row changed by an untrusted key);
+  row changed by an untrusted key); a ``Job`` row created or changed counts as a
+  write to the sources its params name (every source when it names none, unless
+  its kind touches none), and one naming a server path (``path``, ``directory``,
+  ``keep``, or an import kind) as a write no key may make (issue 46);
 - ``reveal``: a request naming an existing target the key cannot read got anything
   but ``not_found`` / ``scope_denied`` / ``invalid_params`` (a 200 or a 409 says the
   target is there);
@@ -41,6 +46,8 @@ from brain.access import Caller, local_caller
 from brain.models import Source
 from brain.services.facts import fact_remember
 from interfaces.callers import caller_for_key
+from jobs.models import Job
+from jobs.registry import job_kinds
 from loops.models import Detector, LoopType, OpenLoop
 from tests.brain.conftest import add_page
 
@@ -52,6 +59,30 @@ LOOP_ID_BASE = 700_000  # loop ids never collide with fact ids
 BOOKKEEPING = {"SessionCursor", "AuditEvent", "LlmUsage", "ApiKey", "SyncRun"}
 # Columns reads may touch (retrieval recency), not data.
 NOISY_COLUMNS = {"last_retrieved_at", "last_used_at"}
+# Jobs (issue 46), as the matrix reads them (independently of jobs.registry): the
+# param naming the source(s) each kind writes, kinds that read a server folder, kinds
+# that touch no source's rows and the params of those that name a path or prune.
+JOB_SOURCE_PARAM = {
+    "sync_source": "source_id",
+    "extract_loops": "source_id",
+    "extract_commitments": "source_id",
+    "import_mail": "source_id",
+    "import_markdown": "source_id",
+    "loops_sweep": "source_ids",
+    "embed_pending": "source_ids",
+}
+JOB_PATH_KINDS = {"import_mail", "import_markdown"}
+JOB_NO_SOURCE_KINDS = {"backup": ("directory", "keep")}
+SERVER_PATH = "<a server path>"
+EVERY = "<every source>"
+NONE = "<no source>"
+JOB_PARAMS = (
+    {},
+    *({"source_id": s} for s in SOURCES),
+    *({"source_ids": [s]} for s in SOURCES),
+    {"source_ids": list(SOURCES)},
+    {"path": "/tmp/brain-probe", "directory": "/tmp/brain-probe", "keep": 1},  # noqa: S108
+)
 
 
 @dataclass(frozen=True)
@@ -136,6 +167,7 @@ class Seed:
     markers: dict[tuple[str, str], list[str]] = field(default_factory=dict)
     slugs: list[Target] = field(default_factory=list)
     ids: list[Target] = field(default_factory=list)
+    job_ids: list[Target] = field(default_factory=list)
 
 
 @dataclass
@@ -196,10 +228,18 @@ def seed_two_sources() -> Seed:
             thread_id=f"thread-{sid}",
             evidence=[{"quote": f"Please answer MK-{tag}-PRIVATE-QUOTE"}],
         )
+        job = Job.objects.create(
+            kind="sync_source",
+            params={"source_id": sid},
+            status=Job.Status.FAILED,
+            error=f"sync of {sid} failed MK-{tag}-WORLD-JOB",
+        )
+        seed.job_ids.append(Target(str(job.pk), sid, "world"))
         seed.markers[(sid, "world")] = [
             f"MK-{tag}-WORLD-PAGE",
             f"MK-{tag}-WORLD-FACT",
             f"MK-{tag}-WORLD-LOOP",
+            f"MK-{tag}-WORLD-JOB",
         ]
         seed.markers[(sid, "private")] = [
             f"MK-{tag}-PRIVATE-PAGE",
@@ -217,6 +257,7 @@ def seed_two_sources() -> Seed:
         ]
     seed.slugs.append(Target(GHOST_SLUG, None))
     seed.ids.append(Target(GHOST_ID, None))
+    seed.job_ids.append(Target(GHOST_ID, None))
     return seed
 
 
@@ -265,9 +306,34 @@ def _source_models() -> list[tuple[str, str, bool, list[str]]]:
     return found
 
 
+def job_reach(kind: str, params: dict[str, Any]) -> str:
+    """The source a job writes, as the matrix reads it: the source its kind's source
+    param names (a list of several, or none, is ``EVERY``); ``SERVER_PATH`` for a
+    kind that reads a server folder or a path param given; ``NONE`` for a kind that
+    touches no source; ``EVERY`` for any other kind."""
+    params = params or {}
+    if kind in JOB_PATH_KINDS or any(
+        params.get(p) is not None for p in JOB_NO_SOURCE_KINDS.get(kind, ())
+    ):
+        return SERVER_PATH
+    if kind in JOB_NO_SOURCE_KINDS:
+        return NONE
+    value = params.get(JOB_SOURCE_PARAM.get(kind, ""))
+    if isinstance(value, list) and len(value) == 1:
+        value = value[0]
+    return value if isinstance(value, str) and value else EVERY
+
+
 def fingerprint() -> dict[tuple[str, Any], tuple[str, str, str]]:
-    """Every source-owned row: (table, pk) → (source id, visibility, row hash)."""
+    """Every source-owned row: (table, pk) → (source id, visibility, row hash); jobs
+    with the source they write (``job_reach``)."""
     rows = {}
+    for job in Job.objects.order_by("id"):
+        digest = json.dumps(
+            [job.kind, job.params, job.status, job.max_attempts, job.finished_at],
+            default=str,
+        )
+        rows[("jobs_job", job.pk)] = (job_reach(job.kind, job.params), "world", digest)
     with connection.cursor() as cursor:
         for table, source_column, has_visibility, columns in _source_models():
             visibility = "t.visibility" if has_visibility else "'world'"
@@ -293,6 +359,8 @@ def write_violations(
         if old == new:
             continue
         source_id = (old or new)[0]  # type: ignore[index]
+        if source_id == NONE and "admin" in shape.scopes:
+            continue
         if not shape.may_write(source_id):
             found.append(f"write in {source_id}")
         elif old is not None and old[1] == "private" and not shape.trusted:
@@ -388,7 +456,12 @@ def variants(
     axes: list[list[tuple[str, Any, Target | None]]] = []
     for name, raw in fields.items():
         schema = _resolve(raw, defs)
-        if name in ("slug", "path"):
+        if name == "kind" and "params" in fields:  # a job request (issue 46)
+            axes.append([(name, k, None) for k in sorted(job_kinds())])
+            axes.append([("params", dict(p), None) for p in JOB_PARAMS])
+        elif name == "job_id":
+            axes.append([(name, t.value, t) for t in seed.job_ids])
+        elif name in ("slug", "path"):
             axes.append([(name, t.value, t) for t in seed.slugs])
         elif name in ("id", "loop_id", "fact_id"):
             axes.append([(name, t.value, t) for t in seed.ids])

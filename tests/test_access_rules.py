@@ -631,3 +631,36 @@ def test_apikey_command_creates_lists_and_revokes_with_the_admin_rules(
     call_command("apikey", "revoke", key.prefix, stdout=revoked)
     assert "Revoked" in revoked.getvalue()
     assert apikey_authenticate(plaintext=plaintext) is None
+
+
+def test_a_dead_key_gets_one_status_on_every_route(source_a, make_key) -> None:  # type: ignore[no-untyped-def]
+    """Issue 46: a revoked key got 403 on ``/api/health?detail=1`` and 401
+    elsewhere. Revoked, expired or unknown: 401 ``scope_denied`` on every operation
+    of the OpenAPI document (health's detail included), the same envelope."""
+    from accounts.services import apikey_revoke
+
+    revoked = make_key(source_a, scopes=("read", "write", "admin"))
+    apikey_revoke(api_key=revoked.api_key, actor="t")
+    expired = make_key(source_a, scopes=("read", "write", "admin"))
+    ApiKey.objects.filter(pk=expired.api_key.pk).update(
+        expires_at=datetime.now(UTC) - timedelta(minutes=1)
+    )
+    schema = Client().get("/api/openapi.json").json()
+    answers = set()
+    for token in (revoked.plaintext, expired.plaintext, "gbr_nope_nope"):
+        client = Client(headers={"Authorization": f"Bearer {token}"})
+        for path, operations in schema["paths"].items():
+            url = path.replace("{", "").replace("}", "")  # any value: never read
+            for method in operations:
+                query = "?detail=1" if path == "/api/health" else ""
+                response = (
+                    getattr(client, method)(
+                        url + query, data="{}", content_type="application/json"
+                    )
+                    if method != "get"
+                    else client.get(url + query)
+                )
+                body = response.json()
+                assert set(body) == ENVELOPE, (method, path, body)
+                answers.add((response.status_code, body["error"], body["message"]))
+    assert answers == {(401, "scope_denied", "Missing or invalid API key.")}

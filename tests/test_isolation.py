@@ -243,6 +243,118 @@ def test_a_key_without_scopes_cannot_call_the_verbs(
     assert status == 401 and body["error"] == "scope_denied"
 
 
+# --- jobs: a key's job runs only on its write source (issue 46) ---------------------------
+
+
+@pytest.fixture
+def admin_a(source_a, source_b, make_key, api_client):  # type: ignore[no-untyped-def]
+    """An admin-scoped key limited to source A (it reads A and B)."""
+    key = make_key(
+        source_a, scopes=("admin",), readable=(source_b,), name="admin A"
+    ).plaintext
+    client = api_client(key)
+
+    def post(kind: str, **params: Any) -> tuple[int, dict[str, Any]]:
+        answer = client.post(
+            "/api/jobs",
+            {"kind": kind, "params": params},
+            content_type="application/json",
+        )
+        return answer.status_code, answer.json()
+
+    return client, post
+
+
+def _refused(status: int, body: dict[str, Any]) -> bool:
+    return (
+        status == 403
+        and body["error"] == "scope_denied"
+        and bool(body["suggestion"])
+        and body["protocol_version"] == 1
+    )
+
+
+def test_an_admin_key_queues_no_job_on_another_source(admin_a) -> None:  # type: ignore[no-untyped-def]
+    from jobs.models import Job
+
+    _, post = admin_a
+    for kind, params in (
+        ("sync_source", {"source_id": "team-b"}),
+        ("import_markdown", {"source_id": "team-b", "path": "/tmp"}),  # noqa: S108
+        ("import_mail", {"source_id": "team-b", "path": "/tmp"}),  # noqa: S108
+        ("extract_loops", {"source_id": "team-b", "thread_ids": ["t"]}),
+        ("extract_commitments", {"source_id": "team-b", "thread_id": "t"}),
+        ("loops_sweep", {"source_ids": ["team-a", "team-b"]}),
+        ("embed_pending", {"source_ids": "team-b"}),
+        ("dream", {}),
+        ("session_cursor_purge", {}),
+    ):
+        status, body = post(kind, **params)
+        assert _refused(status, body), (kind, status, body)
+    assert Job.objects.count() == 0
+
+
+def test_an_admin_key_queues_jobs_on_its_own_source_only(admin_a) -> None:  # type: ignore[no-untyped-def]
+    _, post = admin_a
+    status, body = post("sync_source", source_id="team-a")
+    assert status == 201 and body["job"]["params"] == {"source_id": "team-a"}
+    status, body = post("sync_source")  # no source: the key's write source
+    assert status == 201 and body["job"]["params"] == {"source_id": "team-a"}
+    status, body = post("loops_sweep")  # "every source" narrows to the key's own
+    assert status == 201 and body["job"]["params"] == {"source_ids": ["team-a"]}
+    # Imports read a server folder: the CLI and staff start them, never a key.
+    status, body = post("import_markdown", source_id="team-a", path="/tmp")  # noqa: S108
+    assert _refused(status, body) and "import_markdown" in body["suggestion"]
+
+
+def test_a_key_backup_takes_no_folder_and_no_retention(admin_a) -> None:  # type: ignore[no-untyped-def]
+    from jobs.models import Job
+
+    _, post = admin_a
+    for params in ({"directory": "/tmp/x"}, {"keep": 1}):  # noqa: S108
+        status, body = post("backup", **params)
+        assert _refused(status, body), params
+    assert Job.objects.count() == 0
+    status, body = post("backup")
+    assert status == 201 and body["job"]["params"] == {}
+
+
+def test_a_key_sees_and_manages_only_its_sources_jobs(admin_a) -> None:  # type: ignore[no-untyped-def]
+    from jobs.models import Job
+
+    client, _ = admin_a
+    own, other = (
+        Job.objects.create(
+            kind="sync_source",
+            params={"source_id": sid},
+            status=Job.Status.FAILED,
+            error=f"{sid} failed",
+        )
+        for sid in ("team-a", "team-b")
+    )
+    listed = client.get("/api/jobs").json()
+    assert [j["id"] for j in listed["items"]] == [own.pk]
+    for method, url in (
+        ("get", f"/api/jobs/{other.pk}"),
+        ("post", f"/api/jobs/{other.pk}/cancel"),
+        ("post", f"/api/jobs/{other.pk}/retry"),
+    ):
+        answer = getattr(client, method)(url)
+        assert answer.status_code == 404, url
+        assert answer.json()["message"] == f"Job {other.pk} does not exist."
+    other.refresh_from_db()
+    assert other.status == Job.Status.FAILED
+    assert client.post(f"/api/jobs/{own.pk}/retry").json()["status"] == "queued"
+    # An idempotency key held by another source's job neither returns nor names it.
+    Job.objects.filter(pk=other.pk).update(idempotency_key="nightly-b")
+    answer = client.post(
+        "/api/jobs",
+        {"kind": "sync_source", "idempotency_key": "nightly-b"},
+        content_type="application/json",
+    )
+    assert answer.status_code == 403 and "team-b" not in answer.content.decode()
+
+
 # --- the generated matrix: every key shape × every operation and tool -------------------
 
 

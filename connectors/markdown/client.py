@@ -19,7 +19,9 @@ No database access here. A page file is::
 The path relative to the folder, without ``.md``, is the slug.
 
 Input rules (SPEC §6 "Every importer", §6.3): a UTF-8 byte-order mark is stripped;
-YAML dates are read as text and checked by the importer, so an impossible value
+frontmatter values keep their text (``_AsWrittenLoader``: ``No`` stays "No",
+``01234`` stays "01234", ``1.10`` stays "1.10"), so an export writes back what was
+read; YAML dates are read as text and checked by the importer, so an impossible value
 such as ``effective_date: 2026-02-30`` is a ``MarkdownFileError`` naming the line,
 as is a NUL byte; never an exception that stops the import. Page-less facts are
 exported to ``FACTS_FILE`` (hidden, so page readers skip it) and read back.
@@ -73,23 +75,50 @@ BOM = "\ufeff"
 DATE_KEYS = ("effective_date",)
 
 
-class _TextDatesLoader(yaml.SafeLoader):
-    """SafeLoader that leaves timestamps as text: an impossible date
-    (``2026-02-30``) is then a value the importer rejects with its line, instead
-    of a ``ValueError`` thrown from inside the YAML constructor."""
+class _AsWrittenLoader(yaml.SafeLoader):
+    """SafeLoader whose plain scalars keep their text unless the YAML 1.2 core
+    schema names them, and a number only when it reads back as written (issue 46):
+    ``No``, ``on``, ``y`` stay text (YAML 1.1 made them booleans: ``title: No``
+    became a page titled "False"), ``01234`` and ``0x1F`` stay text (not 668 or 31),
+    ``1.10`` stays text (not 1.1), ``1:20`` stays text (not 80). Timestamps are text
+    too: an impossible date (``2026-02-30``) is then a value the importer rejects
+    with its line, instead of a ``ValueError`` thrown from inside the YAML
+    constructor. ``true``/``false`` (any of the core schema's cases), ``null``/``~``/
+    empty, integers without a leading zero and floats whose text is their own
+    ``repr`` (``0.5``, ``-2.25``) keep their types; merge keys (``<<``) still merge.
+    """
 
 
-_TextDatesLoader.yaml_implicit_resolvers = {
-    first: [
-        (tag, regexp) for tag, regexp in resolvers if not tag.endswith(":timestamp")
-    ]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
+_AsWrittenLoader.yaml_implicit_resolvers = {}
+for _tag, _pattern, _first in (
+    ("bool", r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF"),
+    ("null", r"^(?:~|null|Null|NULL|)$", ["~", "n", "N", ""]),
+    ("int", r"^-?(?:0|[1-9][0-9]*)$", "-0123456789"),
+    ("float", r"^-?(?:0|[1-9][0-9]*)\.[0-9]+$", "-0123456789"),
+    ("merge", r"^(?:<<)$", ["<"]),
+):
+    _AsWrittenLoader.add_implicit_resolver(
+        f"tag:yaml.org,2002:{_tag}", re.compile(_pattern), list(_first)
+    )
+
+
+def _float_as_written(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> float | str:
+    """A float whose text is its own ``repr`` (``1.5``); otherwise the text
+    (``1.10``, ``2.50``), so the export writes back what was read."""
+    text = str(loader.construct_scalar(node))
+    try:
+        value = float(text)
+    except ValueError:
+        return text
+    return value if repr(value) == text else text
+
+
+_AsWrittenLoader.add_constructor("tag:yaml.org,2002:float", _float_as_written)
 
 
 class _Handler(frontmatter.YAMLHandler):
     def load(self, fm: str, **kwargs: Any) -> Any:
-        return yaml.load(fm, Loader=_TextDatesLoader)  # noqa: S506 - a SafeLoader
+        return yaml.load(fm, Loader=_AsWrittenLoader)  # noqa: S506 - a SafeLoader
 
 
 _FACTS_BLOCK = re.compile(

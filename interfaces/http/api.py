@@ -342,10 +342,15 @@ def health(request: HttpRequest, *, detail: bool = False) -> dict[str, Any]:
 
 def _optional_caller(request: HttpRequest) -> Caller | None:
     """The caller of a request on a route without required auth: a bearer key (rate
-    limited like every call), else a staff session, else None."""
+    limited like every call), else a staff session, else None. A bearer key that is
+    unknown, revoked or expired raises ``AuthenticationError``: the same 401 as
+    every other route (SPEC §8; issue 46: it answered 403 here)."""
     header = request.headers.get("Authorization", "")
     if header.lower().startswith("bearer "):
-        return caller_for_bearer(header[7:].strip(), client="health")
+        caller = caller_for_bearer(header[7:].strip(), client="health")
+        if caller is None:
+            raise AuthenticationError
+        return caller
     return caller_for_user(getattr(request, "user", None))
 
 

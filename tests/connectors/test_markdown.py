@@ -300,3 +300,57 @@ def test_markdown_wikilinks_become_relations_and_export_import_round_trips_them(
     assert "[[companies/zinc-works|Zinc]]" in (out / "people/ada-quill.md").read_text()
     markdown_import(source_id="copy", directory=out, embed=False)
     assert _link_set("copy") == expected
+
+
+AS_WRITTEN = """---
+title: No
+aliases: [Yes, Off]
+zip: 01234
+version: 1.10
+hex: 0x1F
+clock: 1:20
+ratio: 0.5
+count: 12
+draft: false
+---
+Values as written.
+"""
+
+
+def test_frontmatter_values_keep_their_text_and_export_writes_them_back(
+    tmp_path: Path,
+) -> None:
+    """Issue 46: YAML 1.1 read ``No`` as false, ``[Yes, Off]`` as booleans,
+    ``01234`` as 668, ``1.10`` as 1.1, ``1:20`` as 80, and the export wrote the
+    altered values back."""
+    source, exported = tmp_path / "in", tmp_path / "out"
+    source.mkdir()
+    (source / "zip-note.md").write_text(AS_WRITTEN)
+    written = {
+        "zip": "01234",
+        "version": "1.10",
+        "hex": "0x1F",
+        "clock": "1:20",
+        "ratio": 0.5,
+        "count": 12,
+        "draft": False,
+    }
+    parsed = parse_page(AS_WRITTEN, relpath="zip-note.md").frontmatter
+    assert parsed == {"title": "No", "aliases": ["Yes", "Off"], **written}
+    assert markdown_import(source_id="notes", directory=source).errors == []
+    page = Page.objects.get(source_id="notes", slug="zip-note")
+    assert page.title == "No"
+    assert {"yes", "off"} <= set(page.aliases.values_list("alias", flat=True))
+    assert {k: page.frontmatter[k] for k in written} == written
+    markdown_export(directory=exported)
+    text = (exported / "notes" / "zip-note.md").read_text()
+    again = parse_page(text, relpath="zip-note.md").frontmatter
+    assert again["title"] == "No" and again["aliases"] == ["Yes", "Off"]
+    assert {k: again[k] for k in written} == written
+    # Any YAML reader gets the same values back: text that YAML 1.1 would turn
+    # into something else is quoted.
+    import yaml
+
+    loaded = yaml.safe_load(text.split("---")[1])
+    assert loaded["title"] == "No" and loaded["zip"] == "01234"
+    assert loaded["version"] == "1.10" and loaded["clock"] == "1:20"

@@ -39,12 +39,19 @@ def test_enqueue_twice_with_one_idempotency_key_returns_the_first_job(
 
 
 def test_list_get_cancel_and_retry(admin_client) -> None:  # type: ignore[no-untyped-def]
-    job_enqueue(kind="test_items", params={"items": 1}, dispatch=False)
+    # A key sees the jobs on its write source (issue 46): these name it.
+    job_enqueue(
+        kind="test_items", params={"items": 1, "source_id": "default"}, dispatch=False
+    )
     admin_client.get("/api/whoami")  # the key's first use stamps last_used_at
     with CaptureQueriesContext(connection) as one_job:
         admin_client.get(reverse("api:list_jobs"), {"status": "queued"})
     for n in range(1, 3):
-        job_enqueue(kind="test_items", params={"items": n + 1}, dispatch=False)
+        job_enqueue(
+            kind="test_items",
+            params={"items": n + 1, "source_id": "default"},
+            dispatch=False,
+        )
     with CaptureQueriesContext(connection) as three_jobs:
         listed = admin_client.get(reverse("api:list_jobs"), {"status": "queued"})
     assert len(three_jobs) == len(one_job), "no query per listed job"
@@ -53,7 +60,7 @@ def test_list_get_cancel_and_retry(admin_client) -> None:  # type: ignore[no-unt
     job_id = listed.json()["items"][0]["id"]
 
     got = admin_client.get(f"/api/jobs/{job_id}")
-    assert got.json()["params"] == {"items": 3}
+    assert got.json()["params"] == {"items": 3, "source_id": "default"}
     cancelled = admin_client.post(f"/api/jobs/{job_id}/cancel")
     assert cancelled.json()["status"] == "cancelled"
     again = admin_client.post(f"/api/jobs/{job_id}/cancel")

@@ -17,7 +17,7 @@ import threading
 import uuid
 from io import StringIO
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 import pytest
@@ -316,3 +316,22 @@ def test_setup_schedules_installs_the_nightly_backup() -> None:
 
     spec = next(s for s in schedule_specs() if s.name == "backup")
     assert spec.cron == "0 3 * * *"
+
+
+def test_no_backup_lands_in_a_folder_the_web_server_serves(
+    settings: Any, tmp_path: Path
+) -> None:
+    """Issue 46: an archive (every source's pages, key hashes, credentials) written
+    under a static folder was downloadable with no key at ``/static/…``."""
+    import django.contrib.admin
+
+    settings.STATIC_ROOT = tmp_path / "static"
+    admin_static = Path(django.contrib.admin.__file__).parent / "static" / "admin"
+    for target in (
+        admin_static / "brain.tar.gz",
+        settings.STATIC_ROOT / "deep" / "brain.tar.gz",
+    ):
+        with pytest.raises(BackupError, match="serves to anyone"):
+            backup_create(path=target)
+        assert not target.exists()
+    assert not settings.STATIC_ROOT.exists()
