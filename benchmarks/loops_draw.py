@@ -3,7 +3,9 @@
 
 The draw, fixed before anyone labels (LOOPS_LABELLING.md "Scoring"):
 
-- every loop of the product's ``waiting`` top 10 (all loops of each group);
+- every loop of the product's ``waiting`` top 10 (all loops of each group), the
+  rules' candidates ranked by the shipped decision model's confidence (none is
+  closed: the population is every candidate);
 - a seeded random draw (``random.Random(seed)``) of ``--draw`` other open loops,
   topped up so each loop type holds at least ``--per-type`` where the mailbox has
   that many;
@@ -24,18 +26,21 @@ Run: ``.venv/bin/python benchmarks/loops_draw.py --corpus enron/sager-e
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import random
 import sys
 from collections import defaultdict
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gbrain_site.settings")
 os.environ.setdefault("LOOPS_EXTRACTION_ENABLED", "false")
+# The rules propose the population; the shipped model only ranks it (below).
+os.environ.setdefault("LOOPS_DECISIONS_ENABLED", "false")
 
 import django  # noqa: E402
 
@@ -44,9 +49,16 @@ django.setup()
 from benchmarks.loops_quality import import_corpus, norm_id, source_messages  # noqa: E402
 from brain.access import local_caller  # noqa: E402
 from brain.models import RawRecord, Source  # noqa: E402
+from loops.decisions import (  # noqa: E402
+    MODEL_FILE,
+    loop_probabilities,
+    shipped_model,
+    source_index,
+)
 from loops.definitions import collapse, is_mine, reply_text  # noqa: E402
 from loops.models import LoopStatus, OpenLoop  # noqa: E402
-from loops.selectors import reference_time  # noqa: E402
+from loops.selectors import open_candidates, reference_time  # noqa: E402
+from loops.services import loops_apply_decisions  # noqa: E402
 from loops.waiting import waiting_report  # noqa: E402
 
 TYPES = (
@@ -71,6 +83,24 @@ def top10_loops(sid: str) -> list[OpenLoop]:
         for lp in OpenLoop.objects.filter(source_id=sid, status=LoopStatus.OPEN)
         if lp.pk in shown or (lp.counterparty_email or "").lower() in emails
     ]
+
+
+def rank_candidates(source: Source, now: datetime) -> str:
+    """Give every open candidate the shipped model's probability as its
+    ``confidence`` (closing none), so ``waiting`` ranks as the product would.
+    Returns the model file's SHA-256 prefix ('' without a model)."""
+    model = shipped_model()
+    if model is None:
+        return ""
+    loops = open_candidates(source_id=source.id)
+    scored = loop_probabilities(loops, source_index(source=source, now=now), model)
+    loops_apply_decisions(
+        loops=loops,
+        probabilities={pk: p for pk, (p, _) in scored.items()},
+        threshold=0.0,
+        now=now,
+    )
+    return hashlib.sha256(MODEL_FILE.read_bytes()).hexdigest()[:12]
 
 
 def draw_loops(
@@ -129,6 +159,7 @@ def main() -> None:
     owner_set = {a.lower() for a in source.owner_addresses} | set(owners)
     now = reference_time(source=source)
     rng = random.Random(args.seed)
+    ranked = rank_candidates(source, now)
     top = top10_loops(sid)
     rest = [
         lp
@@ -166,6 +197,7 @@ def main() -> None:
         "known_owners": sorted(owner_set),
         "reference_time": now.isoformat(),
         "seed": args.seed,
+        "ranked_by": ranked,
         "population": {
             "open_loops": open_loops.count(),
             "by_type": {t: open_loops.filter(loop_type=t).count() for t in TYPES},

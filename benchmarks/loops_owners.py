@@ -204,6 +204,7 @@ def lomo(*, reuse: bool, only: str | None, verbose: bool) -> None:
     pooled: dict[str, Tally] = {t: Tally() for t in LOOP_TYPES}
     floor: dict[str, Tally] = {t: Tally() for t in LOOP_TYPES}
     tops: dict[str, list[str]] = {}
+    before: dict[str, tuple[int, int]] = {}
     for box in boxes:
         name = box.owner_set.name
         if only and name != only:
@@ -231,6 +232,7 @@ def lomo(*, reuse: bool, only: str | None, verbose: bool) -> None:
                     print(f"      FP   {line}")
                 for line in t.misses:
                     print(f"      MISS {line}")
+        before[name] = drawn_top10(box)
         source = Source.objects.get(id=box.source_id)
         loops_apply_decisions(
             loops=box.loops,
@@ -250,7 +252,27 @@ def lomo(*, reuse: bool, only: str | None, verbose: bool) -> None:
         for line in lines or ["  (no groups)"]:
             print(line)
         defensible = sum(1 for ln in lines if ln.split()[1] in ("yes", "yes?"))
-        print(f"  defensible (yes): {defensible} of {len(lines)}")
+        was, of = before.get(name, (0, 0))
+        print(
+            f"  defensible (yes): {defensible} of {len(lines)}; at the draw (the "
+            f"ranking then): {was} of {of}"
+        )
+
+
+def drawn_top10(box: MailboxRows) -> tuple[int, int]:
+    """``(defensible groups, groups)`` of the ``waiting`` top 10 the draw saw (its
+    ``top10`` threads): a group (counterparty) is defensible when one of its loops
+    there is real and none is wrong (LOOPS_LABELLING.md)."""
+    wanted = {
+        t["thread"] for t in box.owner_set.draw["threads"] if "top10" in t["strata"]
+    }
+    marks: dict[str, list[bool | None]] = {}
+    for loop in box.loops:
+        if box.thread_ids.get(loop.thread_id, set()) & wanted:
+            email = (loop.counterparty_email or "").lower()
+            marks.setdefault(email, []).append(box.verdicts.get(loop.pk))
+    good = sum(1 for m in marks.values() if True in m and False not in m)
+    return good, len(marks)
 
 
 def _add(total: Any, part: Any) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import re
+from bisect import bisect_right
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -96,6 +97,8 @@ FEATURES: tuple[str, ...] = (
     "noise_sender",
     "mailing_list",
     "owner_sent_share",
+    "to_owner_alone",
+    "owner_active_after",
     # text
     "questions",
     "request_cue",
@@ -109,8 +112,12 @@ FEATURES: tuple[str, ...] = (
     "words",
     "html_only",
     "ask_score",
+    "second_person",
+    "names_owner",
+    "ends_with_question",
     # time
     "days_since",
+    "days_since_ask",
     "recent_7d",
     "old_60d",
     "due_passed_days",
@@ -120,6 +127,8 @@ FEATURES: tuple[str, ...] = (
     "later_owner_to_them",
     "later_them_to_owner",
     "later_sibling",
+    "later_owner_topic",
+    "later_them_topic",
     "thread_messages",
     "thread_people",
 )
@@ -153,6 +162,10 @@ class MailboxIndex:
     threads_owner_wrote: set[str] = field(default_factory=set)
     subjects: dict[str, list[MailMessage]] = field(default_factory=dict)
     owner_sent_share: float = 0.0
+    owner_dates: list[datetime] = field(default_factory=list)
+    owner_names: frozenset[str] = frozenset()
+    _ordered: list[MailMessage] = field(default_factory=list, repr=False)
+    _dates: list[datetime] = field(default_factory=list, repr=False)
 
     @classmethod
     def load(cls, *, source: Source, now: datetime) -> MailboxIndex:
@@ -189,6 +202,12 @@ class MailboxIndex:
                 side.add(m.from_addr.lower())
         index.owner_side = frozenset(side)
         index.owner_domains = frozenset(_domain(a) for a in owners if _domain(a))
+        index.owner_names = frozenset(
+            part
+            for a in owners
+            for part in re.split(r"[._-]+", a.split("@", 1)[0].lower())
+            if len(part) > 2
+        )
         sent: dict[str, list[datetime]] = defaultdict(list)
         received: dict[str, list[datetime]] = defaultdict(list)
         started: dict[str, set[str]] = defaultdict(set)
@@ -205,6 +224,7 @@ class MailboxIndex:
                 total_recent += 1
                 mine_recent += ours
             if ours:
+                index.owner_dates.append(m.sent_at)
                 index.threads_owner_wrote.add(m.thread_id)
                 for a in {*m.to, *m.cc}:
                     sent[a.lower()].append(m.sent_at)
@@ -219,6 +239,13 @@ class MailboxIndex:
         index.threads_from, index.subjects = dict(started), dict(subjects)
         index.owner_sent_share = mine_recent / total_recent if total_recent else 0.0
         return index
+
+    def after(self, moment: datetime) -> list[MailMessage]:
+        """Every indexed message dated after ``moment``, oldest first."""
+        if not self._ordered:
+            self._ordered = sorted(self.by_id.values(), key=lambda x: x.sent_at)
+            self._dates = [x.sent_at for x in self._ordered]
+        return self._ordered[bisect_right(self._dates, moment) :]
 
     def ours(self, m: MailMessage) -> bool:
         """Whether ``m`` was written on the owner's side."""
@@ -263,7 +290,9 @@ def loop_features(
     out = {f"type_{t}": float(loop.loop_type == t) for t in LOOP_TYPES}
     out.update(_relationship(index, them, m, moment))
     out.update(_text_features(text, m, ask_score))
+    out.update(_addressing(text, index.owner_names))
     out.update(_time_features(index.now, loop, moment))
+    out["days_since_ask"] = _log(max(0.0, (index.now - moment).total_seconds() / 86400))
     out.update(_after_features(index, them, m, thread, moment))
     return out
 
@@ -300,6 +329,13 @@ def _relationship(
         "noise_sender": float(is_noise_sender(them)),
         "mailing_list": float(m is not None and (m.mailing_list or m.list_unsubscribe)),
         "owner_sent_share": index.owner_sent_share,
+        "to_owner_alone": float(
+            m is not None
+            and not m.cc
+            and bool(m.to)
+            and {a.lower() for a in m.to} <= index.owner_side
+        ),
+        "owner_active_after": _log(_count(index.owner_dates, after=moment)),
     }
 
 
@@ -324,6 +360,22 @@ def _text_features(
         "words": _log(len(plain.split())),
         "html_only": float(m is not None and m.html_only),
         "ask_score": 0.5 if ask_score is None else ask_score,
+    }
+
+
+_YOU = re.compile(r"\b(?:you|your|yours)\b", re.I)
+
+
+def _addressing(text: str, owner_names: frozenset[str]) -> dict[str, float]:
+    """Whether the words speak to the owner: second person, the owner's name in
+    the greeting (first 40 characters), a closing question."""
+    plain = URL_RE.sub(" ", text).strip()
+    opening = set(re.findall(r"[a-z]+", plain[:40].lower()))
+    last = re.split(r"(?<=[.!?])\s+", plain)[-1] if plain else ""
+    return {
+        "second_person": _log(len(_YOU.findall(plain))),
+        "names_owner": float(bool(opening & owner_names)),
+        "ends_with_question": float(last.rstrip().endswith("?")),
     }
 
 
@@ -364,7 +416,10 @@ def _after_features(
             else 0
         )
     people = {x.from_addr.lower() for x in thread if x.from_addr}
+    owner_topic, them_topic = _later_on_topic(index, them, m, thread, moment)
     return {
+        "later_owner_topic": _log(owner_topic),
+        "later_them_topic": _log(them_topic),
         "later_in_thread": _log(len(later)),
         "later_owner_to_them": _log(_count(to_them, after=moment)),
         "later_them_to_owner": _log(_count(from_them, after=moment)),
@@ -372,6 +427,52 @@ def _after_features(
         "thread_messages": _log(len(thread)),
         "thread_people": _log(len(people)),
     }
+
+
+_STOP = frozenset(
+    "re fw fwd the a an and or of to for in on at by with from is are be this that "
+    "your my our you we i it as re: update meeting call question questions request".split()
+)
+
+
+def topic_words(subject: str) -> frozenset[str]:
+    """The content words of a subject (lower-cased, three letters or more, reply
+    and forward prefixes and common words left out)."""
+    words = re.findall(r"[a-z0-9]{3,}", normalise_subject(subject).lower())
+    return frozenset(w for w in words if w not in _STOP)
+
+
+def _later_on_topic(
+    index: MailboxIndex,
+    them: str,
+    m: MailMessage | None,
+    thread: list[MailMessage],
+    moment: datetime,
+) -> tuple[int, int]:
+    """Messages after ``moment`` outside the thread on the loop's topic (subject
+    content words overlapping by half or more): ``(the owner's to anyone of the
+    thread, the counterparty's to the owner's side)``, what settles a matter
+    elsewhere (SPEC §5.1b "what followed")."""
+    if m is None:
+        return 0, 0
+    topic = topic_words(m.subject)
+    if not topic:
+        return 0, 0
+    people = {a.lower() for x in thread for a in (x.from_addr, *x.to, *x.cc) if a}
+    people -= index.owner_side
+    inside = {x.message_id for x in thread}
+    owner = them_count = 0
+    for x in index.after(moment):
+        if x.message_id in inside:
+            continue
+        words = topic_words(x.subject)
+        if not words or len(words & topic) * 2 < min(len(words), len(topic)):
+            continue
+        if index.ours(x) and people & {a.lower() for a in (*x.to, *x.cc)}:
+            owner += 1
+        elif (x.from_addr or "").lower() == them:
+            them_count += 1
+    return owner, them_count
 
 
 def ask_sentence(loop: OpenLoop) -> str:

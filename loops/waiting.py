@@ -79,6 +79,11 @@ NO_COUNTERPARTY = "no_counterparty"
 # A mailbox whose detection window (SPEC §5.2) holds fewer messages than this, while
 # most of its mail is older, gets a warning naming how little was examined.
 FEW_IN_WINDOW = 50
+# A window of at least this many messages whose received mail outnumbers the
+# owner's sent mail more than this ratio to one is missing its sent mail (SPEC
+# §5.1b): 1,781 received beside 2 sent, never an owner who answers by phone.
+SENT_SCARCE_MIN = 200
+SENT_SCARCE_RATIO = 50
 
 
 @dataclass
@@ -451,6 +456,13 @@ def waiting_report(
     if loop_types is not None:
         kept = set(loop_types)
         views = [v for v in views if v.loop_type in kept]
+    notes = _mailbox_notes(src_rows, source_now)
+    held = [
+        v
+        for v in views
+        if v.source_id in notes.held_inbound and v.loop_type == "unanswered_inbound"
+    ]
+    views = [v for v in views if v not in held]
     groups: dict[str, dict[str, Any]] = {}
     orphans: list[LoopView] = []
     automated = automated_senders(source_ids=[s.id for s in src_rows])
@@ -535,38 +547,9 @@ def waiting_report(
             f"{', '.join(fresh['stale_sources'])}."
         )
     warnings.extend(clock[1] for clock in clocks.values() if clock[1])
-    for source in src_rows:
-        if source.kind != Source.Kind.MAILBOX:
-            continue
-        older, total = messages_outside_window(
-            source_id=source.id, now=source_now[source.id]
-        )
-        inside = total - older
-        mine = mail_coverage(
-            source_id=source.id, owners=source.owner_addresses
-        ).mine_between(
-            source_now[source.id] - timedelta(days=MAILBOX_WINDOW_DAYS),
-            source_now[source.id],
-        )
-        if inside and not mine:
-            # A list archive, an inbox without its sent mail: what the owner
-            # asked or promised cannot be seen, so no "you are clean".
-            completeness = "partial"
-            warnings.append(
-                f"Source {source.id}: none of its {inside} messages in the "
-                f"{MAILBOX_WINDOW_DAYS} days before {source_now[source.id]:%Y-%m-%d} "
-                "is the owner's own: what the owner asked or promised cannot be "
-                "seen (check the owner addresses, or import the sent folder)."
-            )
-        if inside < FEW_IN_WINDOW and older > inside:
-            # Detection looked at a sliver of this mailbox: no "you are clean".
-            completeness = "partial"
-            warnings.append(
-                f"Source {source.id}: only {inside} of its {total} messages fall in "
-                f"the {MAILBOX_WINDOW_DAYS} days before its newest message "
-                f"({source_now[source.id]:%Y-%m-%d}), the window loops are detected "
-                "in; replay an earlier day with --as-of (API: as_of)."
-            )
+    warnings.extend(notes.warnings)
+    if notes.partial:
+        completeness = "partial"
     if not fresh["mail_sources"]:
         warnings.append("No mail sources in scope: connect Google or import a mailbox.")
     report: dict[str, Any] = {
@@ -596,11 +579,75 @@ def waiting_report(
         and bool(fresh["mail_sources"])
         and completeness == "complete",
         "redacted": not trusted,
+        "held_back": {"loop_count": len(held), "sources": sorted(notes.held_inbound)},
         "warnings": warnings,
     }
     if trusted:
         report["text"] = render_digest(report)
     return report
+
+
+@dataclass
+class MailboxNotes:
+    """What ``waiting`` must say about its mailbox sources: ``warnings``, whether
+    coverage is ``partial``, and the sources whose reply-owed verdicts are held
+    back (``held_inbound``: the window holds others' mail but hardly any of the
+    owner's, SPEC §5.1b)."""
+
+    warnings: list[str]
+    partial: bool = False
+    held_inbound: frozenset[str] = frozenset()
+
+
+def _mailbox_notes(
+    src_rows: Sequence[Source], source_now: dict[str, datetime]
+) -> MailboxNotes:
+    """The coverage of each mailbox source's 90-day window (SPEC §5.2, §5.1b):
+    none of it the owner's (nothing the owner asked or promised can be seen),
+    the owner's sent mail missing beside others' (whether the owner answered
+    cannot be seen: reply-owed loops are held back), or a sliver of the mailbox
+    in the window (replay an earlier day)."""
+    notes = MailboxNotes(warnings=[])
+    held: set[str] = set()
+    for source in src_rows:
+        if source.kind != Source.Kind.MAILBOX:
+            continue
+        now = source_now[source.id]
+        older, total = messages_outside_window(source_id=source.id, now=now)
+        inside = total - older
+        mine = mail_coverage(
+            source_id=source.id, owners=source.owner_addresses
+        ).mine_between(now - timedelta(days=MAILBOX_WINDOW_DAYS), now)
+        window = f"the {MAILBOX_WINDOW_DAYS} days before {now:%Y-%m-%d}"
+        if inside and not mine:
+            # A list archive, an inbox without its sent mail: what the owner
+            # asked or promised cannot be seen, so no "you are clean".
+            notes.partial = True
+            notes.warnings.append(
+                f"Source {source.id}: none of its {inside} messages in {window} is "
+                "the owner's own: what the owner asked or promised cannot be "
+                "seen (check the owner addresses, or import the sent folder)."
+            )
+        elif inside >= SENT_SCARCE_MIN and mine * SENT_SCARCE_RATIO < inside - mine:
+            notes.partial = True
+            held.add(source.id)
+            notes.warnings.append(
+                f"Source {source.id}: {inside - mine} received and only {mine} sent "
+                f"messages in {window}: whether the owner answered cannot be seen, "
+                "so its reply-owed loops are held back (import the sent folder, or "
+                "check the owner addresses)."
+            )
+        if inside < FEW_IN_WINDOW and older > inside:
+            # Detection looked at a sliver of this mailbox: no "you are clean".
+            notes.partial = True
+            notes.warnings.append(
+                f"Source {source.id}: only {inside} of its {total} messages fall in "
+                f"the {MAILBOX_WINDOW_DAYS} days before its newest message "
+                f"({now:%Y-%m-%d}), the window loops are detected in; replay an "
+                "earlier day with --as-of (API: as_of)."
+            )
+    notes.held_inbound = frozenset(held)
+    return notes
 
 
 def _person_groups(views: list[LoopView]) -> dict[str, list[LoopView]]:

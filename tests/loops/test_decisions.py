@@ -10,11 +10,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from brain.access import local_caller
 from loops.decisions import MODEL_FILE, fit_table, loops_decide, shipped_model
 from loops.models import CLOSED_BY_MODEL, LoopStatus, OpenLoop
 from loops.pipeline import process_threads
 from loops.selectors import newest_message_at, reference_time, settled_clock
-from loops.waiting import LoopView, group_score, loop_view
+from loops.waiting import LoopView, group_score, loop_view, waiting_report
 from tests.loops.shapes import ROBIN, msg
 
 if TYPE_CHECKING:
@@ -208,3 +209,54 @@ def test_ranking_by_recency_and_relationship_never_by_volume() -> None:
     one = [_view(9, 0.8)]
     assert group_score(one, None, NOW) > group_score(five, None, NOW)
     assert group_score(five, None, NOW) == group_score(five[:1], None, NOW)
+
+
+def test_missing_sent_mail_is_warned_and_reply_owed_verdicts_held_back(
+    robins_mailbox: Source, store: Callable[..., list[MailMessage]]
+) -> None:
+    """Class 7: a window of 240 received and 2 sent messages cannot show whether
+    Robin answered: waiting says so and lists no reply-owed loop (waiting-on-them
+    stays), instead of calling the inbox complete."""
+    received = [
+        _ask(
+            n,
+            f"p{n % 40}@example.org",
+            NOW - timedelta(hours=6 * n),
+            "Status?",
+            f"r{n}",
+        )
+        for n in range(240)
+    ]
+    sent = [
+        msg(
+            1000 + n,
+            frm=ROBIN,
+            to=(LEE,),
+            at=NOW - timedelta(days=n + 1),
+            body="Any news on the lease?",
+            thread=f"s{n}",
+        )
+        for n in range(2)
+    ]
+    store(robins_mailbox, [*received, *sent], page=False)
+    for n, loop_type in enumerate(("unanswered_inbound", "unanswered_outbound")):
+        OpenLoop.objects.create(
+            source=robins_mailbox,
+            dedup_key=f"k{n}",
+            loop_type=loop_type,
+            counterparty_email=LEE,
+            summary=f"loop {n}",
+            thread_id=f"x{n}",
+            detector="deterministic_thread",
+            opened_at=NOW,
+            last_activity_at=NOW,
+        )
+    report = waiting_report(
+        caller=local_caller(actor="test"), sources=[robins_mailbox.id]
+    )
+    assert report["held_back"] == {"loop_count": 1, "sources": [robins_mailbox.id]}
+    assert [lp["loop_type"] for g in report["groups"] for lp in g["loops"]] == [
+        "unanswered_outbound"
+    ]
+    assert report["completeness"] == "partial" and not report["clean"]
+    assert any("only 2 sent" in w for w in report["warnings"]), report["warnings"]
