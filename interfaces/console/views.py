@@ -59,6 +59,7 @@ from loops.services import (
     loop_snooze,
     sender_loops_close,
 )
+from loops.waiting import snooze_end
 
 if TYPE_CHECKING:
     from django.http import HttpRequest, HttpResponse
@@ -251,14 +252,18 @@ def loop_act(request: HttpRequest, loop_id: int) -> HttpResponse:
 
 
 def loop_rows(loops: list[OpenLoop]) -> list[dict[str, Any]]:
-    """Loops as the console's triage rows: label, quote and links."""
+    """Loops as the console's triage rows: ``{loop, label, snoozed_until, quote,
+    link}`` (``snoozed_until``: when a curator's snooze ends while it is ahead, else
+    None; SPEC §5.5)."""
     rows = []
+    now = timezone.now()
     for loop in loops:
         last = loop.evidence[-1] if loop.evidence else {}
         rows.append(
             {
                 "loop": loop,
                 "label": LOOP_LABELS.get(loop.loop_type, loop.loop_type),
+                "snoozed_until": snooze_end(loop, now),
                 "quote": last.get("quote", ""),
                 "link": last.get("link", ""),
             }
@@ -282,8 +287,9 @@ def _live_page(source_id: str, slug: str) -> Page:
 
 def person_card(request: HttpRequest, source_id: str, slug: str) -> HttpResponse:
     """A person's card (SPEC §4 entity, §5): aliases, open loops both ways with
-    their actions, recent threads and timeline, live and superseded facts with their
-    evidence, relations by name, and "Merge with…" (``q`` searches other pages)."""
+    their actions (a snoozed one marked "snoozed until …", with Wake now), recent
+    threads and timeline, live and superseded facts with their evidence, relations
+    by name, and "Merge with…" (``q`` searches other pages)."""
     page = _live_page(source_id, slug)
     loops = list(
         OpenLoop.objects.filter(counterparty=page, status=LoopStatus.OPEN)
@@ -325,13 +331,15 @@ def person_card(request: HttpRequest, source_id: str, slug: str) -> HttpResponse
             .distinct()
             .order_by("title")[:20]
         )
+    rows = loop_rows(loops)
     context = _context(
         request,
         page.title or page.slug,
         page=page,
         aliases=aliases,
-        loops=loop_rows(loops),
-        owed_by_me=[r for r in loop_rows(loops) if r["loop"].loop_type in _BY_ME],
+        loops=rows,
+        snoozed_count=sum(1 for r in rows if r["snoozed_until"]),
+        owed_by_me=[r for r in rows if r["loop"].loop_type in _BY_ME],
         facts=facts,
         live_facts=[f for f in facts if f.expired_at is None],
         old_facts=[f for f in facts if f.expired_at is not None],

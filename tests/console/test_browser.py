@@ -327,3 +327,46 @@ def test_loop_page_done_and_reopen_in_the_browser(
     loop = demo["loops"]["draft"]
     loop.refresh_from_db()
     assert loop.status == LoopStatus.OPEN
+
+
+def test_snooze_shows_as_snoozed_and_wakes_in_the_browser(
+    browser: Any, live_server: Any, demo: dict[str, Any]
+) -> None:
+    """Issue 47: snoozing a loop from Waiting leaves a "1 snoozed (until …)" line
+    that lists it with Wake now; the person card marks it; Wake now brings it back
+    to the ranked list."""
+    _login(browser, live_server)
+    _go(browser, browser.find_element(By.ID, "nav-waiting"))
+    row = _row(browser, "Review the vendor contract")
+    until = row.find_element(By.CSS_SELECTOR, "input.loop-snooze-input")
+    browser.execute_script("arguments[0].value = '2099-01-05'", until)
+    _go(browser, row.find_element(By.CSS_SELECTOR, "button.loop-snooze"))
+    _message(browser, "snoozed until 2099-01-05")
+    line = browser.find_element(By.CSS_SELECTOR, "#waiting-snoozed summary")
+    assert "1 snoozed (until 2099-01-05)" in line.text
+    assert not browser.find_elements(
+        By.XPATH,
+        "//tr[contains(@class,'waiting-loop')][.//a[text()='Review the "
+        "vendor contract']]",
+    )
+    line.click()
+    parked = browser.find_element(By.CSS_SELECTOR, "tr.waiting-snoozed-loop")
+    assert "Review the vendor contract" in parked.text and "2099-01-05" in parked.text
+
+    _go(browser, browser.find_element(By.ID, "nav-people"))
+    _go(browser, browser.find_element(By.LINK_TEXT, "Dana Reyes"))
+    card = browser.find_element(By.ID, "person-loops")
+    assert "1 snoozed" in card.find_element(By.TAG_NAME, "h2").text
+    badge = card.find_element(By.CSS_SELECTOR, "tr.person-loop-snoozed")
+    assert "snoozed until 2099-01-05" in badge.text
+    assert "Review the vendor contract" in badge.text
+
+    _go(browser, browser.find_element(By.ID, "nav-waiting"))
+    browser.find_element(By.CSS_SELECTOR, "#waiting-snoozed summary").click()
+    _go(browser, browser.find_element(By.CSS_SELECTOR, "#waiting-snoozed .loop-wake"))
+    _message(browser, "is awake: back in waiting now")
+    assert not browser.find_elements(By.ID, "waiting-snoozed")
+    assert _row(browser, "Review the vendor contract")
+    loop = demo["loops"]["contract"]
+    loop.refresh_from_db()
+    assert loop.snoozed_until is None and loop.status == LoopStatus.OPEN

@@ -75,6 +75,16 @@ def texts(response) -> str:  # type: ignore[no-untyped-def]
     return response.content.decode()
 
 
+def ranked(html: str) -> str:
+    """The waiting page's ranked groups: above the digest, without the snoozed
+    list (``<details id="waiting-snoozed">``)."""
+    before = html.split("Paste-ready")[0]
+    if '<details id="waiting-snoozed"' in before:
+        head, rest = before.split('<details id="waiting-snoozed"', 1)
+        before = head + rest.split("</details>", 1)[1]
+    return before
+
+
 # --- home and navigation -------------------------------------------------------------
 
 
@@ -601,7 +611,8 @@ def test_snooze_hides_the_loop_from_waiting_and_says_until_when(
     )
     html = texts(response)
     assert f"snoozed until {day}: it stays open" in html
-    assert "Send the Q3 numbers</a>" not in html.split("Paste-ready")[0]
+    assert "Send the Q3 numbers</a>" not in ranked(html)
+    assert f"1 snoozed (until {day})" in html
     loop.refresh_from_db()
     assert loop.status == LoopStatus.OPEN
     past = staff.post(
@@ -746,3 +757,76 @@ def test_search_snippets_read_as_text_not_markdown(
         in results
     )
     assert "##" not in results and "**" not in results and "[[" not in results
+
+
+# --- snoozed loops stay visible as snoozed (issue 47) --------------------------------
+
+
+def test_waiting_says_how_many_are_snoozed_and_lists_them_with_wake_now(
+    staff: Client, mail_source: Source
+) -> None:
+    """Regression (newcomer): a snoozed loop vanished from Waiting with no line
+    saying it was parked, and nothing listed it or woke it."""
+    a_loop(mail_source, "a@example.org", "Reply to Ann")
+    later = a_loop(mail_source, "b@example.org", "Reply to Bob")
+    day = timezone.localdate() + timedelta(days=4)
+    staff.post(
+        reverse("admin:console_loop_act", args=[later.pk]),
+        {"action": "snooze", "until": day.isoformat()},
+    )
+    html = texts(staff.get(reverse("admin:loops_waiting")))
+    snoozed = html.split('id="waiting-snoozed"')[1].split("</details>", 1)[0]
+    assert f"1 snoozed (until {day})" in snoozed
+    assert "Reply to Bob</a>" in snoozed and "loop-wake" in snoozed
+    assert "Reply to Bob</a>" not in ranked(html)
+    assert f"1 snoozed (until {day}) (left out until then)." in html
+    # The "what I owe" filter counts only its own kind of snoozed loops.
+    owed = texts(staff.get(reverse("admin:loops_waiting"), {"mine": "to_me"}))
+    assert 'id="waiting-snoozed"' not in owed
+    woke = staff.post(
+        reverse("admin:console_loop_act", args=[later.pk]),
+        {"action": "snooze", "until": "", "next": reverse("admin:loops_waiting")},
+        follow=True,
+    )
+    html = texts(woke)
+    assert "“Reply to Bob” is awake: back in waiting now." in html
+    assert 'id="waiting-snoozed"' not in html
+    assert "Reply to Bob</a>" in ranked(html)
+
+
+def test_person_card_and_loop_page_mark_a_snoozed_loop(
+    staff: Client, mail_source: Source
+) -> None:
+    """Regression (newcomer): the person card listed a snoozed loop unmarked,
+    as if it were waiting like the others."""
+    dana = person(mail_source, "Dana Reyes", "dana@example.org")
+    a_loop(mail_source, "dana@example.org", "Send the Q3 numbers")
+    later = a_loop(mail_source, "dana@example.org", "Review the contract")
+    for lp in OpenLoop.objects.all():
+        lp.counterparty = dana
+        lp.save(update_fields=["counterparty"])
+    until = timezone.now() + timedelta(days=6)
+    loop_snooze(loop=later, until=until, actor="test")
+    card = texts(
+        staff.get(reverse("admin:console_person", args=[mail_source.id, dana.slug]))
+    )
+    loops = card.split('id="person-loops"')[1].split('id="person-facts"')[0]
+    assert "Open loops (2, 1 snoozed)" in loops
+    rows = loops.split("<tr")
+    parked = next(r for r in rows if "Review the contract" in r)
+    awake = next(r for r in rows if "Send the Q3 numbers" in r)
+    assert f"snoozed until {timezone.localdate(until)}" in parked
+    assert "loop-wake" in parked
+    assert "snoozed" not in awake and "loop-wake" not in awake
+    page = texts(staff.get(reverse("admin:loops_openloop_change", args=[later.pk])))
+    triage = page.split('id="loop-triage"')[1].split("<h3>Evidence")[0]
+    assert f"snoozed until {timezone.localdate(until)}" in triage
+    assert "loop-wake" in triage
+    # Once its date has passed the loop is awake again and no longer marked.
+    OpenLoop.objects.filter(pk=later.pk).update(
+        snoozed_until=timezone.now() - timedelta(minutes=1)
+    )
+    card = texts(
+        staff.get(reverse("admin:console_person", args=[mail_source.id, dana.slug]))
+    )
+    assert "snoozed until" not in card and "Open loops (2)" in card
