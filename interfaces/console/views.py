@@ -36,10 +36,12 @@ from brain.models import (
     MergeProposal,
     Page,
     PageRevision,
+    PageType,
     Relation,
+    Source,
     TimelineEntry,
 )
-from brain.search import page_search
+from brain.search import SearchResult, page_search
 from brain.services.merges import (
     merge_proposal_accept,
     merge_proposal_reject,
@@ -634,26 +636,95 @@ def revision_revert(request: HttpRequest, revision_id: int) -> HttpResponse:
 # --- search -----------------------------------------------------------------------
 
 
+SEARCH_PAGES = 20
+
+
 def search(request: HttpRequest) -> HttpResponse:
-    """GET ``q``: hybrid page search (SPEC §3) over every source, results linking to
-    the console page view."""
+    """GET ``q``: hybrid page search (SPEC §3) over every source, one row per page
+    (``search_rows``) linking to the console page view. ``source`` and ``type``
+    narrow it to one source and one page type (an unknown one is said and
+    ignored); a degraded search (keyword-only, embeddings pending) says so above
+    the results (``degraded_note``)."""
     query = request.GET.get("q", "").strip()
-    results: list[Any] = []
-    error = ""
+    sources = list(Source.objects.order_by("name", "id").only("id", "name"))
+    types = list(PageType.objects.order_by("name").values_list("name", flat=True))
+    source = _known(request, "source", {s.id for s in sources}, "source")
+    type_name = _known(request, "type", set(types), "page type")
+    rows: list[dict[str, Any]] = []
+    error = degraded = ""
     if query:
         caller = _caller(request)
         try:
             response = page_search(
-                scope=caller.all_readable_scope(), query=query, limit=20
+                scope=caller.read_scope([source])
+                if source
+                else caller.all_readable_scope(),
+                query=query,
+                limit=SEARCH_PAGES,
+                types=[type_name] if type_name else None,
             )
-            results = [
-                {**asdict(r), "snippet": markdown_plain(r.chunk)}
-                for r in response.results
-            ]
+            rows = search_rows(response.results)
+            degraded = degraded_note(response.search_degraded)
         except BrainError as exc:
             error = exc.message
-    context = _context(request, "Search", query=query, results=results, error=error)
+    context = _context(
+        request,
+        "Search",
+        query=query,
+        results=rows,
+        error=error,
+        degraded=degraded,
+        sources=sources,
+        types=types,
+        selected_source=source,
+        selected_type=type_name,
+    )
     return TemplateResponse(request, "console/search.html", context)
+
+
+def _known(request: HttpRequest, param: str, allowed: set[str], what: str) -> str:
+    """The GET ``param`` when it is one of ``allowed``, else "" (a warning says an
+    unknown value was ignored)."""
+    value = request.GET.get(param, "").strip()
+    if value and value not in allowed:
+        messages.warning(
+            request, f"There is no {what} '{value[:80]}'; searching every {what}."
+        )
+        return ""
+    return value
+
+
+def search_rows(results: list[SearchResult]) -> list[dict[str, Any]]:
+    """One row per page, best first (SPEC §3 returns up to 2 chunks of a page, e.g.
+    its title chunk and a body chunk): the page's first result's fields plus
+    ``snippet`` (its chunk as plain text) and ``passages`` (how many of its chunks
+    matched)."""
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in results:
+        key = (r.source_id, r.slug)
+        if key in rows:
+            rows[key]["passages"] += 1
+            continue
+        rows[key] = {**asdict(r), "snippet": markdown_plain(r.chunk), "passages": 1}
+    return list(rows.values())
+
+
+def degraded_note(reason: str | None) -> str:
+    """A curator's sentence for ``search_degraded`` (SPEC §3), or "" when search is
+    whole: keyword-only (no embedding model) or some passages not embedded yet."""
+    if not reason:
+        return ""
+    if reason.startswith("vector_search_unavailable"):
+        return (
+            "Search is keyword-only: results match the words you typed, not their "
+            f"meaning ({reason})."
+        )
+    if reason.startswith(("embeddings_pending", "embeddings_stale")):
+        return (
+            "Some passages are not embedded yet, so they match by keyword only "
+            f"({reason}); Embed now on the home page finishes them."
+        )
+    return f"Search is degraded: {reason}."
 
 
 PEOPLE_SHOWN = 100

@@ -370,3 +370,45 @@ def test_snooze_shows_as_snoozed_and_wakes_in_the_browser(
     loop = demo["loops"]["contract"]
     loop.refresh_from_db()
     assert loop.snoozed_until is None and loop.status == LoopStatus.OPEN
+
+
+def test_search_one_row_per_page_with_filters_in_the_browser(
+    browser: Any, live_server: Any, demo: dict[str, Any], settings: Any
+) -> None:
+    """Issue 47: the search box lists each page once, narrows by page type, and
+    says when search is keyword-only."""
+    settings.BRAIN_EMBEDDING_PROVIDER = "none"
+    for title in ("Dana Reyes", "Omar Haddad"):
+        page = Page.objects.get(title=title)
+        page_write(
+            source=demo["mail"],
+            mode="replace",
+            actor=CALLER,
+            slug=page.slug,
+            title=title,
+            body=f"# {title} and Zanzibar\n\nZanzibar offsite.\n\n## More\n\nZanzibar.",
+            embed=False,
+        )
+    page_write(
+        source=demo["mail"],
+        mode="create",
+        actor=CALLER,
+        title="Zanzibar venue notes",
+        body="# Venue\n\nZanzibar hotel.\n\n## Food\n\nZanzibar dinner.",
+        embed=False,
+    )
+    _login(browser, live_server)
+    _go(browser, browser.find_element(By.ID, "console-search"), "Zanzibar\n")
+    rows = browser.find_elements(By.CSS_SELECTOR, "#search-results li")
+    titles = [r.find_element(By.TAG_NAME, "a").text for r in rows]
+    assert sorted(titles) == ["Dana Reyes", "Omar Haddad", "Zanzibar venue notes"]
+    notice = browser.find_element(By.ID, "search-degraded").text
+    assert "keyword-only" in notice
+    browser.find_element(By.CSS_SELECTOR, "#search-type option[value='person']").click()
+    _go(browser, browser.find_element(By.CSS_SELECTOR, "#search-form [type=submit]"))
+    rows = browser.find_elements(By.CSS_SELECTOR, "#search-results li")
+    assert sorted(r.find_element(By.TAG_NAME, "a").text for r in rows) == [
+        "Dana Reyes",
+        "Omar Haddad",
+    ]
+    assert "(person, work-mail" in rows[0].text

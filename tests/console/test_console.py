@@ -830,3 +830,74 @@ def test_person_card_and_loop_page_mark_a_snoozed_loop(
         staff.get(reverse("admin:console_person", args=[mail_source.id, dana.slug]))
     )
     assert "snoozed until" not in card and "Open loops (2)" in card
+
+
+# --- console search: one row per page, filters, degraded notice (issue 47) -----------
+
+
+def _searchable(source: Source, title: str, type_name: str | None = None) -> Page:
+    """A page whose title and two body sections all say Zanzibar (several chunks)."""
+    return page_write(
+        source=source,
+        mode="create",
+        actor=CALLER,
+        title=f"{title} Zanzibar",
+        type_name=type_name,
+        body=(
+            f"# {title} in Zanzibar\n\nThe Zanzibar offsite agenda.\n\n"
+            "## Budget\n\nZanzibar hotel and flights, per person."
+        ),
+        embed=False,
+    ).page
+
+
+def _result_slugs(html: str) -> list[str]:
+    results = html.split('id="search-results"')[1].split("</ol>")[0]
+    return [
+        part.split('"')[0].rstrip("/").rsplit("/", 1)[-1]
+        for part in results.split('<a href="')[1:]
+    ]
+
+
+def test_search_lists_each_page_once(staff: Client, mail_source: Source) -> None:
+    """Regression (newcomer): 20 rows for 14 pages, the title chunk and a body
+    chunk of one page listed as two results."""
+    pages = [_searchable(mail_source, f"Trip {n}") for n in range(4)]
+    html = texts(staff.get(reverse("admin:console_search"), {"q": "Zanzibar"}))
+    slugs = _result_slugs(html)
+    assert len(slugs) == len(set(slugs)) == len(pages), slugs
+    assert "4 page(s)" in html
+    assert "passages match" in html
+
+
+def test_search_filters_by_source_and_by_page_type(
+    staff: Client, mail_source: Source
+) -> None:
+    other = Source.objects.create(id="notes", name="Notes", kind="markdown")
+    in_mail = _searchable(mail_source, "Mail plan")
+    person_page = _searchable(other, "Dana", type_name="person")
+    url = reverse("admin:console_search")
+    every = _result_slugs(texts(staff.get(url, {"q": "Zanzibar"})))
+    assert sorted(every) == sorted(
+        [in_mail.slug.rsplit("/", 1)[-1], person_page.slug.rsplit("/", 1)[-1]]
+    )
+    by_source = texts(staff.get(url, {"q": "Zanzibar", "source": mail_source.id}))
+    assert _result_slugs(by_source) == [in_mail.slug.rsplit("/", 1)[-1]]
+    assert f'<option value="{mail_source.id}" selected>' in by_source
+    by_type = texts(staff.get(url, {"q": "Zanzibar", "type": "person"}))
+    assert _result_slugs(by_type) == [person_page.slug.rsplit("/", 1)[-1]]
+    assert '<option value="person" selected>' in by_type
+    unknown = texts(staff.get(url, {"q": "Zanzibar", "source": "nowhere"}))
+    assert "There is no source &#x27;nowhere&#x27;; searching every source." in unknown
+    assert len(_result_slugs(unknown)) == 2
+
+
+def test_search_says_when_it_is_keyword_only(
+    staff: Client, mail_source: Source, settings: Any
+) -> None:
+    settings.BRAIN_EMBEDDING_PROVIDER = "none"
+    _searchable(mail_source, "Trip")
+    html = texts(staff.get(reverse("admin:console_search"), {"q": "Zanzibar"}))
+    notice = html.split('id="search-degraded"')[1].split("</p>")[0]
+    assert "Search is keyword-only" in notice
+    assert "vector_search_unavailable: provider none" in notice
