@@ -559,6 +559,10 @@ def page_edit(request: HttpRequest, source_id: str, slug: str) -> HttpResponse:
     return TemplateResponse(request, "console/page_edit.html", context)
 
 
+#: A console revert's provenance ``action`` (its revision is labelled so).
+REVERT = "revert"
+
+
 def _diff(before: str, after: str) -> list[tuple[str, str]]:
     """Unified diff lines as ``(kind, text)``: kind add | del | hunk | same."""
     out = []
@@ -572,9 +576,17 @@ def _diff(before: str, after: str) -> list[tuple[str, str]]:
     return out
 
 
+def _revision_label(rev: PageRevision) -> str:
+    """What a revision did, as the history names it: ``revert`` for a console revert
+    (``revision_revert`` stamps it in the provenance), else its write operation."""
+    provenance = rev.provenance if isinstance(rev.provenance, dict) else {}
+    return "revert" if provenance.get("action") == REVERT else rev.operation
+
+
 def page_revisions(request: HttpRequest, source_id: str, slug: str) -> HttpResponse:
-    """Revisions newest first, each with the diff of its write (title and body) and
-    a Revert button (to the text before that write)."""
+    """Revisions newest first, each labelled (``_revision_label``) with the diff of
+    its write (title and body) and a Revert button (to the text before that write);
+    reverting a change that created the text (``blanks``) asks to confirm."""
     page = _live_page(source_id, slug)
     revisions = list(
         PageRevision.objects.filter(page=page).order_by("-created_at", "-id")[:50]
@@ -585,6 +597,8 @@ def page_revisions(request: HttpRequest, source_id: str, slug: str) -> HttpRespo
         rows.append(
             {
                 "rev": rev,
+                "label": _revision_label(rev),
+                "blanks": not rev.previous_body.strip(),
                 "title_changed": rev.previous_title != after_title,
                 "after_title": after_title,
                 "diff": _diff(rev.previous_body, after_body),
@@ -599,11 +613,22 @@ def page_revisions(request: HttpRequest, source_id: str, slug: str) -> HttpRespo
 
 def revision_revert(request: HttpRequest, revision_id: int) -> HttpResponse:
     """POST: put back the title, body and frontmatter a page had before this
-    revision's write, through ``page_write``: the revert is itself a revision."""
+    revision's write, through ``page_write``: the revert is itself a revision,
+    labelled ``revert`` (provenance ``{action: revert, reverts_revision}``). A
+    revert that would empty the page (the change created its text) needs
+    ``confirm=yes``; without it nothing changes and the message says so."""
     if request.method != "POST":
         return HttpResponseNotAllowed(["POST"])
     rev = get_object_or_404(PageRevision.objects.select_related("page"), pk=revision_id)
     page = rev.page
+    if not rev.previous_body.strip() and request.POST.get("confirm") != "yes":
+        messages.warning(
+            request,
+            f"Reverting the {rev.operation} of {rev.created_at:%Y-%m-%d %H:%M} would "
+            "empty the page (it wrote all of its text): tick “Empty the page” to "
+            "confirm. Nothing changed.",
+        )
+        return redirect("admin:console_page_revisions", page.source_id, page.slug)
     try:
         page_write(
             source=page.source,
@@ -615,6 +640,7 @@ def revision_revert(request: HttpRequest, revision_id: int) -> HttpResponse:
             frontmatter=dict(rev.previous_frontmatter or page.frontmatter),
             replace_frontmatter=True,
             allow_empty=True,
+            provenance={"action": REVERT, "reverts_revision": rev.pk},
             embed=False,
         )
         job_enqueue(

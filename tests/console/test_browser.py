@@ -412,3 +412,23 @@ def test_search_one_row_per_page_with_filters_in_the_browser(
         "Omar Haddad",
     ]
     assert "(person, work-mail" in rows[0].text
+
+
+def test_reverting_a_first_revision_needs_the_box_ticked_in_the_browser(
+    browser: Any, live_server: Any, demo: dict[str, Any]
+) -> None:
+    """Issue 47: the Revert of the revision that wrote a page's whole text does not
+    submit until "Empty the page" is ticked; the revert is then labelled revert."""
+    _login(browser, live_server)
+    _go(browser, browser.find_element(By.ID, "nav-people"))
+    _go(browser, browser.find_element(By.LINK_TEXT, "Omar Haddad"))
+    _go(browser, browser.find_element(By.LINK_TEXT, "Revisions"))
+    button = browser.find_element(By.CSS_SELECTOR, ".revision button.revert")
+    assert "empties the page" in button.text
+    button.click()  # the required box stops the form: nothing is posted
+    assert "Omar Haddad works with us." == Page.objects.get(title="Omar Haddad").body
+    browser.find_element(By.CSS_SELECTOR, ".revert-confirm input").click()
+    _go(browser, browser.find_element(By.CSS_SELECTOR, ".revision button.revert"))
+    _message(browser, "Reverted to the text before the create")
+    labels = browser.find_elements(By.CSS_SELECTOR, ".revision-label")
+    assert [lb.text for lb in labels] == ["revert", "create"]

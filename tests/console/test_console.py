@@ -901,3 +901,43 @@ def test_search_says_when_it_is_keyword_only(
     notice = html.split('id="search-degraded"')[1].split("</p>")[0]
     assert "Search is keyword-only" in notice
     assert "vector_search_unavailable: provider none" in notice
+
+
+# --- reverting a page's first revision (issue 47) -------------------------------------
+
+
+def test_reverting_the_first_revision_asks_to_confirm_and_is_labelled_revert(
+    staff: Client, mail_source: Source
+) -> None:
+    """Regression (newcomer): "Revert this change" on a page's first revision
+    blanked it in one click, and the history then called the revert "replace"."""
+    page = page_write(
+        source=mail_source,
+        mode="create",
+        actor=CALLER,
+        slug="notes/first",
+        title="First",
+        body="The only text this page ever had.",
+        embed=False,
+    ).page
+    url = reverse("admin:console_page_revisions", args=[mail_source.id, page.slug])
+    html = texts(staff.get(url))
+    assert 'name="confirm" value="yes" required' in html
+    assert "Revert this change (empties the page)" in html
+    first = PageRevision.objects.get(page=page)
+    revert = reverse("admin:console_revision_revert", args=[first.pk])
+    refused = texts(staff.post(revert, follow=True))
+    assert "would empty the page" in refused and "Nothing changed." in refused
+    page.refresh_from_db()
+    assert page.body.strip() == "The only text this page ever had."
+    assert PageRevision.objects.filter(page=page).count() == 1
+
+    done = texts(staff.post(revert, {"confirm": "yes"}, follow=True))
+    assert "Reverted to the text before the create" in done
+    page.refresh_from_db()
+    assert page.body.strip() == ""
+    labels = [
+        part.split("</span>")[0]
+        for part in done.split('<span class="revision-label">')[1:]
+    ]
+    assert labels == ["revert", "create"]
