@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Count
+from django.db.models import Count, Q
+from django.utils import timezone
 
 from brain.access import Caller
 from brain.exceptions import PROTOCOL_VERSION, InvalidParams, ScopeDenied
@@ -133,10 +134,20 @@ def op_open_loops(
     counterparty: str | None = None,
     source: str | None = None,
     limit: int = 50,
+    include_snoozed: bool = False,
 ) -> dict[str, Any]:
-    """Flat list of loops in the caller's readable sources (or ``source``):
-    ``{loops, count, redacted, protocol_version}``. Raises ``InvalidParams`` for an
-    unknown status or loop type, or ``limit`` outside 1..500."""
+    """Flat list of loops in the caller's readable sources (or ``source``), newest
+    activity first (SPEC §4 ``open_loops``, §5.5): ``{loops, count,
+    snoozed_left_out, note, redacted, protocol_version}``.
+
+    Every loop carries ``snoozed_until`` (ISO 8601 UTC while a curator's snooze is
+    ahead, else null). A snoozed loop stays open but is not offered as open work
+    until its date: unless ``include_snoozed``, loops snoozed into the future are
+    left out, ``snoozed_left_out`` says how many and ``note`` (null when none) how
+    to list them. ``count`` counts the loops listed before ``limit``. Remote
+    callers get ``id, loop_type, summary, due_at, snoozed_until`` per loop.
+    Raises ``InvalidParams`` for an unknown status or loop type, or ``limit``
+    outside 1..500; ``ScopeDenied`` for a ``source`` the caller may not read."""
     if status not in LoopStatus.values:
         raise InvalidParams(
             f"Unknown status '{status}'.",
@@ -155,11 +166,23 @@ def op_open_loops(
     qs = loop_list(
         scope=scope, status=status, loop_type=loop_type, counterparty=counterparty
     )
+    snoozed = Q(status=LoopStatus.OPEN, snoozed_until__gt=timezone.now())
+    counts = qs.aggregate(total=Count("id"), snoozed=Count("id", filter=snoozed))
+    left_out = 0 if include_snoozed else counts["snoozed"]
+    if left_out:
+        qs = qs.exclude(snoozed)
     return {
         "loops": [
             loop_view(loop).as_dict(trusted=caller.trusted) for loop in qs[:limit]
         ],
-        "count": qs.count(),
+        "count": counts["total"] - left_out,
+        "snoozed_left_out": left_out,
+        "note": (
+            f"{left_out} snoozed loop(s) left out: a curator parked them until a "
+            "later date. Pass include_snoozed=true to list them."
+            if left_out
+            else None
+        ),
         "redacted": not caller.trusted,
         "protocol_version": PROTOCOL_VERSION,
     }

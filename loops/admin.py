@@ -31,6 +31,7 @@ from loops.models import (
     SenderProfile,
 )
 from loops.pipeline import sender_mark
+from loops.selectors import snoozed_loops
 from loops.senders import reason_text
 from loops.services import (
     loop_close,
@@ -39,12 +40,14 @@ from loops.services import (
     loop_reopen,
     sender_loops_close,
 )
-from loops.waiting import waiting_report
+from loops.waiting import snooze_end, snoozed_line, waiting_report
 
 if TYPE_CHECKING:
     from django.db.models import QuerySet
     from django.http import HttpRequest, HttpResponse
 
+#: Snoozed loops the Waiting page lists under its "N snoozed" line.
+SNOOZED_SHOWN = 100
 #: The waiting filter "I owe" and "they owe" (SPEC §5.1 loop types).
 OWED_BY_ME = {LoopType.COMMITMENT_OWED_BY_ME, LoopType.UNANSWERED_INBOUND}
 OWED_TO_ME = {
@@ -159,6 +162,7 @@ class OpenLoopAdmin(admin.ModelAdmin):
                 **context,
                 "loop": obj,
                 "loop_label": obj.get_loop_type_display(),
+                "snoozed_until": snooze_end(obj),
                 "evidence_items": [
                     {
                         "quote": e.get("quote") or e.get("text") or "(no quote)",
@@ -295,7 +299,9 @@ class OpenLoopAdmin(admin.ModelAdmin):
         """The waiting dashboard (SPEC §5.5): the trusted view for staff, each loop
         with its human label and triage buttons. An unknown ``source`` is said so
         and the view falls back to every source. ``mine=by_me|to_me`` keeps the
-        loops I owe or those owed to me."""
+        loops I owe or those owed to me. Snoozed loops are left out of the ranking
+        but said on one "N snoozed (until …)" line that lists them (open with
+        ``snoozed=1``), each with Wake now."""
         source = request.GET.get("source") or None
         caller = local_caller(actor=_actor(request))
         if source and not Source.objects.filter(pk=source).exists():
@@ -322,10 +328,23 @@ class OpenLoopAdmin(admin.ModelAdmin):
             # message): a group on another clock than the header says so.
             if group["as_of"] != report["as_of"]:
                 group["as_of_text"] = _minute(group["as_of"])
+        snoozed = report["snoozed"]
         context = {
             **self.admin_site.each_context(request),
             "title": "Waiting",
             "report": report,
+            # Loops a curator parked (SPEC §5.5): one line, listed on demand, each
+            # with Wake now (issue 47: a snoozed loop never just vanishes).
+            "snoozed_text": snoozed_line(snoozed) if snoozed["loop_count"] else "",
+            "snoozed_rows": [
+                {"loop": lp, "label": LoopType(lp.loop_type).label}
+                for lp in snoozed_loops(
+                    source_ids=report["sources"], loop_types=wanted
+                )[:SNOOZED_SHOWN]
+            ]
+            if snoozed["loop_count"]
+            else [],
+            "show_snoozed": request.GET.get("snoozed") == "1",
             "as_of_text": _minute(report["as_of"]),
             "opts": self.model._meta,
             # The per-mailbox filter (SPEC §5.5, §6.1a): every mail source.

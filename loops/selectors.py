@@ -288,6 +288,28 @@ def loop_list(
     )
 
 
+def snoozed_loops(
+    *,
+    source_ids: Iterable[str],
+    loop_types: Iterable[str] | None = None,
+    now: datetime | None = None,
+) -> QuerySet[OpenLoop]:
+    """Open loops of ``source_ids`` a curator snoozed past ``now`` (default the wall
+    clock; SPEC §5.5: they stay open but waiting and ``open_loops`` leave them out
+    until then), optionally only ``loop_types``; the soonest to wake first, with
+    counterparty and page joined."""
+    qs = OpenLoop.objects.filter(
+        source_id__in=list(source_ids),
+        status=LoopStatus.OPEN,
+        snoozed_until__gt=now or timezone.now(),
+    )
+    if loop_types is not None:
+        qs = qs.filter(loop_type__in=list(loop_types))
+    return qs.select_related("counterparty", "page", "source").order_by(
+        "snoozed_until", "id"
+    )
+
+
 def profile_messages(
     *, source_id: str, addresses: set[str] | None = None
 ) -> list[MailMessage]:

@@ -15,12 +15,12 @@ ranked: their loops are counted on one ``automated`` line.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from django.conf import settings
-from django.db.models import Q
+from django.db.models import Count, Max, Min, Q
 from django.db.models.fields.json import KeyTextTransform
 from django.utils import timezone
 
@@ -60,6 +60,7 @@ from loops.selectors import (
     reference_clock,
     replay_senders,
     same_person,
+    snoozed_loops,
     threads_messages,
     undeliverable,
 )
@@ -111,14 +112,19 @@ class LoopView:
     fulfilment_suspected: bool
     thread_id: str = ""
     ask: str = ""
+    snoozed_until: datetime | None = None
 
     def as_dict(self, *, trusted: bool) -> dict[str, Any]:
-        """Trusted: everything; remote: counts, counterparty, summary, due only."""
+        """Trusted: everything; remote: counts, counterparty, summary, due and
+        ``snoozed_until`` only (when a curator's snooze ends, ISO 8601 UTC, while it
+        is ahead: ``snooze_end``; else null), so no caller offers parked work as
+        open (SPEC §5.5)."""
         base = {
             "id": self.id,
             "loop_type": self.loop_type,
             "summary": self.summary,
             "due_at": _iso(self.due_at),
+            "snoozed_until": _utc(self.snoozed_until),
         }
         if not trusted:
             return base
@@ -145,6 +151,22 @@ def _iso(value: datetime | None) -> str | None:
     if value is None:
         return None
     return value.astimezone(ZoneInfo(settings.BRAIN_TIME_ZONE)).isoformat()
+
+
+def _utc(value: datetime | None) -> str | None:
+    """ISO 8601 in UTC (``2026-05-01T22:00:00+00:00``), or None."""
+    return None if value is None else value.astimezone(UTC).isoformat()
+
+
+def snooze_end(loop: OpenLoop, now: datetime | None = None) -> datetime | None:
+    """When ``loop``'s snooze ends (SPEC §5.5: a snoozed loop stays open but is left
+    out of waiting and of ``open_loops`` until then), or None when it is not
+    snoozed at ``now`` (default the wall clock): closed, never snoozed, or its
+    date has passed."""
+    until = loop.snoozed_until
+    if until is None or loop.status != LoopStatus.OPEN:
+        return None
+    return until if until > (now or timezone.now()) else None
 
 
 def shown_evidence(evidence: Sequence[dict[str, Any]]) -> tuple[str, str, str]:
@@ -184,6 +206,7 @@ def loop_view(loop: OpenLoop) -> LoopView:
         fulfilment_suspected=loop.fulfilment_suspected_at is not None,
         thread_id=loop.thread_id,
         ask=ask,
+        snoozed_until=snooze_end(loop),
     )
 
 
@@ -411,8 +434,9 @@ def waiting_report(
     readable: ``ScopeDenied`` otherwise). ``as_of`` replays ranking (and, for mailbox
     sources, detection with the import's rules: ``_replay_source``) for that time; default now (mailbox sources: their newest
     message not dated after the wall clock, ``reference_clock``; each group is aged
-    against its own source's clock, given as the group's ``as_of``). Returns ``{groups, no_counterparty, count, stale, stale_sources,
-    completeness, clean, redacted, as_of, sources, warnings, text?}``; remote
+    against its own source's clock, given as the group's ``as_of``). Returns ``{groups, no_counterparty, count, snoozed, stale, stale_sources,
+    completeness, clean, redacted, as_of, sources, warnings, text?}``
+    (``snoozed``: ``snoozed_summary``, the snoozed loops left out); remote
     callers get counts, counterparty, summary and due date only (no quotes, links
     or digest).
     """
@@ -570,6 +594,11 @@ def waiting_report(
             ),
         },
         "count": count,
+        "snoozed": snoozed_summary(
+            source_ids=[s.id for s in src_rows],
+            loop_types=loop_types,
+            now=wall if as_of is None else None,
+        ),
         "sources": [s.id for s in src_rows],
         "stale": fresh["stale"],
         "stale_sources": fresh["stale_sources"],
@@ -648,6 +677,44 @@ def _mailbox_notes(
             )
     notes.held_inbound = frozenset(held)
     return notes
+
+
+def snoozed_summary(
+    *,
+    source_ids: Sequence[str],
+    loop_types: Collection[str] | None,
+    now: datetime | None,
+) -> dict[str, Any]:
+    """The loops waiting leaves out because a curator snoozed them (SPEC §5.5):
+    ``{loop_count, next_wake_at, last_wake_at}`` (ISO 8601 UTC or None), counted
+    at ``now``; a replay (``now`` None) hides nothing, so it counts none."""
+    if now is None:
+        return {"loop_count": 0, "next_wake_at": None, "last_wake_at": None}
+    agg = snoozed_loops(
+        source_ids=source_ids, loop_types=loop_types, now=now
+    ).aggregate(n=Count("id"), first=Min("snoozed_until"), last=Max("snoozed_until"))
+    return {
+        "loop_count": agg["n"],
+        "next_wake_at": _utc(agg["first"]),
+        "last_wake_at": _utc(agg["last"]),
+    }
+
+
+def snoozed_line(snoozed: Mapping[str, Any]) -> str:
+    """``snoozed_summary`` as one line: "2 snoozed (until 2026-05-03)" or, when they
+    wake on different days, "3 snoozed (until 2026-05-03 … 2026-05-10)", in the
+    owner's days (``BRAIN_TIME_ZONE``)."""
+    first, last = (_local_day(snoozed.get(k)) for k in ("next_wake_at", "last_wake_at"))
+    until = first if first == last else f"{first} … {last}"
+    return f"{snoozed['loop_count']} snoozed (until {until})"
+
+
+def _local_day(iso: str | None) -> str:
+    """The owner's calendar day (``BRAIN_TIME_ZONE``) of an ISO 8601 time, or ""."""
+    if not iso:
+        return ""
+    when = datetime.fromisoformat(iso).astimezone(ZoneInfo(settings.BRAIN_TIME_ZONE))
+    return when.date().isoformat()
 
 
 def _person_groups(views: list[LoopView]) -> dict[str, list[LoopView]]:
@@ -798,6 +865,9 @@ def render_digest(report: dict[str, Any]) -> str:
     orphans = report["no_counterparty"]
     if orphans["loop_count"]:
         lines.append(f"No counterparty: {orphans['loop_count']} loop(s).")
+    snoozed = report.get("snoozed") or {}
+    if snoozed.get("loop_count"):
+        lines.append(f"{snoozed_line(snoozed)} (left out until then).")
     if report["clean"]:
         lines.append("You are clean: nothing is waiting on you.")
     elif report["count"] == 0:

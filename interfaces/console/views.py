@@ -36,10 +36,12 @@ from brain.models import (
     MergeProposal,
     Page,
     PageRevision,
+    PageType,
     Relation,
+    Source,
     TimelineEntry,
 )
-from brain.search import page_search
+from brain.search import SearchResult, page_search
 from brain.services.merges import (
     merge_proposal_accept,
     merge_proposal_reject,
@@ -59,6 +61,7 @@ from loops.services import (
     loop_snooze,
     sender_loops_close,
 )
+from loops.waiting import snooze_end
 
 if TYPE_CHECKING:
     from django.http import HttpRequest, HttpResponse
@@ -251,14 +254,18 @@ def loop_act(request: HttpRequest, loop_id: int) -> HttpResponse:
 
 
 def loop_rows(loops: list[OpenLoop]) -> list[dict[str, Any]]:
-    """Loops as the console's triage rows: label, quote and links."""
+    """Loops as the console's triage rows: ``{loop, label, snoozed_until, quote,
+    link}`` (``snoozed_until``: when a curator's snooze ends while it is ahead, else
+    None; SPEC §5.5)."""
     rows = []
+    now = timezone.now()
     for loop in loops:
         last = loop.evidence[-1] if loop.evidence else {}
         rows.append(
             {
                 "loop": loop,
                 "label": LOOP_LABELS.get(loop.loop_type, loop.loop_type),
+                "snoozed_until": snooze_end(loop, now),
                 "quote": last.get("quote", ""),
                 "link": last.get("link", ""),
             }
@@ -282,8 +289,9 @@ def _live_page(source_id: str, slug: str) -> Page:
 
 def person_card(request: HttpRequest, source_id: str, slug: str) -> HttpResponse:
     """A person's card (SPEC §4 entity, §5): aliases, open loops both ways with
-    their actions, recent threads and timeline, live and superseded facts with their
-    evidence, relations by name, and "Merge with…" (``q`` searches other pages)."""
+    their actions (a snoozed one marked "snoozed until …", with Wake now), recent
+    threads and timeline, live and superseded facts with their evidence, relations
+    by name, and "Merge with…" (``q`` searches other pages)."""
     page = _live_page(source_id, slug)
     loops = list(
         OpenLoop.objects.filter(counterparty=page, status=LoopStatus.OPEN)
@@ -325,13 +333,15 @@ def person_card(request: HttpRequest, source_id: str, slug: str) -> HttpResponse
             .distinct()
             .order_by("title")[:20]
         )
+    rows = loop_rows(loops)
     context = _context(
         request,
         page.title or page.slug,
         page=page,
         aliases=aliases,
-        loops=loop_rows(loops),
-        owed_by_me=[r for r in loop_rows(loops) if r["loop"].loop_type in _BY_ME],
+        loops=rows,
+        snoozed_count=sum(1 for r in rows if r["snoozed_until"]),
+        owed_by_me=[r for r in rows if r["loop"].loop_type in _BY_ME],
         facts=facts,
         live_facts=[f for f in facts if f.expired_at is None],
         old_facts=[f for f in facts if f.expired_at is not None],
@@ -549,6 +559,10 @@ def page_edit(request: HttpRequest, source_id: str, slug: str) -> HttpResponse:
     return TemplateResponse(request, "console/page_edit.html", context)
 
 
+#: A console revert's provenance ``action`` (its revision is labelled so).
+REVERT = "revert"
+
+
 def _diff(before: str, after: str) -> list[tuple[str, str]]:
     """Unified diff lines as ``(kind, text)``: kind add | del | hunk | same."""
     out = []
@@ -562,9 +576,17 @@ def _diff(before: str, after: str) -> list[tuple[str, str]]:
     return out
 
 
+def _revision_label(rev: PageRevision) -> str:
+    """What a revision did, as the history names it: ``revert`` for a console revert
+    (``revision_revert`` stamps it in the provenance), else its write operation."""
+    provenance = rev.provenance if isinstance(rev.provenance, dict) else {}
+    return "revert" if provenance.get("action") == REVERT else rev.operation
+
+
 def page_revisions(request: HttpRequest, source_id: str, slug: str) -> HttpResponse:
-    """Revisions newest first, each with the diff of its write (title and body) and
-    a Revert button (to the text before that write)."""
+    """Revisions newest first, each labelled (``_revision_label``) with the diff of
+    its write (title and body) and a Revert button (to the text before that write);
+    reverting a change that created the text (``blanks``) asks to confirm."""
     page = _live_page(source_id, slug)
     revisions = list(
         PageRevision.objects.filter(page=page).order_by("-created_at", "-id")[:50]
@@ -575,6 +597,8 @@ def page_revisions(request: HttpRequest, source_id: str, slug: str) -> HttpRespo
         rows.append(
             {
                 "rev": rev,
+                "label": _revision_label(rev),
+                "blanks": not rev.previous_body.strip(),
                 "title_changed": rev.previous_title != after_title,
                 "after_title": after_title,
                 "diff": _diff(rev.previous_body, after_body),
@@ -589,11 +613,22 @@ def page_revisions(request: HttpRequest, source_id: str, slug: str) -> HttpRespo
 
 def revision_revert(request: HttpRequest, revision_id: int) -> HttpResponse:
     """POST: put back the title, body and frontmatter a page had before this
-    revision's write, through ``page_write``: the revert is itself a revision."""
+    revision's write, through ``page_write``: the revert is itself a revision,
+    labelled ``revert`` (provenance ``{action: revert, reverts_revision}``). A
+    revert that would empty the page (the change created its text) needs
+    ``confirm=yes``; without it nothing changes and the message says so."""
     if request.method != "POST":
         return HttpResponseNotAllowed(["POST"])
     rev = get_object_or_404(PageRevision.objects.select_related("page"), pk=revision_id)
     page = rev.page
+    if not rev.previous_body.strip() and request.POST.get("confirm") != "yes":
+        messages.warning(
+            request,
+            f"Reverting the {rev.operation} of {rev.created_at:%Y-%m-%d %H:%M} would "
+            "empty the page (it wrote all of its text): tick “Empty the page” to "
+            "confirm. Nothing changed.",
+        )
+        return redirect("admin:console_page_revisions", page.source_id, page.slug)
     try:
         page_write(
             source=page.source,
@@ -605,6 +640,7 @@ def revision_revert(request: HttpRequest, revision_id: int) -> HttpResponse:
             frontmatter=dict(rev.previous_frontmatter or page.frontmatter),
             replace_frontmatter=True,
             allow_empty=True,
+            provenance={"action": REVERT, "reverts_revision": rev.pk},
             embed=False,
         )
         job_enqueue(
@@ -626,26 +662,95 @@ def revision_revert(request: HttpRequest, revision_id: int) -> HttpResponse:
 # --- search -----------------------------------------------------------------------
 
 
+SEARCH_PAGES = 20
+
+
 def search(request: HttpRequest) -> HttpResponse:
-    """GET ``q``: hybrid page search (SPEC §3) over every source, results linking to
-    the console page view."""
+    """GET ``q``: hybrid page search (SPEC §3) over every source, one row per page
+    (``search_rows``) linking to the console page view. ``source`` and ``type``
+    narrow it to one source and one page type (an unknown one is said and
+    ignored); a degraded search (keyword-only, embeddings pending) says so above
+    the results (``degraded_note``)."""
     query = request.GET.get("q", "").strip()
-    results: list[Any] = []
-    error = ""
+    sources = list(Source.objects.order_by("name", "id").only("id", "name"))
+    types = list(PageType.objects.order_by("name").values_list("name", flat=True))
+    source = _known(request, "source", {s.id for s in sources}, "source")
+    type_name = _known(request, "type", set(types), "page type")
+    rows: list[dict[str, Any]] = []
+    error = degraded = ""
     if query:
         caller = _caller(request)
         try:
             response = page_search(
-                scope=caller.all_readable_scope(), query=query, limit=20
+                scope=caller.read_scope([source])
+                if source
+                else caller.all_readable_scope(),
+                query=query,
+                limit=SEARCH_PAGES,
+                types=[type_name] if type_name else None,
             )
-            results = [
-                {**asdict(r), "snippet": markdown_plain(r.chunk)}
-                for r in response.results
-            ]
+            rows = search_rows(response.results)
+            degraded = degraded_note(response.search_degraded)
         except BrainError as exc:
             error = exc.message
-    context = _context(request, "Search", query=query, results=results, error=error)
+    context = _context(
+        request,
+        "Search",
+        query=query,
+        results=rows,
+        error=error,
+        degraded=degraded,
+        sources=sources,
+        types=types,
+        selected_source=source,
+        selected_type=type_name,
+    )
     return TemplateResponse(request, "console/search.html", context)
+
+
+def _known(request: HttpRequest, param: str, allowed: set[str], what: str) -> str:
+    """The GET ``param`` when it is one of ``allowed``, else "" (a warning says an
+    unknown value was ignored)."""
+    value = request.GET.get(param, "").strip()
+    if value and value not in allowed:
+        messages.warning(
+            request, f"There is no {what} '{value[:80]}'; searching every {what}."
+        )
+        return ""
+    return value
+
+
+def search_rows(results: list[SearchResult]) -> list[dict[str, Any]]:
+    """One row per page, best first (SPEC §3 returns up to 2 chunks of a page, e.g.
+    its title chunk and a body chunk): the page's first result's fields plus
+    ``snippet`` (its chunk as plain text) and ``passages`` (how many of its chunks
+    matched)."""
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in results:
+        key = (r.source_id, r.slug)
+        if key in rows:
+            rows[key]["passages"] += 1
+            continue
+        rows[key] = {**asdict(r), "snippet": markdown_plain(r.chunk), "passages": 1}
+    return list(rows.values())
+
+
+def degraded_note(reason: str | None) -> str:
+    """A curator's sentence for ``search_degraded`` (SPEC §3), or "" when search is
+    whole: keyword-only (no embedding model) or some passages not embedded yet."""
+    if not reason:
+        return ""
+    if reason.startswith("vector_search_unavailable"):
+        return (
+            "Search is keyword-only: results match the words you typed, not their "
+            f"meaning ({reason})."
+        )
+    if reason.startswith(("embeddings_pending", "embeddings_stale")):
+        return (
+            "Some passages are not embedded yet, so they match by keyword only "
+            f"({reason}); Embed now on the home page finishes them."
+        )
+    return f"Search is degraded: {reason}."
 
 
 PEOPLE_SHOWN = 100

@@ -84,8 +84,24 @@ class LoopsCorrectDueIn(RequestIn):
 
 
 class OpenLoopsOut(Schema):
-    loops: list[dict[str, Any]]
-    count: int
+    loops: list[dict[str, Any]] = Field(
+        ...,
+        description=(
+            "The loops, newest activity first; each has snoozed_until (ISO 8601 UTC "
+            "while a curator's snooze is ahead, else null)."
+        ),
+    )
+    count: int = Field(..., description="Loops listed before the limit.")
+    snoozed_left_out: int = Field(
+        0,
+        description=(
+            "Open loops snoozed into the future and left out (0 with "
+            "include_snoozed=true)."
+        ),
+    )
+    note: str | None = Field(
+        None, description="How to list the snoozed loops left out, or null."
+    )
     redacted: bool
     protocol_version: int = PROTOCOL_VERSION
 
@@ -96,6 +112,13 @@ class WaitingOut(Schema):
     no_counterparty: dict[str, Any]
     automated: dict[str, Any] = {}
     count: int
+    snoozed: dict[str, Any] = Field(
+        default_factory=dict,
+        description=(
+            "Open loops left out because a curator snoozed them: loop_count, "
+            "next_wake_at, last_wake_at (ISO 8601 UTC or null)."
+        ),
+    )
     sources: list[str]
     stale: bool
     stale_sources: list[str]
@@ -115,8 +138,14 @@ def open_loops(
     counterparty: str | None = None,
     source: str | None = None,
     limit: int = Query(50, ge=1, le=500),  # noqa: B008 (ninja's declaration)
+    include_snoozed: bool = Query(  # noqa: B008, FBT001 (ninja's declaration)
+        False,  # noqa: FBT003 (ninja's declaration)
+        description="Also list open loops a curator snoozed into the future.",
+    ),
 ) -> dict[str, Any]:
-    """Flat list of loops in the caller's readable sources (SPEC §4 ``open_loops``)."""
+    """Flat list of loops in the caller's readable sources (SPEC §4 ``open_loops``,
+    §5.5); snoozed loops are left out until their date unless ``include_snoozed``
+    (``interfaces.operations.op_open_loops``)."""
     return op_open_loops(
         request_caller(request),
         status=status,
@@ -124,6 +153,7 @@ def open_loops(
         counterparty=counterparty,
         source=source,
         limit=limit,
+        include_snoozed=include_snoozed,
     )
 
 
@@ -157,6 +187,7 @@ def loops_correct_due(
     return {
         "loops": [loop_view(loop).as_dict(trusted=caller.trusted)],
         "count": 1,
+        "snoozed_left_out": 0,
         "redacted": not caller.trusted,
     }
 

@@ -574,8 +574,19 @@ def open_loops(
     limit: Annotated[
         int, Field(ge=1, le=500, description="At most (default 50).")
     ] = 50,
+    include_snoozed: Annotated[
+        bool,
+        Field(
+            description=(
+                "Also list open loops a curator snoozed into the future (default "
+                "false: they are left out until their date and counted in "
+                "snoozed_left_out)."
+            )
+        ),
+    ] = False,
 ) -> dict[str, Any]:
-    """open_loops → ``interfaces.operations.op_open_loops``."""
+    """open_loops → ``interfaces.operations.op_open_loops`` (the same fields as
+    ``GET /api/open_loops``)."""
     return op_open_loops(
         caller,
         status=status,
@@ -583,6 +594,7 @@ def open_loops(
         counterparty=counterparty,
         source=source,
         limit=limit,
+        include_snoozed=include_snoozed,
     )
 
 
@@ -928,8 +940,10 @@ TOOLS: tuple[ToolSpec, ...] = (
             "What is still open: promises you made, promises made to you, emails you "
             "owe a reply to, questions you are waiting on, pending decisions. Filter "
             "by "
-            "loop_type, counterparty or source. Remote keys see summary and due date "
-            "only."
+            "loop_type, counterparty or source. Loops a curator snoozed are left out "
+            "until their date (snoozed_left_out counts them; include_snoozed=true "
+            "lists them); each loop says snoozed_until. Remote keys see summary, due "
+            "date and snoozed_until only."
         ),
         read_only=True,
     ),

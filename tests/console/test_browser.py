@@ -327,3 +327,108 @@ def test_loop_page_done_and_reopen_in_the_browser(
     loop = demo["loops"]["draft"]
     loop.refresh_from_db()
     assert loop.status == LoopStatus.OPEN
+
+
+def test_snooze_shows_as_snoozed_and_wakes_in_the_browser(
+    browser: Any, live_server: Any, demo: dict[str, Any]
+) -> None:
+    """Issue 47: snoozing a loop from Waiting leaves a "1 snoozed (until …)" line
+    that lists it with Wake now; the person card marks it; Wake now brings it back
+    to the ranked list."""
+    _login(browser, live_server)
+    _go(browser, browser.find_element(By.ID, "nav-waiting"))
+    row = _row(browser, "Review the vendor contract")
+    until = row.find_element(By.CSS_SELECTOR, "input.loop-snooze-input")
+    browser.execute_script("arguments[0].value = '2099-01-05'", until)
+    _go(browser, row.find_element(By.CSS_SELECTOR, "button.loop-snooze"))
+    _message(browser, "snoozed until 2099-01-05")
+    line = browser.find_element(By.CSS_SELECTOR, "#waiting-snoozed summary")
+    assert "1 snoozed (until 2099-01-05)" in line.text
+    assert not browser.find_elements(
+        By.XPATH,
+        "//tr[contains(@class,'waiting-loop')][.//a[text()='Review the "
+        "vendor contract']]",
+    )
+    line.click()
+    parked = browser.find_element(By.CSS_SELECTOR, "tr.waiting-snoozed-loop")
+    assert "Review the vendor contract" in parked.text and "2099-01-05" in parked.text
+
+    _go(browser, browser.find_element(By.ID, "nav-people"))
+    _go(browser, browser.find_element(By.LINK_TEXT, "Dana Reyes"))
+    card = browser.find_element(By.ID, "person-loops")
+    assert "1 snoozed" in card.find_element(By.TAG_NAME, "h2").text
+    badge = card.find_element(By.CSS_SELECTOR, "tr.person-loop-snoozed")
+    assert "snoozed until 2099-01-05" in badge.text
+    assert "Review the vendor contract" in badge.text
+
+    _go(browser, browser.find_element(By.ID, "nav-waiting"))
+    browser.find_element(By.CSS_SELECTOR, "#waiting-snoozed summary").click()
+    _go(browser, browser.find_element(By.CSS_SELECTOR, "#waiting-snoozed .loop-wake"))
+    _message(browser, "is awake: back in waiting now")
+    assert not browser.find_elements(By.ID, "waiting-snoozed")
+    assert _row(browser, "Review the vendor contract")
+    loop = demo["loops"]["contract"]
+    loop.refresh_from_db()
+    assert loop.snoozed_until is None and loop.status == LoopStatus.OPEN
+
+
+def test_search_one_row_per_page_with_filters_in_the_browser(
+    browser: Any, live_server: Any, demo: dict[str, Any], settings: Any
+) -> None:
+    """Issue 47: the search box lists each page once, narrows by page type, and
+    says when search is keyword-only."""
+    settings.BRAIN_EMBEDDING_PROVIDER = "none"
+    for title in ("Dana Reyes", "Omar Haddad"):
+        page = Page.objects.get(title=title)
+        page_write(
+            source=demo["mail"],
+            mode="replace",
+            actor=CALLER,
+            slug=page.slug,
+            title=title,
+            body=f"# {title} and Zanzibar\n\nZanzibar offsite.\n\n## More\n\nZanzibar.",
+            embed=False,
+        )
+    page_write(
+        source=demo["mail"],
+        mode="create",
+        actor=CALLER,
+        title="Zanzibar venue notes",
+        body="# Venue\n\nZanzibar hotel.\n\n## Food\n\nZanzibar dinner.",
+        embed=False,
+    )
+    _login(browser, live_server)
+    _go(browser, browser.find_element(By.ID, "console-search"), "Zanzibar\n")
+    rows = browser.find_elements(By.CSS_SELECTOR, "#search-results li")
+    titles = [r.find_element(By.TAG_NAME, "a").text for r in rows]
+    assert sorted(titles) == ["Dana Reyes", "Omar Haddad", "Zanzibar venue notes"]
+    notice = browser.find_element(By.ID, "search-degraded").text
+    assert "keyword-only" in notice
+    browser.find_element(By.CSS_SELECTOR, "#search-type option[value='person']").click()
+    _go(browser, browser.find_element(By.CSS_SELECTOR, "#search-form [type=submit]"))
+    rows = browser.find_elements(By.CSS_SELECTOR, "#search-results li")
+    assert sorted(r.find_element(By.TAG_NAME, "a").text for r in rows) == [
+        "Dana Reyes",
+        "Omar Haddad",
+    ]
+    assert "(person, work-mail" in rows[0].text
+
+
+def test_reverting_a_first_revision_needs_the_box_ticked_in_the_browser(
+    browser: Any, live_server: Any, demo: dict[str, Any]
+) -> None:
+    """Issue 47: the Revert of the revision that wrote a page's whole text does not
+    submit until "Empty the page" is ticked; the revert is then labelled revert."""
+    _login(browser, live_server)
+    _go(browser, browser.find_element(By.ID, "nav-people"))
+    _go(browser, browser.find_element(By.LINK_TEXT, "Omar Haddad"))
+    _go(browser, browser.find_element(By.LINK_TEXT, "Revisions"))
+    button = browser.find_element(By.CSS_SELECTOR, ".revision button.revert")
+    assert "empties the page" in button.text
+    button.click()  # the required box stops the form: nothing is posted
+    assert "Omar Haddad works with us." == Page.objects.get(title="Omar Haddad").body
+    browser.find_element(By.CSS_SELECTOR, ".revert-confirm input").click()
+    _go(browser, browser.find_element(By.CSS_SELECTOR, ".revision button.revert"))
+    _message(browser, "Reverted to the text before the create")
+    labels = browser.find_elements(By.CSS_SELECTOR, ".revision-label")
+    assert [lb.text for lb in labels] == ["revert", "create"]

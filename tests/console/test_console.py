@@ -75,6 +75,16 @@ def texts(response) -> str:  # type: ignore[no-untyped-def]
     return response.content.decode()
 
 
+def ranked(html: str) -> str:
+    """The waiting page's ranked groups: above the digest, without the snoozed
+    list (``<details id="waiting-snoozed">``)."""
+    before = html.split("Paste-ready")[0]
+    if '<details id="waiting-snoozed"' in before:
+        head, rest = before.split('<details id="waiting-snoozed"', 1)
+        before = head + rest.split("</details>", 1)[1]
+    return before
+
+
 # --- home and navigation -------------------------------------------------------------
 
 
@@ -601,7 +611,8 @@ def test_snooze_hides_the_loop_from_waiting_and_says_until_when(
     )
     html = texts(response)
     assert f"snoozed until {day}: it stays open" in html
-    assert "Send the Q3 numbers</a>" not in html.split("Paste-ready")[0]
+    assert "Send the Q3 numbers</a>" not in ranked(html)
+    assert f"1 snoozed (until {day})" in html
     loop.refresh_from_db()
     assert loop.status == LoopStatus.OPEN
     past = staff.post(
@@ -746,3 +757,187 @@ def test_search_snippets_read_as_text_not_markdown(
         in results
     )
     assert "##" not in results and "**" not in results and "[[" not in results
+
+
+# --- snoozed loops stay visible as snoozed (issue 47) --------------------------------
+
+
+def test_waiting_says_how_many_are_snoozed_and_lists_them_with_wake_now(
+    staff: Client, mail_source: Source
+) -> None:
+    """Regression (newcomer): a snoozed loop vanished from Waiting with no line
+    saying it was parked, and nothing listed it or woke it."""
+    a_loop(mail_source, "a@example.org", "Reply to Ann")
+    later = a_loop(mail_source, "b@example.org", "Reply to Bob")
+    day = timezone.localdate() + timedelta(days=4)
+    staff.post(
+        reverse("admin:console_loop_act", args=[later.pk]),
+        {"action": "snooze", "until": day.isoformat()},
+    )
+    html = texts(staff.get(reverse("admin:loops_waiting")))
+    snoozed = html.split('id="waiting-snoozed"')[1].split("</details>", 1)[0]
+    assert f"1 snoozed (until {day})" in snoozed
+    assert "Reply to Bob</a>" in snoozed and "loop-wake" in snoozed
+    assert "Reply to Bob</a>" not in ranked(html)
+    assert f"1 snoozed (until {day}) (left out until then)." in html
+    # The "what I owe" filter counts only its own kind of snoozed loops.
+    owed = texts(staff.get(reverse("admin:loops_waiting"), {"mine": "to_me"}))
+    assert 'id="waiting-snoozed"' not in owed
+    woke = staff.post(
+        reverse("admin:console_loop_act", args=[later.pk]),
+        {"action": "snooze", "until": "", "next": reverse("admin:loops_waiting")},
+        follow=True,
+    )
+    html = texts(woke)
+    assert "“Reply to Bob” is awake: back in waiting now." in html
+    assert 'id="waiting-snoozed"' not in html
+    assert "Reply to Bob</a>" in ranked(html)
+
+
+def test_person_card_and_loop_page_mark_a_snoozed_loop(
+    staff: Client, mail_source: Source
+) -> None:
+    """Regression (newcomer): the person card listed a snoozed loop unmarked,
+    as if it were waiting like the others."""
+    dana = person(mail_source, "Dana Reyes", "dana@example.org")
+    a_loop(mail_source, "dana@example.org", "Send the Q3 numbers")
+    later = a_loop(mail_source, "dana@example.org", "Review the contract")
+    for lp in OpenLoop.objects.all():
+        lp.counterparty = dana
+        lp.save(update_fields=["counterparty"])
+    until = timezone.now() + timedelta(days=6)
+    loop_snooze(loop=later, until=until, actor="test")
+    card = texts(
+        staff.get(reverse("admin:console_person", args=[mail_source.id, dana.slug]))
+    )
+    loops = card.split('id="person-loops"')[1].split('id="person-facts"')[0]
+    assert "Open loops (2, 1 snoozed)" in loops
+    rows = loops.split("<tr")
+    parked = next(r for r in rows if "Review the contract" in r)
+    awake = next(r for r in rows if "Send the Q3 numbers" in r)
+    assert f"snoozed until {timezone.localdate(until)}" in parked
+    assert "loop-wake" in parked
+    assert "snoozed" not in awake and "loop-wake" not in awake
+    page = texts(staff.get(reverse("admin:loops_openloop_change", args=[later.pk])))
+    triage = page.split('id="loop-triage"')[1].split("<h3>Evidence")[0]
+    assert f"snoozed until {timezone.localdate(until)}" in triage
+    assert "loop-wake" in triage
+    # Once its date has passed the loop is awake again and no longer marked.
+    OpenLoop.objects.filter(pk=later.pk).update(
+        snoozed_until=timezone.now() - timedelta(minutes=1)
+    )
+    card = texts(
+        staff.get(reverse("admin:console_person", args=[mail_source.id, dana.slug]))
+    )
+    assert "snoozed until" not in card and "Open loops (2)" in card
+
+
+# --- console search: one row per page, filters, degraded notice (issue 47) -----------
+
+
+def _searchable(source: Source, title: str, type_name: str | None = None) -> Page:
+    """A page whose title and two body sections all say Zanzibar (several chunks)."""
+    return page_write(
+        source=source,
+        mode="create",
+        actor=CALLER,
+        title=f"{title} Zanzibar",
+        type_name=type_name,
+        body=(
+            f"# {title} in Zanzibar\n\nThe Zanzibar offsite agenda.\n\n"
+            "## Budget\n\nZanzibar hotel and flights, per person."
+        ),
+        embed=False,
+    ).page
+
+
+def _result_slugs(html: str) -> list[str]:
+    results = html.split('id="search-results"')[1].split("</ol>")[0]
+    return [
+        part.split('"')[0].rstrip("/").rsplit("/", 1)[-1]
+        for part in results.split('<a href="')[1:]
+    ]
+
+
+def test_search_lists_each_page_once(staff: Client, mail_source: Source) -> None:
+    """Regression (newcomer): 20 rows for 14 pages, the title chunk and a body
+    chunk of one page listed as two results."""
+    pages = [_searchable(mail_source, f"Trip {n}") for n in range(4)]
+    html = texts(staff.get(reverse("admin:console_search"), {"q": "Zanzibar"}))
+    slugs = _result_slugs(html)
+    assert len(slugs) == len(set(slugs)) == len(pages), slugs
+    assert "4 page(s)" in html
+    assert "passages match" in html
+
+
+def test_search_filters_by_source_and_by_page_type(
+    staff: Client, mail_source: Source
+) -> None:
+    other = Source.objects.create(id="notes", name="Notes", kind="markdown")
+    in_mail = _searchable(mail_source, "Mail plan")
+    person_page = _searchable(other, "Dana", type_name="person")
+    url = reverse("admin:console_search")
+    every = _result_slugs(texts(staff.get(url, {"q": "Zanzibar"})))
+    assert sorted(every) == sorted(
+        [in_mail.slug.rsplit("/", 1)[-1], person_page.slug.rsplit("/", 1)[-1]]
+    )
+    by_source = texts(staff.get(url, {"q": "Zanzibar", "source": mail_source.id}))
+    assert _result_slugs(by_source) == [in_mail.slug.rsplit("/", 1)[-1]]
+    assert f'<option value="{mail_source.id}" selected>' in by_source
+    by_type = texts(staff.get(url, {"q": "Zanzibar", "type": "person"}))
+    assert _result_slugs(by_type) == [person_page.slug.rsplit("/", 1)[-1]]
+    assert '<option value="person" selected>' in by_type
+    unknown = texts(staff.get(url, {"q": "Zanzibar", "source": "nowhere"}))
+    assert "There is no source &#x27;nowhere&#x27;; searching every source." in unknown
+    assert len(_result_slugs(unknown)) == 2
+
+
+def test_search_says_when_it_is_keyword_only(
+    staff: Client, mail_source: Source, settings: Any
+) -> None:
+    settings.BRAIN_EMBEDDING_PROVIDER = "none"
+    _searchable(mail_source, "Trip")
+    html = texts(staff.get(reverse("admin:console_search"), {"q": "Zanzibar"}))
+    notice = html.split('id="search-degraded"')[1].split("</p>")[0]
+    assert "Search is keyword-only" in notice
+    assert "vector_search_unavailable: provider none" in notice
+
+
+# --- reverting a page's first revision (issue 47) -------------------------------------
+
+
+def test_reverting_the_first_revision_asks_to_confirm_and_is_labelled_revert(
+    staff: Client, mail_source: Source
+) -> None:
+    """Regression (newcomer): "Revert this change" on a page's first revision
+    blanked it in one click, and the history then called the revert "replace"."""
+    page = page_write(
+        source=mail_source,
+        mode="create",
+        actor=CALLER,
+        slug="notes/first",
+        title="First",
+        body="The only text this page ever had.",
+        embed=False,
+    ).page
+    url = reverse("admin:console_page_revisions", args=[mail_source.id, page.slug])
+    html = texts(staff.get(url))
+    assert 'name="confirm" value="yes" required' in html
+    assert "Revert this change (empties the page)" in html
+    first = PageRevision.objects.get(page=page)
+    revert = reverse("admin:console_revision_revert", args=[first.pk])
+    refused = texts(staff.post(revert, follow=True))
+    assert "would empty the page" in refused and "Nothing changed." in refused
+    page.refresh_from_db()
+    assert page.body.strip() == "The only text this page ever had."
+    assert PageRevision.objects.filter(page=page).count() == 1
+
+    done = texts(staff.post(revert, {"confirm": "yes"}, follow=True))
+    assert "Reverted to the text before the create" in done
+    page.refresh_from_db()
+    assert page.body.strip() == ""
+    labels = [
+        part.split("</span>")[0]
+        for part in done.split('<span class="revision-label">')[1:]
+    ]
+    assert labels == ["revert", "create"]

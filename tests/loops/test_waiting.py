@@ -190,8 +190,16 @@ def test_trusted_view_has_quotes_links_and_digest_remote_is_redacted(
     )
     assert body["redacted"] is True and body.get("text") is None
     remote_loop = body["groups"][0]["loops"][0]
-    # Counts are not redacted: ``repeats`` says how many loops an entry stands for.
-    assert set(remote_loop) == {"id", "loop_type", "summary", "due_at", "repeats"}
+    # Counts are not redacted: ``repeats`` says how many loops an entry stands for;
+    # nor is a snooze (issue 47: no caller offers parked work as open).
+    assert set(remote_loop) == {
+        "id",
+        "loop_type",
+        "summary",
+        "due_at",
+        "snoozed_until",
+        "repeats",
+    }
     assert "quote a" not in json.dumps(body)
 
 
