@@ -197,7 +197,7 @@ def lomo(*, reuse: bool, only: str | None, verbose: bool) -> None:
     candidate kept), then its ``waiting`` top 10 with a verdict per group; then
     the pooled figures."""
     from benchmarks.loops_quality import Tally, waiting_verdicts
-    from loops.decisions import DecisionModel, fit
+    from loops.decisions import DecisionModel, decide, fit
     from loops.services import loops_apply_decisions
 
     boxes = [mailbox_rows(o, reuse=reuse) for o in owner_sets()]
@@ -211,7 +211,8 @@ def lomo(*, reuse: bool, only: str | None, verbose: bool) -> None:
             continue
         rows, labels, groups = training_table(boxes, leave_out=name)
         model: DecisionModel = fit(rows, labels, groups)
-        probs = {pk: model.probability(f) for pk, f in box.features.items()}
+        kinds = {lp.pk: lp.loop_type for lp in box.loops}
+        probs = {pk: decide(model, kinds[pk], f) for pk, f in box.features.items()}
         kept = [lp for lp in box.loops if model.keeps(probs[lp.pk])]
         learned, _ = evaluate(box.labels, kept, box.thread_ids)
         rules, _ = evaluate(box.labels, box.loops, box.thread_ids)

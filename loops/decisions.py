@@ -53,19 +53,18 @@ MODEL_FEATURES: tuple[str, ...] = (
     "days_since",
     "recent_7d",
     "later_owner_to_them",
-    "later_sibling",
     "later_them_topic",
     "recipients",
     "moment_cue",
     "names_owner",
-    "owner_answer_rate",
-    "first_contact",
+    "request_cue",
     "they_are_owner_side",
 )
 """The features the model reads (a subset of ``loops.features.FEATURES``), chosen
-on the pooled leave-one-owner-out AUC of the dev set (482 candidates, 99 real):
-0.61 with every feature, 0.73 with the first twelve chosen, 0.77 with these (a
-forward step kept a feature only when it raised the pooled figure)."""
+forward on the pooled leave-one-owner-out AUC of the dev set (593 labelled
+candidates, 129 real; ``benchmarks/loops_train.py``): from the loop type, the
+time since and the owner's side (0.67), a feature was kept only when it raised
+the pooled figure (0.78 with these; every feature together: 0.73)."""
 
 
 @dataclass(frozen=True)
@@ -267,25 +266,32 @@ def choose_threshold(scores: Sequence[float], labels: Sequence[int]) -> float:
     return best
 
 
+def decide(model: DecisionModel, loop_type: str, features: dict[str, float]) -> float:
+    """The probability the decision keeps a loop by (0..1): the model's, or 0 where
+    a hard gate states a fact: the counterparty writes as the owner (an assistant
+    or office alias in the owner's sent mail, SPEC §5.1b), or a reply is owed to
+    a stranger's one-way mail (no exchange ever, outside the owner's domains:
+    it asks nothing the owner owes, LOOPS_LABELLING.md)."""
+    if features.get("they_are_owner_side") or (
+        features.get("stranger") and loop_type == "unanswered_inbound"
+    ):
+        return 0.0
+    return model.probability(features)
+
+
 def loop_probabilities(
     loops: Sequence[OpenLoop], index: MailboxIndex, model: DecisionModel
 ) -> dict[int, tuple[float, dict[str, float]]]:
     """``{loop pk: (probability, features)}`` for ``loops`` at ``index.now``. The
     embedding classifier runs only when ``model`` reads ``ask_score`` (or reads
-    nothing: the benchmark's feature pass). A loop whose counterparty is on the
-    owner's side has probability 0 (a hard gate: it states a fact)."""
+    nothing: the benchmark's feature pass); ``decide`` gives each probability."""
     scores: list[float] | None = None
     if loops and (not model.names or "ask_score" in model.names):
         scores = classifier.score([ask_sentence(lp) for lp in loops])
     out = {}
     for n, loop in enumerate(loops):
         features = loop_features(loop, index, scores[n] if scores else None)
-        probability = model.probability(features)
-        if features["they_are_owner_side"]:
-            # A fact, not a judgement: the counterparty writes as the owner (an
-            # assistant or office alias in the owner's sent mail, SPEC §5.1b).
-            probability = 0.0
-        out[loop.pk] = (probability, features)
+        out[loop.pk] = (decide(model, loop.loop_type, features), features)
     return out
 
 

@@ -88,6 +88,7 @@ FEATURES: tuple[str, ...] = (
     "them_to_owner_before",
     "owner_answer_rate",
     "first_contact",
+    "stranger",
     "same_domain",
     "owner_in_to",
     "recipients",
@@ -164,6 +165,7 @@ class MailboxIndex:
     owner_sent_share: float = 0.0
     owner_dates: list[datetime] = field(default_factory=list)
     owner_names: frozenset[str] = frozenset()
+    domains_written: frozenset[str] = frozenset()
     _ordered: list[MailMessage] = field(default_factory=list, repr=False)
     _dates: list[datetime] = field(default_factory=list, repr=False)
 
@@ -238,6 +240,7 @@ class MailboxIndex:
         )
         index.threads_from, index.subjects = dict(started), dict(subjects)
         index.owner_sent_share = mine_recent / total_recent if total_recent else 0.0
+        index.domains_written = frozenset(_domain(a) for a in sent if _domain(a))
         return index
 
     def after(self, moment: datetime) -> list[MailMessage]:
@@ -318,6 +321,17 @@ def _relationship(
         "them_to_owner_before": _log(before_in),
         "owner_answer_rate": answered / len(started) if started else 0.0,
         "first_contact": float(before_out + before_in == 0),
+        # No exchange before, never written to by the owner, from a domain outside
+        # the owner's that the owner never wrote to: a stranger's one-way mail
+        # (LOOPS_LABELLING.md), in a single thread: not a correspondent who keeps
+        # writing (a broker, a builder) nor a new contact at a known firm.
+        "stranger": float(
+            before_out + before_in == 0
+            and not sent
+            and _domain(them) not in index.owner_domains
+            and _domain(them) not in index.domains_written
+            and len(started) <= 1
+        ),
         "same_domain": float(_domain(them) in index.owner_domains),
         "owner_in_to": float(
             m is not None and bool(index.owner_side & {a.lower() for a in m.to})

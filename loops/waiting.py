@@ -33,6 +33,7 @@ from loops.detectors import CLOSED_BY_NOT_EXPECTED, detect_thread
 from loops.message import MailMessage
 from loops.models import (
     CLOSED_BY_FULFILLED,
+    CLOSED_BY_MODEL,
     CLOSED_BY_REPLY,
     CLOSED_BY_STALENESS,
     Detector,
@@ -609,11 +610,34 @@ def waiting_report(
         and completeness == "complete",
         "redacted": not trusted,
         "held_back": {"loop_count": len(held), "sources": sorted(notes.held_inbound)},
+        "not_kept": {"loop_count": not_kept_count([s.id for s in src_rows], clocks)},
         "warnings": warnings,
     }
     if trusted:
         report["text"] = render_digest(report)
     return report
+
+
+def not_kept_count(
+    source_ids: Sequence[str], clocks: dict[str, tuple[datetime, str]]
+) -> int:
+    """Candidates the learned decision closed (``closed_by`` ``model``, SPEC §5.1b)
+    whose last activity lies in the 90-day window of their source's clock, so a
+    list emptied by the model never reads as a clean bill without saying so."""
+    window = timedelta(days=MAILBOX_WINDOW_DAYS)
+    q = Q()
+    for sid in source_ids:
+        now = clocks[sid][0]
+        q |= Q(
+            source_id=sid, last_activity_at__gt=now - window, last_activity_at__lte=now
+        )
+    if not source_ids:
+        return 0
+    return (
+        OpenLoop.objects.filter(q, status=LoopStatus.DROPPED)
+        .filter(closed_by__startswith=CLOSED_BY_MODEL)
+        .count()
+    )
 
 
 @dataclass
@@ -868,6 +892,12 @@ def render_digest(report: dict[str, Any]) -> str:
     snoozed = report.get("snoozed") or {}
     if snoozed.get("loop_count"):
         lines.append(f"{snoozed_line(snoozed)} (left out until then).")
+    not_kept = (report.get("not_kept") or {}).get("loop_count", 0)
+    if not_kept:
+        lines.append(
+            f"Judged not open by the learned decision: {not_kept} candidate(s) "
+            "(closed by 'model'; reopen one from the console to keep it)."
+        )
     if report["clean"]:
         lines.append("You are clean: nothing is waiting on you.")
     elif report["count"] == 0:

@@ -192,7 +192,8 @@ HEDGED_PREFIX_RE = re.compile(
     r"\b(?:(?:i|we)\s+(?:think|guess|suppose|believe|expect|doubt|imagine|hope)|"
     r"indicates?|says?|said|states?|shows?|means?|"
     r"(?:i'?m|i\s+am|we'?re|we\s+are)\s+not\s+(?:sure|certain|convinced)|"
-    r"(?:i|we)\s+(?:don'?t|do\s+not)\s+know)\s+(?:that\s+|if\s+|whether\s+)?$",
+    r"(?:i|we)\s+(?:don'?t|do\s+not)\s+(?:know|think|expect|believe|see\s+how))"
+    r"\s+(?:that\s+|if\s+|whether\s+)?$",
     re.I,
 )
 # A condition after the promise: "I will let you know next week if I need to…".
@@ -580,6 +581,37 @@ class _Pending:
     accepted_request: bool
 
 
+_PROMISE_STOP = frozenset(
+    "i i'll ill we we'll will shall you your the a an to on by as said and of for "
+    "is be it this that me my our us".split()
+)
+
+
+def _promise_words(sentence: str) -> set[str]:
+    """A promise's content words (its verb and objects, not its grammar)."""
+    return {
+        w for w in re.findall(r"[a-z']+", sentence.lower()) if w not in _PROMISE_STOP
+    }
+
+
+def _same_promise(
+    earlier: _Pending, direction: str, match: RuleMatch, message: MailMessage
+) -> bool:
+    """Whether ``match`` restates a promise already found in the same message
+    ("I will send the contract by Friday. As I said, I'll send the contract on
+    Friday."): same direction, same verb, half or more of the content words
+    shared besides the verb ("send the contract" and "send the invoice" are two).
+    One promise is one loop (issue 43, class 4)."""
+    if earlier.message is not message or earlier.direction != direction:
+        return False
+    if match.kind != "commitment" or earlier.match.verb != match.verb:
+        return False
+    verb = {match.verb}
+    a = _promise_words(earlier.match.sentence) - verb
+    b = _promise_words(match.sentence) - verb
+    return bool(a and b) and 2 * len(a & b) >= min(len(a), len(b))
+
+
 def rule_extract(
     messages: Sequence[MailMessage],
     *,
@@ -604,7 +636,8 @@ def rule_extract(
       confirmed", "Attached is the report") opens nothing.
 
     ``timezones`` maps message id → the sender's tz for deadlines. Returns
-    candidates oldest message first, one per direction and lower-cased text.
+    candidates oldest message first, one per direction and lower-cased text, and
+    one per promise of a message (``_same_promise``).
     """
     owners = {a.lower() for a in owner_addresses}
     subs = sorted((m for m in messages if is_substantive(m)), key=lambda m: m.sent_at)
@@ -654,7 +687,9 @@ def rule_extract(
                     continue
                 direction, accepted = OWED_BY_ME, True
             key = (direction, match.sentence.lower())
-            if key in seen:
+            if key in seen or any(
+                _same_promise(q, direction, match, m) for q in pending
+            ):
                 continue
             seen.add(key)
             pending.append(

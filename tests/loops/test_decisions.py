@@ -130,6 +130,16 @@ def test_moot_after_its_moment(decided: dict[str, OpenLoop]) -> None:
     assert decided["t-fresh"].confidence > decided["t-old"].confidence
 
 
+def test_waiting_says_how_many_candidates_the_model_did_not_keep(
+    decided: dict[str, OpenLoop],
+) -> None:
+    """A list the model thinned never passes for the whole truth: waiting counts
+    the candidates it closed and the digest says how to keep one."""
+    report = waiting_report(caller=local_caller(actor="test"), sources=["robin"])
+    assert report["not_kept"] == {"loop_count": 1}
+    assert "Judged not open by the learned decision: 1 candidate" in report["text"]
+
+
 def test_the_owner_side_is_never_waiting(
     robins_mailbox: Source, store: Callable[..., list[MailMessage]], settings: object
 ) -> None:
@@ -260,3 +270,118 @@ def test_missing_sent_mail_is_warned_and_reply_owed_verdicts_held_back(
     ]
     assert report["completeness"] == "partial" and not report["clean"]
     assert any("only 2 sent" in w for w in report["warnings"]), report["warnings"]
+
+
+def _decide_all(source: Source, messages: list[MailMessage]) -> list[OpenLoop]:
+    """Detect ``messages`` (rules), run the decision once, return the open loops."""
+    process_threads(
+        source_id=source.id, thread_ids=sorted({m.thread_id for m in messages})
+    )
+    loops_decide(source=source, now=reference_time(source=source))
+    return list(OpenLoop.objects.filter(source=source, status=LoopStatus.OPEN))
+
+
+def test_strangers_one_way_mail_is_not_owed_a_reply(
+    robins_mailbox: Source, store: Callable[..., list[MailMessage]], settings: object
+) -> None:
+    """Class 2: a stranger's grievance letter, worded as questions, owes nothing
+    (LOOPS_LABELLING.md); a colleague's question of the same day stays."""
+    settings.LOOPS_DECISIONS_ENABLED = False  # type: ignore[attr-defined]
+    stranger = _ask(
+        1,
+        "angry.shareholder@mailbox.example",
+        NOW - timedelta(days=2),
+        "How could you let this happen? Who will repay my savings? Answer me!",
+        "t-grief",
+    )
+    colleague = _ask(
+        2,
+        LEE,
+        NOW - timedelta(days=2),
+        "Robin, can you approve the Houston lease renewal today?",
+        "t-lease",
+    )
+    last = msg(
+        3, frm=LEE, to=(ROBIN,), at=NOW, body="Numbers attached.", thread="t-last"
+    )
+    mail = [*_history(LEE, colleague.sent_at), stranger, colleague, last]
+    store(robins_mailbox, mail)
+    open_threads = {lp.thread_id for lp in _decide_all(robins_mailbox, mail)}
+    assert "t-grief" not in open_threads
+    assert "t-lease" in open_threads
+
+
+def test_a_matter_settled_elsewhere_does_not_stay_open(
+    robins_mailbox: Source, store: Callable[..., list[MailMessage]], settings: object
+) -> None:
+    """Class 3: Dana asked for the Q3 budget plan; Robin sent it two days later
+    under a new subject with Dana copied: nothing is owed."""
+    settings.LOOPS_DECISIONS_ENABLED = False  # type: ignore[attr-defined]
+    ask = _ask(
+        1,
+        DANA,
+        NOW - timedelta(days=6),
+        "Can you send me the Q3 budget plan for Calpine?",
+        "t-ask",
+    )
+    ask.subject = "Calpine Q3 budget"
+    sent = msg(
+        2,
+        frm=ROBIN,
+        to=(LEE,),
+        cc=(DANA,),
+        at=NOW - timedelta(days=4),
+        body="Attached is the Q3 budget plan for Calpine.",
+        subject="Q3 budget plan - Calpine",
+        thread="t-plan",
+    )
+    last = msg(
+        3, frm=LEE, to=(ROBIN,), at=NOW, body="Numbers attached.", thread="t-last"
+    )
+    mail = [*_history(DANA, ask.sent_at), ask, sent, last]
+    store(robins_mailbox, mail)
+    assert "t-ask" not in {lp.thread_id for lp in _decide_all(robins_mailbox, mail)}
+
+
+def test_promises_that_are_not_promises_and_one_promise_is_one_loop(
+    robins_mailbox: Source, store: Callable[..., list[MailMessage]], settings: object
+) -> None:
+    """Class 4: "I'll be on my cell", "I will keep you posted" and "I don't think
+    we'll have anything for you today" promise nothing; one promise said twice
+    in a message is one loop."""
+    settings.LOOPS_DECISIONS_ENABLED = False  # type: ignore[attr-defined]
+    note = msg(
+        1,
+        frm=ROBIN,
+        to=(LEE,),
+        at=NOW - timedelta(days=2),
+        thread="t-cell",
+        body="I'll be on my cell all afternoon. I will keep you posted. "
+        "I don't think we'll have anything for you today.",
+        subject="Today",
+    )
+    pledge = msg(
+        2,
+        frm=ROBIN,
+        to=(DANA,),
+        at=NOW - timedelta(days=2),
+        thread="t-pledge",
+        subject="Contract",
+        body="I will send you the signed contract by Friday. As I said, "
+        "I'll send the signed contract on Friday.",
+    )
+    last = msg(
+        3, frm=LEE, to=(ROBIN,), at=NOW, body="Numbers attached.", thread="t-last"
+    )
+    mail = [
+        *_history(LEE, note.sent_at),
+        *_history(DANA, pledge.sent_at),
+        note,
+        pledge,
+        last,
+    ]
+    store(robins_mailbox, mail)
+    loops = _decide_all(robins_mailbox, mail)
+    promises = [lp for lp in loops if lp.loop_type == "commitment_owed_by_me"]
+    assert "t-cell" not in {lp.thread_id for lp in promises}
+    assert [lp.thread_id for lp in promises] == ["t-pledge"]
