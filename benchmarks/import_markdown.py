@@ -188,7 +188,9 @@ def _search_figures(source_id: str, queries: list[str]) -> None:
     floor = _time_floor(source_id, queries)
     settled = _time_search(source_id, queries)
     f50, f95 = _p50_p95(floor)
-    print(f"keyword floor (bare GIN SQL, settled)  p50 {f50:6.1f} ms  p95 {f95:6.1f} ms")
+    print(
+        f"keyword floor (bare GIN SQL, settled)  p50 {f50:6.1f} ms  p95 {f95:6.1f} ms"
+    )
     for label, samples in (
         ("keyword search straight after import", after),
         ("keyword search settled (VACUUM)     ", settled),
@@ -238,9 +240,7 @@ def main() -> None:
         plain, plain_links, _ = _import(
             folder, "bench-md-nolink", auto_link=False, total=n
         )
-        linked, links, rates = _import(
-            folder, "bench-md-link", auto_link=True, total=n
-        )
+        linked, links, rates = _import(folder, "bench-md-link", auto_link=True, total=n)
         print(f"{n} pages, {written} links written")
         print(f"floor (read + COPY)        {n / floor:9.0f} pages/s  ({floor:.2f} s)")
         for label, elapsed, stored in (

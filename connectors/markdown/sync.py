@@ -54,6 +54,7 @@ from connectors.models import HeldItem
 from connectors.services import (
     HeldInput,
     held_items_record,
+    import_settle,
     sync_run_finish,
     sync_run_start,
 )
@@ -327,6 +328,7 @@ def markdown_import(
     report.status = sync.status
     if embed:
         report.embedded = pages_embed_pending(source_ids=[source.id])
+    import_settle()  # after the embeddings: their updates fill the indexes too
     return report
 
 
