@@ -14,8 +14,10 @@ from django.db import connection
 from django.db.models import F
 from django.utils import timezone
 
+from brain.maintenance import PAGE_WRITE_MODELS, SettleReport, tables_settle
 from brain.models import Page, RawRecord, Source
 from connectors.models import HeldItem, ImportedItem, SyncRun
+from loops.models import LoopEvent, OpenLoop, SenderProfile
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -155,6 +157,26 @@ def sync_run_finish(*, run: SyncRun, report: SyncReport, error: str = "") -> Syn
     finally:
         source_lock_release(source_id=run.source_id)
     return run
+
+
+def import_settle() -> SettleReport:
+    """The last step of every bulk write path of the connectors (markdown import,
+    mail import, IMAP and Google sync; issue 48, SPEC §11): merge the GIN pending
+    lists of the tables an import fills (pages, chunks, aliases, relations, raw
+    records, facts, loops, held and imported items) and ``ANALYZE`` them
+    (``brain.maintenance.tables_settle``), so the first search after the import
+    runs at settled speed. Call it after the run's last commit. Returns the
+    ``SettleReport``."""
+    return tables_settle(
+        [
+            *PAGE_WRITE_MODELS,
+            OpenLoop,
+            LoopEvent,
+            SenderProfile,
+            HeldItem,
+            ImportedItem,
+        ]
+    )
 
 
 # --- held items ----------------------------------------------------------------------

@@ -39,6 +39,7 @@ from django.db.migrations.recorder import MigrationRecorder
 from django.utils import timezone
 
 from brain.exceptions import InvalidParams
+from brain.maintenance import tables_settle
 from connectors.markdown.sync import markdown_export, markdown_import
 
 FORMAT = 1
@@ -297,7 +298,9 @@ def backup_read(*, path: Path, into: Path) -> dict[str, Any]:
 def backup_restore(*, path: Path, progress: Any = None) -> RestoreReport:
     """Restore the archive at ``path`` into the configured database, which must be
     empty (no tables in its public schema), then verify every table's count and
-    hash against the manifest. Raises ``BackupError`` when the database is not
+    hash against the manifest, and settle every table (GIN pending lists merged,
+    statistics gathered: ``brain.maintenance.tables_settle``, issue 48), so the
+    first search on the restored brain runs at settled speed. Raises ``BackupError`` when the database is not
     empty, ``pg_restore`` fails, or the restored tables differ from the manifest
     (the report of the differences is in ``detail``)."""
     with connection.cursor() as cursor:
@@ -334,6 +337,8 @@ def backup_restore(*, path: Path, progress: Any = None) -> RestoreReport:
     connection.close()
     _say(progress, "verifying tables")
     got = table_fingerprints()
+    _say(progress, "settling indexes and statistics")
+    tables_settle((), tables=sorted(got))  # issue 48: search at settled speed
     want = manifest["tables"]
     report = RestoreReport(tables=len(want))
     for table in sorted(set(want) | set(got)):

@@ -40,7 +40,7 @@ from connectors.mailbox.client import MailboxEntry
 from connectors.mailbox.sync import BATCH_THREADS, MailboxConnector
 from connectors.models import SharedMailbox
 from connectors.secrets import secret_decrypt
-from connectors.services import sync_run_finish, sync_run_start
+from connectors.services import import_settle, sync_run_finish, sync_run_start
 from loops.message import SENT
 
 if TYPE_CHECKING:
@@ -269,6 +269,7 @@ def imap_sync(
         sync_run_finish(run=run, report=report, error=f"{code}: {message}")
         raise
     sync_run_finish(run=run, report=report)
+    import_settle()  # issue 48: the first search after a sync at settled speed
     return report
 
 

@@ -71,6 +71,7 @@ from connectors.services import (
     HeldInput,
     held_items_record,
     held_items_release,
+    import_settle,
     sync_run_finish,
     sync_run_start,
 )
@@ -702,6 +703,7 @@ def mailbox_import(
     finally:
         gc.unfreeze()
     sync_run_finish(run=run, report=report)
+    import_settle()  # issue 48: the first search after an import at settled speed
     return report
 
 

@@ -30,11 +30,13 @@ from brain.services.facts import (
     normalize_fact_text,
 )
 from brain.services.pages import (
+    PageInput,
     RawInput,
     TimelineInput,
+    WriteResult,
     page_soft_delete,
-    page_write,
     pages_embed_pending,
+    pages_write,
 )
 from brain.services.sources import source_ensure
 from connectors.base import SyncReport
@@ -54,6 +56,7 @@ from connectors.models import HeldItem
 from connectors.services import (
     HeldInput,
     held_items_record,
+    import_settle,
     sync_run_finish,
     sync_run_start,
 )
@@ -135,24 +138,21 @@ def _as_date(value: Any) -> date | None:
     return None
 
 
-def _apply_file(
-    *, source: Source, page: MarkdownPage, report: ImportReport, data: bytes
-) -> None:
-    """Write one parsed file through ``page_write`` (its bytes exactly as the raw
-    record) and add its facts."""
+def _page_input(*, page: MarkdownPage, data: bytes, type_names: set[str]) -> PageInput:
+    """The ``pages_write`` item of one parsed file (its bytes exactly as the raw
+    record); ``type_names`` are the Schema's page types (read once per import):
+    an unknown ``type`` is kept as ``legacy_type`` and the page typed by slug."""
     fm = dict(page.frontmatter)
     visibility = str(fm.pop("visibility", "") or "") or None
     if visibility not in (None, "world", "private"):
         visibility = "private"  # an unknown value never widens who can read
     effective = _as_date(fm.pop("effective_date", None))
     type_name = fm.get("type")
-    if type_name and not PageType.objects.filter(name=str(type_name)).exists():
+    if type_name and str(type_name) not in type_names:
         fm["legacy_type"] = fm.pop("type")  # unknown type: kept, page typed by slug
         type_name = None
-    result = page_write(
-        source=source,
+    return PageInput(
         mode="upsert",
-        actor=local_caller(actor=f"markdown:{source.id}"),
         slug=page.slug,
         title=_title_for(page),
         body=page.body,
@@ -172,15 +172,16 @@ def _apply_file(
         ],
         timeline=[TimelineInput(day, text, "markdown") for day, text in page.timeline],
         allow_empty=True,
-        embed=False,
     )
+
+
+def _count(report: ImportReport, result: WriteResult) -> None:
     if result.created:
         report.created += 1
     elif result.changed:
         report.updated += 1
     else:
         report.unchanged += 1
-    report.facts_added += _add_facts(source=source, entity=result.page, rows=page.facts)
 
 
 def _add_facts(*, source: Source, entity: Page, rows: list[FactRow]) -> int:
@@ -297,9 +298,13 @@ def markdown_import(
     with its line, reason and bytes; the import goes on. ``errors`` lists them as
     ``"path: message"``. Page-less facts are read from ``FACTS_FILE``.
 
-    The run is a ``SyncRun`` (``succeeded_with_holds`` when files were held) under
-    the source's import lock. Embeddings are filled at the end unless ``embed``
-    is False. ``progress(relpath)`` is called per file. Idempotent: a second run
+    Changed files are written ``BATCH_FILES`` at a time through ``pages_write``
+    (one transaction and a constant number of queries per batch, so the import's
+    rate does not fall as the source grows; issue 48). The run is a ``SyncRun``
+    (``succeeded_with_holds`` when files were held) under the source's import
+    lock. Embeddings are filled at the end unless ``embed`` is False; then the
+    indexes are settled (``connectors.services.import_settle``: GIN pending
+    lists merged, tables analysed) so the first search runs at settled speed. ``progress(relpath)`` is called per file. Idempotent: a second run
     of the same folder reports everything unchanged.
     """
     source = Source.objects.filter(id=source_id).first() or source_ensure(
@@ -327,27 +332,45 @@ def markdown_import(
     report.status = sync.status
     if embed:
         report.embedded = pages_embed_pending(source_ids=[source.id])
+    import_settle()  # after the embeddings: their updates fill the indexes too
     return report
 
 
-def _import_folder(
-    *,
-    source: Source,
-    directory: Path,
-    report: ImportReport,
-    sync: SyncReport,
-    progress: Callable[[str], None] | None,
-) -> None:
-    known: dict[str, dict[str, str]] = dict(source.cursor.get(CURSOR_KEY, {}))
-    seen: dict[str, dict[str, str]] = {}
-    holds: list[HeldInput] = []
-    slug_owner: dict[str, str] = {}
-    stored: list[str] = []
+# Files written per ``pages_write`` call (one transaction): each batch costs a
+# constant number of queries whatever the size of the source (issue 48).
+BATCH_FILES = 100
 
-    def hold(relpath: str, data: bytes, code: str, message: str, line: int) -> None:
-        report.errors.append(f"{relpath}: {message.removeprefix(relpath + ': ')}")
-        report.held += 1
-        holds.append(
+
+@dataclass
+class _Folder:
+    """The state of one folder import: the cursor as it was (``known``) and as it
+    will be (``seen``), the holds, the files stored, the batch waiting to be
+    written and the Schema's page type names (read once)."""
+
+    source: Source
+    report: ImportReport
+    known: dict[str, dict[str, str]]
+    type_names: set[str]
+    seen: dict[str, dict[str, str]] = field(default_factory=dict)
+    holds: list[HeldInput] = field(default_factory=list)
+    stored: list[str] = field(default_factory=list)
+    batch: list[tuple[str, MarkdownPage, bytes]] = field(default_factory=list)
+
+    def hold(
+        self,
+        relpath: str,
+        data: bytes,
+        code: str,
+        message: str,
+        line: int,
+        *,
+        keep: bool = True,
+    ) -> None:
+        """Hold one file (SPEC §6 "Every importer"); with ``keep`` a file imported
+        before keeps its cursor entry, so an error never deletes its page."""
+        self.report.errors.append(f"{relpath}: {message.removeprefix(relpath + ': ')}")
+        self.report.held += 1
+        self.holds.append(
             HeldInput(
                 kind=HELD_KIND,
                 external_id=f"markdown:{relpath}@{hashlib.sha256(data).hexdigest()[:16]}",
@@ -358,69 +381,158 @@ def _import_folder(
                 raw=data,
             )
         )
+        if keep and relpath in self.known:
+            self.seen[relpath] = self.known[relpath]
 
+    def written(self, relpath: str, page: MarkdownPage) -> None:
+        self.seen[relpath] = {"sha256": page.sha256, "slug": page.slug}
+        self.stored.append(relpath)
+
+
+def _write_batch(run: _Folder) -> None:
+    """Write the waiting files with one ``pages_write`` call in one transaction
+    (set-based: a constant number of queries per batch, plus the fact service for
+    files with a facts table or pages that had one). A file the write path refuses
+    (``BrainError``) is held and the others are written; any other error rolls the
+    batch back and its files are written one by one, so only the bad one is held."""
+    batch, run.batch = run.batch, []
+    if not batch:
+        return
+    items = [
+        _page_input(page=p, data=d, type_names=run.type_names) for _, p, d in batch
+    ]
+    counts = ImportReport()
+    try:
+        with transaction.atomic():
+            results = pages_write(
+                source=run.source,
+                actor=local_caller(actor=f"markdown:{run.source.id}"),
+                items=items,
+                embed=False,
+                errors="collect",
+            )
+            for (_, page, _), result in zip(batch, results, strict=True):
+                if isinstance(result, WriteResult):
+                    _count(counts, result)
+                    if page.facts or not result.created:
+                        counts.facts_added += _add_facts(
+                            source=run.source, entity=result.page, rows=page.facts
+                        )
+    except (OperationalError, InterfaceError):
+        raise  # transient: the job retries
+    except Exception:  # noqa: BLE001 - the batch is retried file by file below
+        for relpath, page, data in batch:
+            _write_one(run, relpath, page, data)
+        return
+    for name in ("created", "updated", "unchanged", "facts_added"):
+        setattr(run.report, name, getattr(run.report, name) + getattr(counts, name))
+    for (relpath, page, data), result in zip(batch, results, strict=True):
+        if isinstance(result, BrainError):
+            run.hold(
+                relpath,
+                data,
+                HeldItem.Reason.STORAGE_REFUSED,
+                f"{relpath}: {result.code}: {result.message}",
+                0,
+            )
+        else:
+            run.written(relpath, page)
+
+
+def _write_one(run: _Folder, relpath: str, page: MarkdownPage, data: bytes) -> None:
+    """Write one file in its own transaction (a batch that failed); a refusal or an
+    error holds the file and the import goes on."""
+    try:
+        with transaction.atomic():
+            (result,) = pages_write(
+                source=run.source,
+                actor=local_caller(actor=f"markdown:{run.source.id}"),
+                items=[_page_input(page=page, data=data, type_names=run.type_names)],
+                embed=False,
+            )
+            assert isinstance(result, WriteResult)  # errors="raise"
+            facts = _add_facts(source=run.source, entity=result.page, rows=page.facts)
+    except (OperationalError, InterfaceError):
+        raise  # transient: the job retries
+    except BrainError as exc:
+        code, message = HeldItem.Reason.STORAGE_REFUSED, f"{exc.code}: {exc.message}"
+        run.hold(relpath, data, code, f"{relpath}: {message}", 0)
+        return
+    except Exception as exc:  # noqa: BLE001 - one bad file never aborts the import
+        code, message = HeldItem.Reason.STORAGE_ERROR, f"{type(exc).__name__}: {exc}"
+        run.hold(relpath, data, code, f"{relpath}: {message}", 0)
+        return
+    _count(run.report, result)
+    run.report.facts_added += facts
+    run.written(relpath, page)
+
+
+def _read_files(
+    run: _Folder, directory: Path, progress: Callable[[str], None] | None
+) -> None:
+    """Read, parse and check every file of ``directory`` (holds, slug collisions,
+    unchanged files), writing the changed ones ``BATCH_FILES`` at a time."""
+    slug_owner: dict[str, str] = {}
     for path in iter_folder(directory):
         relpath = path.relative_to(directory).as_posix()
-        report.files += 1
+        run.report.files += 1
         if progress is not None:
             progress(relpath)
         try:
             data = path.read_bytes()
         except OSError as exc:
-            hold(relpath, b"", HeldItem.Reason.UNREADABLE, f"{relpath}: {exc}", 0)
+            run.hold(
+                relpath,
+                b"",
+                HeldItem.Reason.UNREADABLE,
+                f"{relpath}: {exc}",
+                0,
+                keep=False,
+            )
             continue
         try:
             page = read_file(path, directory=directory)
         except MarkdownFileError as exc:
-            hold(relpath, data, exc.code, exc.message, exc.line)
-            if relpath in known:
-                seen[relpath] = known[relpath]  # keep tracking; never delete on error
+            run.hold(relpath, data, exc.code, exc.message, exc.line)
             continue
         owner = slug_owner.setdefault(page.slug, relpath)
         if owner != relpath:
-            hold(
+            run.hold(
                 relpath,
                 data,
                 HeldItem.Reason.SLUG_COLLISION,
                 f"{relpath}: maps to slug {page.slug!r}, which {owner} already has; "
                 "rename one of the files",
                 0,
+                keep=False,
             )
             continue
-        previous = known.get(relpath)
+        previous = run.known.get(relpath)
         if previous and previous.get("sha256") == page.sha256:
-            report.unchanged += 1
-            seen[relpath] = {"sha256": page.sha256, "slug": page.slug}
+            run.report.unchanged += 1
+            run.seen[relpath] = {"sha256": page.sha256, "slug": page.slug}
             continue
-        try:
-            with transaction.atomic():
-                _apply_file(source=source, page=page, report=report, data=data)
-        except (OperationalError, InterfaceError):
-            raise  # transient: the job retries
-        except BrainError as exc:
-            hold(
-                relpath,
-                data,
-                HeldItem.Reason.STORAGE_REFUSED,
-                f"{relpath}: {exc.code}: {exc.message}",
-                0,
-            )
-            if relpath in known:
-                seen[relpath] = known[relpath]
-            continue
-        except Exception as exc:  # noqa: BLE001 - one bad file never aborts the import
-            hold(
-                relpath,
-                data,
-                HeldItem.Reason.STORAGE_ERROR,
-                f"{relpath}: {type(exc).__name__}: {exc}",
-                0,
-            )
-            if relpath in known:
-                seen[relpath] = known[relpath]
-            continue
-        seen[relpath] = {"sha256": page.sha256, "slug": page.slug}
-        stored.append(relpath)
+        run.batch.append((relpath, page, data))
+        if len(run.batch) >= BATCH_FILES:
+            _write_batch(run)
+    _write_batch(run)
+
+
+def _import_folder(
+    *,
+    source: Source,
+    directory: Path,
+    report: ImportReport,
+    sync: SyncReport,
+    progress: Callable[[str], None] | None,
+) -> None:
+    run = _Folder(
+        source=source,
+        report=report,
+        known=dict(source.cursor.get(CURSOR_KEY, {})),
+        type_names=set(PageType.objects.values_list("name", flat=True)),
+    )
+    _read_files(run, directory, progress)
     facts_path = directory / FACTS_FILE
     if facts_path.is_file():
         try:
@@ -430,24 +542,27 @@ def _import_folder(
         else:
             report.facts_added += _add_loose_facts(source=source, rows=rows)
     caller = local_caller(actor=f"markdown:{source.id}")
-    live_slugs = {entry["slug"] for entry in seen.values()}
-    for relpath, entry in known.items():
-        if relpath in seen or entry["slug"] in live_slugs:
+    live_slugs = {entry["slug"] for entry in run.seen.values()}
+    for relpath, entry in run.known.items():
+        if relpath in run.seen or entry["slug"] in live_slugs:
             continue
         gone = Page.objects.filter(source=source, slug=entry["slug"]).first()
         if gone is not None and page_soft_delete(
             page=gone, actor=caller, reason=f"file {relpath} removed"
         ):
             report.deleted += 1
-    if holds:
-        held_items_record(source=source, items=holds, report=sync)
-    if stored:
+    if run.holds:
+        held_items_record(source=source, items=run.holds, report=sync)
+    if run.stored:
         HeldItem.objects.filter(
-            source=source, kind=HELD_KIND, folder__in=stored, released_at__isnull=True
+            source=source,
+            kind=HELD_KIND,
+            folder__in=run.stored,
+            released_at__isnull=True,
         ).update(released_at=timezone.now())
     with transaction.atomic():
         locked = Source.objects.select_for_update().get(pk=source.pk)
-        locked.cursor = {**locked.cursor, CURSOR_KEY: seen}
+        locked.cursor = {**locked.cursor, CURSOR_KEY: run.seen}
         locked.save(update_fields=["cursor", "updated_at"])
 
 

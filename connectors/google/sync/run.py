@@ -17,6 +17,7 @@ from connectors.google.auth import authorized_http
 from connectors.google.client import READONLY_SCOPES, GoogleClient
 from connectors.models import GoogleAccount
 from connectors.services import (
+    import_settle,
     sync_run_finish,
     sync_run_start,
 )
@@ -149,4 +150,5 @@ def google_sync(
             )
             raise
     sync_run_finish(run=run, report=report)
+    import_settle()  # issue 48: the first search after a sync at settled speed
     return report
