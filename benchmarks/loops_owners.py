@@ -222,8 +222,8 @@ def lomo(*, reuse: bool, only: str | None, verbose: bool) -> None:
         )
         for loop_type in LOOP_TYPES:
             t, f = learned[(loop_type, "all")], rules[(loop_type, "all")]
-            _add(pooled[loop_type], t)
-            _add(floor[loop_type], f)
+            pooled[loop_type].add(t)
+            floor[loop_type].add(f)
             if t.product or t.truth or f.product:
                 print(
                     f"  {loop_type:22} learned {t.line()}\n  {'':22} rules   {f.line()}"
@@ -274,12 +274,3 @@ def drawn_top10(box: MailboxRows) -> tuple[int, int]:
             marks.setdefault(email, []).append(box.verdicts.get(loop.pk))
     good = sum(1 for m in marks.values() if True in m and False not in m)
     return good, len(marks)
-
-
-def _add(total: Any, part: Any) -> None:
-    total.product += part.product
-    total.matched += part.matched
-    total.truth += part.truth
-    total.found += part.found
-    total.fps += part.fps
-    total.misses += part.misses

@@ -405,6 +405,15 @@ class Tally:
         """Truth items found / truth items (nan without truth)."""
         return self.found / self.truth if self.truth else float("nan")
 
+    def add(self, other: Tally) -> None:
+        """Add ``other``'s counts and lines to this tally."""
+        self.product += other.product
+        self.matched += other.matched
+        self.truth += other.truth
+        self.found += other.found
+        self.fps += other.fps
+        self.misses += other.misses
+
     def line(self) -> str:
         """``precision P (m/n)  recall R (f/t)``."""
         p, r = self.precision, self.recall
@@ -731,13 +740,7 @@ def main() -> None:
                 t.truth += tally.truth
                 t.found += tally.found
         for key, tally in tallies.items():
-            t = total[key]
-            t.product += tally.product
-            t.matched += tally.matched
-            t.truth += tally.truth
-            t.found += tally.found
-            t.fps += tally.fps
-            t.misses += tally.misses
+            total[key].add(tally)
         known = sorted(
             {a.lower() for a in Source.objects.get(id=sid).owner_addresses}
             | set(owners)
