@@ -62,6 +62,7 @@ from brain.models import (
 from brain.services.facts import (
     fact_expire,
     fact_supersede_duplicates,
+    facts_attach_waiting,
     facts_expire_for_page,
 )
 from brain.services.merges import merge_proposal_accept
@@ -464,20 +465,27 @@ def _auto_merge(proposals: list[MergeProposal]) -> int:
 
 
 def phase_facts(budget: Budget, now: Any) -> PhaseResult:
-    """Exact duplicate active facts (same source, entity, kind, visibility and
+    """Facts kept under a name whose page now exists attach to it (at most
+    ``max_items`` waiting names; SPEC §2.4, ``facts_attach_waiting``). Exact
+    duplicate active facts (same source, entity, kind, visibility and
     text, ignoring case and outer spaces) keep the oldest; the others are expired as
     superseded by it. Facts whose ``valid_until`` passed get ``expired_at`` =
     ``valid_until``. Nothing is deleted (SPEC §2.4). Both writes are brain's fact
     service (``fact_supersede_duplicates``, ``fact_expire``)."""
+    attached = facts_attach_waiting(actor=ACTOR, limit=budget.max_items, now=now)
     duplicates = fact_supersede_duplicates(now=now, limit=budget.max_items, actor=ACTOR)
     lapsed = fact_expire(now=now, limit=budget.max_items, actor=ACTOR)
     return PhaseResult(
         summary=(
-            f"{duplicates} duplicate fact(s) superseded, {lapsed} fact(s) "
-            "expired at their valid_until"
+            f"{attached} fact(s) attached to their page, {duplicates} duplicate "
+            f"fact(s) superseded, {lapsed} fact(s) expired at their valid_until"
         ),
-        counts={"facts_deduplicated": duplicates, "facts_expired": lapsed},
-        writes=duplicates + lapsed,
+        counts={
+            "facts_attached": attached,
+            "facts_deduplicated": duplicates,
+            "facts_expired": lapsed,
+        },
+        writes=attached + duplicates + lapsed,
     )
 
 

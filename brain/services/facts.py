@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
 from django.db import connection, transaction
-from django.db.models import Count, F, Min, Q, QuerySet
+from django.db.models import Count, F, Max, Min, Q, QuerySet
+from django.db.models.fields.json import KT
 from django.db.models.functions import Lower, Trim
 from django.utils import timezone
 from django_q.tasks import async_task
@@ -24,7 +26,7 @@ from django_q.tasks import async_task
 from brain.access import Caller, ReadScope, scope_queryset
 from brain.embeddings import embed_texts
 from brain.exceptions import InvalidParams, NotFound, ProvenanceRequired
-from brain.models import AuditEvent, Fact, Page, RawRecord, Source, Visibility
+from brain.models import Alias, AuditEvent, Fact, Page, RawRecord, Source, Visibility
 from brain.precedence import trusted_over
 from brain.selectors_facts import fact_active_q
 from brain.services.entities import entity_resolve
@@ -342,6 +344,8 @@ def fact_remember(
     facts_evidence = {**(evidence or {}), "stamped": stamped}
     if page is None and entity_slug:
         facts_evidence["entity_ref"] = entity_slug
+        if isinstance(entity, str):  # the name as given: resolved again on attach
+            facts_evidence["entity_name"] = " ".join(entity.split())[:255]
 
     with transaction.atomic():
         # Serialise writers per (source, entity) so two equal facts cannot both insert.
@@ -719,6 +723,127 @@ def fact_expire(
         for fact_id, source_id in lapsed
     )
     return len(lapsed)
+
+
+# --- facts that find their page later (SPEC §2.4) -------------------------------------
+
+
+def facts_attach_waiting(
+    *,
+    actor: str,
+    pages: Sequence[Page] | None = None,
+    limit: int | None = None,
+    now: datetime | None = None,
+) -> int:
+    """Attach facts kept under a name with no page (``entity`` null,
+    ``evidence.entity_ref`` the slug of the name, ``evidence.entity_name`` the name
+    as given) to the page that name now resolves to (SPEC §2.4 "a fact remembered
+    for a name with no page attaches when a page for that name appears").
+
+    ``pages`` (the page write path, ``brain.services.pages.write``): only the
+    references that could name one of these pages (their slugs and slug suffixes,
+    slugified titles and aliases) are tried, in those pages' sources. None (dream,
+    SPEC §10): every waiting reference, most recently touched first, at most
+    ``limit`` distinct references. Each reference is resolved with ``entity()``'s
+    precedence (``entity_resolve``) inside the fact's own source, private pages
+    only for facts a trusted writer stored (the scope ``remember`` used). Every
+    attached fact gets ``entity`` = the page and one ``fact_edited`` audit row
+    ``{attached_to, page_id, entity_ref}``; ``evidence`` is kept. Returns how many
+    facts were attached; running it again attaches nothing new."""
+    waiting = Fact.objects.filter(entity__isnull=True, evidence__has_key="entity_ref")
+    if pages is not None:
+        keys = _page_ref_keys(pages) if pages else set()
+        if not keys:
+            return 0
+        waiting = waiting.filter(
+            source_id__in={p.source_id for p in pages},
+            evidence__entity_ref__in=sorted(keys),
+        )
+    waiting = waiting.annotate(
+        ref=KT("evidence__entity_ref"),
+        name=KT("evidence__entity_name"),
+        remote=KT("evidence__stamped__remote"),
+    )
+    groups = (
+        waiting.values("source_id", "ref", "name", "remote")
+        .annotate(latest=Max("updated_at"))
+        .order_by("-latest", "ref")
+    )
+    now = now or timezone.now()
+    attached = 0
+    for group in groups[:limit] if limit else groups:
+        page = _waiting_page(group)
+        if page is None:
+            continue
+        same: dict[str, Any] = {}
+        for key in ("source_id", "ref", "name", "remote"):
+            # An absent key is SQL NULL, which ``=`` never matches.
+            if group[key] is None:
+                same[f"{key}__isnull"] = True
+            else:
+                same[key] = group[key]
+        ids = list(waiting.filter(**same).values_list("pk", flat=True))
+        Fact.objects.filter(pk__in=ids, entity__isnull=True).update(
+            entity=page, updated_at=now
+        )
+        AuditEvent.objects.bulk_create(
+            _fact_audit(
+                actor=actor,
+                action=AuditEvent.Action.FACT_EDITED,
+                fact_id=pk,
+                source_id=group["source_id"],
+                extra={
+                    "attached_to": page.slug,
+                    "page_id": page.pk,
+                    "entity_ref": group["ref"],
+                },
+            )
+            for pk in ids
+        )
+        attached += len(ids)
+    return attached
+
+
+def _waiting_page(group: Mapping[str, Any]) -> Page | None:
+    """The page a waiting reference ``{source_id, ref, name, remote}`` resolves to
+    in its fact's source, by the name as given, else by its slug; None when none."""
+    scope = ReadScope(
+        source_ids=(group["source_id"],), include_private=group["remote"] != "true"
+    )
+    for text in dict.fromkeys(t for t in (group["name"], group["ref"]) if t):
+        page = entity_resolve(scope=scope, name=text).page
+        if page is not None:
+            return page
+    return None
+
+
+def _page_ref_keys(pages: Sequence[Page]) -> set[str]:
+    """The ``entity_ref`` values that could name one of ``pages``: each slug and its
+    ``/``-suffixes, and the slug form (``_entity_target``'s) of each title and
+    alias. A superset: ``_waiting_page`` decides."""
+    aliases = Alias.objects.filter(page__in=[p.pk for p in pages]).values_list(
+        "alias", flat=True
+    )
+    keys: set[str] = set()
+    for page in pages:
+        parts = page.slug.split("/")
+        keys.update("/".join(parts[i:]) for i in range(len(parts)))
+        keys.update(_ref_forms(page.title))
+    for alias in aliases:
+        keys.update(_ref_forms(alias))
+    keys.discard("")
+    return keys
+
+
+def _ref_forms(text: str) -> set[str]:
+    """The reference slugs ``_entity_target`` may derive from a name ``text``."""
+    raw = (text or "").strip().lower()
+    forms = {slugify_title(text or "")}
+    try:
+        forms.add(validate_slug(raw))
+    except InvalidParams:
+        forms.add(raw[:255])
+    return forms
 
 
 # --- writes for apps above brain (loops' commitment facts, imported notes) ------------

@@ -271,7 +271,11 @@ def test_fact_consolidation_supersedes_exact_duplicates_and_expires_lapsed_facts
         source=src, entity=ada, text="In Paris this week", valid_until=lapsed_at
     )
     report = dream_run(phases=["facts"])
-    assert report["totals"] == {"facts_deduplicated": 1, "facts_expired": 1}
+    assert report["totals"] == {
+        "facts_attached": 0,
+        "facts_deduplicated": 1,
+        "facts_expired": 1,
+    }
     dupe.refresh_from_db()
     assert dupe.expired_at is not None and dupe.superseded_by_id == first.pk
     assert dupe.expired_reason == f"dream: exact duplicate of fact #{first.pk}"

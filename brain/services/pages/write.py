@@ -27,6 +27,7 @@ from brain.models import (
     Source,
     TimelineEntry,
 )
+from brain.services.facts import facts_attach_waiting
 from brain.services.pages.index import (
     _chunks_to_embed,
     _embed_pages,
@@ -90,6 +91,8 @@ def page_write(
     unresolved ones are kept as ``DanglingLink`` rows and resolve when their target
     page is written; a link removed from the body loses its relation.
     ``timeline`` entries are added (duplicates ignored) even when the body is unchanged.
+    Facts remembered earlier for a name that now resolves to a written page attach
+    to it (``brain.services.facts.facts_attach_waiting``, SPEC §2.4).
 
     Everything above happens in one transaction. Chunks (text + tsvector) are rebuilt
     in it when the content hash changed; embeddings are computed after commit unless
@@ -311,6 +314,8 @@ def _write_batch(
         )
         _add_relations(src=src, plans=changed, actor=actor)
         _sync_links(src=src, plans=changed, actor=actor, schema=schema)
+        # SPEC §2.4: facts remembered for a name before its page existed attach now.
+        facts_attach_waiting(actor=actor.actor, pages=[p.stored for p in changed])
         _add_timeline(plans=plans)
         waiting = _rebuild_chunks_many(
             [
