@@ -1208,9 +1208,16 @@ class FactRowsReport:
 
 
 def facts_apply_rows(
-    *, caller: Caller, source: Source, entity: Page, rows: list[FactRowInput]
+    *,
+    caller: Caller,
+    source: Source,
+    entity: Page | None,
+    rows: list[FactRowInput],
+    use_llm: bool = True,
 ) -> FactRowsReport:
-    """Make the active facts of ``entity`` follow its facts table (SPEC §2.4, §6.3).
+    """Make the active facts of ``entity`` follow its facts table (SPEC §2.4, §6.3):
+    a page's facts fence, or, with ``entity`` None, the source's page-less facts
+    file (``.facts.md``; the same rules, one code path).
 
     Live rows go through ``fact_remember`` (dedup and supersession by slot; a row
     whose text is already live is left alone). A struck row expires the live fact
@@ -1219,7 +1226,8 @@ def facts_apply_rows(
     reason; a struck row never stored is kept as expired history. A fact this
     writer (``caller.actor``) stored earlier whose row is gone from the table
     expires (reason ``removed from markdown``). Facts from other writers are never
-    touched by a missing row. Idempotent. Raises what ``fact_remember`` raises."""
+    touched by a missing row. ``use_llm`` is passed to ``fact_remember``.
+    Idempotent. Raises what ``fact_remember`` raises."""
     report = FactRowsReport()
     now = timezone.now()
     live_by_text = {
@@ -1241,12 +1249,13 @@ def facts_apply_rows(
             source=source,
             entity=entity,
             text=row.text,
-            provenance=row.provenance or f"markdown:{entity.slug}",
+            provenance=_row_provenance(row, entity),
             kind=row.kind if row.kind in Fact.Kind.values else Fact.Kind.FACT,
             visibility=row.visibility,
             confidence=row.confidence,
             valid_until=row.valid_until,
             valid_from=row.valid_from,
+            use_llm=use_llm,
         )
         kept.append(written.fact)
         if written.status == "duplicate":
@@ -1328,8 +1337,19 @@ def _expire(*, fact: Fact, actor: str, now: datetime, reason: str) -> bool:
     return bool(changed)
 
 
+def _row_provenance(row: FactRowInput, entity: Page | None) -> str:
+    """A facts-table row's provenance, else where it was read from."""
+    where = entity.slug if entity is not None else "facts file"
+    return (row.provenance or f"markdown:{where}")[:PROVENANCE_MAX]
+
+
 def _store_history(
-    *, caller: Caller, source: Source, entity: Page, row: FactRowInput, now: datetime
+    *,
+    caller: Caller,
+    source: Source,
+    entity: Page | None,
+    row: FactRowInput,
+    now: datetime,
 ) -> Fact:
     """A struck row never stored: kept as an expired fact (the page's history)."""
     read = fact_slot_offline(row.text, entity=_entity_name(entity, None), kind=row.kind)
@@ -1339,7 +1359,7 @@ def _store_history(
         text=" ".join(row.text.split())[:FACT_MAX],
         kind=row.kind if row.kind in Fact.Kind.values else Fact.Kind.FACT,
         visibility=row.visibility if row.visibility in Visibility.values else "private",
-        provenance=(row.provenance or f"markdown:{entity.slug}")[:PROVENANCE_MAX],
+        provenance=_row_provenance(row, entity),
         confidence=row.confidence,
         valid_from=row.valid_from or now,
         valid_until=row.valid_until,
@@ -1356,7 +1376,7 @@ def _store_history(
         source=source,
         target_type="fact",
         target_id=str(fact.pk),
-        extra_data={"struck": True, "entity": entity.slug},
+        extra_data={"struck": True, "entity": entity.slug if entity else None},
     )
     return fact
 

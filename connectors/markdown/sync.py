@@ -22,13 +22,7 @@ from django.utils import timezone
 from brain.access import local_caller
 from brain.exceptions import BrainError
 from brain.models import Fact, Page, PageType, RawRecord, Source
-from brain.selectors_facts import fact_active_q
-from brain.services.facts import (
-    FactRowInput,
-    fact_remember,
-    facts_apply_rows,
-    normalize_fact_text,
-)
+from brain.services.facts import FactRowInput, facts_apply_rows
 from brain.services.pages import (
     PageInput,
     RawInput,
@@ -184,18 +178,18 @@ def _count(report: ImportReport, result: WriteResult) -> None:
         report.unchanged += 1
 
 
-def _add_facts(*, source: Source, entity: Page, rows: list[FactRow]) -> int:
+def _add_facts(*, source: Source, entity: Page | None, rows: list[FactRow]) -> int:
     """Make the entity's facts follow the file's facts table through the fact
     service (``facts_apply_rows``): live rows are remembered (dedup and
     supersession by slot), a struck row supersedes or expires its fact, a row
-    removed from the table expires the fact this importer stored. Returns the
-    number of rows inserted."""
+    removed from the table expires the fact this importer stored. ``entity`` None
+    is ``FACTS_FILE`` (facts attached to no page), by the same rules (SPEC §2.4,
+    §6.3). Returns the number of rows inserted."""
+    where = entity.slug if entity is not None else FACTS_FILE
     inputs = []
     for row in rows:
         if not row.claim:
             continue
-        valid_from = _as_date(row.valid_from)
-        valid_until = _as_date(row.valid_until)
         inputs.append(
             FactRowInput(
                 text=row.claim,
@@ -204,17 +198,9 @@ def _add_facts(*, source: Source, entity: Page, rows: list[FactRow]) -> int:
                 visibility=row.visibility
                 if row.visibility in ("world", "private")
                 else "private",
-                valid_from=timezone.make_aware(
-                    datetime.combine(valid_from, datetime.min.time())
-                )
-                if valid_from
-                else None,
-                valid_until=timezone.make_aware(
-                    datetime.combine(valid_until, datetime.min.time())
-                )
-                if valid_until
-                else None,
-                provenance=(row.source or f"markdown:{entity.slug}")[:500],
+                valid_from=_as_moment(row.valid_from),
+                valid_until=_as_moment(row.valid_until),
+                provenance=(row.source or f"markdown:{where}")[:500],
                 context=row.context,
                 struck=row.struck,
             )
@@ -224,58 +210,17 @@ def _add_facts(*, source: Source, entity: Page, rows: list[FactRow]) -> int:
         source=source,
         entity=entity,
         rows=inputs,
+        use_llm=entity is not None,
     )
     return report.added + report.history
 
 
-def _add_loose_facts(*, source: Source, rows: list[FactRow]) -> int:
-    """Remember the live rows of ``FACTS_FILE`` (facts attached to no page) through
-    the fact service (``fact_remember``: dedup and supersession by slot); a row
-    whose text is already a live page-less fact of the source is left alone, and
-    struck rows (history) are not re-imported. Returns the number stored."""
-    caller = local_caller(actor=f"markdown:{source.id}")
-    now = timezone.now()
-    live = {
-        normalize_fact_text(text)
-        for text in Fact.objects.filter(source=source, entity__isnull=True)
-        .filter(fact_active_q(now=now))
-        .values_list("text", flat=True)
-    }
-    added = 0
-    for row in rows:
-        if row.struck or not row.claim.strip():
-            continue
-        if normalize_fact_text(row.claim) in live:
-            continue
-        valid_from = _as_date(row.valid_from)
-        valid_until = _as_date(row.valid_until)
-        written = fact_remember(
-            caller=caller,
-            source=source,
-            entity=None,
-            text=row.claim,
-            provenance=(row.source or f"markdown:{FACTS_FILE}")[:500],
-            kind=row.kind if row.kind in Fact.Kind.values else Fact.Kind.FACT,
-            visibility=row.visibility
-            if row.visibility in ("world", "private")
-            else "private",
-            confidence=row.confidence,
-            valid_from=timezone.make_aware(
-                datetime.combine(valid_from, datetime.min.time())
-            )
-            if valid_from
-            else None,
-            valid_until=timezone.make_aware(
-                datetime.combine(valid_until, datetime.min.time())
-            )
-            if valid_until
-            else None,
-            use_llm=False,
-        )
-        live.add(normalize_fact_text(row.claim))
-        if written.status != "duplicate":
-            added += 1
-    return added
+def _as_moment(value: Any) -> datetime | None:
+    """A facts-table date cell as midnight of that day (aware), or None."""
+    day = _as_date(value)
+    return (
+        timezone.make_aware(datetime.combine(day, datetime.min.time())) if day else None
+    )
 
 
 def markdown_import(
@@ -540,7 +485,7 @@ def _import_folder(
         except UnicodeDecodeError as exc:
             report.errors.append(f"{FACTS_FILE}: not UTF-8 text ({exc})")
         else:
-            report.facts_added += _add_loose_facts(source=source, rows=rows)
+            report.facts_added += _add_facts(source=source, entity=None, rows=rows)
     caller = local_caller(actor=f"markdown:{source.id}")
     live_slugs = {entry["slug"] for entry in run.seen.values()}
     for relpath, entry in run.known.items():

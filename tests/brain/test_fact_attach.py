@@ -1,16 +1,21 @@
-"""Issue 45: facts find their page later (SPEC §2.4, §4).
+"""Issue 45: facts find their page later, and the page-less facts file forgets too
+(SPEC §2.4, §4, §6.3).
 
 A fact remembered for a name that has no page is kept under that name
 (``evidence.entity_ref``); when a page for the name appears (page write) or at the
 latest when dream runs, the fact attaches to it with an audit row, so the card and
-``context_pack`` show it.
+``context_pack`` show it. A struck or removed row of ``.facts.md`` expires its fact
+through the same code path as a page's facts fence. Every test here failed before.
 """
 
 from __future__ import annotations
 
+from io import StringIO
+from pathlib import Path
 from typing import Any
 
 import pytest
+from django.core.management import call_command
 
 from brain.models import AuditEvent, Fact, Page
 from brain.services.dream import dream_run
@@ -158,3 +163,89 @@ def test_an_unknown_name_stays_a_reference_until_its_page_appears(verb, writer) 
     dream_run(phases=["facts"])
     fact = Fact.objects.get(pk=int(said["id"]))
     assert fact.entity_id is None and fact.evidence["entity_ref"] == "lior-bask"
+
+
+# --- the page-less facts file (.facts.md) forgets like a page's fence ------------------
+
+FENCE = """## Facts
+<!--- gbrain:facts:begin -->
+| # | claim | kind | confidence | visibility | notability | valid_from | valid_until | source | context |
+|---|---|---|---|---|---|---|---|---|---|
+{rows}
+<!--- gbrain:facts:end -->
+"""
+
+
+def _write_facts_file(folder: Path, rows: list[str]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = "\n".join(
+        f"| {i} | {claim} | fact | 1.0 | world | medium |  |  | notes |  |"
+        for i, claim in enumerate(rows, start=1)
+    )
+    (folder / ".facts.md").write_text(FENCE.format(rows=lines))
+    (folder / "readme.md").write_text("# Notes\n\nA folder of notes.\n")
+
+
+def _import(folder: Path) -> None:
+    call_command(
+        "import_markdown",
+        str(folder),
+        "--source",
+        "notes",
+        stdout=StringIO(),
+        stderr=StringIO(),
+    )
+
+
+def _live(text: str) -> bool:
+    return Fact.objects.filter(
+        source_id="notes", text=text, expired_at__isnull=True
+    ).exists()
+
+
+def test_a_struck_row_of_the_facts_file_expires_its_fact(tmp_path: Path) -> None:
+    _write_facts_file(
+        tmp_path, ["The boiler is serviced in March", "The gate code is 4711"]
+    )
+    _import(tmp_path)
+    assert _live("The gate code is 4711")
+    _write_facts_file(
+        tmp_path, ["The boiler is serviced in March", "~~The gate code is 4711~~"]
+    )
+    _import(tmp_path)
+    gone = Fact.objects.get(source_id="notes", text="The gate code is 4711")
+    assert gone.expired_at is not None
+    assert gone.expired_reason.startswith("struck in markdown")
+    assert _live("The boiler is serviced in March")
+    assert AuditEvent.objects.filter(
+        action="fact_expired", target_id=str(gone.pk)
+    ).exists()
+
+
+def test_a_removed_row_of_the_facts_file_expires_its_fact(tmp_path: Path) -> None:
+    _write_facts_file(
+        tmp_path, ["The boiler is serviced in March", "The gate code is 4711"]
+    )
+    _import(tmp_path)
+    _write_facts_file(tmp_path, ["The boiler is serviced in March"])
+    _import(tmp_path)
+    gone = Fact.objects.get(source_id="notes", text="The gate code is 4711")
+    assert gone.expired_at is not None
+    assert gone.expired_reason == "removed from markdown"
+    assert _live("The boiler is serviced in March")
+
+
+def test_a_struck_row_and_its_replacement_in_the_facts_file_supersede(
+    tmp_path: Path,
+) -> None:
+    _write_facts_file(tmp_path, ["Kit Rowe lives in Lisbon"])
+    _import(tmp_path)
+    old = Fact.objects.get(text="Kit Rowe lives in Lisbon")
+    _write_facts_file(
+        tmp_path, ["~~Kit Rowe lives in Lisbon~~", "Kit Rowe lives in Porto"]
+    )
+    _import(tmp_path)
+    old.refresh_from_db()
+    new = Fact.objects.get(text="Kit Rowe lives in Porto")
+    assert old.expired_at is not None and old.superseded_by_id == new.pk
+    assert not _live("Kit Rowe lives in Lisbon")
