@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from brain.models import RawRecord
+from connectors.mail.parsing import fingerprint, parse_rfc822
 from connectors.mailbox.sync import mailbox_import
 from connectors.models import ImportedItem
 from loops.models import LoopStatus, OpenLoop
@@ -229,3 +230,34 @@ def test_a_true_folder_copy_still_counts_once(tmp_path: Path) -> None:
         )
     )
     assert len(hashes) == 1
+
+
+def test_a_mailbox_ledgered_before_issue_46_re_imports_as_duplicates(
+    tmp_path: Path,
+) -> None:
+    """Ledger rows written before recipients and attachments counted hold the
+    body fingerprint (From, Date, subject, body): a re-import recognises them
+    and stores nothing twice (no twin re-keying)."""
+    data = _message(
+        message_id="old@harbour.example",
+        to="bob@lease.example",
+        subject="Signed lease",
+        body=ASK,
+        attachment=("lease.pdf", b"%PDF-1.4 lease"),
+    )
+    _write(tmp_path / "Sent", "1.eml", data)
+    mailbox_import(source_id="legacy", path=tmp_path, owners=[ROBIN])
+    parsed = parse_rfc822(data, folder="Sent")
+    assert parsed.body_fingerprint == fingerprint(
+        ROBIN, parsed.date, parsed.subject, parsed.full_text
+    )
+    ImportedItem.objects.filter(source_id="legacy").update(
+        content_hash=parsed.body_fingerprint
+    )
+    again = mailbox_import(source_id="legacy", path=tmp_path, owners=[ROBIN])
+    assert again.counts["stored"] == 0, again.counts
+    assert again.counts["duplicates"] == 1
+    assert (
+        RawRecord.objects.filter(source_id="legacy", kind=RawRecord.Kind.RFC822).count()
+        == 1
+    )
