@@ -130,7 +130,7 @@ def classify(*, source: Source, messages: Iterable[ParsedMail]) -> Classified:
         m
         for m in unique
         if m.key in rows
-        and rows[m.key][1] != m.fingerprint
+        and rows[m.key][1] not in (m.fingerprint, m.body_fingerprint)
         and m.fingerprint not in by_hash
         and m.raw_hash
     ]

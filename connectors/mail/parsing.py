@@ -113,8 +113,10 @@ class ParsedMail:
     ``key`` is the ledger key: ``<message-id>`` (``sha256-id:<hex>`` when longer
     than 512 characters) or ``sha256:<hex>`` of the raw bytes when the message has
     no Message-ID. ``fingerprint`` hashes From, Date, normalised
-    subject and collapsed body text: copies of one message in several folders share
-    it even when their Message-IDs differ (as in Enron exports). ``date`` is aware UTC
+    subject, collapsed body text, the To/Cc set and the attachments (name, size,
+    sha256; issue 46): copies of one message in several folders share it even
+    when their Message-IDs differ (as in Enron exports), while one text sent
+    separately to two people, or with other attachments, does not. ``date`` is aware UTC
     or None. ``body`` is the page text (``split_reply``: the writer's own words
     around quotes, a forward's forwarded message) capped at 8,000 chars;
     ``full_text`` keeps the untrimmed text for quoted-text threading.
@@ -133,6 +135,9 @@ class ParsedMail:
     body: str
     full_text: str
     fingerprint: str
+    # The pre-issue-46 fingerprint (From, Date, subject, body only): recognises
+    # ledger rows written before recipients and attachments counted.
+    body_fingerprint: str = ""
     raw: str = ""
     # sha256 of the bytes exactly as read; the bytes themselves are attached by
     # the importer (``raw_bytes``), not carried through the parse pool.
@@ -527,17 +532,45 @@ def cap_body(text: str, limit: int = MAX_BODY_CHARS) -> str:
     return text[: limit - len(TRUNCATED_MARK)].rstrip() + TRUNCATED_MARK
 
 
-def fingerprint(from_addr: str, date: datetime | None, subject: str, text: str) -> str:
-    """Hash identifying one message across folders (From + Date + subject + body)."""
-    basis = "\0".join(
-        [
-            from_addr,
-            date.isoformat() if date else "",
-            subject_key(subject),
-            _WS.sub(" ", text).strip()[:20000],
-        ]
-    )
+def fingerprint(
+    from_addr: str,
+    date: datetime | None,
+    subject: str,
+    text: str,
+    *,
+    recipients: Iterable[Address] | None = None,
+    attachments: Iterable[dict[str, Any]] | None = None,
+) -> str:
+    """Hash identifying one message across folders (SPEC §6.2): From + Date +
+    subject + body, and (issue 46) the To/Cc address set (``copy_identity``)
+    and the attachments (name, size, sha256). With ``recipients`` and
+    ``attachments`` both None it is the body fingerprint written to the ledger
+    before issue 46 (``ParsedMail.body_fingerprint``)."""
+    parts = [
+        from_addr,
+        date.isoformat() if date else "",
+        subject_key(subject),
+        _WS.sub(" ", text).strip()[:20000],
+    ]
+    if recipients is not None or attachments is not None:
+        parts.append(copy_identity(recipients or (), attachments or ()))
+    basis = "\0".join(parts)
     return hashlib.sha256(basis.encode("utf-8", errors="surrogatepass")).hexdigest()
+
+
+def copy_identity(
+    recipients: Iterable[Address], attachments: Iterable[dict[str, Any]]
+) -> str:
+    """What two copies of one message share besides sender, date, subject and
+    body (issue 46, SPEC §6.2): the To/Cc set (lower-cased addresses, sorted, no
+    repeats) and the attachments (``name:size:sha256`` each, sorted), as one
+    string ``"to,cc…\x1fatt|att…"``. Order and display names do not count."""
+    addrs = sorted({a.addr.strip().lower() for a in recipients if a.addr.strip()})
+    files = sorted(
+        f"{a.get('filename', '')}:{a.get('size', 0)}:{a.get('sha256', '')}"
+        for a in attachments
+    )
+    return ",".join(addrs) + "\x1f" + "|".join(files)
 
 
 # --- body extraction over a part tree ------------------------------------------------
@@ -564,6 +597,18 @@ class _Body:
     defects: list[str] = field(default_factory=list)
 
 
+def _content_hash(part: _Part) -> dict[str, str]:
+    """``{"sha256": hex}`` of an attachment's decoded bytes, or ``{}`` when they
+    are not at hand (a Gmail attachment fetched by id) or cannot be decoded."""
+    if part.extra.get("attachment_id"):
+        return {}
+    try:
+        data = part.payload()
+    except Exception:  # broken base64/quoted-printable: size and name still count
+        return {}
+    return {"sha256": hashlib.sha256(data).hexdigest()}
+
+
 def _extract(parts: Iterator[_Part]) -> _Body:
     out = _Body()
     for part in parts:
@@ -582,6 +627,7 @@ def _extract(parts: Iterator[_Part]) -> _Body:
                         "filename": decode_header_value(part.filename or ""),
                         "mime_type": ctype,
                         "size": part.size,
+                        **_content_hash(part),
                         **part.extra,
                     }
                 )
@@ -784,7 +830,15 @@ def _finish(
         replied_to=replied_to,
         html_only=not (body.plain and body.plain.strip()) and body.html is not None,
         full_text=text,
-        fingerprint=fingerprint(from_.addr if from_ else "", date, subject, text),
+        fingerprint=fingerprint(
+            from_.addr if from_ else "",
+            date,
+            subject,
+            text,
+            recipients=[*to, *cc],
+            attachments=body.attachments,
+        ),
+        body_fingerprint=fingerprint(from_.addr if from_ else "", date, subject, text),
         raw=clean_text(raw),
         raw_hash=raw_hash,
         list_unsubscribe=bool(one("list-unsubscribe")),

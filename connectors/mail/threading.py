@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
+from connectors.mail.parsing import copy_identity
 from loops.definitions import is_noise_sender
 from loops.message import SENT, SPAM, TRASH
 
@@ -81,8 +82,9 @@ def dedupe(
     rekey: Callable[[ParsedMail], None] | None = None,
 ) -> tuple[list[ParsedMail], list[tuple[ParsedMail, ParsedMail]]]:
     """Drop copies of one message: same Message-ID and same fingerprint, or same
-    fingerprint (From, Date, subject, body) under another Message-ID, or same
-    sender, subject and text with clocks whole hours apart (``_clock_shifted``:
+    fingerprint (From, Date, subject, body, To/Cc set, attachments; issue 46)
+    under another Message-ID, or same sender, subject, text, To/Cc set and
+    attachments with clocks whole hours apart (``_clock_shifted``:
     different Message-IDs, dates in two time zones). The first copy (input order)
     is kept and gains the other copies' labels, so a copy in a sent folder makes
     the message mine.
@@ -129,11 +131,16 @@ def dedupe(
 
 
 def _copy_key(msg: ParsedMail) -> tuple[str, str, str]:
-    """Sender, normalised subject and a hash of the collapsed text: what two copies
-    of one message share even when their Message-IDs and clocks differ."""
+    """Sender, normalised subject and a hash of the collapsed text, the To/Cc set
+    and the attachments (``parsing.copy_identity``, issue 46): what two copies
+    of one message share even when their Message-IDs and clocks differ. The
+    digest is "" for a message without text (never matched)."""
     text = " ".join((msg.full_text or msg.body or "").split()).lower()
-    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:32] if text else ""
-    return (msg.from_addr, msg.subject_key, digest)
+    if not text:
+        return (msg.from_addr, msg.subject_key, "")
+    basis = text + "\0" + copy_identity([*msg.to, *msg.cc], msg.attachments)
+    digest = hashlib.sha256(basis.encode("utf-8", errors="surrogatepass"))
+    return (msg.from_addr, msg.subject_key, digest.hexdigest()[:32])
 
 
 def _clock_shifted(a: ParsedMail, b: ParsedMail) -> bool:
