@@ -66,6 +66,32 @@ def worker_name_of(pid: int) -> str:
 # --- enqueue and dispatch ---
 
 
+def _existing_job(
+    *,
+    kind: str,
+    params: dict[str, Any],
+    key: str | None,
+    coalesce: bool,
+    caller: Caller | None,
+) -> Job | None:
+    """The job ``job_enqueue`` returns instead of creating one: the live holder of
+    ``key`` (refused when ``caller`` may not see it), else, with ``coalesce``, the
+    oldest queued or running job of the same kind and params; None otherwise."""
+    if key:
+        existing = _live_with_key(key, caller)
+        if existing is not None:
+            return existing
+    if not coalesce:
+        return None
+    return (
+        Job.objects.filter(
+            kind=kind, params=params, status__in=[Job.Status.QUEUED, Job.Status.RUNNING]
+        )
+        .order_by("id")
+        .first()
+    )
+
+
 def job_enqueue(
     *,
     kind: str,
@@ -107,22 +133,11 @@ def job_enqueue(
             detail={"max_attempts": max_attempts},
         )
     key = (idempotency_key or "").strip() or None
-    if key:
-        existing = _live_with_key(key, caller)
-        if existing is not None:
-            return existing, False
-    if coalesce:
-        existing = (
-            Job.objects.filter(
-                kind=kind,
-                params=params,
-                status__in=[Job.Status.QUEUED, Job.Status.RUNNING],
-            )
-            .order_by("id")
-            .first()
-        )
-        if existing is not None:
-            return existing, False
+    existing = _existing_job(
+        kind=kind, params=params, key=key, coalesce=coalesce, caller=caller
+    )
+    if existing is not None:
+        return existing, False
     try:
         with transaction.atomic():
             job = Job.objects.create(
