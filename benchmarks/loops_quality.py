@@ -635,7 +635,8 @@ def dump(
             print("     " + text[: 1500 if blind else 600])
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
+    """The command line (see the module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", choices=TYPES)
     parser.add_argument("--corpus")
@@ -654,7 +655,11 @@ def main() -> None:
         help="the first dev set (replies.jsonl, commitments.jsonl), rules as shipped",
     )
     parser.add_argument("--mailbox", help="with the owner set: only this mailbox")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
     if not args.legacy and not args.dump:
         from benchmarks.loops_owners import lomo
 

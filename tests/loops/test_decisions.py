@@ -49,6 +49,14 @@ def _ask(n: int, who: str, at: datetime, body: str, thread: str) -> MailMessage:
     return msg(n, frm=who, to=(ROBIN,), at=at, body=body, thread=thread, subject="Q")
 
 
+def _clock() -> MailMessage:
+    """A message at ``NOW`` in a thread of its own: the mailbox's reference time,
+    which puts every test message past its grace window (SPEC §5.2)."""
+    return msg(
+        3, frm=LEE, to=(ROBIN,), at=NOW, body="Numbers attached.", thread="t-last"
+    )
+
+
 def _history(who: str, until: datetime) -> list[MailMessage]:
     """An exchange between Robin and ``who`` a month before ``until``: not a
     first contact."""
@@ -97,14 +105,7 @@ def decided(
         "What did you decide about the Houston lease renewal?",
         "t-fresh",
     )
-    last = msg(
-        3,
-        frm="ops@example.org",
-        to=(ROBIN,),
-        at=NOW,
-        body="Weekly numbers attached.",
-        thread="t-last",
-    )
+    last = _clock()
     store(
         robins_mailbox,
         [*_history(DANA, old.sent_at), *_history(LEE, fresh.sent_at), old, fresh, last],
@@ -160,9 +161,7 @@ def test_the_owner_side_is_never_waiting(
     ask = _ask(
         2, assistant, NOW - timedelta(days=1), "Do you want the car at 7 or 8?", "t-car"
     )
-    last = msg(
-        3, frm=LEE, to=(ROBIN,), at=NOW, body="Numbers attached.", thread="t-last"
-    )
+    last = _clock()
     store(robins_mailbox, [for_owner, ask, last])
     process_threads(
         source_id=robins_mailbox.id, thread_ids=["t-book", "t-car", "t-last"]
@@ -301,9 +300,7 @@ def test_strangers_one_way_mail_is_not_owed_a_reply(
         "Robin, can you approve the Houston lease renewal today?",
         "t-lease",
     )
-    last = msg(
-        3, frm=LEE, to=(ROBIN,), at=NOW, body="Numbers attached.", thread="t-last"
-    )
+    last = _clock()
     mail = [*_history(LEE, colleague.sent_at), stranger, colleague, last]
     store(robins_mailbox, mail)
     open_threads = {lp.thread_id for lp in _decide_all(robins_mailbox, mail)}
@@ -335,9 +332,7 @@ def test_a_matter_settled_elsewhere_does_not_stay_open(
         subject="Q3 budget plan - Calpine",
         thread="t-plan",
     )
-    last = msg(
-        3, frm=LEE, to=(ROBIN,), at=NOW, body="Numbers attached.", thread="t-last"
-    )
+    last = _clock()
     mail = [*_history(DANA, ask.sent_at), ask, sent, last]
     store(robins_mailbox, mail)
     assert "t-ask" not in {lp.thread_id for lp in _decide_all(robins_mailbox, mail)}
@@ -370,9 +365,7 @@ def test_promises_that_are_not_promises_and_one_promise_is_one_loop(
         body="I will send you the signed contract by Friday. As I said, "
         "I'll send the signed contract on Friday.",
     )
-    last = msg(
-        3, frm=LEE, to=(ROBIN,), at=NOW, body="Numbers attached.", thread="t-last"
-    )
+    last = _clock()
     mail = [
         *_history(LEE, note.sent_at),
         *_history(DANA, pledge.sent_at),
