@@ -20,9 +20,10 @@ from bisect import bisect_right
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from brain.models import RawRecord, Source
+from brain.people import org_domain
 from loops.definitions import (
     URL_RE,
     collapse,
@@ -30,6 +31,7 @@ from loops.definitions import (
     is_noise_sender,
     normalise_subject,
     reply_text,
+    topic_subject,
 )
 from loops.message import MailMessage
 
@@ -140,7 +142,9 @@ def _log(n: float) -> float:
 
 
 def _domain(address: str) -> str:
-    return address.rsplit("@", 1)[-1].lower() if "@" in address else ""
+    """The organisation domain of an address (``brain.people.org_domain``), '' for
+    a string without ``@``."""
+    return org_domain(address) if "@" in address else ""
 
 
 @dataclass
@@ -444,15 +448,16 @@ def _after_features(
 
 
 _STOP = frozenset(
-    "re fw fwd the a an and or of to for in on at by with from is are be this that "
+    "subject re fw fwd the a an and or of to for in on at by with from is are be this that "
     "your my our you we i it as re: update meeting call question questions request".split()
 )
 
 
 def topic_words(subject: str) -> frozenset[str]:
-    """The content words of a subject (lower-cased, three letters or more, reply
-    and forward prefixes and common words left out)."""
-    words = re.findall(r"[a-z0-9]{3,}", normalise_subject(subject).lower())
+    """The content words of a subject (``loops.definitions.topic_subject``: reply
+    prefixes and a list tag dropped), three letters or more, common words and
+    "(no subject)" left out."""
+    words = re.findall(r"[a-z0-9]{3,}", topic_subject(subject))
     return frozenset(w for w in words if w not in _STOP)
 
 
@@ -501,8 +506,3 @@ def ask_sentence(loop: OpenLoop) -> str:
 def vector(features: dict[str, float], names: Sequence[str]) -> list[float]:
     """``features`` as a list in the order of ``names`` (a missing name is 0)."""
     return [float(features.get(n, 0.0)) for n in names]
-
-
-def describe(features: dict[str, Any]) -> str:
-    """One line of the non-zero features, for ``--verbose`` output."""
-    return " ".join(f"{k}={v:.2f}" for k, v in features.items() if v)
