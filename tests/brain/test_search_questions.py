@@ -19,6 +19,8 @@ from brain.search import (
     keyword_lead,
     page_search,
 )
+from brain.search import terms as search_terms
+from brain.search.keyword import _KeywordHit
 from brain.services.pages import page_add
 from tests.brain.embedding_counter import CachingProvider
 from tests.brain.search_corpus import load_corpus
@@ -190,7 +192,7 @@ def test_common_terms_do_not_widen_the_candidate_set(
     """Bounded candidates: a term in more than ``DF_CAP`` chunks only scores; the
     rare term alone brings its pages in."""
     settings.BRAIN_EMBEDDING_PROVIDER = "none"
-    monkeypatch.setattr(search_module, "DF_CAP", 3)
+    monkeypatch.setattr(search_terms, "DF_CAP", 3)
     with django_capture_on_commit_callbacks(execute=True):
         for i in range(6):
             page_add(
@@ -665,7 +667,7 @@ def test_page_keyword_score_adds_one_further_chunk_for_the_terms_the_best_lacks(
     """The best chunk's score, plus ``PAGE_EXTRA_WEIGHT`` × the share of the next
     chunk holding a new lexeme (by idf); lexemes the page already holds add
     nothing, and a third chunk adds nothing."""
-    hit = search_module._KeywordHit
+    hit = _KeywordHit
     idf = {"fel": 3.0, "channel": 1.0, "still": 1.0}
     scores = search_module.page_keyword_scores(
         [
@@ -687,7 +689,7 @@ def test_page_keyword_score_is_the_larger_of_chunk_based_and_page_bm25() -> None
     its page-level BM25; a page only page-level BM25 found joins with its best
     chunk (appended to the hits, its evidence) and that chunk's score as its
     chunk-based side."""
-    hit = search_module._KeywordHit
+    hit = _KeywordHit
     hits = [hit(1, 10, 6.0, ("channel",)), hit(2, 20, 5.0, ("channel",))]
     scores = search_module.combine_page_scores(
         hits,
