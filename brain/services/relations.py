@@ -123,20 +123,19 @@ def relations_reconcile_links(
             ).values_list("pk", "name")
         )
     events = [
-        AuditEvent(
-            actor=created_by[:200],
-            action=action,
-            source_id=source_id,
-            target_type="relation",
-            target_id=str(pk),
-            extra_data={"from_page": f, "to_page": t, "type": names.get(rt, "")},
-        )
+        {
+            "actor": created_by[:200],
+            "action": action,
+            "source_id": source_id,
+            "target_type": "relation",
+            "target_id": str(pk),
+            "extra_data": {"from_page": f, "to_page": t, "type": names.get(rt, "")},
+        }
         for action, rows in (
             (AuditEvent.Action.RELATION_ADDED, added),
             (AuditEvent.Action.RELATION_REMOVED, stale),
         )
         for pk, f, t, rt in rows
     ]
-    if events:
-        AuditEvent.objects.bulk_create(events)
+    bulk_insert(AuditEvent, events)
     return len(added), len(stale)

@@ -30,6 +30,7 @@ from brain.services.pages import (
     WriteResult,
     page_soft_delete,
     pages_embed_pending,
+    pages_link_waiting,
     pages_write,
 )
 from brain.services.sources import source_ensure
@@ -355,6 +356,7 @@ def _write_batch(run: _Folder) -> None:
                 items=items,
                 embed=False,
                 errors="collect",
+                link_waiting=False,
             )
             for (_, page, _), result in zip(batch, results, strict=True):
                 if isinstance(result, WriteResult):
@@ -394,6 +396,7 @@ def _write_one(run: _Folder, relpath: str, page: MarkdownPage, data: bytes) -> N
                 actor=local_caller(actor=f"markdown:{run.source.id}"),
                 items=[_page_input(page=page, data=data, type_names=run.type_names)],
                 embed=False,
+                link_waiting=False,
             )
             assert isinstance(result, WriteResult)  # errors="raise"
             facts = _add_facts(source=run.source, entity=result.page, rows=page.facts)
@@ -487,6 +490,9 @@ def _import_folder(
         else:
             report.facts_added += _add_facts(source=source, entity=None, rows=rows)
     caller = local_caller(actor=f"markdown:{source.id}")
+    # Links to pages written after the page holding them resolve here, once per
+    # page, not in every later batch (issue 48).
+    pages_link_waiting(source=source, actor=caller)
     live_slugs = {entry["slug"] for entry in run.seen.values()}
     for relpath, entry in run.known.items():
         if relpath in run.seen or entry["slug"] in live_slugs:

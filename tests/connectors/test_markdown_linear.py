@@ -4,6 +4,7 @@ whatever the number of pages the source already holds."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -69,3 +70,34 @@ def test_a_batch_costs_the_same_queries_at_any_size(tmp_path: Path) -> None:
 
     # Not one query per file, nor per page already stored.
     assert small == wider == larger, (small, wider, larger)
+
+
+def test_forward_links_resolve_once_at_the_end(tmp_path: Path) -> None:
+    """A page linking to pages of later batches is re-linked once, at the import's
+    end, not in every batch that writes one of its targets (issue 48: that re-link
+    work grew with the pages already imported, so the rate fell tenth by tenth)."""
+    folder = tmp_path / "fwd"
+    (folder / "notes").mkdir(parents=True)
+    total = 4 * BATCH_FILES
+    later = [BATCH_FILES + 1, 2 * BATCH_FILES + 1, 3 * BATCH_FILES + 1]
+    for i in range(total):
+        links = " ".join(f"[[notes/n-{j:04d}]]" for j in later) if i == 0 else ""
+        (folder / f"notes/n-{i:04d}.md").write_text(
+            f"---\ntitle: Note {i}\n---\nNote {i}. {links}\n"
+        )
+    with CaptureQueriesContext(connection) as captured:
+        markdown_import(source_id="fwd", directory=folder, embed=False)
+    first = Page.objects.get(source_id="fwd", slug="notes/n-0000")
+    targets = set(
+        Relation.objects.filter(from_page=first).values_list("to_page__slug", flat=True)
+    )
+    assert targets == {f"notes/n-{j:04d}" for j in later}
+    assert not DanglingLink.objects.filter(source_id="fwd").exists()
+    relinks = [
+        q["sql"]
+        for q in captured.captured_queries
+        if q["sql"].startswith('DELETE FROM "brain_danglinglink"')
+        and str(first.pk) in re.findall(r"\d+", q["sql"].partition(" IN ")[2])
+    ]
+    # Written once (its links parsed, three left dangling), re-linked once at the end.
+    assert len(relinks) == 2, len(relinks)

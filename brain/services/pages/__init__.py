@@ -38,6 +38,7 @@ from brain.services.pages.lifecycle import (
     page_restore,
     page_soft_delete,
 )
+from brain.services.pages.links import pages_link_waiting
 from brain.services.pages.write import (
     page_add,
     page_update,
@@ -58,6 +59,7 @@ __all__ = [
     "TimelineInput",
     "WriteResult",
     "page_add",
+    "pages_link_waiting",
     "page_hard_delete",
     "page_reindex",
     "pages_rechunk",

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
+from django.db import transaction
+from django.db.models import Exists, OuterRef
 
 from brain.access import Caller
 from brain.exceptions import SchemaViolation
@@ -43,26 +45,29 @@ def _link_type(
     return schema.relation_type(DEFAULT_LINK_TYPE, from_type, to_type)
 
 
-def _targets(src: Source, keys: set[str]) -> dict[str, tuple[int, PageType]]:
+def _targets(
+    src: Source, keys: set[str], schema: _SchemaCache
+) -> dict[str, tuple[int, PageType]]:
     """Live pages of ``src`` by normalised key: slug first, then a title or alias
     naming exactly one page (an ambiguous alias picks nothing, SPEC §2.3). Two
-    queries."""
+    queries of plain values (no model rows: a bulk import resolves thousands)."""
     if not keys:
         return {}
     found: dict[str, tuple[int, PageType]] = {
-        p.slug: (p.pk, p.type)
-        for p in Page.objects.select_related("type").filter(
+        slug: (pk, schema.page_type_by_id(type_id))
+        for slug, pk, type_id in Page.objects.filter(
             source=src, slug__in=list(keys), deleted_at__isnull=True
-        )
+        ).values_list("slug", "pk", "type_id")
     }
-    by_alias: dict[str, dict[int, PageType]] = {}
-    for alias in Alias.objects.select_related("page__type").filter(
+    by_alias: dict[str, dict[int, int]] = {}
+    for alias, page_id, type_id in Alias.objects.filter(
         source=src, alias__in=list(keys - set(found)), page__deleted_at__isnull=True
-    ):
-        by_alias.setdefault(alias.alias, {})[alias.page_id] = alias.page.type
+    ).values_list("alias", "page_id", "page__type_id"):
+        by_alias.setdefault(alias, {})[page_id] = type_id
     for key, pages in by_alias.items():
         if len(pages) == 1:
-            found[key] = next(iter(pages.items()))
+            page_id, type_id = next(iter(pages.items()))
+            found[key] = (page_id, schema.page_type_by_id(type_id))
     return found
 
 
@@ -75,7 +80,9 @@ def _link(
     if not pages:
         return
     parsed: dict[int, list[WikiLink]] = {p.pk: parse_wikilinks(p.body) for p in pages}
-    targets = _targets(src, {link.key for links in parsed.values() for link in links})
+    targets = _targets(
+        src, {link.key for links in parsed.values() for link in links}, schema
+    )
     wanted: dict[int, list[tuple[int, RelationType, str]]] = {}
     dangling: list[DanglingLink] = []
     for page in pages:
@@ -109,15 +116,22 @@ def _link(
 
 
 def _sync_links(
-    *, src: Source, plans: Sequence[_Plan], actor: Caller, schema: _SchemaCache
+    *,
+    src: Source,
+    plans: Sequence[_Plan],
+    actor: Caller,
+    schema: _SchemaCache,
+    link_waiting: bool = True,
 ) -> None:
     """The link step of ``pages_write`` for the changed ``plans``: (1) pages whose
     new or previous body holds ``[[`` get their links reconciled (a removed link
     loses its relation; bodies without ``[[`` cost nothing); remote writers'
     bodies are not linked (SPEC §8: planted text must not create edges); (2) any
     dangling link whose key is the slug, title or an alias of a page written here
-    resolves: its from page is re-linked. ``settings.BRAIN_AUTO_LINK`` False turns
-    the whole step off (benchmarks' baseline; GBrain's ``auto_link``)."""
+    resolves: its from page is re-linked, unless ``link_waiting`` is False (a bulk
+    import resolves them once at its end, ``pages_link_waiting``).
+    ``settings.BRAIN_AUTO_LINK`` False turns the whole step off (benchmarks'
+    baseline; GBrain's ``auto_link``)."""
     if not getattr(settings, "BRAIN_AUTO_LINK", True):
         return
     linked = [
@@ -126,6 +140,8 @@ def _sync_links(
         if not actor.remote and ("[[" in p.body or "[[" in p.previous["body"])
     ]
     _link(src=src, pages=linked, actor=actor, schema=schema)
+    if not link_waiting:
+        return
     keys: set[str] = set()
     for p in plans:
         keys.add(normalize_alias(p.slug))
@@ -149,3 +165,46 @@ def _sync_links(
         actor=actor,
         schema=schema,
     )
+
+
+def pages_link_waiting(*, source: Source, actor: Caller, batch: int = 200) -> int:
+    """Resolve every dangling link of ``source`` whose key is now the slug, title
+    or an alias of a live page of the source (SPEC §2.3): each page holding such a
+    link is re-linked once, ``batch`` pages per transaction. A bulk import calls
+    this once at its end instead of re-linking earlier pages in every batch (issue
+    48: the per-batch re-link grew with the pages already imported). Returns the
+    number of pages re-linked; 0 with ``settings.BRAIN_AUTO_LINK`` off."""
+    if not getattr(settings, "BRAIN_AUTO_LINK", True):
+        return 0
+    live = Page.objects.filter(source=source, deleted_at__isnull=True)
+    waiting = sorted(
+        set(
+            DanglingLink.objects.filter(source=source)
+            .filter(
+                Exists(live.filter(slug=OuterRef("key")))
+                | Exists(
+                    Alias.objects.filter(
+                        source=source,
+                        alias=OuterRef("key"),
+                        page__deleted_at__isnull=True,
+                    )
+                )
+            )
+            .values_list("from_page_id", flat=True)
+        )
+    )
+    schema = _SchemaCache()
+    for start in range(0, len(waiting), batch):
+        with transaction.atomic():
+            _link(
+                src=source,
+                pages=[
+                    _Linked(p.pk, p.type, p.body, {"resolved_by": actor.actor[:200]})
+                    for p in live.select_related("type").filter(
+                        pk__in=waiting[start : start + batch]
+                    )
+                ],
+                actor=actor,
+                schema=schema,
+            )
+    return len(waiting)

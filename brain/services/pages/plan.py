@@ -31,9 +31,11 @@ from brain.services.pages.inputs import (
     _resolve_slug,
 )
 from brain.services.schema import (
+    schema_check_endpoints,
     schema_page_type,
     schema_page_type_for_slug,
     schema_relation_type,
+    schema_relation_types,
     schema_required_fields,
 )
 
@@ -45,11 +47,19 @@ class _SchemaCache:
     def __init__(self) -> None:
         self._types: dict[str, PageType] = {}
         self._relations: dict[tuple[str, int, int], RelationType] = {}
+        self._relation_types: dict[str, RelationType] | None = None
+        self._types_by_id: dict[int, PageType] = {}
 
     def page_type(self, name: str) -> PageType:
         if name not in self._types:
             self._types[name] = schema_page_type(name=name)
         return self._types[name]
+
+    def page_type_by_id(self, pk: int) -> PageType:
+        """A page type by primary key (every type read once per cache)."""
+        if pk not in self._types_by_id:
+            self._types_by_id.update(PageType.objects.in_bulk())
+        return self._types_by_id[pk]
 
     def page_type_for_slug(self, slug: str) -> PageType:
         # Not cached: the longest matching prefix decides, and importers name types.
@@ -60,9 +70,17 @@ class _SchemaCache:
     ) -> RelationType:
         key = (name, from_type.pk, to_type.pk)
         if key not in self._relations:
-            self._relations[key] = schema_relation_type(
-                name=name, from_type=from_type, to_type=to_type
+            if self._relation_types is None:
+                self._relation_types = schema_relation_types()
+            known = self._relation_types.get(name)
+            if known is None:  # created since the read, or unknown: ask the Schema
+                known = schema_relation_type(
+                    name=name, from_type=from_type, to_type=to_type
+                )
+            schema_check_endpoints(
+                relation_type=known, from_type=from_type, to_type=to_type
             )
+            self._relations[key] = known
         return self._relations[key]
 
 

@@ -122,6 +122,7 @@ def pages_write(
     items: Sequence[PageInput],
     embed: bool = True,
     errors: str = "raise",
+    link_waiting: bool = True,
 ) -> list[WriteResult | BrainError]:
     """Write many pages of one source in one transaction with a constant number of
     queries (SPEC §2.3, §11 ingest rate): the batched form of ``page_write``, which
@@ -137,7 +138,9 @@ def pages_write(
     of the slugs first makes the batch re-plan once (creates then meet
     ``AlreadyExists``). Returns one ``WriteResult`` (or error) per item, in order;
     embeddings run after commit for the changed pages, in batches, unless
-    ``embed=False``.
+    ``embed=False``. ``link_waiting=False`` leaves earlier pages' dangling links to
+    these pages for the caller to resolve once (``pages_link_waiting``: a bulk
+    import's end).
     """
     if errors not in ("raise", "collect"):
         raise ValueError(f"errors must be 'raise' or 'collect', not {errors!r}")
@@ -146,7 +149,12 @@ def pages_write(
     for attempt in range(2):
         try:
             results = _write_batch(
-                src=src, actor=actor, items=items, schema=schema, errors=errors
+                src=src,
+                actor=actor,
+                items=items,
+                schema=schema,
+                errors=errors,
+                link_waiting=link_waiting,
             )
             break
         except IntegrityError:
@@ -195,6 +203,7 @@ def _write_batch(
     items: Sequence[PageInput],
     schema: _SchemaCache,
     errors: str,
+    link_waiting: bool = True,
 ) -> list[WriteResult | BrainError]:
     """The transactional part of ``pages_write``: plan every item, then write the
     raw records, pages, revisions, aliases, relations, timeline and chunks with
@@ -313,7 +322,13 @@ def _write_batch(
             conflict=["source", "alias", "page"],  # Alias's one unique constraint
         )
         _add_relations(src=src, plans=changed, actor=actor)
-        _sync_links(src=src, plans=changed, actor=actor, schema=schema)
+        _sync_links(
+            src=src,
+            plans=changed,
+            actor=actor,
+            schema=schema,
+            link_waiting=link_waiting,
+        )
         # SPEC §2.4: facts remembered for a name before its page existed attach now.
         facts_attach_waiting(actor=actor.actor, pages=[p.stored for p in changed])
         _add_timeline(plans=plans)
