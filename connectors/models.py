@@ -147,6 +147,9 @@ class SyncRun(models.Model):
         RUNNING = "running", "Running"
         SUCCEEDED = "succeeded", "Succeeded"
         SUCCEEDED_WITH_HOLDS = "succeeded_with_holds", "Succeeded, items held"
+        # Ended without error but did not cover everything (SPEC §6: a Gmail
+        # re-list still going, a configured IMAP folder gone); the next run goes on.
+        PARTIAL = "partial", "Partial (not finished)"
         FAILED = "failed", "Failed"
 
     source = models.ForeignKey(

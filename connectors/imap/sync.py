@@ -40,7 +40,12 @@ from connectors.mailbox.client import MailboxEntry
 from connectors.mailbox.sync import BATCH_THREADS, MailboxConnector
 from connectors.models import SharedMailbox
 from connectors.secrets import secret_decrypt
-from connectors.services import import_settle, sync_run_finish, sync_run_start
+from connectors.services import (
+    import_settle,
+    source_cursor_save,
+    sync_run_finish,
+    sync_run_start,
+)
 from loops.message import SENT
 
 if TYPE_CHECKING:
@@ -178,9 +183,7 @@ def imap_sync(
 
     def save(folder: str, uidvalidity: int, last_uid: int) -> None:
         state[folder] = {"uidvalidity": uidvalidity, "last_uid": last_uid}
-        merged = {**(Source.objects.get(pk=source.pk).cursor or {}), "imap": state}
-        source.cursor = merged
-        Source.objects.filter(pk=source.pk).update(cursor=merged)
+        source_cursor_save(source=source, key="imap", value=dict(state))
 
     resets: set[str] = set()
 
