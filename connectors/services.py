@@ -298,6 +298,17 @@ def held_item_release(
     ).update(released_at=timezone.now())
 
 
+def held_kind_release_except(*, source: Source, kind: str, keep: Sequence[str]) -> int:
+    """Release the open held items of ``source`` of ``kind`` except those with an
+    id in ``keep`` (a configured IMAP folder that is back, or no longer
+    configured). Returns the number released."""
+    return (
+        HeldItem.objects.filter(source=source, kind=kind, released_at__isnull=True)
+        .exclude(external_id__in=list(keep))
+        .update(released_at=timezone.now())
+    )
+
+
 def held_items_release(*, source: Source, external_ids: Sequence[str]) -> int:
     """Release the open held items of ``source`` with these ids (any kind): a
     later run or a retry stored them. Returns the number released."""
