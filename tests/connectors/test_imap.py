@@ -460,3 +460,23 @@ def test_special_use_comes_before_the_name_table() -> None:
     flagged = ImapFolder("Postausgang", ("\\Sent",), "\\Sent")
     folders = [ImapFolder("INBOX", ()), ImapFolder("Gesendete Elemente", ()), flagged]
     assert [f.name for f in folders_to_sync(folders, [])] == ["INBOX", "Postausgang"]
+
+
+def test_a_sync_job_with_a_configured_folder_gone_ends_partial_naming_it(
+    imap_account: ImapAccount,
+) -> None:
+    """The ``sync_source`` job of that run is ``partial`` too, its error line
+    naming the folder (SPEC §7 job statuses)."""
+    from jobs.models import Job
+    from jobs.runner import execute_job
+    from jobs.services import job_enqueue
+
+    mailbox = _mailbox(imap_account)
+    SharedMailbox.objects.filter(pk=mailbox.pk).update(imap_folders=["INBOX", "Gone"])
+    job, _created = job_enqueue(
+        kind="sync_source", params={"source_id": "shared-allen"}, dispatch=False
+    )
+    done = execute_job(job_id=job.pk)
+    assert done is not None and done.status == Job.Status.PARTIAL
+    assert "'Gone'" in done.error
+    assert done.result["status"] == "partial"

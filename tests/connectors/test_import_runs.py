@@ -197,35 +197,3 @@ def test_admin_lists_held_items_with_reasons_and_retries_them(tmp_path: Path) ->
     ]
     assert HeldItem.objects.get(error_code="not_mail").attempts == 2
     assert HeldItem.objects.get(pk=held.pk).released_at is not None
-
-
-@pytest.mark.django_db(transaction=True)
-@pytest.mark.parametrize("command", ["import_mail", "import_markdown"])
-def test_an_import_command_ends_with_one_line_and_how_to_resume_on_a_database_failure(
-    command: str, tmp_path: Path
-) -> None:
-    """The server ends the command's database session (as a restart or failover
-    does): the command ends with one line saying what failed and to run it again,
-    not a traceback (issue 46)."""
-    from io import StringIO
-
-    from django.core.management import CommandError, call_command
-
-    from tests.factories import one_message_mbox
-
-    if command == "import_mail":
-        args = [str(one_message_mbox(tmp_path)), "--source", "archive"]
-    else:
-        (tmp_path / "note.md").write_text("---\ntitle: Note\n---\nBody.\n")
-        args = [str(tmp_path), "--source", "notes", "--no-embed"]
-    with pytest.raises(OperationalError), connection.cursor() as cursor:
-        cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
-    try:
-        with pytest.raises(CommandError) as caught:
-            call_command(command, *args, stdout=StringIO(), stderr=StringIO())
-    finally:
-        connection.close()  # the next query opens a new session
-    message = str(caught.value)
-    assert "\n" not in message
-    assert "the database failed (OperationalError" in message
-    assert message.endswith("run the same command again to resume.")
