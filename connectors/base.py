@@ -107,7 +107,9 @@ class SyncReport:
     """What a sync or import did. ``counts`` keys: messages, threads, pages, people,
     events, contacts, duplicates, held…; ``skipped`` maps reason → count; ``held``
     lists ``{external_id, kind, code, message}``; ``warnings`` are human sentences
-    (e.g. a narrower Google grant with its re-connect fix)."""
+    (e.g. a narrower Google grant with its re-connect fix); ``unfinished`` names,
+    one sentence each, what the run did not cover (a Gmail re-list still going, a
+    configured IMAP folder gone): the run ends ``partial`` (SPEC §6)."""
 
     source_id: str
     kind: str
@@ -116,6 +118,7 @@ class SyncReport:
     held: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     thread_ids: list[str] = field(default_factory=list)
+    unfinished: list[str] = field(default_factory=list)
     status: str = "succeeded"
     run_id: int | None = None
 
@@ -129,6 +132,7 @@ class SyncReport:
             "skipped": dict(self.skipped),
             "held": list(self.held),
             "warnings": list(self.warnings),
+            "unfinished": list(self.unfinished),
         }
 
     def merge(self, other: SyncReport) -> None:
@@ -137,6 +141,7 @@ class SyncReport:
         self.skipped.update(other.skipped)
         self.held.extend(other.held)
         self.warnings.extend(other.warnings)
+        self.unfinished.extend(other.unfinished)
         self.thread_ids.extend(other.thread_ids)
 
 

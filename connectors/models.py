@@ -79,6 +79,11 @@ class ImportedItem(models.Model):
         return f"{self.source_id}:{self.external_id}"
 
 
+# ``HeldItem.kind`` of a configured IMAP folder the server no longer lists (issue
+# 46): ``external_id`` is the folder's name; released once it is back or re-mapped.
+FOLDER_HELD_KIND = "imap_folder"
+
+
 class HeldItem(models.Model):
     """An item an importer could not store: held with a typed reason and its raw
     bytes, reported, and the rest of the import continues (SPEC §6 "Every
@@ -147,6 +152,9 @@ class SyncRun(models.Model):
         RUNNING = "running", "Running"
         SUCCEEDED = "succeeded", "Succeeded"
         SUCCEEDED_WITH_HOLDS = "succeeded_with_holds", "Succeeded, items held"
+        # Ended without error but did not cover everything (SPEC §6: a Gmail
+        # re-list still going, a configured IMAP folder gone); the next run goes on.
+        PARTIAL = "partial", "Partial (not finished)"
         FAILED = "failed", "Failed"
 
     source = models.ForeignKey(

@@ -125,16 +125,31 @@ def source_totals(*, source_id: str) -> dict[str, int]:
     return totals
 
 
+def source_cursor_save(*, source: Source, key: str, value: Any) -> dict[str, Any]:
+    """The one writer of ``Source.cursor`` (SPEC §6: syncs resume from it): set the
+    connector's part ``key`` (``google``, ``imap``, ``mailbox``) to ``value`` (JSON),
+    keeping the other parts as stored now. Updates ``source.cursor`` in memory too
+    and returns the whole cursor."""
+    stored = Source.objects.filter(pk=source.pk).values_list("cursor", flat=True)
+    merged = {**(stored.first() or {}), key: value}
+    Source.objects.filter(pk=source.pk).update(cursor=merged)
+    source.cursor = merged
+    return merged
+
+
 def sync_run_finish(*, run: SyncRun, report: SyncReport, error: str = "") -> SyncRun:
     """Close ``run`` with the report's counts and release the source's import
     lock; stamp the source's sync state (``last_sync_at``; ``last_success_at``
     without an error; ``last_error``) and its ``counts``: the run's last counts
     under ``last_run`` beside the totals of what the source stores
-    (``source_totals``). Status: ``failed`` with an error, ``succeeded_with_holds``
-    when items were held, else ``succeeded``."""
+    (``source_totals``). Status: ``failed`` with an error, ``partial`` when the
+    report names what it left ``unfinished`` (SPEC §6: the next run goes on),
+    ``succeeded_with_holds`` when items were held, else ``succeeded``."""
     now = timezone.now()
     if error:
         status = SyncRun.Status.FAILED
+    elif report.unfinished:
+        status = SyncRun.Status.PARTIAL
     elif report.held or report.counts.get("held"):
         status = SyncRun.Status.SUCCEEDED_WITH_HOLDS
     else:
@@ -281,6 +296,17 @@ def held_item_release(
         external_id__in=list(external_ids),
         released_at__isnull=True,
     ).update(released_at=timezone.now())
+
+
+def held_kind_release_except(*, source: Source, kind: str, keep: Sequence[str]) -> int:
+    """Release the open held items of ``source`` of ``kind`` except those with an
+    id in ``keep`` (a configured IMAP folder that is back, or no longer
+    configured). Returns the number released."""
+    return (
+        HeldItem.objects.filter(source=source, kind=kind, released_at__isnull=True)
+        .exclude(external_id__in=list(keep))
+        .update(released_at=timezone.now())
+    )
 
 
 def held_items_release(*, source: Source, external_ids: Sequence[str]) -> int:

@@ -15,8 +15,14 @@ from brain.exceptions import InvalidParams
 from brain.models import Source
 from brain.services.sources import source_ensure
 from connectors.google.client import READONLY_SCOPES
-from connectors.models import GoogleAccount, SharedMailbox, WorkspaceServiceAccount
+from connectors.models import (
+    FOLDER_HELD_KIND,
+    GoogleAccount,
+    SharedMailbox,
+    WorkspaceServiceAccount,
+)
 from connectors.secrets import secret_encrypt
+from connectors.services import held_kind_release_except
 
 _KIND = {
     SharedMailbox.Provider.WORKSPACE: Source.Kind.GOOGLE,
@@ -174,3 +180,36 @@ def workspace_key_upload(*, key_json: str | bytes) -> WorkspaceServiceAccount:
         private_key_id=str(info.get("private_key_id", ""))[:64],
         key_encrypted=secret_encrypt(json.dumps(info)),
     )
+
+
+def shared_mailbox_folder_remap(
+    *, mailbox: SharedMailbox, old: str, new: str
+) -> SharedMailbox:
+    """Re-map a configured IMAP folder the server no longer lists (issue 46): in
+    ``imap_folders`` the name ``old`` becomes ``new`` (kept once), and the hold
+    that named ``old`` is released; the cursor of ``new`` starts empty, so the next
+    sync reads it whole and the ledger skips what was stored before.
+
+    Raises ``InvalidParams`` when ``old`` is not configured or ``new`` is empty."""
+    folders = list(mailbox.imap_folders or [])
+    if old not in folders or not new.strip():
+        raise InvalidParams(
+            f"Folder {old!r} is not configured for {mailbox.address}, or no new "
+            "folder was chosen.",
+            suggestion="Pick one of the folders the server lists.",
+            detail={"folders": folders, "old": old, "new": new},
+        )
+    remapped: list[str] = []
+    for name in folders:
+        target = new if name == old else name
+        if target not in remapped:
+            remapped.append(target)
+    with transaction.atomic():
+        SharedMailbox.objects.filter(pk=mailbox.pk).update(imap_folders=remapped)
+        mailbox.imap_folders = remapped
+        held_kind_release_except(
+            source=mailbox.source,
+            kind=FOLDER_HELD_KIND,
+            keep=[n for n in remapped if n != new],
+        )
+    return mailbox

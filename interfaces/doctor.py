@@ -28,12 +28,13 @@ from django.core import checks as django_checks
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.migrations.executor import MigrationExecutor
 from django.db.models import Count, Min, Q
+from django.urls import reverse
 from django.utils import timezone
 from django_q.models import OrmQ, Schedule
 
 from accounts.models import ApiKey
 from brain.models import Chunk, Source
-from connectors.models import HeldItem
+from connectors.models import FOLDER_HELD_KIND, HeldItem
 from jobs.models import Job
 from jobs.schedules import schedule_specs
 from jobs.selectors import WORKER_ALIVE_SECONDS, worker_heartbeats
@@ -314,7 +315,29 @@ def _sources() -> list[Check]:
                 else f"See admin → Held items for {source.id}, then retry them."
             )
         lines.append(Check(f"source {source.id}", status, "; ".join(parts), fix))
+        lines.extend(_missing_folders(source))
     return lines
+
+
+def _missing_folders(source: Source) -> list[Check]:
+    """One ``fail`` line per configured IMAP folder the server no longer lists
+    (held by the last sync, issue 46), named after the folder so ``/api/health``
+    names it too."""
+    names = HeldItem.objects.filter(
+        source=source, kind=FOLDER_HELD_KIND, released_at__isnull=True
+    ).values_list("external_id", flat=True)
+    return [
+        Check(
+            f"source {source.id} folder {name}",
+            FAIL,
+            f"the configured IMAP folder {name!r} is not on the server any more "
+            "(renamed or deleted): nothing of it syncs",
+            "Re-map it in the console: "
+            + reverse("admin:console_source_folders", args=[source.id])
+            + f", then `{MANAGE} sync_source {source.id}`.",
+        )
+        for name in names.order_by("external_id")
+    ]
 
 
 def _keys() -> list[Check]:

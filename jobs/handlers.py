@@ -137,13 +137,18 @@ def sync_source(job: Job, ctx: JobContext) -> Any:
     """Sync one source (``params.source_id``) through its connector (SPEC §6): a
     Google account (or Workspace shared mailbox) from its cursor, an IMAP shared
     mailbox from its UIDVALIDITY + UID cursor, a mailbox source by re-importing its
-    path."""
+    path. A sync that left work for the next run (``report.unfinished``: a Gmail
+    re-list still going, a configured IMAP folder gone) ends the job ``partial``
+    naming it (SPEC §6, §7)."""
     source_id = require(job, "source_id")
     sync = source_sync
     progress = ConnectorProgress(ctx)
     report = sync(source_id=source_id, progress=progress, actor=f"job:{job.pk}")
     progress.flush()
-    return _with_resume(ctx, as_result(report))
+    result = _with_resume(ctx, as_result(report))
+    if report.unfinished:
+        return PartialResult(result, "; ".join(report.unfinished)[:2000])
+    return result
 
 
 def import_mail(job: Job, ctx: JobContext) -> Any:

@@ -23,7 +23,7 @@ import os
 import random
 import socket
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import psutil
@@ -595,7 +595,10 @@ def job_retry(*, job_id: int, actor: str, caller: Caller | None = None) -> Job:
 
 
 def job_reap_stalled(
-    *, stale_after_seconds: float | None = None, workers: list[str] | None = None
+    *,
+    stale_after_seconds: float | None = None,
+    workers: list[str] | None = None,
+    stopped: bool = False,
 ) -> list[int]:
     """Re-queue running jobs whose worker stopped heartbeating (SPEC §7).
 
@@ -608,6 +611,12 @@ def job_reap_stalled(
     ``BRAIN_JOB_HEARTBEAT_SECONDS``). With attempts left it goes back to ``queued``
     (keeping its ``checkpoint``) and is sent again; otherwise it is ``dead``. Rows a
     live transaction holds are skipped (``SKIP LOCKED``). Returns the re-queued ids.
+
+    ``stopped`` says the workers were stopped on purpose (SIGTERM or SIGINT to
+    ``manage.py worker``: a deploy, a restart): the interrupted attempt is not a
+    failed one, so it is given back (``attempts`` − 1) and the job is re-queued
+    whatever its attempts (issue 46: three deploys during a long import left it
+    ``dead``).
     """
     stale = stale_after_seconds
     if stale is None:
@@ -625,40 +634,55 @@ def job_reap_stalled(
             )
         )
         for job in stalled:
-            error = (
-                f"worker {job.worker or '?'} stopped heartbeating "
-                f"(last beat {job.heartbeat_at:%Y-%m-%d %H:%M:%S} UTC)"
-                if job.heartbeat_at
-                else f"worker {job.worker or '?'} never heartbeated"
-            )
-            job.claim_token = None
-            job.error = error
-            if job.attempts >= job.max_attempts:
-                job.status = Job.Status.DEAD
-                job.finished_at = now
-                job.history = _history(job, "dead (stalled)", error)
-            else:
-                job.status = Job.Status.QUEUED
-                job.run_after = now
-                job.dispatched_at = now
-                job.history = _history(job, "stalled, re-queued", error)
+            if _reap_one(job, now=now, stopped=stopped):
                 requeued.append(job.pk)
-                job_dispatch_on_commit(job_id=job.pk, kind=job.kind)
-            job.save(
-                update_fields=[
-                    "status",
-                    "claim_token",
-                    "error",
-                    "finished_at",
-                    "run_after",
-                    "dispatched_at",
-                    "history",
-                    "updated_at",
-                ]
-            )
     if requeued:
         logger.warning("Re-queued stalled jobs %s", requeued)
     return requeued
+
+
+def _reap_one(job: Job, *, now: datetime, stopped: bool) -> bool:
+    """Re-queue (True) or bury (False) one stalled running ``job``, in the
+    caller's transaction; see ``job_reap_stalled``."""
+    if job.heartbeat_at:
+        error = (
+            f"worker {job.worker or '?'} stopped heartbeating "
+            f"(last beat {job.heartbeat_at:%Y-%m-%d %H:%M:%S} UTC)"
+        )
+    else:
+        error = f"worker {job.worker or '?'} never heartbeated"
+    outcome = "stalled, re-queued"
+    if stopped:
+        error = f"worker {job.worker or '?'} was stopped (clean stop)"
+        outcome = "stopped with the worker, re-queued (attempt not counted)"
+    job.claim_token = None
+    job.error = error
+    requeue = stopped or job.attempts < job.max_attempts
+    if requeue:
+        job.history = _history(job, outcome, error)
+        if stopped:
+            job.attempts = max(0, job.attempts - 1)
+        job.status = Job.Status.QUEUED
+        job.run_after = job.dispatched_at = now
+        job_dispatch_on_commit(job_id=job.pk, kind=job.kind)
+    else:
+        job.status = Job.Status.DEAD
+        job.finished_at = now
+        job.history = _history(job, "dead (stalled)", error)
+    job.save(
+        update_fields=[
+            "status",
+            "attempts",
+            "claim_token",
+            "error",
+            "finished_at",
+            "run_after",
+            "dispatched_at",
+            "history",
+            "updated_at",
+        ]
+    )
+    return requeue
 
 
 # --- worker liveness (operations: doctor, /api/health) ---

@@ -35,13 +35,19 @@ from connectors.imap.client import (
     ImapReader,
     ImapSettings,
 )
-from connectors.mail.threading import folder_labels
+from connectors.mail.threading import folder_role
 from connectors.mailbox.client import MailboxEntry
 from connectors.mailbox.sync import BATCH_THREADS, MailboxConnector
-from connectors.models import SharedMailbox
+from connectors.models import FOLDER_HELD_KIND, SharedMailbox
 from connectors.secrets import secret_decrypt
-from connectors.services import import_settle, sync_run_finish, sync_run_start
-from loops.message import SENT
+from connectors.services import (
+    held_item_record,
+    held_kind_release_except,
+    import_settle,
+    source_cursor_save,
+    sync_run_finish,
+    sync_run_start,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -53,7 +59,13 @@ if TYPE_CHECKING:
 FETCH_CHUNK = 5000
 # A SPECIAL-USE folder is filed under a canonical name, so the mail pipeline labels
 # it (a ``\\Sent`` folder called "Gesendete Objekte" still marks messages as mine).
-_CANONICAL = {"\\Sent": "Sent", "\\Junk": "Junk", "\\Trash": "Trash"}
+_CANONICAL = {"sent": "Sent", "drafts": "Drafts", "junk": "Junk", "trash": "Trash"}
+_ROLE_OF_SPECIAL_USE = {
+    "\\Sent": "sent",
+    "\\Drafts": "drafts",
+    "\\Junk": "junk",
+    "\\Trash": "trash",
+}
 
 
 def imap_settings_for(mailbox: SharedMailbox) -> ImapSettings:
@@ -87,11 +99,24 @@ def imap_settings_for(mailbox: SharedMailbox) -> ImapSettings:
     )
 
 
+def imap_folder_role(folder: ImapFolder) -> str:
+    """A folder's role (``sent``, ``drafts``, ``junk``, ``trash`` or ''): its
+    SPECIAL-USE attribute first (RFC 6154), else what its name says in the table
+    of localised names (``connectors.mail.threading.folder_role``)."""
+    if folder.special_use in _ROLE_OF_SPECIAL_USE:
+        return _ROLE_OF_SPECIAL_USE[folder.special_use]
+    if folder.special_use:
+        return ""  # \\All, \\Archive, \\Flagged: a role the sync does not use
+    return folder_role(folder.name)
+
+
 def folders_to_sync(folders: list[ImapFolder], wanted: list[str]) -> list[ImapFolder]:
     """The folders a sync reads: those named in ``wanted`` (case-insensitive for
     INBOX, exact otherwise), or by default INBOX and every ``\\Sent`` folder
     (SPECIAL-USE, RFC 6154), INBOX first; on a server without SPECIAL-USE, the
-    folders whose name says sent. ``\\Noselect`` folders are left out."""
+    folders whose name says sent in one of the languages of the name table
+    ("Sent Items", "Gesendete Elemente", "送信済みアイテム"…). ``\\Noselect``
+    folders are left out."""
     usable = [f for f in folders if "\\Noselect" not in f.flags]
     if wanted:
         names = {w.upper() if w.upper() == "INBOX" else w for w in wanted}
@@ -103,10 +128,23 @@ def folders_to_sync(folders: list[ImapFolder], wanted: list[str]) -> list[ImapFo
     inbox = [f for f in usable if f.name.upper() == "INBOX"]
     sent = [f for f in usable if f.special_use == "\\Sent"]
     if not sent:
-        # A server without SPECIAL-USE: the folder names the mail rules call sent
-        # ("Sent", "Sent Items", "Gesendet"…, the same rule as mailbox files).
-        sent = [f for f in usable if SENT in folder_labels(f.name)]
+        sent = [
+            f
+            for f in usable
+            if f.name.upper() != "INBOX" and imap_folder_role(f) == "sent"
+        ]
     return inbox + sent
+
+
+def missing_folders(folders: list[ImapFolder], wanted: list[str]) -> list[str]:
+    """The configured folder names (``wanted``) that LIST no longer shows: renamed
+    or deleted on the server (issue 46). INBOX is matched case-insensitively."""
+    listed = {f.name for f in folders} | {
+        "INBOX" for f in folders if f.name.upper() == "INBOX"
+    }
+    return [
+        w for w in wanted if (w.upper() if w.upper() == "INBOX" else w) not in listed
+    ]
 
 
 class ImapChunkConnector(MailboxConnector):
@@ -178,14 +216,16 @@ def imap_sync(
 
     def save(folder: str, uidvalidity: int, last_uid: int) -> None:
         state[folder] = {"uidvalidity": uidvalidity, "last_uid": last_uid}
-        merged = {**(Source.objects.get(pk=source.pk).cursor or {}), "imap": state}
-        source.cursor = merged
-        Source.objects.filter(pk=source.pk).update(cursor=merged)
+        source_cursor_save(source=source, key="imap", value=dict(state))
 
     resets: set[str] = set()
 
+    noted: set[str] = set()
+
     def session(reader: ImapReader) -> None:
-        plan = _plan(reader, folders_to_sync(reader.folders(), wanted), state)
+        listed = reader.folders()
+        _note_missing(source, missing_folders(listed, wanted), report, noted)
+        plan = _plan(reader, folders_to_sync(listed, wanted), state)
         for folder, status, _uids, reset_from in plan:
             if reset_from is not None and folder.name not in resets:
                 resets.add(folder.name)
@@ -214,7 +254,7 @@ def imap_sync(
                 if len(fetched) < len(uids):
                     missing = len(uids) - len(fetched)
                     report.skipped["expunged before fetch"] += missing
-                label = _CANONICAL.get(folder.special_use, folder.name)
+                label = _CANONICAL.get(imap_folder_role(folder), folder.name)
                 entries += [
                     MailboxEntry(
                         label,
@@ -273,6 +313,33 @@ def imap_sync(
     return report
 
 
+def _note_missing(
+    source: Source, missing: list[str], report: SyncReport, noted: set[str]
+) -> None:
+    """Hold each configured folder the server no longer lists (kind
+    ``imap_folder``, code ``imap_folder_missing``) and name it in
+    ``report.unfinished`` (the run is ``partial``), once per run (``noted``);
+    release the holds of folders that are back or no longer configured."""
+    held_kind_release_except(source=source, kind=FOLDER_HELD_KIND, keep=missing)
+    for name in missing:
+        if name in noted:
+            continue
+        noted.add(name)
+        message = (
+            f"The configured IMAP folder {name!r} is not on the server any more "
+            "(renamed or deleted); nothing of it was synced. Re-map it in the "
+            "console (Sources → Folders) or in admin → Shared mailboxes."
+        )
+        held_item_record(
+            source=source,
+            kind=FOLDER_HELD_KIND,
+            external_id=name,
+            error=PermanentError(message, code="imap_folder_missing"),
+            report=report,
+        )
+        report.unfinished.append(message)
+
+
 def _plan(
     reader: ImapReader, folders: list[ImapFolder], state: dict[str, Any]
 ) -> list[tuple[ImapFolder, FolderStatus, list[int], int | None]]:
@@ -317,3 +384,23 @@ def _store_chunk(
     connector.finish()
     connector.report.counts.pop("files", None)
     report.merge(connector.report)
+
+
+def imap_server_folders(
+    *,
+    source: Source,
+    reader_factory: Callable[[ImapSettings], ImapReader] = ImapReader,
+) -> list[ImapFolder]:
+    """The folders the server of an ``imap`` source lists now (LIST with
+    SPECIAL-USE), for re-mapping a configured folder that is gone (issue 46).
+    Raises ``PermanentError`` (no settings, login refused) or ``TransientError``
+    (server unreachable)."""
+    mailbox = SharedMailbox.objects.filter(source=source).first()
+    if mailbox is None:
+        raise PermanentError(
+            f"Source {source.id!r} has no IMAP settings.",
+            code="credentials_missing",
+            detail={"fix": "Add it in admin → Shared mailboxes."},
+        )
+    with reader_factory(imap_settings_for(mailbox)) as reader:
+        return reader.folders()

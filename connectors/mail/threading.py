@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -407,30 +408,107 @@ def thread_messages(
     return threads
 
 
-def folder_labels(folder: str) -> list[str]:
-    """Gmail-like labels implied by a mailbox folder name: sent folders → SENT,
-    spam/junk → SPAM, trash/bin → TRASH (SPEC §5.1, §6.2). Outlook's "Deleted Items"
-    is read mail put away, not trash, and gets no label."""
-    labels = []
-    for segment in re.split(r"[\\/]", folder.lower()):
-        name = re.sub(r"\.(mbox|mbx)$", "", segment.strip().lstrip(".")).strip()
-        name = re.sub(r"[\s_-]+", " ", name).strip()
-        if name in {
+# Folder names by role, lower-case with runs of space/_/- as one space: English and
+# the localised names of Outlook/Exchange, Gmail, Apple Mail and Thunderbird
+# (issue 46: "Gesendete Elemente" was not known as sent). SPECIAL-USE (RFC 6154)
+# comes first where the server has it; these names are the fallback.
+FOLDER_ROLE_NAMES: dict[str, frozenset[str]] = {
+    "sent": frozenset(
+        {
             "sent",
             "sent items",
             "sent mail",
             "sent messages",
             "outbox",
             "gesendet",
+            "gesendete elemente",
+            "gesendete objekte",
             "envoyés",
+            "éléments envoyés",
+            "messages envoyés",
             "enviados",
-        }:
-            labels.append(SENT)
-        elif name in {"spam", "junk", "junk e mail", "junk email", "bulk mail"}:
-            labels.append(SPAM)
-        elif name in {"trash", "bin", "deleted messages"}:
-            labels.append(TRASH)
-    return sorted(set(labels))
+            "elementos enviados",
+            "itens enviados",
+            "mensagens enviadas",
+            "posta inviata",
+            "inviati",
+            "elementi inviati",
+            "verzonden",
+            "verzonden items",
+            "verzonden berichten",
+            "skickat",
+            "skickade objekt",
+            "sendt",
+            "sendte elementer",
+            "lähetetyt",
+            "wysłane",
+            "elementy wysłane",
+            "odeslané",
+            "отправленные",
+            "已发送",
+            "已发送邮件",
+            "寄件備份",
+            "보낸 편지함",
+            "送信済みアイテム",
+            "送信済み",
+        }
+    ),
+    "drafts": frozenset(
+        {
+            "drafts",
+            "draft",
+            "entwürfe",
+            "brouillons",
+            "borradores",
+            "rascunhos",
+            "bozze",
+            "concepten",
+            "utkast",
+            "kladder",
+            "luonnokset",
+            "kopie robocze",
+            "koncepty",
+            "черновики",
+            "草稿",
+            "草稿箱",
+            "임시 보관함",
+            "下書き",
+        }
+    ),
+    "junk": frozenset({"spam", "junk", "junk e mail", "junk email", "bulk mail"}),
+    "trash": frozenset({"trash", "bin", "deleted messages"}),
+}
+
+
+def _folder_segment(segment: str) -> str:
+    name = re.sub(r"\.(mbox|mbx)$", "", segment.strip().lstrip(".")).strip()
+    return re.sub(r"[\s_-]+", " ", name).strip()
+
+
+def _segment_roles(folder: str) -> list[str]:
+    """The role of each path segment of ``folder`` that has one, innermost first."""
+    roles = []
+    for segment in re.split(r"[\\/]", unicodedata.normalize("NFC", folder).lower()):
+        name = _folder_segment(segment)
+        roles += [role for role, names in FOLDER_ROLE_NAMES.items() if name in names]
+    return roles[::-1]
+
+
+def folder_role(folder: str) -> str:
+    """The role a folder's name says: ``sent``, ``drafts``, ``junk``, ``trash`` or
+    '' (case-insensitive; the innermost path segment with a role; localised names
+    from ``FOLDER_ROLE_NAMES``). Outlook's "Deleted Items" is read mail put away,
+    not trash, and gets no role."""
+    roles = _segment_roles(folder)
+    return roles[0] if roles else ""
+
+
+def folder_labels(folder: str) -> list[str]:
+    """Gmail-like labels implied by a mailbox folder name (``folder_role`` of each
+    segment): sent folders → SENT, spam/junk → SPAM, trash/bin → TRASH (SPEC §5.1,
+    §6.2)."""
+    label = {"sent": SENT, "junk": SPAM, "trash": TRASH}
+    return sorted({label[r] for r in _segment_roles(folder) if r in label})
 
 
 # Bulk-mail signals for mailbox files, which carry no Gmail category labels: RFC 2076

@@ -72,6 +72,7 @@ from connectors.services import (
     held_items_record,
     held_items_release,
     import_settle,
+    source_cursor_save,
     sync_run_finish,
     sync_run_start,
 )
@@ -708,6 +709,4 @@ def mailbox_import(
 
 
 def _save_cursor(source: Source, cursor: dict[str, Any]) -> None:
-    merged = {**(source.cursor or {}), "mailbox": cursor}
-    source.cursor = merged
-    Source.objects.filter(pk=source.pk).update(cursor=merged)
+    source_cursor_save(source=source, key="mailbox", value=cursor)

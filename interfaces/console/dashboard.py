@@ -12,7 +12,7 @@ from django.utils import timezone
 from django_q.models import Schedule
 
 from brain.models import Source
-from connectors.models import HeldItem
+from connectors.models import FOLDER_HELD_KIND, HeldItem
 from interfaces.doctor import doctor_report
 from jobs.models import Job
 from jobs.schedules import MAIL_SOURCE_KINDS, SYNC_PREFIX
@@ -25,7 +25,8 @@ RECENT_FAILURES = timedelta(days=7)
 def dashboard_context() -> dict[str, Any]:
     """The home's context: ``{open_loops, snoozed_loops, sources[], running[], failed[], queued,
     worker_alive, queued_without_worker, checks[]}``. Sources carry ``held`` (items
-    not released) and ``next_run`` (their sync schedule, None when unscheduled);
+    not released), ``missing_folders`` (configured IMAP folders the server no
+    longer lists, to re-map) and ``next_run`` (their sync schedule, None when unscheduled);
     checks are ``doctor_report`` lines without the model load or deploy checks."""
     held = dict(
         HeldItem.objects.filter(released_at__isnull=True)
@@ -38,6 +39,13 @@ def dashboard_context() -> dict[str, Any]:
             "name", "next_run"
         )
     )
+    missing: dict[str, list[str]] = {}
+    for source_id, name in (
+        HeldItem.objects.filter(kind=FOLDER_HELD_KIND, released_at__isnull=True)
+        .order_by("external_id")
+        .values_list("source_id", "external_id")
+    ):
+        missing.setdefault(source_id, []).append(name)
     sources = []
     for source in Source.objects.order_by("id"):
         sources.append(
@@ -48,6 +56,7 @@ def dashboard_context() -> dict[str, Any]:
                 "held": held.get(source.id, 0),
                 "next_run": next_runs.get(f"{SYNC_PREFIX}{source.id}"),
                 "state": "error" if source.last_error else "ok",
+                "missing_folders": missing.get(source.id, []),
             }
         )
     running = list(Job.objects.filter(status=Job.Status.RUNNING).order_by("-id")[:10])

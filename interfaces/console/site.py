@@ -84,6 +84,11 @@ class ConsoleSite(admin.AdminSite):
             ),
             path("console/merge/", wrap(views.merge_preview), name="console_merge"),
             path(
+                "console/sources/<str:source_id>/folders/",
+                wrap(views.source_folders),
+                name="console_source_folders",
+            ),
+            path(
                 "console/page/<str:source_id>/<path:slug>/edit/",
                 wrap(views.page_edit),
                 name="console_page_edit",

@@ -48,6 +48,10 @@ from brain.services.merges import (
     page_merge,
 )
 from brain.services.pages import page_write
+from connectors.base import ConnectorError
+from connectors.imap.sync import imap_folder_role, imap_server_folders
+from connectors.models import FOLDER_HELD_KIND, HeldItem, SharedMailbox
+from connectors.services_shared import shared_mailbox_folder_remap
 from interfaces.console.markdown import markdown_plain, render_markdown
 from jobs.selectors import worker_alive
 from jobs.services import job_enqueue
@@ -780,3 +784,56 @@ def people(request: HttpRequest) -> HttpResponse:
     )
     context = _context(request, "People", rows=rows, query=query)
     return TemplateResponse(request, "console/people.html", context)
+
+
+# --- IMAP folders: re-map a configured folder the server no longer lists ----------
+
+
+def source_folders(request: HttpRequest, source_id: str) -> HttpResponse:
+    """The folders of an ``imap`` source (issue 46): the configured ones, those the
+    server no longer lists (held by the last sync), and the server's folders now
+    (LIST). POST ``old`` and ``new``: re-map the configured folder ``old`` to the
+    server's folder ``new`` (``shared_mailbox_folder_remap``)."""
+    mailbox = get_object_or_404(SharedMailbox, source_id=source_id)
+    here = reverse("admin:console_source_folders", args=[source_id])
+    if request.method == "POST":
+        old, new = request.POST.get("old", ""), request.POST.get("new", "")
+        try:
+            shared_mailbox_folder_remap(mailbox=mailbox, old=old, new=new)
+        except BrainError as exc:
+            messages.error(request, exc.message)
+        else:
+            messages.success(
+                request,
+                f"Folder {old!r} re-mapped to {new!r}; the next sync reads it.",
+            )
+        return redirect(here)
+    error, server = "", []
+    try:
+        server = imap_server_folders(source=mailbox.source)
+    except ConnectorError as exc:
+        error = exc.message
+    missing = list(
+        HeldItem.objects.filter(
+            source_id=source_id, kind=FOLDER_HELD_KIND, released_at__isnull=True
+        )
+        .order_by("external_id")
+        .values_list("external_id", flat=True)
+    )
+    return TemplateResponse(
+        request,
+        "console/source_folders.html",
+        _context(
+            request,
+            f"Folders of {source_id}",
+            mailbox=mailbox,
+            configured=list(mailbox.imap_folders or []),
+            missing=missing,
+            server=[
+                {"name": f.name, "role": imap_folder_role(f)}
+                for f in server
+                if "\\Noselect" not in f.flags
+            ],
+            error=error,
+        ),
+    )

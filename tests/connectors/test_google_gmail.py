@@ -22,10 +22,12 @@ from tests.connectors.google_fakes import (
     ann_question,
     ann_reply,
     error,
+    message,
     my_answer,
     newsletter,
     ok,
     real_message,
+    rfc_date,
     sequence,
     thread,
 )
@@ -469,3 +471,142 @@ def test_later_mail_from_them_in_another_thread_settles_my_waiting_ask(
         LoopStatus.DROPPED,
         "not_expected: superseded",
     )
+
+
+# --- a history gap re-lists the whole window (issue 46, "Syncs finish or say so") ---
+
+
+def _window_message(n: int) -> dict[str, object]:
+    """Message ``m-n`` alone in thread ``t-n``, from someone new each time."""
+    return message(
+        gmail_id=f"m-{n}",
+        thread_id=f"t-{n}",
+        sender=f"Sender {n} <sender{n}@example.net>",
+        to=ME,
+        subject=f"Window message {n}",
+        date=rfc_date(n),
+        body=f"Message number {n} of the window.",
+        labels=["INBOX"],
+        message_id=f"window-{n}@example.net",
+    )
+
+
+def _relist_page(n: int, *, last: int, estimate: int) -> list:  # type: ignore[type-arg]
+    """``messages.list`` page ``n`` (one id per page) and the thread it names."""
+    page: dict[str, object] = {
+        "messages": [{"id": f"m-{n}", "threadId": f"t-{n}"}],
+        "resultSizeEstimate": estimate,
+    }
+    if n < last:
+        page["nextPageToken"] = f"page-{n + 1}"
+    return [ok(page), ok(thread(f"t-{n}", _window_message(n)))]
+
+
+def _gmail_cursor(source: Source) -> dict[str, object]:
+    return Source.objects.get(pk=source.pk).cursor["google"]["gmail"]  # type: ignore[no-any-return]
+
+
+def test_a_history_gap_relists_the_whole_window_paged_to_the_end(
+    google_source: Source,
+) -> None:
+    """Seven pages: more than the five the old bounded re-list read."""
+    _backfill(google_source)
+    pages = 7
+    http = sequence(
+        error(404, "notFound"),
+        ok({"emailAddress": ME, "historyId": "9000"}),
+        *[
+            r
+            for n in range(1, pages + 1)
+            for r in _relist_page(n, last=pages, estimate=7)
+        ],
+    )
+    report = _gmail(google_source, http)
+    threads = {
+        p.frontmatter["thread_id"]
+        for p in Page.objects.filter(source=google_source, type__name="email")
+    }
+    assert {f"t-{n}" for n in range(1, pages + 1)} <= threads
+    assert report.counts["relist_pages"] == pages
+    assert _gmail_cursor(google_source)["history_id"] == "9000"
+    assert not _gmail_cursor(google_source).get("relist")
+    assert SyncRun.objects.filter(source=google_source).first().status == "succeeded"  # type: ignore[union-attr]
+
+
+def test_an_interrupted_relist_resumes_from_its_saved_page_token(
+    google_source: Source,
+) -> None:
+    """Page 2 fails for good: the history cursor stays at the expired id and the
+    re-list's page token is saved; the next run reads page 2 and only then moves
+    the cursor."""
+    _backfill(google_source)
+    first = sequence(
+        error(404, "notFound"),
+        ok({"emailAddress": ME, "historyId": "9000"}),
+        *_relist_page(1, last=2, estimate=2),
+        error(403, "forbidden"),
+    )
+    with pytest.raises(Exception, match="403"):
+        _gmail(google_source, first)
+    cursor = _gmail_cursor(google_source)
+    assert cursor["history_id"] == "5000"
+    assert cursor["relist"]["page_token"] == "page-2"  # type: ignore[index]
+    assert cursor["relist"]["anchor"] == "9000"  # type: ignore[index]
+    # No history.list call and no new anchor: the re-list goes on at page 2.
+    second = sequence(*_relist_page(2, last=2, estimate=2))
+    report = _gmail(google_source, second)
+    assert report.status == "succeeded"
+    assert _gmail_cursor(google_source)["history_id"] == "9000"
+    assert not _gmail_cursor(google_source).get("relist")
+    assert (
+        Page.objects.filter(
+            source=google_source, frontmatter__thread_id__in=["t-1", "t-2"]
+        ).count()
+        == 2
+    )
+
+
+def test_a_relist_longer_than_a_run_is_partial_with_progress_until_covered(
+    google_source: Source,
+) -> None:
+    """One page per run: the first run ends ``partial`` naming the re-list, shows
+    its progress on the Job row, and leaves the history cursor where it was."""
+    from jobs.handlers import ConnectorProgress
+    from jobs.models import Job
+    from jobs.runner import JobContext
+    from jobs.services import job_claim, job_enqueue
+
+    _backfill(google_source)
+    Source.objects.filter(pk=google_source.pk).update(
+        config={"gmail_relist_pages_per_run": 1}
+    )
+    google_source.refresh_from_db()
+    job, _created = job_enqueue(
+        kind="sync_source", params={"source_id": google_source.pk}, dispatch=False
+    )
+    claimed = job_claim(job_id=job.pk)
+    assert claimed is not None
+    progress = ConnectorProgress(JobContext(claimed))
+    first = sequence(
+        error(404, "notFound"),
+        ok({"emailAddress": ME, "historyId": "9000"}),
+        *_relist_page(1, last=2, estimate=2),
+    )
+    report = google_sync(
+        source=google_source,
+        http=first,
+        sleep=Sleeps(),
+        services=("gmail",),
+        progress=progress,
+    )
+    progress.flush()
+    assert report.status == "partial"
+    assert report.unfinished and "re-list" in report.unfinished[0]
+    assert SyncRun.objects.filter(source=google_source).first().status == "partial"  # type: ignore[union-attr]
+    assert _gmail_cursor(google_source)["history_id"] == "5000"
+    shown = Job.objects.get(pk=job.pk).progress
+    assert shown["message"].startswith("gmail re-list")
+    assert (shown["step"], shown["total"]) == (1, 2)
+    report = _gmail(google_source, sequence(*_relist_page(2, last=2, estimate=2)))
+    assert report.status == "succeeded"
+    assert _gmail_cursor(google_source)["history_id"] == "9000"

@@ -11,13 +11,14 @@ from io import StringIO
 
 import pytest
 from django.core.management import call_command
+from django.test import Client
 from django.utils import timezone
 
 from brain.models import Page, RawRecord, Source
 from connectors.base import PermanentError, TransientError
 from connectors.imap.client import ImapFolder, ImapReader, ImapWriteRefused
-from connectors.imap.sync import folders_to_sync, imap_sync
-from connectors.models import ImportedItem, SharedMailbox, SyncRun
+from connectors.imap.sync import folders_to_sync, imap_folder_role, imap_sync
+from connectors.models import HeldItem, ImportedItem, SharedMailbox, SyncRun
 from connectors.services_shared import shared_mailbox_create
 from loops.message import MailMessage
 from tests.connectors.dovecot import (
@@ -343,3 +344,139 @@ def test_xoauth2_logs_in_with_an_access_token(imap_account: ImapAccount) -> None
     with pytest.raises(PermanentError) as caught, ImapReader(expired) as reader:
         reader.folders()  # reached only if the server wrongly accepted
     assert caught.value.code == "auth_failed"
+
+
+# --- a configured folder gone from the server; localised sent names (issue 46) ----
+
+
+def _health_failing(client: Client) -> list[str]:
+    return list(client.get("/api/health").json()["failing"])
+
+
+def test_a_configured_folder_renamed_on_the_server_is_partial_held_and_degraded(
+    imap_account: ImapAccount, client: Client
+) -> None:
+    """Rename the configured Sent folder between two syncs: the second run is
+    ``partial`` with a held reason naming it, doctor and /api/health name the
+    folder, and the console re-maps it to the server's new name."""
+    from accounts.models import User
+    from interfaces.doctor import doctor_report
+
+    mailbox = _mailbox(imap_account)
+    SharedMailbox.objects.filter(pk=mailbox.pk).update(imap_folders=["INBOX", "Sent"])
+    source = Source.objects.get(id="shared-allen")
+    assert imap_sync(source=source).status == "succeeded"
+    assert "source shared-allen folder Sent" not in _health_failing(client)
+
+    other = imap_account.other_client()
+    try:
+        other.rename_folder("Sent", "Sent 2026")
+    finally:
+        other.logout()
+    report = imap_sync(source=source)
+    assert report.status == "partial"
+    assert SyncRun.objects.filter(source=source).first().status == "partial"  # type: ignore[union-attr]
+    assert any("'Sent'" in u for u in report.unfinished)
+    held = HeldItem.objects.get(source=source, kind="imap_folder", external_id="Sent")
+    assert held.released_at is None and held.error_code == "imap_folder_missing"
+    check = next(
+        c
+        for c in doctor_report(deploy=False)["checks"]
+        if c["name"] == "source shared-allen folder Sent"
+    )
+    assert check["status"] == "fail" and "console/sources/shared-allen" in check["fix"]
+    health = client.get("/api/health").json()
+    assert health["status"] == "degraded"
+    assert "source shared-allen folder Sent" in health["failing"]
+
+    staff = User.objects.create_user("curator", "c@invented.example", "pw")
+    staff.is_staff = staff.is_superuser = True
+    staff.save()
+    client.force_login(staff)
+    url = "/admin/console/sources/shared-allen/folders/"
+    page = client.get(url).content.decode()
+    assert "Sent 2026" in page and "is not on the server any more" in page
+    client.post(url, {"old": "Sent", "new": "Sent 2026"})
+    client.logout()
+    assert SharedMailbox.objects.get(pk=mailbox.pk).imap_folders == [
+        "INBOX",
+        "Sent 2026",
+    ]
+    assert imap_sync(source=source).status == "succeeded"
+    assert "source shared-allen folder Sent" not in _health_failing(client)
+
+
+def test_a_gesendete_elemente_folder_without_special_use_is_synced_as_sent(
+    imap_account: ImapAccount,
+) -> None:
+    """Outlook's German sent folder on a server without SPECIAL-USE for it: found
+    by its name, and its messages are labelled sent."""
+    other = imap_account.other_client()
+    try:
+        other.rename_folder("Sent", "Gesendete Elemente")
+        listed = {str(name): flags for flags, _d, name in other.list_folders()}
+    finally:
+        other.logout()
+    assert "Sent" not in listed
+    assert b"\\Sent" not in listed["Gesendete Elemente"]
+    mailbox = _mailbox(imap_account)
+    report = imap_sync(source=mailbox.source)
+    assert report.counts["fetched"] == INBOX_FILES + SENT_FILES
+    sent = [
+        raw
+        for raw in RawRecord.objects.filter(source_id="shared-allen", kind="rfc822")
+        if "SENT" in (raw.metadata.get("labels") or [])
+    ]
+    assert sent, "no message of 'Gesendete Elemente' was labelled sent"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "Gesendete Elemente",
+        "Éléments envoyés",
+        "Elementos enviados",
+        "Posta inviata",
+        "Verzonden items",
+        "Sent Items",
+        "Sent Messages",
+        "已发送",
+        "보낸 편지함",
+        "送信済みアイテム",
+    ],
+)
+def test_localised_sent_folder_names_are_sent_without_special_use(name: str) -> None:
+    folders = [ImapFolder("INBOX", ()), ImapFolder(name, ()), ImapFolder("Drafts", ())]
+    assert [f.name for f in folders_to_sync(folders, [])] == ["INBOX", name]
+
+
+def test_special_use_comes_before_the_name_table() -> None:
+    """A folder named like sent but flagged ``\\Drafts`` is drafts; a \\Sent folder
+    wins over a folder whose name says sent."""
+    drafts_named_sent = ImapFolder("Sent Items", ("\\Drafts",), "\\Drafts")
+    assert imap_folder_role(drafts_named_sent) == "drafts"
+    assert imap_folder_role(ImapFolder("Entwürfe", ())) == "drafts"
+    assert imap_folder_role(ImapFolder("Brouillons", ())) == "drafts"
+    flagged = ImapFolder("Postausgang", ("\\Sent",), "\\Sent")
+    folders = [ImapFolder("INBOX", ()), ImapFolder("Gesendete Elemente", ()), flagged]
+    assert [f.name for f in folders_to_sync(folders, [])] == ["INBOX", "Postausgang"]
+
+
+def test_a_sync_job_with_a_configured_folder_gone_ends_partial_naming_it(
+    imap_account: ImapAccount,
+) -> None:
+    """The ``sync_source`` job of that run is ``partial`` too, its error line
+    naming the folder (SPEC §7 job statuses)."""
+    from jobs.models import Job
+    from jobs.runner import execute_job
+    from jobs.services import job_enqueue
+
+    mailbox = _mailbox(imap_account)
+    SharedMailbox.objects.filter(pk=mailbox.pk).update(imap_folders=["INBOX", "Gone"])
+    job, _created = job_enqueue(
+        kind="sync_source", params={"source_id": "shared-allen"}, dispatch=False
+    )
+    done = execute_job(job_id=job.pk)
+    assert done is not None and done.status == Job.Status.PARTIAL
+    assert "'Gone'" in done.error
+    assert done.result["status"] == "partial"

@@ -285,3 +285,45 @@ def test_schedules_never_stack_a_second_live_job_of_the_same_params() -> None:
     assert first.endswith(" queued")
     assert "already" in second
     assert Job.objects.filter(kind="test_items").count() == 1
+
+
+def test_a_requeue_after_a_clean_stop_is_not_a_failed_attempt() -> None:
+    """Three deploys (SIGTERM to ``manage.py worker``) during one job with three
+    attempts: each stop re-queues it through the worker's own stop path without
+    counting the attempt, so it is queued, not dead (issue 46). The stop path is
+    called directly: no process is killed."""
+    import os
+
+    from jobs.management.commands.worker import Command
+    from jobs.services import worker_name_of
+
+    job, _ = job_enqueue(
+        kind="test_items", params={"items": 1}, max_attempts=3, dispatch=False
+    )
+    me = os.getpid()
+    for _deploy in range(3):
+        assert job_claim(job_id=job.pk, worker=worker_name_of(me)) is not None
+        Command()._requeue({me}, killed=True, stopped=True)
+        job.refresh_from_db()
+        assert (job.status, job.attempts) == (Job.Status.QUEUED, 0)
+    assert [h["outcome"] for h in job.history] == [
+        "stopped with the worker, re-queued (attempt not counted)"
+    ] * 3
+    done = execute_job(job_id=job.pk)
+    assert done is not None and done.status == Job.Status.SUCCEEDED
+    assert done.attempts == 1
+
+
+def test_a_worker_that_dies_without_a_stop_signal_still_uses_an_attempt() -> None:
+    import os
+
+    from jobs.management.commands.worker import Command
+    from jobs.services import worker_name_of
+
+    job, _ = job_enqueue(
+        kind="test_items", params={"items": 1}, max_attempts=1, dispatch=False
+    )
+    job_claim(job_id=job.pk, worker=worker_name_of(os.getpid()))
+    Command()._requeue({os.getpid()}, killed=True, stopped=False)
+    job.refresh_from_db()
+    assert (job.status, job.attempts) == (Job.Status.DEAD, 1)

@@ -30,7 +30,7 @@ from connectors.google.sync.base import (
     CALENDAR_FUTURE_DAYS,
     CALENDAR_PAST_DAYS,
     GMAIL_WINDOW_DAYS,
-    RELIST_MAX_PAGES,
+    RELIST_PAGES_PER_RUN,
     THREAD_BATCH,
 )
 from connectors.google.sync.calendar import CalendarConnector, meeting_attendee_link
@@ -46,7 +46,7 @@ __all__ = [
     "ContactsConnector",
     "GMAIL_WINDOW_DAYS",
     "GmailConnector",
-    "RELIST_MAX_PAGES",
+    "RELIST_PAGES_PER_RUN",
     "SERVICES",
     "THREAD_BATCH",
     "google_sync",

@@ -27,8 +27,9 @@ GMAIL_WINDOW_DAYS = 90
 CALENDAR_PAST_DAYS = 90
 CALENDAR_FUTURE_DAYS = 60
 THREAD_BATCH = 25
-# An expired historyId re-lists at most this many pages of 100 message ids.
-RELIST_MAX_PAGES = 5
+# An expired historyId re-lists the whole window; one run reads at most this many
+# pages of 100 message ids of it (a partial run), the next run goes on (SPEC §6.1).
+RELIST_PAGES_PER_RUN = 100
 
 
 class _GoogleService(Connector):

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 from connectors.google.sync.base import (
     ACTOR,
     GMAIL_WINDOW_DAYS,
-    RELIST_MAX_PAGES,
+    RELIST_PAGES_PER_RUN,
     THREAD_BATCH,
     _GoogleService,
 )
@@ -63,16 +63,28 @@ class GmailConnector(_GoogleService):
 
     kind = "google_gmail"
 
-    def __init__(self, *, window_days: int = GMAIL_WINDOW_DAYS, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        window_days: int = GMAIL_WINDOW_DAYS,
+        relist_pages: int = RELIST_PAGES_PER_RUN,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.window_days = window_days
+        self.relist_pages = max(1, relist_pages)
         self.query = f"newer_than:{window_days}d"
+        # The re-list in progress (its cursor state), for the progress callback.
+        self._relisting: dict[str, Any] | None = None
 
     # fetch --------------------------------------------------------------------------
 
     def fetch_changes(self, cursor: dict[str, Any]) -> Iterator[ChangeBatch]:
-        """Backfill until done, then history deltas (see module docstring)."""
-        if cursor.get("backfill_done") and cursor.get("history_id"):
+        """Backfill until done, then history deltas; a re-list of the window
+        after an expired history goes on first until it is done."""
+        if cursor.get("relist"):
+            yield from self._relist(cursor["relist"])
+        elif cursor.get("backfill_done") and cursor.get("history_id"):
             yield from self._incremental(cursor)
         else:
             yield from self._backfill(cursor)
@@ -94,6 +106,12 @@ class GmailConnector(_GoogleService):
 
     def _list_page(self, page_token: str | None) -> tuple[list[str], str | None]:
         data = self.client.gmail_list_messages(query=self.query, page_token=page_token)
+        return self._thread_ids(data)
+
+    @staticmethod
+    def _thread_ids(data: dict[str, Any]) -> tuple[list[str], str | None]:
+        """The thread ids of a ``messages.list`` page, in order, and its next
+        page token."""
         ordered: list[str] = []
         for message in data.get("messages") or []:
             thread_id = str(message.get("threadId") or message.get("id"))
@@ -164,30 +182,70 @@ class GmailConnector(_GoogleService):
         except PermanentError as exc:
             if exc.code != "not_found":
                 raise
-            yield from self._relist(expired=start)
+            yield from self._relist_start(expired=start)
             return
         yield from self._threads(thread_ids)
         yield ChangeBatch("gmail", [], cursor={"history_id": newest})
 
-    def _relist(self, *, expired: str) -> Iterator[ChangeBatch]:
-        """History too old (404): re-anchor, then re-list at most
-        ``RELIST_MAX_PAGES`` pages of the window; unchanged threads are no-ops."""
+    def _relist_start(self, *, expired: str) -> Iterator[ChangeBatch]:
+        """History too old (404): anchor at the mailbox's current historyId and
+        start a full re-list of the window, saved in the cursor before any page is
+        read (``relist``); the history cursor stays where it was."""
         anchor = str(self.client.gmail_profile()["historyId"])
         self.report.warnings.append(
-            f"Gmail history {expired} expired; re-listed the last {self.window_days} days "
-            f"(at most {RELIST_MAX_PAGES * 100} messages) and continued from {anchor}."
+            f"Gmail history {expired} expired; re-listing the whole "
+            f"{self.window_days}-day window, then continuing from {anchor}."
         )
         self.report.counts["history_expired"] += 1
-        page_token: str | None = None
+        state = {
+            "anchor": anchor,
+            "expired": expired,
+            "page_token": None,
+            "pages": 0,
+            "listed": 0,
+            "estimate": None,
+        }
+        yield ChangeBatch("gmail", [], cursor={"relist": state})
+        yield from self._relist(state)
+
+    def _relist(self, state: dict[str, Any]) -> Iterator[ChangeBatch]:
+        """Re-list the whole window (SPEC §6.1 "Syncs finish or say so"), page by
+        page from ``state["page_token"]``, at most ``relist_pages`` pages per run.
+        After each page's threads are applied the cursor saves the next page token
+        and the counts (``pages``, ``listed`` message ids, Gmail's ``estimate``), so
+        a killed or cut-off run resumes at that page. The history cursor moves to
+        ``state["anchor"]`` only after the last page; a run that stops before it
+        names the re-list in ``report.unfinished`` (the run is ``partial``)."""
+        state = dict(state)
+        self._relisting = state
         seen: set[str] = set()
-        for _page in range(RELIST_MAX_PAGES):
-            thread_ids, page_token = self._list_page(page_token)
+        for _page in range(self.relist_pages):
+            data = self.client.gmail_list_messages(
+                query=self.query, page_token=state["page_token"]
+            )
+            thread_ids, next_token = self._thread_ids(data)
+            state["listed"] += len(data.get("messages") or [])
+            if state["estimate"] is None:
+                state["estimate"] = data.get("resultSizeEstimate")
             fresh = [t for t in thread_ids if t not in seen]
             seen.update(fresh)
             yield from self._threads(fresh)
-            if not page_token:
-                break
-        yield ChangeBatch("gmail", [], cursor={"history_id": anchor})
+            state.update(pages=state["pages"] + 1, page_token=next_token)
+            if not next_token:
+                self._relisting = None
+                self.report.counts["relist_pages"] += state["pages"]
+                yield ChangeBatch(
+                    "gmail", [], cursor={"history_id": state["anchor"], "relist": None}
+                )
+                return
+            yield ChangeBatch("gmail", [], cursor={"relist": dict(state)})
+        self.report.counts["relist_pages"] += state["pages"]
+        self.report.unfinished.append(
+            f"Gmail re-list after expired history {state['expired']}: "
+            f"{state['listed']} of about {state['estimate'] or '?'} messages listed "
+            f"({state['pages']} pages); the next sync continues from page "
+            f"{state['pages'] + 1}."
+        )
 
     # apply --------------------------------------------------------------------------
 
@@ -225,8 +283,7 @@ class GmailConnector(_GoogleService):
                 elif result is not None:
                     stored[work.thread_id] = work.messages
                     self._release(work)
-            if self.progress:
-                self.progress("gmail", report.counts["threads"], None)
+            self._show_progress(report)
             people_store(
                 source=self.source,
                 threads=stored,
@@ -246,6 +303,19 @@ class GmailConnector(_GoogleService):
                     addresses=_correspondents(stored.values(), self.owners),
                 )
                 process_threads(source_id=self.source.id, thread_ids=list(stored))
+
+    def _show_progress(self, report: SyncReport) -> None:
+        """Progress for the Job row: threads stored, or during a re-list the
+        message ids listed of Gmail's estimate for the window."""
+        if not self.progress:
+            return
+        state = self._relisting
+        if state is None:
+            self.progress("gmail", report.counts["threads"], None)
+            return
+        estimate = state.get("estimate")
+        total = max(int(estimate), state["listed"]) if estimate else None
+        self.progress("gmail re-list (history expired)", state["listed"], total)
 
     def _work(self, thread: dict[str, Any], report: SyncReport) -> ThreadWork | None:
         thread_id = str(thread.get("id") or "")

@@ -18,6 +18,7 @@ from connectors.google.client import READONLY_SCOPES, GoogleClient
 from connectors.models import GoogleAccount
 from connectors.services import (
     import_settle,
+    source_cursor_save,
     sync_run_finish,
     sync_run_start,
 )
@@ -25,7 +26,11 @@ from connectors.services import (
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-from connectors.google.sync.base import GMAIL_WINDOW_DAYS, _GoogleService
+from connectors.google.sync.base import (
+    GMAIL_WINDOW_DAYS,
+    RELIST_PAGES_PER_RUN,
+    _GoogleService,
+)
 from connectors.google.sync.calendar import CalendarConnector
 from connectors.google.sync.contacts import ContactsConnector
 from connectors.google.sync.gmail import GmailConnector
@@ -94,9 +99,7 @@ def google_sync(
     def save(name: str) -> Callable[[dict[str, Any]], None]:
         def _save(cursor: dict[str, Any]) -> None:
             cursor_all[name] = cursor
-            merged = {**(source.cursor or {}), "google": dict(cursor_all)}
-            source.cursor = merged
-            Source.objects.filter(pk=source.pk).update(cursor=merged)
+            source_cursor_save(source=source, key="google", value=dict(cursor_all))
 
         return _save
 
@@ -109,8 +112,12 @@ def google_sync(
         extra: dict[str, Any] = {}
         if name == "gmail":
             # Source.config may widen or narrow the backfill window (days).
+            config = source.config or {}
             extra["window_days"] = int(
-                (source.config or {}).get("gmail_window_days", GMAIL_WINDOW_DAYS)
+                config.get("gmail_window_days", GMAIL_WINDOW_DAYS)
+            )
+            extra["relist_pages"] = int(
+                config.get("gmail_relist_pages_per_run", RELIST_PAGES_PER_RUN)
             )
         connector = cls(
             **extra,

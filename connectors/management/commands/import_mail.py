@@ -10,7 +10,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
-from brain.cli import progress_stream
+from brain.cli import progress_stream, resumable_on_database_failure
 from brain.exceptions import BrainError
 from brain.models import Source
 from connectors.base import ConnectorError
@@ -64,14 +64,15 @@ class Command(BaseCommand):
         # the sync run is recorded as failed, and a re-run finishes the rest.
         previous = signal.signal(signal.SIGTERM, _interrupt)
         try:
-            report = mailbox_import(
-                source_id=options["source"],
-                path=options["path"],
-                owners=options["owner"],
-                progress=progress,
-                embed=options["embed"],
-                actor="cli:import_mail",
-            )
+            with resumable_on_database_failure("The import"):
+                report = mailbox_import(
+                    source_id=options["source"],
+                    path=options["path"],
+                    owners=options["owner"],
+                    progress=progress,
+                    embed=options["embed"],
+                    actor="cli:import_mail",
+                )
         except (BrainError, ConnectorError) as exc:
             raise CommandError(f"{exc}") from exc
         except KeyboardInterrupt:

@@ -8,6 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
+from brain.cli import resumable_on_database_failure
 from connectors.markdown.client import iter_folder
 from connectors.markdown.sync import markdown_import
 
@@ -32,7 +33,10 @@ class Command(BaseCommand):
         if not directory.is_dir():
             raise CommandError(f"{directory} is not a directory.")
         total = sum(1 for _ in iter_folder(directory))
-        with tqdm(total=total, unit="file", disable=total == 0) as bar:
+        with (
+            tqdm(total=total, unit="file", disable=total == 0) as bar,
+            resumable_on_database_failure("The import"),
+        ):
             report = markdown_import(
                 source_id=options["source"],
                 directory=directory,

@@ -7,7 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
-from brain.cli import progress_stream
+from brain.cli import progress_stream, resumable_on_database_failure
 from brain.exceptions import BrainError
 from connectors.base import ConnectorError
 from connectors.dispatch import source_sync
@@ -40,11 +40,12 @@ class Command(BaseCommand):
             bar.update(done - bar.n)
 
         try:
-            report = source_sync(
-                source_id=options["source_id"],
-                progress=progress,
-                actor="cli:sync_source",
-            )
+            with resumable_on_database_failure("The sync"):
+                report = source_sync(
+                    source_id=options["source_id"],
+                    progress=progress,
+                    actor="cli:sync_source",
+                )
         except ConnectorError as exc:
             kind = "permanent" if exc.permanent else "transient (retry later)"
             raise CommandError(

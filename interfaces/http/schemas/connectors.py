@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ninja import Schema
+from ninja import Field, Schema
 
 
 class SyncReportOut(Schema):
     """What a sync did: counts (messages, threads, pages, people, events,
-    contacts, held…), skipped reasons, held items and warnings."""
+    contacts, held…), skipped reasons, held items and warnings; ``status``
+    ``partial`` with ``unfinished`` naming what the next run goes on with."""
 
     source_id: str
     kind: str
@@ -18,3 +19,8 @@ class SyncReportOut(Schema):
     skipped: dict[str, int]
     held: list[dict[str, Any]]
     warnings: list[str]
+    unfinished: list[str] = Field(
+        default_factory=list,
+        description="What the run did not cover, one sentence each (a Gmail "
+        "re-list still going, a configured IMAP folder gone); status is partial.",
+    )

@@ -17,7 +17,8 @@ down, like a lost machine. What this command changes is the master's stop:
 - Whatever is still alive at the deadline is killed, and the jobs that this cluster's
   processes were running go back to the queue from their checkpoint at once
   (``job_reap_stalled``), instead of waiting for the stall timeout. Workers killed
-  by a group SIGTERM are re-queued the same way.
+  by a group SIGTERM are re-queued the same way. A stop on purpose is not a failed
+  attempt: the interrupted attempts are given back (issue 46).
 - While the cluster runs, the master beats a ``WorkerHeartbeat`` row every
   ``BRAIN_WORKER_BEAT_SECONDS`` (15 s), so ``manage.py doctor`` and ``/api/health``
   can tell whether a worker is alive; a clean stop removes the row.
@@ -126,7 +127,7 @@ class Command(BaseCommand):
                     _beat(me)
                     next_beat = time.monotonic() + every
                 if deadline and time.monotonic() > deadline[0]:
-                    self._kill(members)
+                    self._kill(members, stopped=True)
                     return 1
                 time.sleep(0.1)
             if not deadline:
@@ -137,17 +138,18 @@ class Command(BaseCommand):
                 # still holding a task): they get what is left of the stop time.
                 _wait(members, until=deadline[0] if deadline else time.monotonic())
             if _alive(members):
-                self._kill(members)
+                self._kill(members, stopped=bool(deadline))
                 return 1
-            self._requeue(members, killed=False)
+            self._requeue(members, killed=False, stopped=bool(deadline))
             self.stdout.write("The cluster stopped.")
             return 0 if deadline else 1
         finally:
             with contextlib.suppress(Exception):  # the database may be gone too
                 worker_gone(name=me)
 
-    def _kill(self, members: set[int]) -> None:
-        """Kill every process of the cluster still alive, then re-queue its jobs."""
+    def _kill(self, members: set[int], *, stopped: bool) -> None:
+        """Kill every process of the cluster still alive, then re-queue its jobs
+        (``stopped``: on a stop signal, see ``_requeue``)."""
         alive = []
         for pid in members | _descendants():
             with contextlib.suppress(psutil.Error):
@@ -155,12 +157,14 @@ class Command(BaseCommand):
                 proc.kill()
                 alive.append(proc)
         psutil.wait_procs(alive, timeout=5)
-        self._requeue(members, killed=True)
+        self._requeue(members, killed=True, stopped=stopped)
 
-    def _requeue(self, members: set[int], *, killed: bool) -> None:
+    def _requeue(self, members: set[int], *, killed: bool, stopped: bool) -> None:
         """Re-queue the jobs still marked running by a process of this cluster (a
         worker killed by a group SIGTERM, or by the deadline), and those of any
-        process on this host that no longer exists."""
+        process on this host that no longer exists. ``stopped``: the cluster was
+        stopped on purpose (SIGTERM or SIGINT: a deploy, a restart), so the
+        interrupted attempts are not counted as failed (``job_reap_stalled``)."""
         try:
             workers = {worker_name_of(pid) for pid in members}
             requeued = []
@@ -169,7 +173,7 @@ class Command(BaseCommand):
             for _attempt in range(REAP_ATTEMPTS):
                 gone = workers | set(running_job_workers_gone())
                 requeued += job_reap_stalled(
-                    stale_after_seconds=0, workers=sorted(gone)
+                    stale_after_seconds=0, workers=sorted(gone), stopped=stopped
                 )
                 if not running_job_workers(sorted(gone)):
                     break
