@@ -87,6 +87,16 @@ class SchemaViolation(InvalidParams):
     """A write broke the Schema (SPEC §2.2): ``detail['allowed']`` lists the values."""
 
 
+class Conflict(BrainError):
+    """A write's ``base_revision`` is not the page's current revision (``conflict``,
+    HTTP 409, SPEC §4): someone changed the page since the caller read it.
+    ``detail`` names ``current_revision`` and holds ``diff``, the unified diff from
+    the base's body to the current one (``brain.services.pages.revisions``)."""
+
+    code = "conflict"
+    http_status = 409
+
+
 class ProvenanceRequired(BrainError):
     """Provenance was given but blank (``provenance_required``, HTTP 400)."""
 

@@ -70,7 +70,10 @@ ERROR_STATUSES = {
     "403": "The key lacks the scope or the source (scope_denied).",
     "404": "Nothing readable by this key under that name (not_found).",
     "405": "Method not allowed on this path (invalid_params).",
-    "409": "Already exists (invalid_params): update it instead.",
+    "409": (
+        "Already exists (invalid_params): update it instead; or the page changed "
+        "since base_revision (conflict)."
+    ),
     "413": "Request body too large (invalid_params).",
     "429": "Over the key's per-minute rate limit (unavailable).",
     "500": "Unexpected error; nothing was half-written (internal).",
@@ -89,6 +92,7 @@ class ErrorOut(Schema):
         "unavailable",
         "budget_unsatisfiable",
         "internal",
+        "conflict",
     ]
     message: str
     suggestion: str = Field(..., min_length=1)
