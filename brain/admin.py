@@ -8,17 +8,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.middleware.csrf import get_token
 from django.shortcuts import redirect
+from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
 from brain.access import Caller, local_caller
-from brain.display import json_table
-from brain.exceptions import BrainError
+from brain.display import diff_rows, json_table
+from brain.exceptions import BrainError, Conflict
 from brain.models import (
     Alias,
     AuditEvent,
@@ -50,6 +52,7 @@ from brain.services.pages import (
     page_hard_delete,
     page_reindex,
     page_restore,
+    page_revision,
     page_soft_delete,
     page_write,
 )
@@ -292,8 +295,37 @@ class RevisionInline(admin.TabularInline):
         return False
 
 
+class PageAdminForm(forms.ModelForm):
+    """The page change form plus ``base_revision``: the revision the form showed
+    (hidden, always sent), so a save over a page changed meanwhile is refused
+    (SPEC §4 ``conflict``) instead of overwriting the other writer's change."""
+
+    base_revision = forms.CharField(widget=forms.HiddenInput, required=False)
+
+    class Meta:
+        model = Page
+        fields = (
+            "source",
+            "slug",
+            "type",
+            "title",
+            "frontmatter",
+            "body",
+            "summary",
+            "tags",
+            "visibility",
+            "effective_date",
+        )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:
+            self.fields["base_revision"].initial = page_revision(self.instance)
+
+
 @admin.register(Page)
 class PageAdmin(admin.ModelAdmin):
+    form = PageAdminForm
     list_display = (
         "slug",
         "title",
@@ -350,7 +382,13 @@ class PageAdmin(admin.ModelAdmin):
         form: Any,
         change: bool,  # noqa: FBT001 (Django's signature)
     ) -> None:
-        """Save through the one write path (SPEC §2.3), never ``obj.save()``."""
+        """Save through the one write path (SPEC §2.3), never ``obj.save()``: the
+        derived fields (summary, chunks, aliases, links) follow the body as in every
+        other write. The summary is passed only when the curator changed it, so an
+        untouched one that was the old body's first line follows the new body.
+        ``base_revision`` (the form's hidden field) makes a save over a page changed
+        since the form was opened raise ``Conflict`` (``changeform_view`` shows it)."""
+        edited = set(form.changed_data) if form is not None else {"summary"}
         result = page_write(
             source=obj.source,
             mode="replace" if change else "create",
@@ -359,16 +397,57 @@ class PageAdmin(admin.ModelAdmin):
             title=obj.title,
             body=obj.body,
             type_name=obj.type.name,
-            summary=obj.summary,
+            summary=obj.summary if not change or "summary" in edited else None,
             tags=list(obj.tags),
             frontmatter=dict(obj.frontmatter or {}),
             replace_frontmatter=True,
             visibility=obj.visibility,
             effective_date=obj.effective_date,
             allow_empty=True,
+            base_revision=(
+                (form.cleaned_data.get("base_revision") or None)
+                if change and form is not None
+                else None
+            ),
         )
         obj.pk = result.page.pk
         obj.refresh_from_db()
+
+    def changeform_view(
+        self,
+        request: HttpRequest,
+        object_id: str | None = None,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        """The admin's change form; a stale save (``Conflict``: the page changed
+        since the form was opened, SPEC §4) is rolled back and answered with the
+        console editor's conflict view (status 409): the current version, the
+        diff since the form's revision, and the curator's title and body in the
+        editor, ready to save over the current version."""
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except Conflict as exc:
+            if object_id is None:  # an add has no base revision: never here
+                raise
+            page = Page.objects.get(pk=object_id)
+            context = {
+                **self.admin_site.each_context(request),
+                "title": f"Edit {page.title or page.slug}",
+                "page": page,
+                "form_title": request.POST.get("title", page.title),
+                "form_body": request.POST.get("body", "").replace("\r\n", "\n"),
+                "mode": "replace",
+                "base_revision": page_revision(page),
+                "conflict": {
+                    "message": exc.message,
+                    "diff": diff_rows(str((exc.detail or {}).get("diff", ""))),
+                    "current": page.body,
+                },
+            }
+            return TemplateResponse(
+                request, "console/page_edit.html", context, status=409
+            )
 
     def delete_model(self, request: HttpRequest, obj: Page) -> None:
         """Hard delete through the service: the page's facts expire first."""

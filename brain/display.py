@@ -63,3 +63,15 @@ def json_table(value: Any) -> SafeString:
     if isinstance(value, bool):
         return mark_safe("yes" if value else "no")
     return format_html("{}", value)
+
+
+def diff_rows(diff: str) -> list[tuple[str, str]]:
+    """A unified diff's lines (``difflib.unified_diff`` text, file headers dropped)
+    as ``(kind, line)`` for the ``.diff`` styles: kind ``add`` | ``del`` | ``hunk``
+    | ``same``. The console editor and the admin form show a conflict's diff
+    (SPEC §4 ``conflict``) with it."""
+    return [
+        ({"+": "add", "-": "del", "@": "hunk"}.get(line[:1], "same"), line)
+        for line in diff.splitlines()
+        if not line.startswith(("---", "+++"))
+    ]

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from django.db import connections
+
 PROTOCOL_VERSION = 1
 """The wire protocol version every response and error carries (SPEC §4)."""
 
@@ -87,6 +89,16 @@ class SchemaViolation(InvalidParams):
     """A write broke the Schema (SPEC §2.2): ``detail['allowed']`` lists the values."""
 
 
+class Conflict(BrainError):
+    """A write's ``base_revision`` is not the page's current revision (``conflict``,
+    HTTP 409, SPEC §4): someone changed the page since the caller read it.
+    ``detail`` names ``current_revision`` and holds ``diff``, the unified diff from
+    the base's body to the current one (``brain.services.pages.revisions``)."""
+
+    code = "conflict"
+    http_status = 409
+
+
 class ProvenanceRequired(BrainError):
     """Provenance was given but blank (``provenance_required``, HTTP 400)."""
 
@@ -113,6 +125,33 @@ class Unavailable(BrainError):
 
     code = "unavailable"
     http_status = 503
+
+
+def database_unavailable(exc: Exception, alias: str = "default") -> Unavailable:
+    """The ``Unavailable`` (HTTP 503) answer to a database that cannot be reached
+    or stopped answering (a Django ``OperationalError`` / ``InterfaceError``):
+    its message names the database (engine, name, host and port of ``alias``,
+    never the password) and the driver's first line; ``detail`` holds the same.
+    The HTTP API, ``/api/health`` and the MCP transport answer with it (SPEC §4)."""
+    db = connections.settings[alias]
+    name = f"{db.get('NAME') or '?'} at {db.get('HOST') or 'localhost'}"
+    if db.get("PORT"):
+        name += f":{db['PORT']}"
+    engine = str(db.get("ENGINE", "")).rsplit(".", 1)[-1] or "database"
+    reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+    return Unavailable(
+        f"The database is unavailable ({engine} {name}): {reason}",
+        suggestion=(
+            "Retry in a minute; if it persists, an admin checks that the database "
+            "server is running (`manage.py doctor`)."
+        ),
+        detail={
+            "component": "database",
+            "engine": engine,
+            "database": name,
+            "reason": reason,
+        },
+    )
 
 
 class BudgetUnsatisfiable(BrainError):

@@ -21,7 +21,7 @@ from brain.hints import unsearched_sources_hint
 from brain.models import Page, Source
 from brain.precedence import slug_holder
 from brain.search import page_search
-from brain.services.pages import WriteResult
+from brain.services.pages import WriteResult, page_revision
 from brain.services.push import push_context
 from brain.timestamps import as_of_from_text
 from loops.models import LoopStatus, LoopType, OpenLoop
@@ -50,7 +50,8 @@ __all__ = [
 
 def page_out(page: Page) -> dict[str, Any]:
     """The ``PageOut`` wire shape of a page (datetimes as ``datetime``; each
-    transport serialises them)."""
+    transport serialises them). ``revision`` is what a later write sends back as
+    ``base_revision`` (SPEC §4)."""
     return {
         "slug": page.slug,
         "source_id": page.source_id,
@@ -65,6 +66,7 @@ def page_out(page: Page) -> dict[str, Any]:
         "effective_date": page.effective_date,
         "created_at": page.created_at,
         "content_hash": page.content_hash,
+        "revision": page_revision(page),
         "index_current": page.indexed_hash == page.content_hash,
         "protocol_version": PROTOCOL_VERSION,
     }

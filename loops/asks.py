@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from datetime import date, datetime, timedelta
+from datetime import date, datetime, timedelta, tzinfo
 from functools import lru_cache
 from itertools import islice
 from typing import TYPE_CHECKING
@@ -477,13 +477,16 @@ _REPLY_ONLY = re.compile(
 )
 
 
-def ask_deadline(text: str, sent_at: datetime | None) -> date | None:
+def ask_deadline(
+    text: str, sent_at: datetime | None, tz: tzinfo | None = None
+) -> date | None:
     """The day by which ``text`` wants its asks answered: the first deadline it
     names, an explicit date first (``_DATED_DEADLINE``: "no later than 5/30", "by
     Dec 3") then a named day (``_DEADLINE``: "by Friday", "before Monday", "by COB
     tomorrow"), then "before then" / "by then" after a named day ("I am working
     all day Monday so I hope I can get it before then": that Monday), read
-    relative to ``sent_at`` (``resolve_due``). None when it names
+    relative to ``sent_at`` in the sender's zone ``tz`` (``resolve_due``; default
+    ``sent_at``'s own). None when it names
     none, when ``sent_at`` is None, or when the phrase does not resolve. An
     unanswered loop carries it as its due date, so waiting ranks an ask past its
     deadline as overdue (SPEC §5.5 due bonus)."""
@@ -491,12 +494,12 @@ def ask_deadline(text: str, sent_at: datetime | None) -> date | None:
         return None
     for pattern in (_DATED_DEADLINE, _DEADLINE):
         found = pattern.search(text)
-        if found and (day := resolve_due(found.group(0), sent_at)) is not None:
+        if found and (day := resolve_due(found.group(0), sent_at, tz)) is not None:
             return day
     then = _BY_THEN.search(text)
     named = list(_ANCHOR.finditer(text, 0, then.start())) if then else []
     if named:
-        return resolve_due(named[-1].group(0), sent_at)
+        return resolve_due(named[-1].group(0), sent_at, tz)
     return None
 
 

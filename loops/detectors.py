@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from datetime import date, datetime, timedelta, tzinfo
 from typing import TYPE_CHECKING, Any
 
 from loops.asks import (
@@ -377,9 +377,15 @@ def detect_thread(
     undeliverable: Mapping[str, Sequence[datetime]] | None = None,
     list_asks: bool = False,
     coverage: MailCoverage | None = None,
+    timezones: Mapping[str, tzinfo] | None = None,
 ) -> Verdict:
     """Decide which deterministic loops of one thread open and close (SPEC §5.2,
     §5.1a).
+
+    ``timezones`` maps a message id to its sender's zone (``loops.extractors.
+    rules.SenderTimezones``, from the Date header): a loop's due date ("by tomorrow")
+    is read in the zone of the message that names it (``_deadline``); without it,
+    in the message date's own zone (UTC).
 
     ``messages`` are one thread's messages in any order; messages dated after
     ``now`` are ignored (replay). ``sender_kinds`` maps addresses to ``person`` or
@@ -510,9 +516,20 @@ def detect_thread(
             list_asks=list_asks,
             opener=turns[0],
             answered=answered,
+            timezones=timezones,
         )
     return _inbound(
-        subs, run, last, owners, kinds, seen, mutes, now, thread_id, subject
+        subs,
+        run,
+        last,
+        owners,
+        kinds,
+        seen,
+        mutes,
+        now,
+        thread_id,
+        subject,
+        timezones=timezones,
     )
 
 
@@ -695,6 +712,7 @@ def _outbound(
     list_asks: bool = False,
     opener: MailMessage | None = None,
     answered: Collection[str] = (),
+    timezones: Mapping[str, tzinfo] | None = None,
 ) -> Verdict:
     """Last turn is mine: inbound loops close; a waiting loop opens when my text
     asks something of a person (SPEC §5.2 rule 5, §5.1a "my asks"). ``replied_to``
@@ -847,7 +865,7 @@ def _outbound(
             summary=summary,
             opened_at=started,
             last_activity_at=last.sent_at,
-            due=_deadline([ask]),
+            due=_deadline([ask], timezones),
             # The ask, and the last message of my turn when it is a later one.
             evidence=[
                 _evidence(
@@ -1054,6 +1072,8 @@ def _inbound(
     now: datetime,
     thread_id: str,
     subject: str,
+    *,
+    timezones: Mapping[str, tzinfo] | None = None,
 ) -> Verdict:
     """Last turn is theirs: my waiting loop closes (as fulfilled when they
     delivered); a reply-owed loop opens only when a person asked me something,
@@ -1139,7 +1159,7 @@ def _inbound(
             summary=f'Reply owed to {sender}: "{subject}"',
             opened_at=started,
             last_activity_at=last.sent_at,
-            due=_deadline(asking),
+            due=_deadline(asking, timezones),
             # The ask and each chase of it ("Follow up: …"), newest last.
             evidence=[
                 _evidence(m, asks_of_me(m, now=now, owners=owners)) for m in asking
@@ -1154,11 +1174,21 @@ _SPACE_BEFORE_PUNCT = re.compile(r"\s+(?=[,.;:?!])")
 _DOUBLED_COMMA = re.compile(r",(?:\s*,)+")
 
 
-def _deadline(asking: Sequence[MailMessage]) -> date | None:
+def _deadline(
+    asking: Sequence[MailMessage], timezones: Mapping[str, tzinfo] | None = None
+) -> date | None:
     """The nearest day by which one of the ``asking`` messages wants its answer
-    (``ask_deadline`` over each one's ``ask_text``, read from its own sent date);
-    None when none names a deadline."""
-    days = [ask_deadline(ask_text(m), m.date) for m in asking]
+    (``ask_deadline`` over each one's ``ask_text``, read from its own sent date in
+    its sender's zone, ``timezones[message_id]``, when known); None when none
+    names a deadline."""
+    days = []
+    for m in asking:
+        text = ask_text(m)
+        day = ask_deadline(text, m.date)
+        if day is not None and timezones is not None:
+            # Only a message naming a deadline needs its sender's zone (a read).
+            day = ask_deadline(text, m.date, timezones.get(m.message_id))
+        days.append(day)
     return min((d for d in days if d is not None), default=None)
 
 

@@ -23,12 +23,11 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models.functions import Substr
 from django.utils import timezone
 
 from brain.bulk import bulk_insert_objects
 from brain.llm import anthropic_client
-from brain.models import Page, RawRecord, Source
+from brain.models import Page, Source
 from loops.asks import asks_for_contact, is_fulfilment
 from loops.decisions import loops_decide
 from loops.definitions import (
@@ -60,9 +59,9 @@ from loops.extractors.fulfilment import (
 )
 from loops.extractors.rules import (
     DEADLINE_RE,
+    SenderTimezones,
     resolve_due,
     rule_extract,
-    sender_timezone,
     split_sentences,
 )
 from loops.models import (
@@ -119,7 +118,7 @@ from loops.services import (
 from loops.services_senders import sender_profile_decide, sender_profiles_refresh
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Iterable, Iterator, Sequence
+    from collections.abc import Collection, Iterable, Sequence
 
     from loops.definitions import MailCoverage
     from loops.message import MailMessage
@@ -164,40 +163,6 @@ def _extraction_mode() -> str:
     return "rules"
 
 
-class SenderTimezones(Mapping[str, tzinfo]):
-    """Message id → the sender's timezone (``sender_timezone``) for one thread's
-    messages, read from their raw records only when first looked up: the rule
-    extractor needs it only for a sentence with a deadline, which most threads lack
-    (SPEC §11 ingest rate)."""
-
-    def __init__(self, messages: Sequence[MailMessage]) -> None:
-        self._messages = messages
-        self._zones: dict[str, tzinfo] | None = None
-
-    def _load(self) -> dict[str, tzinfo]:
-        if self._zones is None:
-            ids = [m.raw_record_id for m in self._messages if m.raw_record_id]
-            heads = dict(
-                RawRecord.objects.filter(pk__in=ids).values_list(
-                    "pk", Substr("content", 1, 8000)
-                )
-            )
-            self._zones = {
-                m.message_id: sender_timezone(m, heads.get(m.raw_record_id))
-                for m in self._messages
-            }
-        return self._zones
-
-    def __getitem__(self, message_id: str) -> tzinfo:
-        return self._load()[message_id]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._load())
-
-    def __len__(self) -> int:
-        return len(self._load())
-
-
 def thread_rule_extract(
     *,
     source: Source,
@@ -209,6 +174,7 @@ def thread_rule_extract(
     known_keys: set[str] | None = None,
     runs: list[ExtractionRun] | None = None,
     coverage: MailCoverage | None = None,
+    timezones: Mapping[str, tzinfo] | None = None,
 ) -> dict[str, Any]:
     """Run the offline rule extractor on one thread revision (idempotent per
     revision) and project what it finds. Returns ``{status, reason, loops}``.
@@ -216,7 +182,8 @@ def thread_rule_extract(
     ``coverage``, read at ``source_newest``) is not projected.
 
     The ``ExtractionRun`` row that makes it idempotent is saved at once, or, when
-    a batch caller passes ``runs``, appended unsaved for it to insert in bulk."""
+    a batch caller passes ``runs``, appended unsaved for it to insert in bulk.
+    ``timezones``: the senders' zones (default ``SenderTimezones(messages)``)."""
     owners = {a.lower() for a in source.owner_addresses}
     newest = max((m.date for m in messages if m.date), default=None)
     key = f"{Detector.RULE_EXTRACT}:{source.id}:{thread_id}:" + (
@@ -238,7 +205,11 @@ def thread_rule_extract(
     with transaction.atomic(savepoint=False):
         if eligible:
             candidates = rule_extract(
-                messages, owner_addresses=owners, timezones=SenderTimezones(messages)
+                messages,
+                owner_addresses=owners,
+                timezones=(
+                    timezones if timezones is not None else SenderTimezones(messages)
+                ),
             )
             for c in candidates:
                 if keeping_unseen(
@@ -298,11 +269,14 @@ def thread_follow_up(
     thread_id: str,
     messages: Sequence[MailMessage],
     open_loops: list[OpenLoop] | None = None,
+    timezones: Mapping[str, tzinfo] | None = None,
 ) -> dict[str, int]:
     """Fulfilment detection and deadline corrections for the thread's open
     commitment loops (SPEC §5.4): a promise kept later in the thread ("The call is
     confirmed") closes as ``fulfilled``; an attachment or delivery wording only
-    marks it suspected. Returns ``{fulfilled, fulfilment_suspected, corrected}``."""
+    marks it suspected; a new deadline is read in its writer's zone
+    (``timezones``, default ``SenderTimezones(messages)``). Returns
+    ``{fulfilled, fulfilment_suspected, corrected}``."""
     owners = {a.lower() for a in source.owner_addresses}
     counts = {"fulfilled": 0, "fulfilment_suspected": 0, "corrected": 0}
     if open_loops is None:
@@ -314,6 +288,7 @@ def thread_follow_up(
     loops = [lp for lp in open_loops if lp.loop_type in COMMITMENT_TYPES]
     if not loops:
         return counts
+    zones = timezones if timezones is not None else SenderTimezones(messages)
     for loop in loops:
         later = later_in_thread(loop, messages)
         if _close_if_kept(loop=loop, later=later, owners=owners):
@@ -369,7 +344,7 @@ def thread_follow_up(
                 when = DEADLINE_RE.search(sentence, trigger.end()) if trigger else None
                 if not when:
                     continue
-                day = resolve_due(when.group(0), m.sent_at)
+                day = resolve_due(when.group(0), m.sent_at, zones[m.message_id])
                 if day is None:
                     continue
                 new_due = due_end_of_day(day)
@@ -1168,8 +1143,10 @@ def loops_coverage_sweep(*, source: Source, now: datetime) -> int:
 @dataclass
 class ChunkState:
     """What a batch of threads already has, loaded in a few queries: open loops by
-    thread, threads with a grace hold, rule-extraction idempotency keys, and the
-    person/automated verdict of their senders (SPEC §5.1a)."""
+    thread, threads with a grace hold, rule-extraction idempotency keys, the
+    person/automated verdict of their senders (SPEC §5.1a), and their senders'
+    zones (``SenderTimezones`` over the chunk's messages: one read for the chunk,
+    made only when a deadline is met)."""
 
     open_loops: dict[str, list[OpenLoop]]
     held: set[str]
@@ -1178,6 +1155,7 @@ class ChunkState:
     contacts: dict[str, Contact] | None = None
     coverage: MailCoverage | None = None
     undeliverable: dict[str, list[datetime]] | None = None
+    timezones: Mapping[str, tzinfo] | None = None
 
 
 def senders_kinds(*, source: Source, messages: Iterable[MailMessage]) -> dict[str, str]:
@@ -1279,6 +1257,11 @@ def thread_process(
         if preload is not None and preload.undeliverable is not None
         else undeliverable(source_id=source.id, owners=source.owner_addresses)
     )
+    zones = (
+        preload.timezones
+        if preload is not None and preload.timezones is not None
+        else SenderTimezones(messages)
+    )
     verdict = detect_thread(
         messages,
         owner_addresses=source.owner_addresses,
@@ -1290,6 +1273,7 @@ def thread_process(
         undeliverable=bounces,
         list_asks=settings.LOOPS_LIST_ASKS,
         coverage=coverage,
+        timezones=zones,
     )
     open_loops = preload.open_loops.get(thread_id, []) if preload else None
     queued = len(batch.pending) if batch is not None else 0
@@ -1323,11 +1307,16 @@ def thread_process(
             known_keys=preload.rule_keys if preload else None,
             runs=runs,
             coverage=coverage,
+            timezones=zones,
         )
         if report["extraction"]["loops"]:
             open_loops = None
     report["follow_up"] = thread_follow_up(
-        source=source, thread_id=thread_id, messages=visible, open_loops=open_loops
+        source=source,
+        thread_id=thread_id,
+        messages=visible,
+        open_loops=open_loops,
+        timezones=zones,
     )
     return report
 
@@ -1360,6 +1349,9 @@ def _chunk_process(
         state: ChunkState | None = chunk_state(source=source, thread_ids=thread_ids)
         state.kinds = senders_kinds(  # type: ignore[union-attr]
             source=source, messages=(m for ms in messages.values() for m in ms)
+        )
+        state.timezones = SenderTimezones(  # type: ignore[union-attr]
+            [m for ms in messages.values() for m in ms]
         )
         state.contacts = sender_contacts(  # type: ignore[union-attr]
             source_id=source.id,

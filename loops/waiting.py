@@ -30,6 +30,7 @@ from brain.people import person_name
 from brain.selectors import backlink_counts
 from loops.definitions import normalise_subject
 from loops.detectors import CLOSED_BY_NOT_EXPECTED, detect_thread
+from loops.extractors.rules import SenderTimezones
 from loops.message import MailMessage
 from loops.models import (
     CLOSED_BY_FULFILLED,
@@ -294,6 +295,8 @@ def _replay_source(source: Source, as_of: datetime) -> list[LoopView]:
         )
     )
     views: list[LoopView] = []
+    # The senders' zones of every thread, read once and only if a deadline needs it.
+    zones = SenderTimezones([m for ms in by_thread.values() for m in ms])
     for _thread_id, messages in sorted(by_thread.items()):
         verdict = detect_thread(
             messages,
@@ -306,6 +309,7 @@ def _replay_source(source: Source, as_of: datetime) -> list[LoopView]:
             undeliverable=bounces,
             list_asks=settings.LOOPS_LIST_ASKS,
             coverage=coverage,
+            timezones=zones,
         )
         for spec in verdict.open:
             if spec.dedup_key in triaged:

@@ -36,6 +36,7 @@ ERROR_CODES = {
     "unavailable",
     "budget_unsatisfiable",
     "internal",
+    "conflict",
 }
 
 schema = schemathesis.openapi.from_wsgi("/api/openapi.json", application)

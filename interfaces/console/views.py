@@ -28,8 +28,8 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 
 from brain.access import Caller, local_caller
-from brain.display import json_table
-from brain.exceptions import BrainError
+from brain.display import diff_rows, json_table
+from brain.exceptions import BrainError, Conflict
 from brain.models import (
     Alias,
     Fact,
@@ -47,7 +47,7 @@ from brain.services.merges import (
     merge_proposal_reject,
     page_merge,
 )
-from brain.services.pages import page_write
+from brain.services.pages import page_revision, page_write
 from connectors.base import ConnectorError
 from connectors.imap.sync import imap_folder_role, imap_server_folders
 from connectors.models import FOLDER_HELD_KIND, HeldItem, SharedMailbox
@@ -519,10 +519,14 @@ def page_view(request: HttpRequest, source_id: str, slug: str) -> HttpResponse:
 
 
 def page_edit(request: HttpRequest, source_id: str, slug: str) -> HttpResponse:
-    """The page editor (SPEC §2.3): POST ``title``, ``body`` and ``mode`` (replace |
-    append) go through ``page_write``, the one write function (frontmatter kept,
-    title sanitised, a revision recorded). Chunks are rebuilt in the write; the
-    embedding runs after commit in an ``embed_pending`` job, not in this request."""
+    """The page editor (SPEC §2.3): POST ``title``, ``body``, ``mode`` (replace |
+    append) and ``base_revision`` (the revision the form showed, always sent) go
+    through ``page_write``, the one write function (frontmatter kept, title
+    sanitised, a revision recorded). A page changed since the form was opened is
+    not saved: the editor comes back with status 409 showing the current version,
+    what changed since, and the curator's text still in the box (``_conflict``).
+    Chunks are rebuilt in the write; the embedding runs after commit in an
+    ``embed_pending`` job, not in this request."""
     page = _live_page(source_id, slug)
     if request.method == "POST":
         mode = request.POST.get("mode", "replace")
@@ -539,28 +543,74 @@ def page_edit(request: HttpRequest, source_id: str, slug: str) -> HttpResponse:
                     slug=page.slug,
                     title=title,
                     body=body,
+                    base_revision=request.POST.get("base_revision") or None,
                     embed=False,
                 )
-                job_enqueue(
-                    kind="embed_pending",
-                    params={"source_ids": [page.source_id]},
-                    created_by=_actor(request),
-                    coalesce=True,
-                )
-                verb = "appended to" if mode == "append" else "saved"
-                if not result.changed:
-                    messages.info(request, "Nothing changed.")
-                else:
-                    messages.success(
-                        request,
-                        f"Page {verb}; a revision was recorded. Search finds the new "
-                        "words now; its embedding is refreshed in the background.",
-                    )
+                _saved(request, page, mode=mode, changed=result.changed)
                 return redirect("admin:console_page", page.source_id, page.slug)
+        except Conflict as exc:
+            page.refresh_from_db()
+            return _conflict(request, page, exc, title=title, body=body, mode=mode)
         except BrainError as exc:
             messages.error(request, exc.message)
-    context = _context(request, f"Edit {page.title or page.slug}", page=page)
+    context = _context(
+        request,
+        f"Edit {page.title or page.slug}",
+        page=page,
+        form_title=page.title,
+        form_body=page.body,
+        mode="replace",
+        base_revision=page_revision(page),
+    )
     return TemplateResponse(request, "console/page_edit.html", context)
+
+
+def _saved(request: HttpRequest, page: Page, *, mode: str, changed: bool) -> None:
+    """After an editor save: queue the page's embedding and say what happened."""
+    job_enqueue(
+        kind="embed_pending",
+        params={"source_ids": [page.source_id]},
+        created_by=_actor(request),
+        coalesce=True,
+    )
+    verb = "appended to" if mode == "append" else "saved"
+    if not changed:
+        messages.info(request, "Nothing changed.")
+    else:
+        messages.success(
+            request,
+            f"Page {verb}; a revision was recorded. Search finds the new "
+            "words now; its embedding is refreshed in the background.",
+        )
+
+
+def _conflict(
+    request: HttpRequest,
+    page: Page,
+    exc: Conflict,
+    *,
+    title: str,
+    body: str,
+    mode: str,
+) -> HttpResponse:
+    """The editor again (status 409) after a stale save (``Conflict``, SPEC §4):
+    the current version, the diff from the version the form showed to it, and the
+    curator's title and text kept in the form, whose ``base_revision`` is now the
+    current one (saving again puts this text over the current version). ``page``
+    is the page as it is now."""
+    detail = exc.detail or {}
+    diff = diff_rows(str(detail.get("diff", "")))
+    context = _context(
+        request,
+        f"Edit {page.title or page.slug}",
+        page=page,
+        form_title=title,
+        form_body=body,
+        mode=mode,
+        base_revision=page_revision(page),
+        conflict={"message": exc.message, "diff": diff, "current": page.body},
+    )
+    return TemplateResponse(request, "console/page_edit.html", context, status=409)
 
 
 #: A console revert's provenance ``action`` (its revision is labelled so).

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.db import DataError, connection
+from django.db import DataError, InterfaceError, OperationalError, connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from ninja import Field, NinjaAPI, Schema
@@ -21,7 +21,13 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.parser import Parser
 
 from brain.access import Caller
-from brain.exceptions import PROTOCOL_VERSION, BrainError, ScopeDenied, envelope
+from brain.exceptions import (
+    PROTOCOL_VERSION,
+    BrainError,
+    ScopeDenied,
+    database_unavailable,
+    envelope,
+)
 from brain.text import refuse_unstorable_text
 from connectors.selectors import imports_health
 from interfaces.callers import caller_for_bearer, caller_for_user
@@ -70,11 +76,17 @@ ERROR_STATUSES = {
     "403": "The key lacks the scope or the source (scope_denied).",
     "404": "Nothing readable by this key under that name (not_found).",
     "405": "Method not allowed on this path (invalid_params).",
-    "409": "Already exists (invalid_params): update it instead.",
+    "409": (
+        "Already exists (invalid_params): update it instead; or the page changed "
+        "since base_revision (conflict)."
+    ),
     "413": "Request body too large (invalid_params).",
     "429": "Over the key's per-minute rate limit (unavailable).",
     "500": "Unexpected error; nothing was half-written (internal).",
-    "503": "A provider (LLM, embeddings) is not configured or failed (unavailable).",
+    "503": (
+        "A provider (LLM, embeddings) is not configured or failed, or the database "
+        "cannot be reached (unavailable, naming it)."
+    ),
 }
 
 
@@ -89,6 +101,7 @@ class ErrorOut(Schema):
         "unavailable",
         "budget_unsatisfiable",
         "internal",
+        "conflict",
     ]
     message: str
     suggestion: str = Field(..., min_length=1)
@@ -139,6 +152,14 @@ api = ContractAPI(
 @api.exception_handler(BrainError)
 def on_brain_error(request: HttpRequest, exc: BrainError) -> HttpResponse:
     return api.create_response(request, exc.envelope(), status=exc.http_status)
+
+
+@api.exception_handler(OperationalError)
+@api.exception_handler(InterfaceError)
+def on_database_down(request: HttpRequest, exc: Exception) -> HttpResponse:
+    """A database that cannot be reached (or dropped the connection): 503
+    ``unavailable`` naming it, on every route and on ``/api/health``."""
+    return on_brain_error(request, database_unavailable(exc))
 
 
 # Where ninja says a parameter came from (the first element of a pydantic ``loc``), and

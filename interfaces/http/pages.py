@@ -129,7 +129,9 @@ def update_page(
 ) -> dict[str, Any]:
     """Append to (default) or replace a page's body, keeping its frontmatter; a
     missing page is ``not_found`` with a pointer to add_page (SPEC §2.3); a page the
-    key can read only in another source is ``scope_denied`` (403) naming it."""
+    key can read only in another source is ``scope_denied`` (403) naming it; a
+    ``base_revision`` that is not the page's current revision is ``conflict``
+    (409) with the current revision and a diff (SPEC §4)."""
     caller = request_caller(request)
     source = caller.write_source(payload.source)
     try:
@@ -147,6 +149,7 @@ def update_page(
             effective_date=payload.effective_date,
             allow_empty=payload.allow_empty,
             provenance=payload.provenance,
+            base_revision=payload.base_revision,
             relations=[
                 RelationInput(r.type, r.to, r.context) for r in payload.relations
             ],

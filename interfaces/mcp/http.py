@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import InterfaceError, OperationalError, close_old_connections
 from django.http.request import split_domain_port, validate_host
 from mcp.server.transport_security import (
     DEFAULT_MAX_REQUEST_BODY_SIZE,
@@ -40,7 +40,13 @@ from mcp.server.transport_security import (
 
 from accounts.services import RateLimited
 from brain.access import Caller
-from brain.exceptions import BrainError, InvalidParams, NotFound, ScopeDenied
+from brain.exceptions import (
+    BrainError,
+    InvalidParams,
+    NotFound,
+    ScopeDenied,
+    database_unavailable,
+)
 from interfaces.callers import caller_for_bearer
 from interfaces.mcp.server import build_server
 from interfaces.mcp.tools import SURFACES
@@ -77,12 +83,16 @@ def caller_from_context(ctx: Context) -> Caller:
 def _authenticate(token: str, client: str) -> Caller | BrainError | None:
     """Resolve a bearer token to a Caller (ORM thread) with the same rate limit as
     HTTP (``interfaces.callers.caller_for_bearer``); None for a bad key, the
-    ``RateLimited`` error over the key's limit."""
+    ``RateLimited`` error over the key's limit, ``Unavailable`` naming the database
+    when it cannot be reached (``brain.exceptions.database_unavailable``)."""
     close_old_connections()
     try:
         return caller_for_bearer(token, client=client)
     except RateLimited as exc:
         return exc
+    except (OperationalError, InterfaceError) as exc:
+        # The key cannot be checked: 503 naming the database, not a plain 500.
+        return database_unavailable(exc)
     finally:
         close_old_connections()
 

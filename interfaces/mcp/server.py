@@ -24,14 +24,19 @@ from collections.abc import Callable
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db import close_old_connections
+from django.db import InterfaceError, OperationalError, close_old_connections
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import ValidationError
 
 from brain.access import Caller
-from brain.exceptions import BrainError, InternalError, InvalidParams
+from brain.exceptions import (
+    BrainError,
+    InternalError,
+    InvalidParams,
+    database_unavailable,
+)
 from brain.text import refuse_unstorable_text
 from interfaces.mcp.tools import SURFACES, ToolSpec, tools_for_surface
 
@@ -67,12 +72,15 @@ def brain_error_for(exc: ToolError) -> BrainError:
     """Map an SDK ``ToolError`` to the ``BrainError`` behind it.
 
     Argument validation failures become ``invalid_params`` listing each bad field; a
-    ``BrainError`` raised by a service passes through; anything else is ``internal``
-    (logged with its traceback, never shown to the caller).
+    ``BrainError`` raised by a service passes through; a database that cannot be
+    reached is ``unavailable`` naming it (``database_unavailable``); anything else
+    is ``internal`` (logged with its traceback, never shown to the caller).
     """
     cause = exc.__cause__
     if isinstance(cause, BrainError):
         return cause
+    if isinstance(cause, OperationalError | InterfaceError):
+        return database_unavailable(cause)
     if isinstance(cause, ValidationError):
         fields = [
             {

@@ -489,10 +489,24 @@ def brain_update(
     allow_empty: Annotated[
         bool, Field(description="Allow replacing a non-empty body with nothing.")
     ] = False,
+    base_revision: Annotated[
+        str | None,
+        Field(
+            min_length=1,
+            max_length=64,
+            description=(
+                "The revision brain_get_page returned: if the page changed since, "
+                "nothing is written and the error is `conflict` with the current "
+                "revision and a diff. Omit it for an append that does not depend "
+                "on what is there."
+            ),
+        ),
+    ] = None,
     source: SourceArg = None,
 ) -> dict[str, Any]:
     """brain_update → ``brain.services.pages.page_update`` in the write source; a
-    page readable only in another source is ``scope_denied`` naming it."""
+    page readable only in another source is ``scope_denied`` naming it; a stale
+    ``base_revision`` is ``conflict`` (SPEC §4)."""
     target = caller.write_source(source)
     try:
         result = page_update(
@@ -506,6 +520,7 @@ def brain_update(
             tags=tags,
             allow_empty=allow_empty,
             provenance={"from": provenance, "ingested_via": "mcp:brain_update"},
+            base_revision=base_revision,
         )
     except NotFound:
         refuse_update_elsewhere(caller, slug=slug, write_source_id=target.id)
@@ -857,8 +872,9 @@ TOOLS: tuple[ToolSpec, ...] = (
         fn=brain_get_page,
         title="Get a page",
         description=(
-            "Read one page by slug: title, type, frontmatter, tags, visibility and the "
-            "full markdown body. Use it before brain_update to see what is there."
+            "Read one page by slug: title, type, frontmatter, tags, visibility, the "
+            "full markdown body and its revision. Use it before brain_update to see "
+            "what is there (send the revision back as base_revision)."
         ),
         read_only=True,
     ),
@@ -887,7 +903,9 @@ TOOLS: tuple[ToolSpec, ...] = (
             "(default) adds your text to the end of the body and keeps the "
             "frontmatter (title, summary, tags); 'replace' swaps the body and still "
             "keeps title, summary and tags unless you give new ones. Give provenance "
-            "for what you add. Every change is a revision that can be reverted."
+            "for what you add. Every change is a revision that can be reverted. "
+            "When your text depends on what you read (a replace), send "
+            "base_revision: a page changed since answers `conflict` with a diff."
         ),
         read_only=False,
     ),

@@ -16,7 +16,7 @@ import json
 import logging
 import re
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from datetime import date, datetime, timedelta, tzinfo
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +30,7 @@ from brain.text import estimate_tokens
 from loops.definitions import collapse, display_subject, is_mine, normalise_subject
 from loops.eligibility import extraction_eligibility
 from loops.extractors.fulfilment import keeping_unseen
+from loops.extractors.rules import SenderTimezones
 from loops.models import Detector, ExtractionRun, LlmUsage, LoopStatus, OpenLoop
 from loops.selectors import mail_coverage
 from loops.services import (
@@ -40,7 +41,7 @@ from loops.services import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Sequence
+    from collections.abc import Collection, Mapping, Sequence
 
     from brain.models import Page, Source
     from loops.detectors import Mutes
@@ -125,12 +126,21 @@ def sanitise(text: str) -> str:
     )
 
 
-def render_thread(messages: Sequence[MailMessage], owners: Collection[str]) -> str:
-    """One section per message, oldest first; ``→`` marks messages of mine."""
+def render_thread(
+    messages: Sequence[MailMessage],
+    owners: Collection[str],
+    timezones: Mapping[str, tzinfo] | None = None,
+) -> str:
+    """One section per message, oldest first; ``→`` marks messages of mine. Each
+    date is shown in its sender's zone (``timezones``, ``SenderTimezones``), so a
+    "tomorrow" the model resolves is the writer's tomorrow (issue 46)."""
     parts = []
     for m in sorted(messages, key=lambda m: (m.date is None, m.date)):
         mark = "→ " if is_mine(m, owners) else ""
-        when = m.date.isoformat() if m.date else "undated"
+        when = "undated"
+        if m.date is not None:
+            zone = timezones.get(m.message_id) if timezones is not None else None
+            when = (m.date.astimezone(zone) if zone else m.date).isoformat()
         who = f"{m.from_name} <{m.from_addr}>" if m.from_name else m.from_addr
         parts.append(
             f"{mark}From: {who} | To: {', '.join(m.to)} | Date: {when}\n{m.body.strip()}"
@@ -178,10 +188,12 @@ def build_prompt(
     owners: Collection[str],
     account: str,
     candidates: list[dict[str, Any]],
+    timezones: Mapping[str, tzinfo] | None = None,
 ) -> str:
-    """The user message: the thread (last 12,000 chars, sanitised) wrapped as data,
-    the subject, the owner's address, and the candidate loops."""
-    rendered = sanitise(render_thread(messages, owners))[-INPUT_CHARS:]
+    """The user message: the thread (last 12,000 chars, sanitised; dates in each
+    sender's zone from ``timezones``) wrapped as data, the subject, the owner's
+    address, and the candidate loops."""
+    rendered = sanitise(render_thread(messages, owners, timezones))[-INPUT_CHARS:]
     subject = sanitise(display_subject(messages[-1].subject if messages else ""))
     block = ""
     if candidates:
@@ -379,6 +391,7 @@ def llm_extract(
         owners=owners,
         account=source.owner_addresses[0] if source.owner_addresses else "",
         candidates=candidates,
+        timezones=SenderTimezones(ordered),
     )
     model = settings.BRAIN_LLM_MODEL
     cap = Decimal(str(settings.LOOPS_EXTRACTION_MAX_USD_PER_DAY))

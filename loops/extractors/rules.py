@@ -21,18 +21,22 @@ from __future__ import annotations
 
 import calendar
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, tzinfo
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
+from django.db.models.functions import Substr
+
+from brain.models import RawRecord
 from loops.definitions import collapse, is_mine, is_substantive, reply_text
 from loops.extractors import classifier, fulfilment
 from loops.extractors.sentences import split_sentences
 from loops.message import BULK_CATEGORIES
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Collection, Mapping, Sequence
+    from collections.abc import Callable, Collection, Iterator, Sequence
 
     from loops.message import MailMessage
 
@@ -42,6 +46,7 @@ __all__ = [
     "OWED_TO_ME",
     "RuleCandidate",
     "RuleMatch",
+    "SenderTimezones",
     "classify_sentence",
     "resolve_due",
     "rule_extract",
@@ -544,6 +549,43 @@ def sender_timezone(message: MailMessage, raw_content: str | None = None) -> tzi
     from django.conf import settings
 
     return ZoneInfo(settings.BRAIN_TIME_ZONE)
+
+
+class SenderTimezones(Mapping[str, tzinfo]):
+    """Message id → the sender's timezone (``sender_timezone``) for one thread's
+    messages, read from their raw records only when first looked up: the rule
+    extractor needs it only for a sentence with a deadline, which most threads lack
+    (SPEC §11 ingest rate). Every reader of a relative deadline ("by tomorrow")
+    takes its zone from here: the rule extractor, the thread detector's due dates
+    (``loops.detectors._deadline``), due corrections and the dates the LLM
+    extractor is shown (issue 46: the writer's day, not UTC's)."""
+
+    def __init__(self, messages: Sequence[MailMessage]) -> None:
+        self._messages = messages
+        self._zones: dict[str, tzinfo] | None = None
+
+    def _load(self) -> dict[str, tzinfo]:
+        if self._zones is None:
+            ids = [m.raw_record_id for m in self._messages if m.raw_record_id]
+            heads = dict(
+                RawRecord.objects.filter(pk__in=ids).values_list(
+                    "pk", Substr("content", 1, 8000)
+                )
+            )
+            self._zones = {
+                m.message_id: sender_timezone(m, heads.get(m.raw_record_id))
+                for m in self._messages
+            }
+        return self._zones
+
+    def __getitem__(self, message_id: str) -> tzinfo:
+        return self._load()[message_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._load())
+
+    def __len__(self) -> int:
+        return len(self._load())
 
 
 def _is_bulk(message: MailMessage) -> bool:

@@ -9,8 +9,10 @@ ones the README shows (``docs/screenshots/``).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from accounts.models import User
+from accounts.services import apikey_create
 from brain.access import local_caller
 from brain.models import Page, Source
 from brain.services.pages import page_write
@@ -432,3 +435,58 @@ def test_reverting_a_first_revision_needs_the_box_ticked_in_the_browser(
     _message(browser, "Reverted to the text before the create")
     labels = browser.find_elements(By.CSS_SELECTOR, ".revision-label")
     assert [lb.text for lb in labels] == ["revert", "create"]
+
+
+def _api_append(live_server: Any, source: Source, slug: str, text: str) -> int:
+    """An agent's append through the HTTP API of the live server (no base
+    revision); returns the status."""
+    key = apikey_create(
+        name="agent", scopes=("read", "write"), write_source=source, trusted=True
+    ).plaintext
+    request = urllib.request.Request(
+        f"{live_server.url}/api/pages/{slug}",
+        data=json.dumps({"body": text}).encode(),
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310
+        return int(response.status)
+
+
+def test_spec4_conflict_console_editor_shows_both_versions_in_the_browser(
+    browser: Any, live_server: Any, demo: dict[str, Any]
+) -> None:
+    """Issue 46: the curator opens the editor, an agent appends through the API,
+    the curator saves: nothing is overwritten; the editor shows the conflict with
+    the current version (the agent's line) and the curator's text still in the box;
+    saving again then puts the curator's text over it deliberately."""
+    _login(browser, live_server)
+    _go(browser, browser.find_element(By.ID, "nav-people"))
+    _go(browser, browser.find_element(By.LINK_TEXT, "Dana Reyes"))
+    _go(browser, browser.find_element(By.LINK_TEXT, "Page"))
+    _go(browser, browser.find_element(By.ID, "page-edit"))
+    body = browser.find_element(By.ID, "id_body")
+    body.clear()
+    body.send_keys("Dana moved to the Lisbon office.")
+    dana = demo["dana"]
+    assert (
+        _api_append(live_server, demo["mail"], dana.slug, "Agent: Dana asked for Q3.")
+        == 200
+    )
+
+    _go(browser, browser.find_element(By.ID, "page-save"))
+    conflict = browser.find_element(By.ID, "page-conflict").text
+    assert "Not saved: the page changed since you opened the editor" in conflict
+    current = browser.find_element(By.ID, "conflict-current").text
+    assert "Dana runs finance." in current and "Agent: Dana asked for Q3." in current
+    assert (
+        "+Agent: Dana asked for Q3."
+        in browser.find_element(By.ID, "conflict-diff").text
+    )
+    mine = browser.find_element(By.ID, "id_body").get_attribute("value")
+    assert mine == "Dana moved to the Lisbon office."
+    assert "Agent: Dana asked for Q3." in Page.objects.get(pk=dana.pk).body
+
+    _go(browser, browser.find_element(By.ID, "page-save"))
+    _message(browser, "Page saved; a revision was recorded")
+    assert Page.objects.get(pk=dana.pk).body == "Dana moved to the Lisbon office."

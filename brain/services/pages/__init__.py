@@ -12,7 +12,8 @@ transaction commits (STYLE rule 15), only for the page that was written and only
 its content hash changed; ``Page.indexed_hash`` records the content the index was
 built from, so ``indexed_hash != content_hash`` means "index behind".
 
-One module per stage (``inputs``, ``plan``, ``write``, ``lifecycle``, ``index``);
+One module per stage (``inputs``, ``plan``, ``write``, ``lifecycle``, ``index``,
+``revisions`` the stale-base check);
 this package re-exports their public names.
 """
 
@@ -39,6 +40,11 @@ from brain.services.pages.lifecycle import (
     page_soft_delete,
 )
 from brain.services.pages.links import pages_link_waiting
+from brain.services.pages.revisions import (
+    body_at_revision,
+    check_base_revision,
+    page_revision,
+)
 from brain.services.pages.write import (
     page_add,
     page_update,
@@ -58,12 +64,15 @@ __all__ = [
     "RelationInput",
     "TimelineInput",
     "WriteResult",
+    "body_at_revision",
+    "check_base_revision",
     "page_add",
     "pages_link_waiting",
     "page_hard_delete",
     "page_reindex",
     "pages_rechunk",
     "page_restore",
+    "page_revision",
     "page_soft_delete",
     "page_update",
     "page_write",

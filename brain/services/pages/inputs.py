@@ -198,3 +198,6 @@ class PageInput:
     relations: Sequence[RelationInput | dict[str, str]] = ()
     replace_frontmatter: bool = False
     timeline: Sequence[TimelineInput] = ()
+    # The revision the writer read (``brain.services.pages.revisions``); a stale
+    # one refuses the write with ``Conflict`` (SPEC §4). None: no check.
+    base_revision: str | None = None

@@ -30,6 +30,7 @@ from brain.services.pages.inputs import (
     _page_content_hash,
     _resolve_slug,
 )
+from brain.services.pages.revisions import check_base_revision
 from brain.services.schema import (
     schema_check_endpoints,
     schema_page_type,
@@ -194,6 +195,9 @@ def _plan_item(
     if mode in ("append", "replace") and page is None:
         # The same answer as a page the caller may not read (SPEC §8).
         raise page_not_found(slug)
+    if page is not None and page.deleted_at is None:
+        # Under the row lock ``_write_batch`` took: nobody changes it until commit.
+        check_base_revision(page, item.base_revision)
     _check_raws(item.raws)
     operation = "create" if page is None else ("replace" if mode == "upsert" else mode)
     body, frontmatter, summary, tags = (

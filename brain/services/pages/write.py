@@ -102,6 +102,10 @@ def page_write(
     ``embed_pending`` job queued at commit (``index_current`` false until it ran).
     ``frontmatter`` is merged over the stored one unless ``replace_frontmatter``
     (admin edits and markdown re-imports, where the given set is complete).
+    ``base_revision`` (the revision the writer read, ``page_revision``) makes a
+    write to a page changed since then raise ``Conflict`` (SPEC §4: HTTP 409 with
+    the current revision and a diff), checked on the locked row; without it
+    appends and replaces apply as they come (appends commute).
     The other keyword arguments are the fields of ``PageInput``. Returns a
     ``WriteResult``; this is ``pages_write`` with one page.
     """

@@ -89,6 +89,13 @@ class PageOut(PageSummaryOut):
     effective_date: date | None = None
     created_at: datetime
     content_hash: str
+    revision: str = Field(
+        ...,
+        description=(
+            "The page's current revision: send it back as base_revision when you "
+            "update the page from what you read (a stale one answers 409 conflict)."
+        ),
+    )
     index_current: bool
     protocol_version: int = PROTOCOL_VERSION
 
@@ -133,6 +140,17 @@ class PageUpdateIn(RequestIn):
     provenance: dict[str, Any] | None = None
     relations: list[RelationIn] = Field(default_factory=list)
     source: str | None = None
+    base_revision: str | None = Field(
+        None,
+        min_length=1,
+        max_length=64,
+        description=(
+            "The page's revision you read (get_page's revision): if the page "
+            "changed since, nothing is written and the answer is 409 conflict "
+            "naming the current revision with a diff. Omit it for an append "
+            "that does not depend on what is there."
+        ),
+    )
 
 
 class WriteOut(Schema):
