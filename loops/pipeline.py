@@ -826,6 +826,233 @@ class Settled:
     evidence: dict[str, Any]
 
 
+_Dated = tuple[list["MailMessage"], list[datetime]]
+
+
+@dataclass
+class _Exchanges:
+    """The substantive exchanges the cross-thread passes read (oldest first), each
+    list with its sent dates for bisection, indexed two ways so each loop reads one
+    person's suffix instead of every later message (SPEC §11 loop-heavy ingest):
+    my messages by recipient (To, Cc) and all messages by sender."""
+
+    every: _Dated
+    mine_to: dict[str, _Dated]
+    by_sender: dict[str, _Dated]
+
+    @classmethod
+    def index(cls, messages: list[MailMessage], owners: set[str]) -> _Exchanges:
+        """Index ``messages`` (oldest first) by my recipients and by sender."""
+        mine_to: dict[str, list[MailMessage]] = {}
+        by_sender: dict[str, list[MailMessage]] = {}
+        for m in messages:
+            if is_mine(m, owners):
+                for address in {a.lower() for a in (*m.to, *m.cc) if a}:
+                    mine_to.setdefault(address, []).append(m)
+            by_sender.setdefault((m.from_addr or "").lower(), []).append(m)
+
+        def dated(ms: list[MailMessage]) -> _Dated:
+            return ms, [m.sent_at for m in ms]
+
+        return cls(
+            dated(messages),
+            {a: dated(ms) for a, ms in mine_to.items()},
+            {a: dated(ms) for a, ms in by_sender.items()},
+        )
+
+    def mine_to_after(
+        self, party: str, moment: datetime, thread_id: str
+    ) -> list[MailMessage]:
+        """My messages to ``party`` after ``moment`` outside ``thread_id``."""
+        return _later_elsewhere(*self.mine_to.get(party, ([], [])), moment, thread_id)
+
+    def from_after(
+        self, address: str, moment: datetime, thread_id: str
+    ) -> list[MailMessage]:
+        """Messages from ``address`` after ``moment`` outside ``thread_id``."""
+        return _later_elsewhere(
+            *self.by_sender.get(address, ([], [])), moment, thread_id
+        )
+
+    def all_after(self, moment: datetime, thread_id: str) -> list[MailMessage]:
+        """Every exchange after ``moment`` outside ``thread_id``."""
+        return _later_elsewhere(*self.every, moment, thread_id)
+
+
+def _outbound_delegates(
+    *,
+    source: Source,
+    candidates: Sequence[tuple[int, ReplyLoop]],
+    threads: Mapping[str, Sequence[MailMessage]],
+    owners: set[str],
+    now: datetime,
+) -> dict[int, str]:
+    """Loop index → the colleague each outbound ask handed the matter to
+    (``_delegate_of`` over my asking text since the loop opened)."""
+    delegates: dict[int, str] = {}
+    for i, loop in candidates:
+        if loop.loop_type != LoopType.UNANSWERED_OUTBOUND:
+            continue
+        text = " ".join(
+            reply_text(m.body)
+            for m in threads.get(loop.thread_id, [])
+            if is_mine(m, owners) and loop.opened_at <= m.sent_at <= now
+        )
+        delegate = _delegate_of(
+            source=source, party=loop.counterparty_email.lower(), asking_text=text
+        )
+        if delegate:
+            delegates[i] = delegate
+    return delegates
+
+
+_Settlement = tuple["MailMessage | None", "MailMessage | None", str]
+
+
+def _inbound_settlement(
+    loop: ReplyLoop,
+    thread: Sequence[MailMessage],
+    party: str,
+    ex: _Exchanges,
+    owners: set[str],
+) -> _Settlement | None:
+    """(answer, None, reason) for their ask: my reply in another thread on its
+    subject, or my report that I reached whom they asked me to; None when they
+    wrote nothing in the thread (the loop is skipped)."""
+    theirs = [m for m in thread if (m.from_addr or "").lower() == party]
+    if not theirs:
+        return None
+    asked = max(theirs, key=lambda m: m.sent_at)
+    later = ex.mine_to_after(party, asked.sent_at, loop.thread_id)
+    answer = _replied_in(asked.subject or "", later, party, owners)
+    if answer is None and asks_for_contact(
+        " ".join(reply_text(m.body) for m in theirs)
+    ):
+        return _reported_reaching(later, party, owners), None, "reported_reaching"
+    return answer, None, "replied_in_other_thread"
+
+
+def _ask_words(
+    asking: Sequence[MailMessage], kin: Collection[str], owners: set[str]
+) -> set[str]:
+    """Content stems of my asking text, without the names (theirs, mine): names are
+    no matter asked about."""
+    names = [
+        *(a.split("@")[0].replace(".", " ") for a in kin),
+        *(o.split("@")[0].replace(".", " ") for o in owners),
+        asking[0].from_name,
+    ]
+    return content_stems(" ".join(reply_text(m.body) for m in asking)) - content_stems(
+        " ".join(names)
+    )
+
+
+def _outbound_settlement(
+    loop: ReplyLoop,
+    thread: Sequence[MailMessage],
+    party: str,
+    *,
+    ex: _Exchanges,
+    owners: set[str],
+    kin: Collection[str],
+    delegate: str | None,
+    now: datetime,
+) -> _Settlement | None:
+    """(answer, sent_on, reason) for my ask, the first pass that finds one: their
+    answer elsewhere, their delivery, the delegate's answer, my text sent on, my
+    later post to the list it waits on; None when I asked nothing in the thread
+    since the loop opened (the loop is skipped)."""
+    asking = [
+        m for m in thread if is_mine(m, owners) and loop.opened_at <= m.sent_at <= now
+    ]
+    if not asking:
+        return None
+    words = _ask_words(asking, kin, owners)
+    theirs = sorted(
+        (
+            m
+            for address in sorted(kin)
+            for m in ex.from_after(address, loop.opened_at, loop.thread_id)
+        ),
+        key=lambda m: m.sent_at,
+    )
+    answer = _answered_in(words, theirs, owners)
+    if answer is not None:
+        return answer, None, "answered_in_other_thread"
+    answer = _delivered_in(words, theirs, owners, asking[-1].sent_at)
+    if answer is not None:
+        return answer, None, "delivered_in_other_thread"
+    if delegate:
+        later = ex.from_after(delegate, loop.opened_at, loop.thread_id)
+        answer = _delegate_answered(later, delegate, owners)
+        if answer is not None:
+            return answer, None, "answered_by_delegate"
+    if len(words) >= SENT_ON_MIN_WORDS:
+        later = ex.all_after(loop.opened_at, loop.thread_id)
+        sent_on = _sent_on(words, later, party, owners)
+        if sent_on is not None:
+            return None, sent_on, "sent_on"
+    later = ex.mine_to_after(party, asking[-1].sent_at, loop.thread_id)
+    return _settled_on_list(asking[-1], party, owners, later), None, "settled_on_list"
+
+
+def _superseded(
+    index: int,
+    loop: ReplyLoop,
+    thread: Sequence[MailMessage],
+    party: str,
+    *,
+    contact: Contact,
+    owners: set[str],
+    now: datetime,
+) -> Settled | None:
+    """No answer elsewhere, but later contact with the person (any of their
+    addresses): the rule the detector applies to the thread itself
+    (``superseded_by_contact``), for loops whose thread the new mail did not touch.
+    Drops as ``not_expected: <reason>``; None when still waiting."""
+    mine_here = [m for m in thread if is_mine(m, owners)]
+    if loop.loop_type == LoopType.UNANSWERED_OUTBOUND:
+        asked = (m.sent_at for m in mine_here if m.sent_at >= loop.opened_at)
+    else:
+        asked = (m.sent_at for m in thread if (m.from_addr or "").lower() == party)
+    why = superseded_by_contact(
+        loop.loop_type,
+        max(asked, default=None),
+        contact,
+        now,
+        own={m.date for m in mine_here},
+    )
+    if not why:
+        return None
+    return Settled(
+        index=index,
+        status=LoopStatus.DROPPED,
+        closed_by=f"{CLOSED_BY_NOT_EXPECTED}: {why}",
+        evidence={"reason": why},
+    )
+
+
+def _settled_by(index: int, settlement: _Settlement) -> Settled | None:
+    """The ``Settled`` for an answer (``done``, ``reply_detected``) or my text sent
+    on (``dropped``, ``CLOSED_BY_SENT_ON``), with the closing message and the reason
+    it closed as evidence; None when neither was found."""
+    answer, sent_on, reason = settlement
+    hit = answer or sent_on
+    if hit is None:
+        return None
+    return Settled(
+        index=index,
+        status=LoopStatus.DONE if answer else LoopStatus.DROPPED,
+        closed_by=CLOSED_BY_REPLY if answer else CLOSED_BY_SENT_ON,
+        evidence={
+            "message_id": hit.message_id,
+            "raw_record_id": hit.raw_record_id,
+            "quote": collapse(reply_text(hit.body))[:200],
+            "reason": reason,
+        },
+    )
+
+
 def settled_elsewhere(
     *,
     source: Source,
@@ -841,209 +1068,69 @@ def settled_elsewhere(
     passes only those dated up to ``now``); the other threads' mail is read from
     the source up to ``now``; ``known`` (a replay's people and contacts,
     ``replay_senders``) defaults to the stored profiles' (``people_contacts``):
-    mail from any address of the counterparty counts as theirs. Returns one ``Settled`` per loop that closes, in
-    the order of ``loops``. Writes nothing."""
+    mail from any address of the counterparty counts as theirs. Returns one
+    ``Settled`` per loop that closes, in the order of ``loops``. Writes nothing.
+
+    Stages: delegates of my asks → the people's addresses → the exchanges since
+    the oldest loop, indexed → per loop, the inbound or outbound settlement, else
+    supersession by later contact."""
     owners = {a.lower() for a in source.owner_addresses}
     candidates = _with_counterparty(
         loops, (LoopType.UNANSWERED_OUTBOUND, LoopType.UNANSWERED_INBOUND)
     )
     if not candidates:
         return []
-    delegates: dict[int, str] = {}
-    for i, loop in candidates:
-        if loop.loop_type != LoopType.UNANSWERED_OUTBOUND:
-            continue
-        text = " ".join(
-            reply_text(m.body)
-            for m in threads.get(loop.thread_id, [])
-            if is_mine(m, owners) and loop.opened_at <= m.sent_at <= now
-        )
-        delegate = _delegate_of(
-            source=source, party=loop.counterparty_email.lower(), asking_text=text
-        )
-        if delegate:
-            delegates[i] = delegate
+    delegates = _outbound_delegates(
+        source=source, candidates=candidates, threads=threads, owners=owners, now=now
+    )
     people, contacts = known or people_contacts(
         source_id=source.id,
         addresses={lp.counterparty_email for _, lp in candidates},
     )
     kin = {
-        lp.counterparty_email.lower(): people.get(
-            lp.counterparty_email.lower(), frozenset({lp.counterparty_email.lower()})
-        )
-        for _, lp in candidates
+        party: people.get(party, frozenset({party}))
+        for party in (lp.counterparty_email.lower() for _, lp in candidates)
     }
-    messages = _substantive_exchanges(
-        source,
-        [lp for _, lp in candidates],
-        owners=owners,
-        now=now,
-        extra=set(delegates.values()).union(*kin.values()),
+    ex = _Exchanges.index(
+        _substantive_exchanges(
+            source,
+            [lp for _, lp in candidates],
+            owners=owners,
+            now=now,
+            extra=set(delegates.values()).union(*kin.values()),
+        ),
+        owners,
     )
-    sent = [m.sent_at for m in messages]
-    # My messages by recipient (To, Cc), oldest first: the only messages the passes
-    # for an inbound loop read (_replied_in, _reported_reaching), so each loop reads
-    # its party's list instead of every exchange.
-    mine_to: dict[str, list[MailMessage]] = {}
-    for m in messages:
-        if is_mine(m, owners):
-            for address in {a.lower() for a in (*m.to, *m.cc) if a}:
-                mine_to.setdefault(address, []).append(m)
-    mine_sent = {a: [m.sent_at for m in ms] for a, ms in mine_to.items()}
-    # The exchanges by sender, oldest first: an outbound loop's answer comes from
-    # its party (_answered_in) or its delegate (_delegate_answered), so each loop
-    # reads that sender's list instead of every later exchange.
-    by_sender: dict[str, list[MailMessage]] = {}
-    for m in messages:
-        by_sender.setdefault((m.from_addr or "").lower(), []).append(m)
-    by_sender_sent = {a: [m.sent_at for m in ms] for a, ms in by_sender.items()}
-
-    def later_from(address: str, moment: datetime, thread_id: str) -> list[MailMessage]:
-        return _later_elsewhere(
-            by_sender.get(address, []),
-            by_sender_sent.get(address, []),
-            moment,
-            thread_id,
-        )
-
     out: list[Settled] = []
     for i, loop in candidates:
         party = loop.counterparty_email.lower()
         thread = threads.get(loop.thread_id, [])
-        answer = sent_on = None
-        reason = ""
         if loop.loop_type == LoopType.UNANSWERED_INBOUND:
-            theirs = [m for m in thread if (m.from_addr or "").lower() == party]
-            if not theirs:
-                continue
-            asked = max(theirs, key=lambda m: m.sent_at)
-            later = _later_elsewhere(
-                mine_to.get(party, []),
-                mine_sent.get(party, []),
-                asked.sent_at,
-                loop.thread_id,
-            )
-            answer = _replied_in(asked.subject or "", later, party, owners)
-            reason = "replied_in_other_thread"
-            if answer is None and asks_for_contact(
-                " ".join(reply_text(m.body) for m in theirs)
-            ):
-                answer = _reported_reaching(later, party, owners)
-                reason = "reported_reaching"
+            settlement = _inbound_settlement(loop, thread, party, ex, owners)
         else:
-            asking = [
-                m
-                for m in thread
-                if is_mine(m, owners) and loop.opened_at <= m.sent_at <= now
-            ]
-            if not asking:
-                continue
-            # Names (theirs, mine) are no matter asked about.
-            ask_words = content_stems(
-                " ".join(reply_text(m.body) for m in asking)
-            ) - content_stems(
-                " ".join(
-                    [
-                        *(
-                            a.split("@")[0].replace(".", " ")
-                            for a in kin.get(party, {party})
-                        ),
-                        *(o.split("@")[0].replace(".", " ") for o in owners),
-                        asking[0].from_name,
-                    ]
-                )
+            settlement = _outbound_settlement(
+                loop,
+                thread,
+                party,
+                ex=ex,
+                owners=owners,
+                kin=kin.get(party, {party}),
+                delegate=delegates.get(i),
+                now=now,
             )
-            theirs = sorted(
-                (
-                    m
-                    for address in sorted(kin.get(party, {party}))
-                    for m in later_from(address, loop.opened_at, loop.thread_id)
-                ),
-                key=lambda m: m.sent_at,
-            )
-            answer = _answered_in(ask_words, theirs, owners)
-            reason = "answered_in_other_thread"
-            if answer is None:
-                answer = _delivered_in(ask_words, theirs, owners, asking[-1].sent_at)
-                reason = "delivered_in_other_thread"
-            if answer is None and i in delegates:
-                delegate = delegates[i]
-                answer = _delegate_answered(
-                    later_from(delegate, loop.opened_at, loop.thread_id),
-                    delegate,
-                    owners,
-                )
-                reason = "answered_by_delegate"
-            if answer is None and len(ask_words) >= SENT_ON_MIN_WORDS:
-                later = _later_elsewhere(messages, sent, loop.opened_at, loop.thread_id)
-                sent_on = _sent_on(ask_words, later, party, owners)
-                reason = "sent_on"
-            if answer is None and sent_on is None:
-                answer = _settled_on_list(
-                    asking[-1],
-                    party,
-                    owners,
-                    _later_elsewhere(
-                        mine_to.get(party, []),
-                        mine_sent.get(party, []),
-                        asking[-1].sent_at,
-                        loop.thread_id,
-                    ),
-                )
-                reason = "settled_on_list"
-        hit = answer or sent_on
-        if hit is None:
-            # No answer elsewhere, but later contact with the person (any of
-            # their addresses): the rule the detector applies to the thread
-            # itself, for loops whose thread the new mail did not touch.
-            mine_here = [m for m in thread if is_mine(m, owners)]
-            asked_at = (
-                max((m.sent_at for m in mine_here if m.sent_at >= loop.opened_at),
-                    default=None)
-                if loop.loop_type == LoopType.UNANSWERED_OUTBOUND
-                else max(
-                    (m.sent_at for m in thread
-                     if (m.from_addr or "").lower() == party),
-                    default=None,
-                )
-            )  # fmt: skip
-            why = superseded_by_contact(
-                loop.loop_type,
-                asked_at,
-                contacts.get(party, Contact()),
-                now,
-                own={m.date for m in mine_here},
-            )
-            if why:
-                out.append(
-                    Settled(
-                        index=i,
-                        status=LoopStatus.DROPPED,
-                        closed_by=f"{CLOSED_BY_NOT_EXPECTED}: {why}",
-                        evidence={"reason": why},
-                    )
-                )
+        if settlement is None:
             continue
-        out.append(
-            Settled(
-                index=i,
-                status=LoopStatus.DONE if answer else LoopStatus.DROPPED,
-                closed_by=CLOSED_BY_REPLY if answer else CLOSED_BY_SENT_ON,
-                evidence={
-                    "message_id": hit.message_id,
-                    "raw_record_id": hit.raw_record_id,
-                    "quote": collapse(reply_text(hit.body))[:200],
-                    # Why it closed: my reply in another thread to their ask
-                    # (replied_in_other_thread) or my report that I reached whom
-                    # they asked me to (reported_reaching); their answer to my
-                    # ask elsewhere (answered_in_other_thread), the colleague I
-                    # handed it to writing (answered_by_delegate), my ask sent
-                    # on to someone else (sent_on), or my later post on its
-                    # topic to the list it waits on (settled_on_list).
-                    "reason": reason,
-                },
-            )
+        settled = _settled_by(i, settlement) or _superseded(
+            i,
+            loop,
+            thread,
+            party,
+            contact=contacts.get(party, Contact()),
+            owners=owners,
+            now=now,
         )
+        if settled is not None:
+            out.append(settled)
     return out
 
 
