@@ -429,20 +429,22 @@ def detect_thread(
         waiting_run, answered = _waiting_on_them(
             turns, run, subs, owners, list_asks=list_asks
         )
-    subject = display_subject(last.subject or subs[0].subject)
-    kinds, seen = sender_kinds or {}, contacts or {}
-    t = _Thread(owners, kinds, seen, mutes, now, last.thread_id, subject)
-    if waiting_run is None:
-        return _inbound(subs, run, last, t)
-    return _outbound(
-        waiting_run,
-        t,
-        replied_to=_replied_to(turns, waiting_run[0]),
+    t = _Thread(
+        owners,
+        sender_kinds or {},
+        contacts or {},
+        mutes,
+        now,
+        last.thread_id,
+        display_subject(last.subject or subs[0].subject),
+        opener=turns[0],
         undeliverable=undeliverable or {},
         list_asks=list_asks,
-        opener=turns[0],
-        answered=answered,
     )
+    if waiting_run is None:
+        return _inbound(subs, run, last, t)
+    before = _replied_to(turns, waiting_run[0])
+    return _outbound(waiting_run, t, replied_to=before, answered=answered)
 
 
 def _current_run(
@@ -685,7 +687,8 @@ def superseded_by_contact(
 class _Thread:
     """One thread as the open rules read it (SPEC §5.2): my addresses
     (lower-cased), sender kinds (address → ``person``/``automated``), contacts
-    (address → ``Contact``), mutes, the reference time, thread id and subject."""
+    (address → ``Contact``), mutes, the reference time, thread id, subject, its
+    first message, the bounces and ``list_asks`` (see ``detect_thread``)."""
 
     owners: set[str]
     kinds: Mapping[str, str]
@@ -694,6 +697,9 @@ class _Thread:
     now: datetime
     thread_id: str
     subject: str
+    opener: MailMessage
+    undeliverable: Mapping[str, Sequence[datetime]]
+    list_asks: bool
 
 
 def _retract(verdict: Verdict, loop_type: str, reason: str) -> Verdict:
@@ -708,9 +714,6 @@ def _outbound(
     t: _Thread,
     *,
     replied_to: MailMessage | None,
-    undeliverable: Mapping[str, Sequence[datetime]],
-    list_asks: bool,
-    opener: MailMessage,
     answered: Collection[str],
 ) -> Verdict:
     """Last turn is mine: inbound loops close; a waiting loop opens when my text
@@ -731,14 +734,7 @@ def _outbound(
         return verdict
     ask = asking[-1]
     people, sends, why = _outbound_people(
-        run,
-        ask,
-        t,
-        replied_to=replied_to,
-        undeliverable=undeliverable,
-        list_asks=list_asks,
-        opener=opener,
-        answered=answered,
+        run, ask, t, replied_to=replied_to, answered=answered
     )
     if why:
         verdict.reason = why
@@ -832,20 +828,17 @@ def _outbound_people(
     t: _Thread,
     *,
     replied_to: MailMessage | None,
-    undeliverable: Mapping[str, Sequence[datetime]],
-    list_asks: bool,
-    opener: MailMessage,
     answered: Collection[str],
 ) -> tuple[list[str], list[MailMessage], str]:
     """(people my ask waits on, the ask and its re-sent copies, "") or ([], sends,
     reason it waits on nobody). My mailing to subscribers (opt-out footer wording,
     ``loops.senders.has_opt_out_wording``) waits on nobody (``mass_mailing``).
     The recipients include those of its re-sent copies (``_resent_copies``) and
-    exclude addresses it bounced for (``undeliverable``, see ``detect_thread``;
+    exclude addresses it bounced for (``t.undeliverable``, see ``detect_thread``;
     bounced for all: ``undeliverable``). An ask posted to a mailing list (a list
     address among its recipients, or the message came back through a list
     server: ``MailMessage.list_unsubscribe`` or ``mailing_list``) waits on
-    nobody (``mailing_list``) unless ``list_asks`` is on and it is my own help
+    nobody (``mailing_list``) unless ``t.list_asks`` is on and it is my own help
     request to the list (``_list_asked``): then it waits on the list (a later
     post of mine to the list on its topic, in another thread, settles it:
     ``loops.pipeline.settled_elsewhere``). Automated recipients are nobody
@@ -860,7 +853,7 @@ def _outbound_people(
         for a in dict.fromkeys(x.lower() for m in sends for x in (*m.to, *m.cc) if x)
         if a not in t.owners and a not in answered
     ]
-    bounced = [a for a in recipients if _bounced(a, ask.date, undeliverable, t.now)]
+    bounced = [a for a in recipients if _bounced(a, ask.date, t.undeliverable, t.now)]
     if bounced:
         recipients = [a for a in recipients if a not in bounced]
         if not recipients:
@@ -875,8 +868,8 @@ def _outbound_people(
         # none, its other list headers): its readers, not a person, may answer.
         # Only my own help request to the list waits, on the list.
         group = (
-            _list_asked(run, replied_to, t.owners, t.now, opener=opener)
-            if list_asks
+            _list_asked(run, replied_to, t.owners, t.now, opener=t.opener)
+            if t.list_asks
             else ""
         )
         return ([group], sends, "") if group else ([], sends, "mailing_list")

@@ -42,11 +42,15 @@ from loops.definitions import (
 from loops.detectors import (
     CLOSED_BY_NOT_EXPECTED,
     Mutes,
+    Verdict,
     detect_thread,
     posted_list,
     superseded_by_contact,
 )
-from loops.eligibility import extraction_eligibility
+from loops.eligibility import (
+    extraction_gate,
+    revision_key,
+)
 from loops.extraction import extraction_enqueue
 from loops.extractors.fulfilment import (
     FREE_MAIL,
@@ -126,7 +130,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-EXTRACTION_WINDOW = timedelta(days=30)
 BATCH = 200
 MAILBOX_WINDOW = timedelta(days=MAILBOX_WINDOW_DAYS)
 COMMITMENT_TYPES = (LoopType.COMMITMENT_OWED_BY_ME, LoopType.COMMITMENT_OWED_TO_ME)
@@ -217,10 +220,11 @@ def thread_rule_extract(
 
     The ``ExtractionRun`` row that makes it idempotent is saved at once, or, when
     a batch caller passes ``runs``, appended unsaved for it to insert in bulk."""
-    owners = {a.lower() for a in source.owner_addresses}
-    newest = max((m.date for m in messages if m.date), default=None)
-    key = f"{Detector.RULE_EXTRACT}:{source.id}:{thread_id}:" + (
-        str(int(newest.timestamp() * 1000)) if newest else "0"
+    key = revision_key(
+        extractor=Detector.RULE_EXTRACT,
+        source_id=source.id,
+        thread_id=thread_id,
+        messages=messages,
     )
     if (
         (key in known_keys)
@@ -228,48 +232,25 @@ def thread_rule_extract(
         else (ExtractionRun.objects.filter(idempotency_key=key).exists())
     ):
         return {"status": "noop", "reason": "same_revision", "loops": 0}
-    eligible, reason = extraction_eligibility(
-        messages, owner_addresses=owners, mutes=mutes, thread_id=thread_id
+    eligible, reason = extraction_gate(
+        messages,
+        owner_addresses=source.owner_addresses,
+        mutes=mutes,
+        thread_id=thread_id,
+        source_newest=source_newest,
     )
-    if eligible and (newest is None or newest < source_newest - EXTRACTION_WINDOW):
-        eligible, reason = False, "outside_30_day_window"
     loop_ids: list[int] = []
     # No savepoint of its own: ``process_threads`` runs each thread in one.
     with transaction.atomic(savepoint=False):
         if eligible:
-            candidates = rule_extract(
-                messages, owner_addresses=owners, timezones=SenderTimezones(messages)
+            loop_ids = _project_rule_candidates(
+                source=source,
+                thread_id=thread_id,
+                messages=messages,
+                page=page,
+                coverage=coverage,
+                now=source_newest,
             )
-            for c in candidates:
-                if keeping_unseen(
-                    c.direction,
-                    c.quote or c.text,
-                    at=c.message.sent_at,
-                    coverage=coverage,
-                    now=source_newest,
-                ):
-                    continue
-                loop, _ = loop_project_commitment(
-                    source=source,
-                    thread_id=thread_id,
-                    page=page,
-                    item=CommitmentInput(
-                        direction=c.direction,
-                        text=c.text,
-                        quote=c.quote,
-                        due=c.due,
-                        counterparty_email=c.counterparty_email,
-                        counterparty_name=c.counterparty_name,
-                        message_id=c.message.message_id,
-                        raw_record_id=c.message.raw_record_id,
-                        message_date=c.message.sent_at,
-                        confidence=c.confidence,
-                        link=c.message.link or "",
-                    ),
-                    detector=Detector.RULE_EXTRACT,
-                    actor="rule_extract",
-                )
-                loop_ids.append(loop.pk)
         run = ExtractionRun(
             source=source,
             thread_id=thread_id,
@@ -292,6 +273,56 @@ def thread_rule_extract(
     }
 
 
+def _project_rule_candidates(
+    *,
+    source: Source,
+    thread_id: str,
+    messages: Sequence[MailMessage],
+    page: Page | None,
+    coverage: MailCoverage | None,
+    now: datetime,
+) -> list[int]:
+    """Project every ``rule_extract`` candidate of the thread (SPEC §5.3) but a
+    promise whose keeping the source cannot show (``keeping_unseen``); returns
+    the loop ids written."""
+    owners = {a.lower() for a in source.owner_addresses}
+    loop_ids: list[int] = []
+    candidates = rule_extract(
+        messages, owner_addresses=owners, timezones=SenderTimezones(messages)
+    )
+    for c in candidates:
+        if keeping_unseen(
+            c.direction,
+            c.quote or c.text,
+            at=c.message.sent_at,
+            coverage=coverage,
+            now=now,
+        ):
+            continue
+        loop, _ = loop_project_commitment(
+            source=source,
+            thread_id=thread_id,
+            page=page,
+            item=CommitmentInput(
+                direction=c.direction,
+                text=c.text,
+                quote=c.quote,
+                due=c.due,
+                counterparty_email=c.counterparty_email,
+                counterparty_name=c.counterparty_name,
+                message_id=c.message.message_id,
+                raw_record_id=c.message.raw_record_id,
+                message_date=c.message.sent_at,
+                confidence=c.confidence,
+                link=c.message.link or "",
+            ),
+            detector=Detector.RULE_EXTRACT,
+            actor="rule_extract",
+        )
+        loop_ids.append(loop.pk)
+    return loop_ids
+
+
 def thread_follow_up(
     *,
     source: Source,
@@ -311,10 +342,7 @@ def thread_follow_up(
                 source=source, thread_id=thread_id, status=LoopStatus.OPEN
             )
         )
-    loops = [lp for lp in open_loops if lp.loop_type in COMMITMENT_TYPES]
-    if not loops:
-        return counts
-    for loop in loops:
+    for loop in [lp for lp in open_loops if lp.loop_type in COMMITMENT_TYPES]:
         later = later_in_thread(loop, messages)
         if _close_if_kept(loop=loop, later=later, owners=owners):
             counts["fulfilled"] += 1
@@ -323,71 +351,85 @@ def thread_follow_up(
             loop.loop_type == LoopType.COMMITMENT_OWED_BY_ME
             and loop.fulfilment_suspected_at is None
         ):
-            promise_words = _content_words(loop.summary.split(":", 1)[-1])
-            for m in later:
-                if not is_mine(m, owners):
-                    continue
-                text = reply_text(m.body)
-                reason = ""
-                if m.attachments:
-                    reason = "attachment"
-                elif DELIVERY_RE.search(text) and promise_words & _content_words(text):
-                    reason = "wording"
-                if reason:
-                    evidence = {
+            counts["fulfilment_suspected"] += _suspect_fulfilment(loop, later, owners)
+        if loop.due_at is not None:
+            counts["corrected"] += _correct_due(loop, later)
+    return counts
+
+
+def _suspect_fulfilment(
+    loop: OpenLoop, later: Sequence[MailMessage], owners: set[str]
+) -> int:
+    """Mark my promise ``fulfilment_suspected`` (SPEC §5.4) on my first later
+    message with an attachment or delivery wording sharing its content words;
+    returns 1 when marked, else 0."""
+    promise_words = _content_words(loop.summary.split(":", 1)[-1])
+    for m in later:
+        if not is_mine(m, owners):
+            continue
+        text = reply_text(m.body)
+        reason = ""
+        if m.attachments:
+            reason = "attachment"
+        elif DELIVERY_RE.search(text) and promise_words & _content_words(text):
+            reason = "wording"
+        if reason:
+            evidence = {
+                "message_id": m.message_id,
+                "raw_record_id": m.raw_record_id,
+                "quote": collapse(text)[:200],
+                "reason": reason,
+                "attachments": [a.get("filename", "") for a in m.attachments][:5],
+            }
+            return int(
+                bool(loop_mark_fulfilment_suspected(loop=loop, evidence=evidence))
+            )
+    return 0
+
+
+def _correct_due(loop: OpenLoop, later: Sequence[MailMessage]) -> int:
+    """Apply the deadline corrections of later messages ("let's make it Monday",
+    SPEC §5.4) not applied yet (after the last ``due_corrected`` event's message);
+    returns how many changed the due date."""
+    last = (
+        LoopEvent.objects.filter(
+            loop=loop, event_type=LoopEvent.EventType.DUE_CORRECTED
+        )
+        .order_by("-event_time")
+        .first()
+    )
+    stamp = (
+        (last.extra_data.get("evidence") or {}).get("message_date") if last else None
+    )
+    floor = datetime.fromisoformat(stamp) if stamp else loop.opened_at
+    corrected = 0
+    for m in later:
+        if m.sent_at <= floor:
+            continue
+        for sentence in split_sentences(reply_text(m.body)):
+            trigger = CORRECTION_RE.search(sentence)
+            when = DEADLINE_RE.search(sentence, trigger.end()) if trigger else None
+            if not when:
+                continue
+            day = resolve_due(when.group(0), m.sent_at)
+            if day is None:
+                continue
+            new_due = due_end_of_day(day)
+            if new_due != loop.due_at:
+                loop = loop_correct_due(
+                    loop=loop,
+                    due_at=new_due,
+                    actor="detector",
+                    evidence={
                         "message_id": m.message_id,
                         "raw_record_id": m.raw_record_id,
-                        "quote": collapse(text)[:200],
-                        "reason": reason,
-                        "attachments": [a.get("filename", "") for a in m.attachments][
-                            :5
-                        ],
-                    }
-                    if loop_mark_fulfilment_suspected(loop=loop, evidence=evidence):
-                        counts["fulfilment_suspected"] += 1
-                    break
-        if loop.due_at is None:
-            continue
-        last = (
-            LoopEvent.objects.filter(
-                loop=loop, event_type=LoopEvent.EventType.DUE_CORRECTED
-            )
-            .order_by("-event_time")
-            .first()
-        )
-        stamp = (
-            (last.extra_data.get("evidence") or {}).get("message_date")
-            if last
-            else None
-        )
-        floor = datetime.fromisoformat(stamp) if stamp else loop.opened_at
-        for m in later:
-            if m.sent_at <= floor:
-                continue
-            for sentence in split_sentences(reply_text(m.body)):
-                trigger = CORRECTION_RE.search(sentence)
-                when = DEADLINE_RE.search(sentence, trigger.end()) if trigger else None
-                if not when:
-                    continue
-                day = resolve_due(when.group(0), m.sent_at)
-                if day is None:
-                    continue
-                new_due = due_end_of_day(day)
-                if new_due != loop.due_at:
-                    loop = loop_correct_due(
-                        loop=loop,
-                        due_at=new_due,
-                        actor="detector",
-                        evidence={
-                            "message_id": m.message_id,
-                            "raw_record_id": m.raw_record_id,
-                            "quote": sentence[:200],
-                            "message_date": m.sent_at.isoformat(),
-                        },
-                    )
-                    counts["corrected"] += 1
-                floor = m.sent_at
-    return counts
+                        "quote": sentence[:200],
+                        "message_date": m.sent_at.isoformat(),
+                    },
+                )
+                corrected += 1
+            floor = m.sent_at
+    return corrected
 
 
 class ReplyLoop(Protocol):
@@ -1313,6 +1355,99 @@ def chunk_state(*, source: Source, thread_ids: Sequence[str]) -> ChunkState:
     return ChunkState(open_loops=open_loops, held=held, rule_keys=keys)
 
 
+def _thread_senders(
+    source: Source, messages: Sequence[MailMessage], preload: ChunkState | None
+) -> tuple[dict[str, str], dict[str, Contact], MailCoverage, dict[str, list[datetime]]]:
+    """What the detector reads beyond the thread (SPEC §5.1a): its addresses'
+    person/automated kinds, their contacts, the source's mail coverage and the
+    bounces; each from ``preload`` when the batch loaded it, else read now."""
+    state = preload or ChunkState(open_loops={}, held=set(), rule_keys=set())
+    owners = source.owner_addresses
+    kinds = state.kinds
+    if kinds is None:
+        kinds = senders_kinds(source=source, messages=messages)
+    contacts = state.contacts
+    if contacts is None:
+        contacts = sender_contacts(source_id=source.id, addresses=kinds)
+    coverage = state.coverage
+    if coverage is None:
+        coverage = mail_coverage(source_id=source.id, owners=owners)
+    bounces = state.undeliverable
+    if bounces is None:
+        bounces = undeliverable(source_id=source.id, owners=owners)
+    return kinds, contacts, coverage, bounces
+
+
+def source_thread_verdict(
+    messages: Sequence[MailMessage],
+    *,
+    source: Source,
+    mutes: Mutes,
+    now: datetime,
+    kinds: Mapping[str, str],
+    contacts: Mapping[str, Contact],
+    coverage: MailCoverage,
+    bounces: Mapping[str, Sequence[datetime]],
+) -> Verdict:
+    """``detect_thread`` for one thread of ``source`` with the source's own
+    settings, as an import and a ``waiting --as-of`` replay both run it (SPEC
+    §5.2): its owner addresses, the coverage of its mail (whole and around each
+    ask), its bounces and ``settings.LOOPS_LIST_ASKS``."""
+    return detect_thread(
+        messages,
+        owner_addresses=source.owner_addresses,
+        mutes=mutes,
+        now=now,
+        sender_kinds=kinds,
+        contacts=contacts,
+        answers_visible=coverage.whole,
+        undeliverable=bounces,
+        list_asks=settings.LOOPS_LIST_ASKS,
+        coverage=coverage,
+    )
+
+
+def _thread_detect(
+    *,
+    source: Source,
+    thread_id: str,
+    messages: list[MailMessage],
+    now: datetime,
+    mutes: Mutes,
+    page: Page | None,
+    preload: ChunkState | None,
+    batch: LoopBatch | None,
+) -> tuple[dict[str, int], str, bool, MailCoverage]:
+    """The deterministic detector on one thread and its verdict applied (SPEC
+    §5.2): (counts, the verdict's reason, whether the thread's stored loops
+    changed, the coverage read). Loops queued in ``batch`` are new detector
+    loops, which follow-up (commitments) never reads: they change nothing."""
+    kinds, contacts, coverage, bounces = _thread_senders(source, messages, preload)
+    verdict = source_thread_verdict(
+        messages,
+        source=source,
+        mutes=mutes,
+        now=now,
+        kinds=kinds,
+        contacts=contacts,
+        coverage=coverage,
+        bounces=bounces,
+    )
+    queued = len(batch.pending) if batch is not None else 0
+    counts = loop_apply_verdict(
+        source=source,
+        thread_id=thread_id,
+        verdict=verdict,
+        page=page,
+        open_loops=preload.open_loops.get(thread_id, []) if preload else None,
+        has_hold=(thread_id in preload.held) if preload else None,
+        batch=batch,
+    )
+    queued = (len(batch.pending) if batch is not None else 0) - queued
+    changed = bool(counts["closed"]) or counts["opened"] > queued
+    return counts, verdict.reason, changed, coverage
+
+
 def thread_process(
     *,
     source: Source,
@@ -1331,7 +1466,7 @@ def thread_process(
     detector's writes). ``messages``/``page`` may be preloaded (``page=False``: look
     it up); ``runs`` collects the unsaved extraction runs and ``batch`` the new
     detector loops for a batch caller, which writes them. Returns a per-thread
-    report."""
+    report ``{thread_id, detector, reason?, extraction?, follow_up?}``."""
     if messages is None:
         messages = thread_messages(source_id=source.id, thread_id=thread_id)
     subs = [m for m in messages if is_substantive(m) and m.sent_at <= now]
@@ -1346,55 +1481,21 @@ def thread_process(
     if page is False:
         page = thread_page(source_id=source.id, thread_id=thread_id)
     assert page is None or isinstance(page, Page)
-    kinds = (
-        preload.kinds
-        if preload is not None and preload.kinds is not None
-        else senders_kinds(source=source, messages=messages)
-    )
-    contacts = (
-        preload.contacts
-        if preload is not None and preload.contacts is not None
-        else sender_contacts(source_id=source.id, addresses=kinds)
-    )
-    coverage = (
-        preload.coverage
-        if preload is not None and preload.coverage is not None
-        else mail_coverage(source_id=source.id, owners=source.owner_addresses)
-    )
-    bounces = (
-        preload.undeliverable
-        if preload is not None and preload.undeliverable is not None
-        else undeliverable(source_id=source.id, owners=source.owner_addresses)
-    )
-    verdict = detect_thread(
-        messages,
-        owner_addresses=source.owner_addresses,
-        mutes=mutes,
-        now=now,
-        sender_kinds=kinds,
-        contacts=contacts,
-        answers_visible=coverage.whole,
-        undeliverable=bounces,
-        list_asks=settings.LOOPS_LIST_ASKS,
-        coverage=coverage,
-    )
-    open_loops = preload.open_loops.get(thread_id, []) if preload else None
-    queued = len(batch.pending) if batch is not None else 0
-    report["detector"] = loop_apply_verdict(
+    counts, reason, changed, coverage = _thread_detect(
         source=source,
         thread_id=thread_id,
-        verdict=verdict,
+        messages=messages,
+        now=now,
+        mutes=mutes,
         page=page,
-        open_loops=open_loops,
-        has_hold=(thread_id in preload.held) if preload else None,
+        preload=preload,
         batch=batch,
     )
-    queued = (len(batch.pending) if batch is not None else 0) - queued
-    if report["detector"]["closed"] or report["detector"]["opened"] > queued:
-        # Changed: let follow-up re-read the thread's loops. Loops queued in the
-        # batch are new detector loops, which follow-up (commitments) never reads.
-        open_loops = None
-    report["reason"] = verdict.reason
+    report["detector"], report["reason"] = counts, reason
+    # Changed loops: let follow-up re-read them.
+    open_loops = (
+        None if changed or not preload else preload.open_loops.get(thread_id, [])
+    )
     visible = [m for m in messages if m.date is None or m.date <= now]
     if mode == "llm":
         extraction_enqueue(source_id=source.id, thread_id=thread_id)
@@ -1419,6 +1520,46 @@ def thread_process(
     return report
 
 
+_Preload = tuple[
+    dict[str, list["MailMessage"]],
+    dict[str, Page],
+    ChunkState,
+    "LoopBatch | None",
+]
+
+
+def _chunk_preload(
+    *, source: Source, thread_ids: list[str], scans: SourceScans | None, isolate: bool
+) -> _Preload:
+    """Load a chunk's messages, pages and ``ChunkState`` in a few queries (the
+    whole-source reads from ``scans`` when an import passes it), and the
+    ``LoopBatch`` its new detector loops are written with together at the end
+    (one savepoint-free chunk only: a retry thread by thread writes them one by
+    one)."""
+    messages = threads_messages(source_id=source.id, thread_ids=thread_ids)
+    pages = threads_pages(source_id=source.id, thread_ids=thread_ids)
+    state = chunk_state(source=source, thread_ids=thread_ids)
+    state.kinds = senders_kinds(
+        source=source, messages=(m for ms in messages.values() for m in ms)
+    )
+    state.contacts = sender_contacts(source_id=source.id, addresses=state.kinds)
+    owners = source.owner_addresses
+    if scans is not None:
+        scans.refresh(owners)
+        state.coverage = scans.coverage()
+        state.undeliverable = scans.undeliverable()
+    else:
+        state.coverage = mail_coverage(source_id=source.id, owners=owners)
+        state.undeliverable = undeliverable(source_id=source.id, owners=owners)
+    if isolate:
+        return messages, pages, state, None
+    known = OpenLoop.objects.filter(source=source, thread_id__in=thread_ids)
+    batch = LoopBatch(
+        source=source, known=set(known.values_list("dedup_key", flat=True))
+    )
+    return messages, pages, state, batch
+
+
 def _chunk_process(
     *,
     source: Source,
@@ -1431,58 +1572,25 @@ def _chunk_process(
     scans: SourceScans | None = None,
 ) -> list[dict[str, Any] | None]:
     """``thread_process`` for a chunk of threads inside the caller's transaction,
-    with their messages, pages and state loaded in a few queries, and their
-    extraction runs and new detector loops (``LoopBatch``) inserted a few statements
-    per chunk. Returns one report per thread.
+    with their messages, pages and state loaded in a few queries
+    (``_chunk_preload``), and their extraction runs and new detector loops
+    inserted a few statements per chunk. Returns one report per thread.
 
-    ``scans`` (an import's ``SourceScans``) answers the whole-source reads from
-    the records added since the last chunk. ``isolate=False``: the first failing
-    thread raises (the caller rolls the chunk back). ``isolate=True``: each thread runs in its own savepoint; a failing one is
-    logged, rolled back alone and reported as ``None``.
+    ``isolate=False``: the first failing thread raises (the caller rolls the
+    chunk back). ``isolate=True``: each thread runs in its own savepoint; a
+    failing one is logged, rolled back alone and reported as ``None``.
     """
     preloaded = True
     try:
-        messages = threads_messages(source_id=source.id, thread_ids=thread_ids)
-        pages = threads_pages(source_id=source.id, thread_ids=thread_ids)
-        state: ChunkState | None = chunk_state(source=source, thread_ids=thread_ids)
-        state.kinds = senders_kinds(  # type: ignore[union-attr]
-            source=source, messages=(m for ms in messages.values() for m in ms)
-        )
-        state.contacts = sender_contacts(  # type: ignore[union-attr]
-            source_id=source.id,
-            addresses=state.kinds,  # type: ignore[union-attr]
-        )
-        if scans is not None:
-            scans.refresh(source.owner_addresses)
-            state.coverage = scans.coverage()  # type: ignore[union-attr]
-            state.undeliverable = scans.undeliverable()  # type: ignore[union-attr]
-        else:
-            state.coverage = mail_coverage(  # type: ignore[union-attr]
-                source_id=source.id, owners=source.owner_addresses
-            )
-            state.undeliverable = undeliverable(  # type: ignore[union-attr]
-                source_id=source.id, owners=source.owner_addresses
-            )
-        # New detector loops are written together at the end (one savepoint-free
-        # chunk only: a retry thread by thread writes them one by one).
-        batch = (
-            None
-            if isolate
-            else LoopBatch(
-                source=source,
-                known=set(
-                    OpenLoop.objects.filter(
-                        source=source, thread_id__in=thread_ids
-                    ).values_list("dedup_key", flat=True)
-                ),
-            )
+        messages, pages, state, batch = _chunk_preload(
+            source=source, thread_ids=thread_ids, scans=scans, isolate=isolate
         )
     except Exception:
         if not isolate:
             raise
         # One malformed record must not sink the batch: load thread by thread.
         logger.warning("loops: batch load failed for %s; per thread", source.id)
-        preloaded, messages, pages, state, batch = False, {}, {}, None, None
+        preloaded, messages, pages, batch = False, {}, {}, None
     runs: list[ExtractionRun] = []
     outcomes: list[dict[str, Any] | None] = []
     for thread_id in thread_ids:
@@ -1498,7 +1606,7 @@ def _chunk_process(
                     mode=mode,
                     messages=messages.get(thread_id, []) if preloaded else None,
                     page=pages.get(thread_id) if preloaded else False,
-                    preload=state,
+                    preload=state if preloaded else None,
                     runs=thread_runs,
                     batch=batch,
                 )
@@ -1514,6 +1622,41 @@ def _chunk_process(
         batch.flush()
     bulk_insert_objects(runs, conflict=["idempotency_key"])
     return outcomes
+
+
+def _process_start(
+    *, source_id: str, now: datetime | None, source_newest: datetime | None
+) -> tuple[Source, datetime, str, datetime, Mutes, str]:
+    """What every chunk of ``process_threads`` shares: (source, reference time,
+    its warning or "", the newest message date the extraction window counts
+    from, mutes, extraction mode). A message dated in the future is a wrong
+    clock, not the present: the newest message is read up to the wall clock."""
+    source = Source.objects.get(id=source_id)
+    ref, warning = reference_clock(source=source, as_of=now)
+    if source_newest is None:
+        wall = max(ref, timezone.now())
+        source_newest = newest_message_at(source_id=source.id, until=wall) or ref
+    mutes = mutes_for(source_id=source.id)
+    return source, ref, warning, source_newest, mutes, _extraction_mode()
+
+
+def _after_passes(source: Source, ref: datetime, report: dict[str, Any]) -> None:
+    """The source-wide passes after the threads (SPEC §5.4, §5.1a): staleness and
+    the 90-day window, then fulfilment in sibling threads and reply loops settled
+    elsewhere; each failure is logged and counted in ``report``."""
+    try:
+        report["stale"] = loops_stale_sweep(
+            source=source, now=ref
+        ) + loops_window_sweep(source=source, now=ref)
+    except Exception:
+        logger.exception("loops: staleness pass failed for %s", source.id)
+        report["failed"] += 1
+    try:
+        report["closed"] += loops_sibling_fulfilment(source=source, now=ref)
+        report["closed"] += loops_settled_elsewhere(source=source, now=ref)
+    except Exception:
+        logger.exception("loops: sibling fulfilment pass failed for %s", source.id)
+        report["failed"] += 1
 
 
 def process_threads(
@@ -1533,33 +1676,24 @@ def process_threads(
     mailbox, so results do not depend on its batch size). ``scans``: an
     importer's ``loops.selectors.SourceScans`` for ``source_id``, kept from batch
     to batch so each reads only the records added since (default: read the whole
-    source). Returns ``{threads,
-    failed, opened, closed, stale}`` plus ``warnings`` (a list of strings) when the
-    reference time needed one (a mailbox dated wholly after the wall clock). Never
-    raises: failures are logged and counted.
+    source). Returns ``{threads, failed, opened, closed, stale}`` plus
+    ``warnings`` (a list of strings) when the reference time needed one (a
+    mailbox dated wholly after the wall clock). Never raises: failures are
+    logged and counted.
     """
-    report: dict[str, Any] = {
-        "threads": 0,
-        "failed": 0,
-        "opened": 0,
-        "closed": 0,
-        "stale": 0,
-    }
+    report: dict[str, Any] = dict.fromkeys(
+        ("threads", "failed", "opened", "closed", "stale"), 0
+    )
     try:
-        source = Source.objects.get(id=source_id)
-        ref, warning = reference_clock(source=source, as_of=now)
-        if warning:
-            report["warnings"] = [warning]
-        if source_newest is None:
-            # A message dated in the future is a wrong clock, not the present.
-            wall = max(ref, timezone.now())
-            source_newest = newest_message_at(source_id=source.id, until=wall) or ref
-        mutes = mutes_for(source_id=source.id)
-        mode = _extraction_mode()
+        source, ref, warning, source_newest, mutes, mode = _process_start(
+            source_id=source_id, now=now, source_newest=source_newest
+        )
     except Exception:
         logger.exception("loops: cannot start processing for source %s", source_id)
         report["failed"] += 1
         return report
+    if warning:
+        report["warnings"] = [warning]
     wanted = list(dict.fromkeys(t for t in thread_ids if t))
     if source.kind == Source.Kind.MAILBOX:
         # An import moves the reference time forward: threads held in grace by an
@@ -1569,11 +1703,10 @@ def process_threads(
             t for t in held.values_list("thread_id", flat=True) if t not in wanted
         ]
     for start in range(0, len(wanted), BATCH):
-        chunk = wanted[start : start + BATCH]
         run = partial(
             _chunk_process,
             source=source,
-            thread_ids=chunk,
+            thread_ids=wanted[start : start + BATCH],
             now=ref,
             mutes=mutes,
             source_newest=source_newest,
@@ -1599,19 +1732,7 @@ def process_threads(
             if isinstance(counts, dict):
                 report["opened"] += counts["opened"] + counts["reopened"]
                 report["closed"] += counts["closed"]
-    try:
-        report["stale"] = loops_stale_sweep(
-            source=source, now=ref
-        ) + loops_window_sweep(source=source, now=ref)
-    except Exception:
-        logger.exception("loops: staleness pass failed for %s", source_id)
-        report["failed"] += 1
-    try:
-        report["closed"] += loops_sibling_fulfilment(source=source, now=ref)
-        report["closed"] += loops_settled_elsewhere(source=source, now=ref)
-    except Exception:
-        logger.exception("loops: sibling fulfilment pass failed for %s", source_id)
-        report["failed"] += 1
+    _after_passes(source, ref, report)
     return report
 
 

@@ -29,7 +29,7 @@ from brain.models import RawRecord, Source
 from brain.people import person_name
 from brain.selectors import backlink_counts
 from loops.definitions import normalise_subject
-from loops.detectors import CLOSED_BY_NOT_EXPECTED, detect_thread
+from loops.detectors import CLOSED_BY_NOT_EXPECTED
 from loops.message import MailMessage
 from loops.models import (
     CLOSED_BY_FULFILLED,
@@ -47,6 +47,7 @@ from loops.pipeline import (
     later_in_thread,
     settled_elsewhere,
     sibling_kept,
+    source_thread_verdict,
 )
 from loops.selectors import (
     MAILBOX_WINDOW_DAYS,
@@ -348,17 +349,15 @@ def _replay_source(source: Source, as_of: datetime) -> list[LoopView]:
     )
     views: list[LoopView] = []
     for _thread_id, messages in sorted(by_thread.items()):
-        verdict = detect_thread(
+        verdict = source_thread_verdict(
             messages,
-            owner_addresses=source.owner_addresses,
+            source=source,
             mutes=mutes,
             now=as_of,
-            sender_kinds=kinds,
+            kinds=kinds,
             contacts=contacts,
-            answers_visible=coverage.whole,
-            undeliverable=bounces,
-            list_asks=settings.LOOPS_LIST_ASKS,
             coverage=coverage,
+            bounces=bounces,
         )
         views += [
             _replay_view(source, spec)

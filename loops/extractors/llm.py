@@ -16,7 +16,7 @@ import json
 import logging
 import re
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from datetime import date, datetime
 from decimal import Decimal
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -29,7 +29,7 @@ from django.utils import timezone
 from brain.llm import anthropic_client, estimate_usd
 from brain.text import estimate_tokens
 from loops.definitions import collapse, display_subject, is_mine, normalise_subject
-from loops.eligibility import extraction_eligibility
+from loops.eligibility import EXTRACTION_WINDOW, extraction_gate, revision_key
 from loops.extractors.fulfilment import keeping_unseen
 from loops.models import Detector, ExtractionRun, LlmUsage, LoopStatus, OpenLoop
 from loops.selectors import mail_coverage
@@ -52,7 +52,6 @@ logger = logging.getLogger(__name__)
 INPUT_CHARS = 12_000
 MAX_OUTPUT_TOKENS = 2_000
 MAX_CANDIDATES = 5
-WINDOW = timedelta(days=30)
 DIRECTIONS = ("owed_by_me", "owed_to_me")
 
 SYSTEM_PROMPT = """You extract open commitments from one email thread for its owner ("me").
@@ -103,15 +102,6 @@ class ExtractionResult:
     dropped_quotes: int = 0
 
 
-def revision_key(
-    *, extractor: str, source_id: str, thread_id: str, messages: Sequence[MailMessage]
-) -> str:
-    """Idempotency key per thread revision: extractor, source, thread, newest ms."""
-    newest = max((m.date for m in messages if m.date), default=None)
-    stamp = int(newest.timestamp() * 1000) if newest else 0
-    return f"{extractor}:{source_id}:{thread_id}:{stamp}"
-
-
 def sanitise(text: str) -> str:
     """Neutralise wrapper tags and control characters inside thread content, so the
     data cannot close its own ``<thread>`` block or open a fake one."""
@@ -150,7 +140,7 @@ def _candidates(
             status=LoopStatus.OPEN,
             detector=Detector.LLM_EXTRACT,
             counterparty_email=sender,
-            last_activity_at__gte=newest - WINDOW,
+            last_activity_at__gte=newest - EXTRACTION_WINDOW,
         )
         .exclude(thread_id=thread_id)
         .select_related("page")
@@ -327,25 +317,6 @@ def _finished_run(key: str) -> ExtractionRun | None:
         .exclude(status=ExtractionRun.Status.FAILED)
         .first()
     )
-
-
-def _ineligible_reason(
-    messages: Sequence[MailMessage],
-    *,
-    owners: Collection[str],
-    mutes: Mutes,
-    thread_id: str,
-    source_newest: datetime,
-) -> str:
-    """Why this thread is not extracted (SPEC §5.3 eligibility, mutes and the
-    30-day window against the source's newest message), or ``""`` when it is."""
-    eligible, reason = extraction_eligibility(
-        messages, owner_addresses=owners, mutes=mutes, thread_id=thread_id
-    )
-    newest = max((m.date for m in messages if m.date), default=None)
-    if eligible and (newest is None or newest < source_newest - WINDOW):
-        eligible, reason = False, "outside_30_day_window"
-    return "" if eligible else reason
 
 
 def _over_spend_cap(model: str, prompt: str) -> bool:
@@ -585,14 +556,14 @@ def llm_extract(
     if done is not None:
         return ExtractionResult(status="noop", reason=f"already_{done.status}")
     record = partial(_record_run, source=source, thread_id=thread_id, key=key)
-    reason = _ineligible_reason(
+    eligible, reason = extraction_gate(
         messages,
-        owners=owners,
+        owner_addresses=owners,
         mutes=mutes,
         thread_id=thread_id,
         source_newest=source_newest,
     )
-    if reason:
+    if not eligible:
         record(status="skipped", reason=reason)
         return ExtractionResult(status="skipped", reason=reason)
     client = anthropic_client()
