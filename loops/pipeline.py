@@ -374,16 +374,10 @@ def _suspect_fulfilment(
         elif DELIVERY_RE.search(text) and promise_words & _content_words(text):
             reason = "wording"
         if reason:
-            evidence = {
-                "message_id": m.message_id,
-                "raw_record_id": m.raw_record_id,
-                "quote": collapse(text)[:200],
-                "reason": reason,
-                "attachments": [a.get("filename", "") for a in m.attachments][:5],
-            }
-            return int(
-                bool(loop_mark_fulfilment_suspected(loop=loop, evidence=evidence))
-            )
+            evidence = _closing_evidence(m, reason)
+            evidence["attachments"] = [a.get("filename", "") for a in m.attachments][:5]
+            marked = loop_mark_fulfilment_suspected(loop=loop, evidence=evidence)
+            return int(bool(marked))
     return 0
 
 
@@ -532,15 +526,25 @@ def _close_if_kept(
     kept = kept_message(loop=loop, later=later, owners=owners, sibling=sibling)
     if kept is None:
         return False
-    loop_mark_fulfilment_suspected(
-        loop=loop,
-        evidence={
-            "message_id": kept.message_id,
-            "raw_record_id": kept.raw_record_id,
-            "quote": collapse(reply_text(kept.body))[:200],
-            "reason": "kept_in_other_thread" if sibling else "kept_in_thread",
-        },
-    )
+    reason = "kept_in_other_thread" if sibling else "kept_in_thread"
+    return _close_fulfilled(loop, kept, reason)
+
+
+def _closing_evidence(m: MailMessage, reason: str) -> dict[str, Any]:
+    """Evidence of the message that settles a loop: ``{message_id, raw_record_id,
+    quote (its collapsed reply text, ≤ 200 chars), reason}``."""
+    return {
+        "message_id": m.message_id,
+        "raw_record_id": m.raw_record_id,
+        "quote": collapse(reply_text(m.body))[:200],
+        "reason": reason,
+    }
+
+
+def _close_fulfilled(loop: OpenLoop, kept: MailMessage, reason: str) -> bool:
+    """Mark ``loop`` fulfilment-suspected by ``kept`` and confirm it at once (done,
+    closed_by ``fulfilled``, SPEC §5.4 high confidence); True if it closed."""
+    loop_mark_fulfilment_suspected(loop=loop, evidence=_closing_evidence(kept, reason))
     return bool(loop_confirm_fulfilment(loop=loop, actor="detector")["closed"])
 
 
@@ -576,19 +580,7 @@ def loops_sibling_fulfilment(*, source: Source, now: datetime) -> int:
     )
     closed = 0
     for index, kept in sibling_kept(source=source, loops=loops, now=now):
-        loop = loops[index]
-        loop_mark_fulfilment_suspected(
-            loop=loop,
-            evidence={
-                "message_id": kept.message_id,
-                "raw_record_id": kept.raw_record_id,
-                "quote": collapse(reply_text(kept.body))[:200],
-                "reason": "kept_in_other_thread",
-            },
-        )
-        closed += int(
-            bool(loop_confirm_fulfilment(loop=loop, actor="detector")["closed"])
-        )
+        closed += _close_fulfilled(loops[index], kept, "kept_in_other_thread")
     return closed
 
 
@@ -792,36 +784,18 @@ def _reported_reaching(
     someone ("I spoke to Brent D."): the answer to their ask that I contact a
     person."""
     for m in later:
-        if is_mine(m, owners) and party in {a.lower() for a in (*m.to, *m.cc) if a}:
-            if reports_reaching(reply_text(m.body)):
-                return m
+        to_them = party in {a.lower() for a in (*m.to, *m.cc) if a}
+        if is_mine(m, owners) and to_them and reports_reaching(reply_text(m.body)):
+            return m
     return None
 
 
 def loops_settled_elsewhere(*, source: Source, now: datetime) -> int:
-    """Reply loops settled in ANOTHER thread (SPEC §5.1a). An open
-    ``unanswered_outbound`` loop with a counterparty closes when, after my ask and
-    by ``now``, the counterparty wrote to me in another thread titled with the
-    matter (its subject shares ``SIBLING_SHARED`` content words with my asking
-    text: ``done``, ``reply_detected``), or the colleague my ask handed it to
-    (``_delegate_of``) wrote to me in any thread (``done``, ``reply_detected``), or
-    I sent the very text I had asked them
-    to look at on to other people (``dropped``, ``CLOSED_BY_SENT_ON``), or, for my
-    ask waiting on the mailing list I posted it to, I posted to that list again on
-    its topic (``_settled_on_list``: ``done``, ``reply_detected``). An open
-    ``unanswered_inbound`` loop closes (``done``, ``reply_detected``) when, after
-    their last message, I wrote to them in another thread whose subject shares
-    ``SIBLING_SHARED`` content words with theirs, or, when they asked me to get in
-    touch with someone (``asks_for_contact``), a later message of mine to them in
-    any thread reports that I reached someone (``_reported_reaching``). The
-    closing message is the
-    event's evidence. Failing those, a reply loop whose counterparty (any of their
-    addresses) and I were in touch since, as the detector judges a thread
-    (``loops.detectors.superseded_by_contact`` over ``sender_contacts``), drops
-    as ``not_expected: <reason>``: new mail in other threads settles loops of
-    threads it did not touch (a live sync, a grown mailbox). Runs at the end of ``process_threads``; the rule itself is
-    ``settled_elsewhere``, which a ``waiting --as-of`` replay runs too. Returns the
-    number closed."""
+    """Close the open reply loops ``settled_elsewhere`` finds settled in ANOTHER
+    thread by ``now`` (SPEC §5.1a), each with its ``Settled`` status, ``closed_by``
+    and evidence: new mail in other threads settles loops of threads it did not
+    touch (a live sync, a grown mailbox). Runs at the end of ``process_threads``;
+    a ``waiting --as-of`` replay runs the rule itself. Returns the number closed."""
     # Only the columns the passes read: every batch of an import reads every open
     # reply loop again, and ``loop_close`` re-reads the one it closes.
     loops = list(
@@ -1077,7 +1051,7 @@ def _superseded(
 def _settled_by(index: int, settlement: _Settlement) -> Settled | None:
     """The ``Settled`` for an answer (``done``, ``reply_detected``) or my text sent
     on (``dropped``, ``CLOSED_BY_SENT_ON``), with the closing message and the reason
-    it closed as evidence; None when neither was found."""
+    it closed as evidence (``_closing_evidence``); None when neither was found."""
     answer, sent_on, reason = settlement
     hit = answer or sent_on
     if hit is None:
@@ -1086,12 +1060,7 @@ def _settled_by(index: int, settlement: _Settlement) -> Settled | None:
         index=index,
         status=LoopStatus.DONE if answer else LoopStatus.DROPPED,
         closed_by=CLOSED_BY_REPLY if answer else CLOSED_BY_SENT_ON,
-        evidence={
-            "message_id": hit.message_id,
-            "raw_record_id": hit.raw_record_id,
-            "quote": collapse(reply_text(hit.body))[:200],
-            "reason": reason,
-        },
+        evidence=_closing_evidence(hit, reason),
     )
 
 
@@ -1103,19 +1072,19 @@ def settled_elsewhere(
     threads: Mapping[str, Sequence[MailMessage]],
     known: tuple[Mapping[str, frozenset[str]], Mapping[str, Contact]] | None = None,
 ) -> list[Settled]:
-    """The rule of ``loops_settled_elsewhere`` (SPEC §5.1a), read-only: which of
-    the open reply ``loops`` (``unanswered_outbound``/``unanswered_inbound`` with
-    a counterparty; other loops are skipped) are settled in another thread by
-    ``now``. ``threads`` maps each loop's thread id to its messages (a replay
+    """Reply loops settled in ANOTHER thread by ``now`` (SPEC §5.1a), read-only:
+    which of the open reply ``loops`` (others, and those without a counterparty,
+    are skipped). ``threads`` maps each loop's thread id to its messages (a replay
     passes only those dated up to ``now``); the other threads' mail is read from
     the source up to ``now``; ``known`` (a replay's people and contacts,
-    ``replay_senders``) defaults to the stored profiles' (``people_contacts``):
-    mail from any address of the counterparty counts as theirs. Returns one
-    ``Settled`` per loop that closes, in the order of ``loops``. Writes nothing.
+    ``replay_senders``, default ``people_contacts``): mail from any address of
+    the counterparty is theirs. Returns a ``Settled`` per loop that closes, in
+    order. Writes nothing.
 
-    Stages: delegates of my asks → the people's addresses → the exchanges since
-    the oldest loop, indexed → per loop, the inbound or outbound settlement, else
-    supersession by later contact."""
+    Stages: delegates of my asks → people's addresses → the exchanges since the
+    oldest loop, indexed → per loop, their ask or mine answered elsewhere
+    (``_inbound_settlement``, ``_outbound_settlement``: ``_settled_by``), else
+    later contact with them (``_superseded``: ``not_expected: <reason>``)."""
     owners = {a.lower() for a in source.owner_addresses}
     candidates = _with_counterparty(
         loops, (LoopType.UNANSWERED_OUTBOUND, LoopType.UNANSWERED_INBOUND)

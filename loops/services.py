@@ -49,7 +49,7 @@ from loops.models import (
 from loops.selectors import counterparty_page, counterparty_pages
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Iterable, Mapping, Sequence
 
     from loops.detectors import LoopSpec, Verdict
 
@@ -612,6 +612,21 @@ def sender_loops_close(*, source: Source, address: str, actor: str) -> int:
             )["closed"]
         )
     return closed
+
+
+def loops_mute_many(
+    *, kind: str, targets: Iterable[tuple[Source, str]], actor: str, close: bool = False
+) -> tuple[int, int]:
+    """Mute each ``(source, value)`` of ``kind`` (``loop_mute``) and, for senders
+    with ``close``, close their open loops (``sender_loops_close``): the admin's
+    mute actions on loops and pages (SPEC §5). Returns ``(muted, closed)``, muted
+    counting new mutes only."""
+    muted = closed = 0
+    for source, value in targets:
+        muted += int(loop_mute(source=source, kind=kind, value=value, actor=actor)[1])
+        if close:
+            closed += sender_loops_close(source=source, address=value, actor=actor)
+    return muted, closed
 
 
 def loop_unmute(*, source: Source, kind: str, value: str, actor: str) -> bool:

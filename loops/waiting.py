@@ -80,7 +80,6 @@ LOOPS_PER_GROUP = 5
 MAIL_KINDS = (Source.Kind.GOOGLE, Source.Kind.MAILBOX, Source.Kind.IMAP)
 # Live sources sync on a schedule: stale when no successful sync for 24 h (SPEC §5.5).
 LIVE_KINDS = (Source.Kind.GOOGLE, Source.Kind.IMAP)
-NO_COUNTERPARTY = "no_counterparty"
 # A mailbox whose detection window (SPEC §5.2) holds fewer messages than this, while
 # most of its mail is older, gets a warning naming how little was examined.
 FEW_IN_WINDOW = 50
@@ -967,8 +966,7 @@ def render_digest(report: dict[str, Any]) -> str:
         lines.append(
             "WARNING: every mail source is stale; these results may be out of date."
         )
-    for warning in report["warnings"]:
-        lines.append(f"Note: {warning}")
+    lines.extend(f"Note: {warning}" for warning in report["warnings"])
     for n, group in enumerate(report["groups"], 1):
         who = (
             group["counterparty_name"]

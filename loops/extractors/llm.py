@@ -426,17 +426,15 @@ def _project_items(
     source: Source,
     thread_id: str,
     page: Page | None,
-    ordered: Sequence[MailMessage],
-    fallback_email: str,
-    prompt: str,
-    valid_ids: Collection[int],
+    shown: _Shown,
     source_newest: datetime,
     record: Callable[..., None],
 ) -> ExtractionResult:
     """Write every parsed item in one transaction (SPEC §5.3 projections): quotes not
     verbatim in the prompt are dropped, commitments already kept in unseen mail are
     skipped, the run is recorded ``extracted`` with the loop ids."""
-    seen_text = collapse(prompt)
+    seen_text, ordered = collapse(shown.text), shown.ordered
+    valid_ids = {c["id"] for c in shown.candidates}
     owners = {a.lower() for a in source.owner_addresses}
     coverage = mail_coverage(source_id=source.id, owners=owners)
     result = ExtractionResult(status="extracted")
@@ -468,7 +466,7 @@ def _project_items(
                     item,
                     quote=quote,
                     origin=origin,
-                    fallback_email=fallback_email,
+                    fallback_email=shown.fallback_email,
                     valid_ids=valid_ids,
                 ),
                 detector=Detector.LLM_EXTRACT,
@@ -570,15 +568,14 @@ def llm_extract(
     if client is None:
         raise RetryableExtraction("llm_unavailable")
     shown = _thread_prompt(source, thread_id, messages, owners)
-    prompt = shown.text
     model = settings.BRAIN_LLM_MODEL
-    if _over_spend_cap(model, prompt):
+    if _over_spend_cap(model, shown.text):
         record(status="failed", reason="cost_cap_exceeded")
         return ExtractionResult(status="skipped", reason="cost_cap_exceeded")
     text = _ask_model(
         client,
         model=model,
-        prompt=prompt,
+        prompt=shown.text,
         source=source,
         thread_id=thread_id,
         record=record,
@@ -590,10 +587,7 @@ def llm_extract(
         source=source,
         thread_id=thread_id,
         page=page,
-        ordered=shown.ordered,
-        fallback_email=shown.fallback_email,
-        prompt=prompt,
-        valid_ids={c["id"] for c in shown.candidates},
+        shown=shown,
         source_newest=source_newest,
         record=record,
     )
