@@ -18,7 +18,7 @@ from brain.access import local_caller
 from brain.admin import PageAdmin
 from brain.display import json_table
 from brain.models import Source
-from loops.admin_actions import PAGE_ACTIONS, _actor
+from loops.admin_actions import PAGE_ACTIONS, _actor, muted_and_closed
 from loops.models import (
     ExtractionRun,
     GraceHold,
@@ -36,9 +36,8 @@ from loops.senders import reason_text
 from loops.services import (
     loop_close,
     loop_confirm_fulfilment,
-    loop_mute,
     loop_reopen,
-    sender_loops_close,
+    loops_mute_many,
 )
 from loops.waiting import snooze_end, snoozed_line, waiting_report
 
@@ -225,16 +224,14 @@ class OpenLoopAdmin(admin.ModelAdmin):
 
     @admin.action(description="Mute the counterparty (sender); its open loops stay")
     def mute_sender(self, request: HttpRequest, queryset: QuerySet[OpenLoop]) -> None:
-        n = 0
-        for lp in queryset.exclude(counterparty_email=""):
-            n += int(
-                loop_mute(
-                    source=lp.source,
-                    kind=LoopSuppression.Kind.SENDER,
-                    value=lp.counterparty_email,
-                    actor=_actor(request),
-                )[1]
-            )
+        n, _ = loops_mute_many(
+            kind=LoopSuppression.Kind.SENDER,
+            targets=(
+                (lp.source, lp.counterparty_email)
+                for lp in queryset.exclude(counterparty_email="")
+            ),
+            actor=_actor(request),
+        )
         self.message_user(
             request,
             f"{n} sender(s) muted. A mute only stops new loops: their existing "
@@ -247,42 +244,27 @@ class OpenLoopAdmin(admin.ModelAdmin):
     def mute_sender_and_close(
         self, request: HttpRequest, queryset: QuerySet[OpenLoop]
     ) -> None:
-        muted = closed = 0
         pairs = {
             (lp.source, lp.counterparty_email)
             for lp in queryset.exclude(counterparty_email="").select_related("source")
         }
-        for source, address in sorted(pairs, key=lambda p: (p[0].id, p[1])):
-            muted += int(
-                loop_mute(
-                    source=source,
-                    kind=LoopSuppression.Kind.SENDER,
-                    value=address,
-                    actor=_actor(request),
-                )[1]
-            )
-            closed += sender_loops_close(
-                source=source, address=address, actor=_actor(request)
-            )
-        self.message_user(
-            request,
-            f"{muted} sender(s) muted and {closed} of their open loop(s) closed "
-            "(dropped, closed by 'muted').",
-            messages.SUCCESS,
+        muted, closed = loops_mute_many(
+            kind=LoopSuppression.Kind.SENDER,
+            targets=sorted(pairs, key=lambda p: (p[0].id, p[1])),
+            actor=_actor(request),
+            close=True,
         )
+        self.message_user(request, muted_and_closed(muted, closed), messages.SUCCESS)
 
     @admin.action(description="Mute the thread")
     def mute_thread(self, request: HttpRequest, queryset: QuerySet[OpenLoop]) -> None:
-        n = 0
-        for lp in queryset.exclude(thread_id=""):
-            n += int(
-                loop_mute(
-                    source=lp.source,
-                    kind=LoopSuppression.Kind.THREAD,
-                    value=lp.thread_id,
-                    actor=_actor(request),
-                )[1]
-            )
+        n, _ = loops_mute_many(
+            kind=LoopSuppression.Kind.THREAD,
+            targets=(
+                (lp.source, lp.thread_id) for lp in queryset.exclude(thread_id="")
+            ),
+            actor=_actor(request),
+        )
         self.message_user(request, f"{n} thread(s) muted.", messages.SUCCESS)
 
     def get_urls(self) -> list[Any]:

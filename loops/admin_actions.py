@@ -10,12 +10,14 @@ from django.contrib import admin, messages
 from django.db.models import Q, QuerySet
 
 from loops.models import LoopStatus, LoopSuppression, OpenLoop
-from loops.services import loop_close, loop_mute, sender_loops_close
+from loops.services import loop_close, loops_mute_many
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from django.http import HttpRequest
 
-    from brain.models import Page
+    from brain.models import Page, Source
 
 
 def _actor(request: HttpRequest) -> str:
@@ -74,6 +76,21 @@ def pages_drop_loops(
     modeladmin.message_user(request, f"{n} loop(s) dropped.", messages.SUCCESS)
 
 
+def muted_and_closed(muted: int, closed: int) -> str:
+    """The admin's message after "mute and close its open loops"."""
+    return (
+        f"{muted} sender(s) muted and {closed} of their open loop(s) closed "
+        "(dropped, closed by 'muted')."
+    )
+
+
+def _page_sender_targets(queryset: QuerySet[Page]) -> Iterator[tuple[Source, str]]:
+    """``(source, address)`` of each sender of the pages (``_page_senders``)."""
+    for page in queryset.select_related("type", "source"):
+        for address in _page_senders(page):
+            yield page.source, address
+
+
 @admin.action(
     description="Loops: mute sender (person's addresses / email's sender); "
     "existing loops stay"
@@ -81,17 +98,11 @@ def pages_drop_loops(
 def pages_mute_sender(
     modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[Page]
 ) -> None:
-    n = 0
-    for page in queryset.select_related("type", "source"):
-        for address in _page_senders(page):
-            n += int(
-                loop_mute(
-                    source=page.source,
-                    kind=LoopSuppression.Kind.SENDER,
-                    value=address,
-                    actor=_actor(request),
-                )[1]
-            )
+    n, _ = loops_mute_many(
+        kind=LoopSuppression.Kind.SENDER,
+        targets=_page_sender_targets(queryset),
+        actor=_actor(request),
+    )
     modeladmin.message_user(
         request,
         f"{n} sender(s) muted. A mute only stops new loops: existing open loops "
@@ -104,44 +115,28 @@ def pages_mute_sender(
 def pages_mute_sender_and_close(
     modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[Page]
 ) -> None:
-    muted = closed = 0
-    for page in queryset.select_related("type", "source"):
-        for address in _page_senders(page):
-            muted += int(
-                loop_mute(
-                    source=page.source,
-                    kind=LoopSuppression.Kind.SENDER,
-                    value=address,
-                    actor=_actor(request),
-                )[1]
-            )
-            closed += sender_loops_close(
-                source=page.source, address=address, actor=_actor(request)
-            )
-    modeladmin.message_user(
-        request,
-        f"{muted} sender(s) muted and {closed} of their open loop(s) closed "
-        "(dropped, closed by 'muted').",
-        messages.SUCCESS,
+    muted, closed = loops_mute_many(
+        kind=LoopSuppression.Kind.SENDER,
+        targets=_page_sender_targets(queryset),
+        actor=_actor(request),
+        close=True,
     )
+    modeladmin.message_user(request, muted_and_closed(muted, closed), messages.SUCCESS)
 
 
 @admin.action(description="Loops: mute thread (email pages)")
 def pages_mute_thread(
     modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[Page]
 ) -> None:
-    n = 0
-    for page in queryset.select_related("source"):
-        thread_id = (page.frontmatter or {}).get("thread_id")
-        if thread_id:
-            n += int(
-                loop_mute(
-                    source=page.source,
-                    kind=LoopSuppression.Kind.THREAD,
-                    value=str(thread_id),
-                    actor=_actor(request),
-                )[1]
-            )
+    n, _ = loops_mute_many(
+        kind=LoopSuppression.Kind.THREAD,
+        targets=(
+            (page.source, str(thread_id))
+            for page in queryset.select_related("source")
+            if (thread_id := (page.frontmatter or {}).get("thread_id"))
+        ),
+        actor=_actor(request),
+    )
     modeladmin.message_user(request, f"{n} thread(s) muted.", messages.SUCCESS)
 
 

@@ -382,42 +382,23 @@ def detect_thread(
     """Decide which deterministic loops of one thread open and close (SPEC §5.2,
     §5.1a).
 
-    ``timezones`` maps a message id to its sender's zone (``loops.extractors.
-    rules.SenderTimezones``, from the Date header): a loop's due date ("by tomorrow")
-    is read in the zone of the message that names it (``_deadline``); without it,
-    in the message date's own zone (UTC).
-
-    ``messages`` are one thread's messages in any order; messages dated after
-    ``now`` are ignored (replay). ``sender_kinds`` maps addresses to ``person`` or
-    ``automated`` (``loops.senders``; an address absent counts as a person);
-    ``contacts`` maps an address to its ``Contact`` over the whole source: an ask
-    followed ``SUPERSEDE_GAP`` or more later by correspondence with that person
-    elsewhere is superseded, and so is an ask followed by my own report of contact
-    with them ("I spoke to Dana", "Dana is going to send it", any thread, any
-    recipient): the conversation happened.
-    An inbound loop opens only when a person's newest unquoted text, addressed to
-    me and not to a crowd (a reply naming me alone in To after my message in the
-    thread is addressed to me whatever its Cc: ``crowd_ask``), asks something of
-    me (``loops.asks``); an outbound loop
-    only when my text asks something of a person (a single, unchased ask in
-    reply to their announcement to a crowd expires after
-    ``REPLY_TO_CROWD_LIFETIME``), and never when
-    ``answers_visible`` is False (a source holding only my sent mail cannot see
-    whether anyone answered: ``loops.selectors.answers_visible``), nor when
-    ``coverage`` (``loops.selectors.mail_coverage``) says the source kept next to
-    none of the mail others sent me in the weeks around my last message (its
-    sent mail of that period alone: ``MailCoverage.answers_visible``).
-    ``undeliverable`` maps an address to the times delivery-failure notices for it
-    arrived (``loops.selectors.undeliverable``): my ask that bounced for an
-    address within ``BOUNCE_WINDOW`` waits on nobody there, and a copy of my ask
-    I re-sent without new text (a forward of my own message) is the same ask to
-    its recipients. ``list_asks`` (``settings.LOOPS_LIST_ASKS``): my own help
-    request posted to a mailing list opens one waiting loop on the list
-    (``_list_asked``); without it a list post opens nothing. Returns a
-    ``Verdict``; never raises on odd mail.
-    """
+    ``messages``: one thread's messages in any order; those dated after ``now``
+    are ignored (replay). ``sender_kinds``: address → ``person``/``automated``
+    (``loops.senders``; absent counts as a person). ``contacts``: address →
+    ``Contact`` over the whole source (later correspondence, or my report of
+    contact, supersedes an ask: ``superseded_by_contact``). No
+    waiting loop opens when ``answers_visible`` is False (the source holds only
+    my sent mail: ``loops.selectors.answers_visible``) or ``coverage`` says the
+    source kept next to none of others' mail in the weeks around my last message
+    (``MailCoverage.answers_visible``). ``undeliverable`` (address → times
+    delivery-failure notices arrived) and ``list_asks``
+    (``settings.LOOPS_LIST_ASKS``) are read as ``_outbound_people`` says;
+    ``timezones`` (message id → sender's zone, ``SenderTimezones``) dates a due
+    day in its writer's zone (``_deadline``; without it, UTC). Stages: substantive
+    messages → self-thread → last turn (``_current_run``) → withdrawn → my run
+    still waiting on them (``_waiting_on_them``) → my ask (``_outbound``) or
+    theirs (``_inbound``). Returns a ``Verdict``; never raises."""
     owners = {a.lower() for a in owner_addresses}
-    kinds = sender_kinds or {}
     subs = reply_order(
         [m for m in messages if is_substantive(m) and m.date and m.date <= now]
     )
@@ -428,109 +409,116 @@ def detect_thread(
     # A message of mine to myself alone (their ask forwarded to my other
     # address) answers nobody: it is no turn of the conversation.
     subs = [m for m in subs if not _to_myself(m, owners)]
-
     turns = _effective_turns(subs, owners)
     last = turns[-1]
     mine = is_mine(last, owners)
-    thread_id = last.thread_id
-    subject = display_subject(last.subject or subs[0].subject)
-    # The clock starts at the oldest message of the current turn, so a nudge
-    # ("bumping this") does not restart it (rule 6).
+    run = _current_run(turns, owners, mine=mine)
+    if _run_withdrawn(run):
+        # "Never mind, found it.": the writer took their own question back.
+        return _flip_verdict(mine=mine, reason="withdrawn")
+    waiting_run: list[MailMessage] | None = None  # my run that waits on them
+    answered: set[str] = set()  # recipients of my ask to each who answered
+    if mine:
+        at = run[-1].sent_at
+        if not answers_visible or not (
+            coverage is None or coverage.answers_visible(at=at, now=now)
+        ):
+            return _flip_verdict(mine=True, reason="no_inbound_mail")
+        waiting_run = run
+    elif answers_visible:
+        waiting_run, answered = _waiting_on_them(
+            turns, run, subs, owners, list_asks=list_asks
+        )
+    t = _Thread(
+        owners,
+        sender_kinds or {},
+        contacts or {},
+        mutes,
+        now,
+        last.thread_id,
+        display_subject(last.subject or subs[0].subject),
+        opener=turns[0],
+        undeliverable=undeliverable or {},
+        list_asks=list_asks,
+        timezones=timezones,
+    )
+    if waiting_run is None:
+        return _inbound(subs, run, last, t)
+    before = _replied_to(turns, waiting_run[0])
+    return _outbound(waiting_run, t, replied_to=before, answered=answered)
+
+
+def _current_run(
+    turns: Sequence[MailMessage], owners: set[str], *, mine: bool
+) -> list[MailMessage]:
+    """The last turn: the newest messages by the same side, oldest first. The clock
+    starts at its oldest message, so a nudge ("bumping this") does not restart it
+    (SPEC §5.2 rule 6). Their message that replies to a message of mine the source
+    lacks (its quoted header is mine, after their previous message) starts a new
+    turn: what they asked before it, I answered."""
     run: list[MailMessage] = []
     for m in reversed(turns):
         if is_mine(m, owners) != mine:
             break
         run.append(m)
     run.reverse()
-    if not mine:
-        # Their message that replies to a message of mine the source lacks (its
-        # quoted header is mine, after their previous message) starts a new
-        # turn: what they asked before it, I answered.
-        run = run[
-            max(
-                (
-                    i
-                    for i in range(1, len(run))
-                    if _replies_to_me(run[i], run[i - 1], owners)
-                ),
-                default=0,
-            ) :
-        ]
-
-    if _run_withdrawn(run):
-        # "Never mind, found it.": the writer took their own question back.
-        if mine:
-            verdict = Verdict(close=[LoopType.UNANSWERED_INBOUND], reason="withdrawn")
-            verdict.retract[LoopType.UNANSWERED_OUTBOUND] = verdict.reason
-        else:
-            verdict = Verdict(close=[LoopType.UNANSWERED_OUTBOUND], reason="withdrawn")
-            verdict.retract[LoopType.UNANSWERED_INBOUND] = verdict.reason
-        return verdict
-    seen = contacts or {}
-    waiting_run: list[MailMessage] | None = None  # my run that waits on them
-    answered: set[str] = set()  # recipients of my ask to each who answered
-    if not mine and answers_visible:
-        mine_run = _previous_run(turns, run, owners)
-        pending = _still_to_answer(mine_run, run, owners)
-        if mine_run and pending:
-            # My ask to each of them ("Can each of you send me your
-            # availability?"): one answer leaves the others owing theirs.
-            waiting_run = mine_run
-            answered = {(m.from_addr or "").lower() for m in run}
-        elif mine_run and _handed_off(run, owners):
-            # Their only answer hands my ask to someone else ("Pam, can you help
-            # with below?"): it answers nothing, so my ask is still waiting on them.
-            waiting_run = mine_run
-        elif (
-            mine_run
-            and list_asks
-            and through_list(mine_run[-1])
-            and all(_off_thread(m, subs, mine_run) for m in run)
-        ):
-            # My list post's only "replies" belong to other conversations (a
-            # subject-alike reply to a message this thread lacks, a new topic
-            # started by replying to me): nobody answered it.
-            waiting_run = mine_run
-    if mine and not (
-        answers_visible
-        and (coverage is None or coverage.answers_visible(at=run[-1].sent_at, now=now))
-    ):
-        verdict = Verdict(close=[LoopType.UNANSWERED_INBOUND], reason="no_inbound_mail")
-        verdict.retract[LoopType.UNANSWERED_OUTBOUND] = verdict.reason
-        return verdict
     if mine:
-        waiting_run = run
-    if waiting_run is not None:
-        return _outbound(
-            waiting_run,
-            waiting_run[-1],
-            owners,
-            kinds,
-            seen,
-            mutes,
-            now,
-            thread_id,
-            subject,
-            _replied_to(turns, waiting_run[0]),
-            undeliverable or {},
-            list_asks=list_asks,
-            opener=turns[0],
-            answered=answered,
-            timezones=timezones,
-        )
-    return _inbound(
-        subs,
-        run,
-        last,
-        owners,
-        kinds,
-        seen,
-        mutes,
-        now,
-        thread_id,
-        subject,
-        timezones=timezones,
+        return run
+    cut = max(
+        (i for i in range(1, len(run)) if _replies_to_me(run[i], run[i - 1], owners)),
+        default=0,
     )
+    return run[cut:]
+
+
+def _flip_verdict(*, mine: bool, reason: str) -> Verdict:
+    """The turn's writer settles the other side's loop and expects nothing: the
+    loop they were owed closes, their own waiting loop is retracted as
+    ``not_expected: <reason>``."""
+    owed, waiting = (
+        (LoopType.UNANSWERED_INBOUND, LoopType.UNANSWERED_OUTBOUND)
+        if mine
+        else (LoopType.UNANSWERED_OUTBOUND, LoopType.UNANSWERED_INBOUND)
+    )
+    verdict = Verdict(close=[owed], reason=reason)
+    verdict.retract[waiting] = reason
+    return verdict
+
+
+def _waiting_on_them(
+    turns: Sequence[MailMessage],
+    run: Sequence[MailMessage],
+    subs: Sequence[MailMessage],
+    owners: set[str],
+    *,
+    list_asks: bool,
+) -> tuple[list[MailMessage] | None, set[str]]:
+    """When their turn is last, whether my previous run still waits on them: (my
+    run or None, the recipients who answered my ask to each). It waits when my ask
+    went to each of them and some have not answered, when their only answer hands
+    my ask to someone else, or when my list post's only "replies" belong to other
+    conversations."""
+    mine_run = _previous_run(turns, run, owners)
+    if not mine_run:
+        return None, set()
+    if _still_to_answer(mine_run, run, owners):
+        # My ask to each of them ("Can each of you send me your
+        # availability?"): one answer leaves the others owing theirs.
+        return mine_run, {(m.from_addr or "").lower() for m in run}
+    if _handed_off(run, owners):
+        # Their only answer hands my ask to someone else ("Pam, can you help
+        # with below?"): it answers nothing, so my ask is still waiting on them.
+        return mine_run, set()
+    if (
+        list_asks
+        and through_list(mine_run[-1])
+        and all(_off_thread(m, subs, mine_run) for m in run)
+    ):
+        # My list post's only "replies" belong to other conversations (a
+        # subject-alike reply to a message this thread lacks, a new topic
+        # started by replying to me): nobody answered it.
+        return mine_run, set()
+    return None, set()
 
 
 def _replied_to(turns: Sequence[MailMessage], first: MailMessage) -> MailMessage | None:
@@ -696,47 +684,49 @@ def superseded_by_contact(
     return ""
 
 
+@dataclass(frozen=True)
+class _Thread:
+    """One thread as the open rules read it (SPEC §5.2): my addresses
+    (lower-cased), sender kinds (address → ``person``/``automated``), contacts
+    (address → ``Contact``), mutes, the reference time, thread id, subject, its
+    first message, the bounces, ``list_asks`` and the senders' zones (see
+    ``detect_thread``)."""
+
+    owners: set[str]
+    kinds: Mapping[str, str]
+    contacts: Mapping[str, Contact]
+    mutes: Mutes
+    now: datetime
+    thread_id: str
+    subject: str
+    opener: MailMessage
+    undeliverable: Mapping[str, Sequence[datetime]]
+    list_asks: bool
+    timezones: Mapping[str, tzinfo] | None = None
+
+
+def _retract(verdict: Verdict, loop_type: str, reason: str) -> Verdict:
+    """``verdict`` with ``reason``, the open ``loop_type`` no longer expected."""
+    verdict.reason = reason
+    verdict.retract[loop_type] = reason
+    return verdict
+
+
 def _outbound(
     run: list[MailMessage],
-    last: MailMessage,
-    owners: set[str],
-    kinds: Mapping[str, str],
-    contacts: Mapping[str, Contact],
-    mutes: Mutes,
-    now: datetime,
-    thread_id: str,
-    subject: str,
-    replied_to: MailMessage | None = None,
-    undeliverable: Mapping[str, Sequence[datetime]] | None = None,
+    t: _Thread,
     *,
-    list_asks: bool = False,
-    opener: MailMessage | None = None,
-    answered: Collection[str] = (),
-    timezones: Mapping[str, tzinfo] | None = None,
+    replied_to: MailMessage | None,
+    answered: Collection[str],
 ) -> Verdict:
     """Last turn is mine: inbound loops close; a waiting loop opens when my text
     asks something of a person (SPEC §5.2 rule 5, §5.1a "my asks"). ``replied_to``
-    is the message my turn answers (None when it opens the thread): a single ask
-    in reply to their announcement to a crowd expires after
-    ``REPLY_TO_CROWD_LIFETIME``. The ask's recipients include those of its
-    re-sent copies (``_resent_copies``) and exclude addresses it bounced for
-    (``undeliverable``, see ``detect_thread``); bounced for all, it opens nothing
-    (``undeliverable``). An ask posted to a mailing list (a list address among
-    its recipients, or the message came back through a list server:
-    ``MailMessage.list_unsubscribe`` or ``mailing_list``) opens nothing
-    (``mailing_list``) unless ``list_asks`` is on and it is my own help request
-    to the list (``_list_asked``): then one loop waits on the list (a later
-    post of mine to the list on its topic, in another thread, settles it:
-    ``loops.pipeline.settled_elsewhere``). A later
-    message of my turn quoting an addressee's reply to the ask
-    (``_answer_quoted``), or a later message of my turn to them that only thanks
-    (``_thanked_since``), closes it (``reply_detected``, that message as
-    evidence): they answered, though the source lacks their message. My
-    mailing to subscribers, sent to them rather than through a list (opt-out
-    footer wording, ``loops.senders.has_opt_out_wording``), opens nothing
-    (``mass_mailing``). ``answered``: recipients of my ask to each of them who
-    answered already (``_still_to_answer``); it waits on the others only."""
+    is the message my turn answers (None when it opens the thread: ``_ask_moot``).
+    Who it waits on: ``_outbound_people``, less ``answered`` (who answered my ask
+    to each of them: ``_still_to_answer``); a later message of my turn showing
+    their answer closes it (``_answer_shown``, ``reply_detected``)."""
     verdict = Verdict(close=[LoopType.UNANSWERED_INBOUND])
+    now = t.now
     asking = [
         m
         for m in run
@@ -746,28 +736,131 @@ def _outbound(
         verdict.reason = "no_question"
         return verdict
     ask = asking[-1]
+    people, sends, why = _outbound_people(
+        run, ask, t, replied_to=replied_to, answered=answered
+    )
+    if why:
+        verdict.reason = why
+        if why != "no_recipients":  # nobody was asked: nothing to retract
+            verdict.retract[LoopType.UNANSWERED_OUTBOUND] = why
+        return verdict
+    shown = _answer_shown(run, ask, people)
+    if shown is not None:
+        verdict.close.append(LoopType.UNANSWERED_OUTBOUND)
+        verdict.closed_by[LoopType.UNANSWERED_OUTBOUND] = (
+            CLOSED_BY_REPLY,
+            _evidence(shown[1]),
+        )
+        verdict.reason = shown[0]
+        return verdict
+    broadcast = len(people) > BROADCAST_RECIPIENTS
+    if broadcast and not any(
+        a.kind == QUESTION for a in live_asks(ask_text(ask), sent_at=ask.date, now=now)
+    ):
+        # "Please push on with the review" to a team: no question owed me.
+        return _retract(verdict, LoopType.UNANSWERED_OUTBOUND, "broadcast_instruction")
+    to_people = [
+        a
+        for a in dict.fromkeys(x.lower() for m in sends for x in m.to if x)
+        if a in people
+    ]
+    counterparty = "" if broadcast else (to_people or people)[0]
+    if t.mutes.thread_muted(t.thread_id) or (
+        counterparty and t.mutes.sender_muted(counterparty)
+    ):
+        verdict.reason = "muted"
+        return verdict
+    why = _ask_moot(asking, run, replied_to, counterparty, t)
+    if why:
+        return _retract(verdict, LoopType.UNANSWERED_OUTBOUND, why)
+    started = asking[0].sent_at
+    if now - started < OUTBOUND_GRACE:
+        verdict.recheck_at = started + OUTBOUND_GRACE
+        verdict.reason = "grace"
+        return verdict
+    verdict.open.append(
+        _outbound_spec(run, ask, started, t, counterparty=counterparty, people=people)
+    )
+    return verdict
+
+
+def _answer_shown(
+    run: list[MailMessage], ask: MailMessage, people: list[str]
+) -> tuple[str, MailMessage] | None:
+    """(reason, my message) when their answer is not in the source but a later
+    message of mine shows it: a forward quoting their reply (``answer_quoted``),
+    or my "Thanks" to them with no reply of theirs in the thread
+    (``thanked_after_ask``: they answered where this source cannot see)."""
+    for reason, shown_by in (
+        ("answer_quoted", _answer_quoted),
+        ("thanked_after_ask", _thanked_since),
+    ):
+        mine = shown_by(run, ask, people)
+        if mine is not None:
+            return reason, mine
+    return None
+
+
+def _ask_moot(
+    asking: list[MailMessage],
+    run: list[MailMessage],
+    replied_to: MailMessage | None,
+    counterparty: str,
+    t: _Thread,
+) -> str:
+    """Why my ask no longer waits, or "": later contact with them, or I wrote to
+    them again elsewhere, long after, without repeating the ask here
+    (``superseded_by_contact``); or a single ask in reply to their announcement to
+    a crowd past ``REPLY_TO_CROWD_LIFETIME`` (``reply_to_crowd_expired``)."""
+    contact = t.contacts.get(counterparty, Contact()) if counterparty else Contact()
+    why = superseded_by_contact(
+        LoopType.UNANSWERED_OUTBOUND,
+        asking[-1].date,
+        contact,
+        t.now,
+        own={m.date for m in run},
+    )
+    if not why and _expired_reply_to_crowd(asking, replied_to, counterparty, t.now):
+        why = "reply_to_crowd_expired"
+    return why
+
+
+def _outbound_people(
+    run: list[MailMessage],
+    ask: MailMessage,
+    t: _Thread,
+    *,
+    replied_to: MailMessage | None,
+    answered: Collection[str],
+) -> tuple[list[str], list[MailMessage], str]:
+    """(people my ask waits on, the ask and its re-sent copies, "") or ([], sends,
+    reason it waits on nobody). My mailing to subscribers (opt-out footer wording,
+    ``loops.senders.has_opt_out_wording``) waits on nobody (``mass_mailing``).
+    The recipients include those of its re-sent copies (``_resent_copies``) and
+    exclude addresses it bounced for (``t.undeliverable``, see ``detect_thread``;
+    bounced for all: ``undeliverable``). An ask posted to a mailing list (a list
+    address among its recipients, or the message came back through a list
+    server: ``MailMessage.list_unsubscribe`` or ``mailing_list``) waits on
+    nobody (``mailing_list``) unless ``t.list_asks`` is on and it is my own help
+    request to the list (``_list_asked``): then it waits on the list (a later
+    post of mine to the list on its topic, in another thread, settles it:
+    ``loops.pipeline.settled_elsewhere``). Automated recipients are nobody
+    (``automated_recipient``; ``no_recipients`` when there were none)."""
     if not through_list(ask) and has_opt_out_wording(ask.body):
         # My mailing to subscribers (an "unsubscribe" / "to stop receiving"
         # footer) asks no person: its readers owe me nothing.
-        verdict.reason = "mass_mailing"
-        verdict.retract[LoopType.UNANSWERED_OUTBOUND] = verdict.reason
-        return verdict
-    sends = [ask, *_resent_copies(run, ask, owners, now)]
+        return [], [], "mass_mailing"
+    sends = [ask, *_resent_copies(run, ask, t.owners, t.now)]
     recipients = [
         a
         for a in dict.fromkeys(x.lower() for m in sends for x in (*m.to, *m.cc) if x)
-        if a not in owners and a not in answered
+        if a not in t.owners and a not in answered
     ]
-    bounced = [
-        a for a in recipients if _bounced(a, ask.date, (undeliverable or {}), now)
-    ]
+    bounced = [a for a in recipients if _bounced(a, ask.date, t.undeliverable, t.now)]
     if bounced:
         recipients = [a for a in recipients if a not in bounced]
         if not recipients:
-            verdict.reason = "undeliverable"
-            verdict.retract[LoopType.UNANSWERED_OUTBOUND] = verdict.reason
-            return verdict
-    group = ""
+            return [], sends, "undeliverable"
     if (
         ask.list_unsubscribe
         or ask.mailing_list
@@ -778,107 +871,48 @@ def _outbound(
         # none, its other list headers): its readers, not a person, may answer.
         # Only my own help request to the list waits, on the list.
         group = (
-            _list_asked(run, replied_to, owners, now, opener=opener)
-            if list_asks
+            _list_asked(run, replied_to, t.owners, t.now, opener=t.opener)
+            if t.list_asks
             else ""
         )
-        if not group:
-            verdict.reason = "mailing_list"
-            verdict.retract[LoopType.UNANSWERED_OUTBOUND] = verdict.reason
-            return verdict
-    people = [group] if group else [a for a in recipients if kinds.get(a) != AUTOMATED]
+        return ([group], sends, "") if group else ([], sends, "mailing_list")
+    people = [a for a in recipients if t.kinds.get(a) != AUTOMATED]
     if not people:
-        verdict.reason = "no_recipients" if not recipients else "automated_recipient"
-        if recipients:
-            verdict.retract[LoopType.UNANSWERED_OUTBOUND] = verdict.reason
-        return verdict
-    # Their answer is not in the source, but a later message of mine shows it: a
-    # forward quoting their reply, or my "Thanks" to them with no reply of theirs
-    # in the thread (they answered where this source cannot see: another address,
-    # the phone).
-    for reason, shown_by in (
-        ("answer_quoted", _answer_quoted),
-        ("thanked_after_ask", _thanked_since),
-    ):
-        mine = shown_by(run, ask, people)
-        if mine is not None:
-            verdict.close.append(LoopType.UNANSWERED_OUTBOUND)
-            verdict.closed_by[LoopType.UNANSWERED_OUTBOUND] = (
-                CLOSED_BY_REPLY,
-                _evidence(mine),
-            )
-            verdict.reason = reason
-            return verdict
-    to_people = list(
-        dict.fromkeys(
-            a.lower() for m in sends for a in m.to if a and a.lower() in people
-        )
-    )
-    broadcast = len(people) > BROADCAST_RECIPIENTS
-    if broadcast and not any(
-        a.kind == QUESTION for a in live_asks(ask_text(ask), sent_at=ask.date, now=now)
-    ):
-        # "Please push on with the review" to a team: an instruction, not a
-        # question the group owes me an answer to.
-        verdict.reason = "broadcast_instruction"
-        verdict.retract[LoopType.UNANSWERED_OUTBOUND] = verdict.reason
-        return verdict
-    counterparty = "" if broadcast else (to_people or people)[0]
-    if mutes.thread_muted(thread_id) or (
-        counterparty and mutes.sender_muted(counterparty)
-    ):
-        verdict.reason = "muted"
-        return verdict
-    contact = contacts.get(counterparty, Contact()) if counterparty else Contact()
-    # Later contact with them, or I wrote to them again elsewhere, long after,
-    # without repeating the ask here: handled, or I moved on.
-    verdict.reason = superseded_by_contact(
-        LoopType.UNANSWERED_OUTBOUND,
-        asking[-1].date,
-        contact,
-        now,
-        own={m.date for m in run},
-    )
-    if not verdict.reason and _expired_reply_to_crowd(
-        asking, replied_to, counterparty, now
-    ):
-        verdict.reason = "reply_to_crowd_expired"
-    if verdict.reason:
-        verdict.retract[LoopType.UNANSWERED_OUTBOUND] = verdict.reason
-        return verdict
-    started = asking[0].sent_at
-    if now - started < OUTBOUND_GRACE:
-        verdict.recheck_at = started + OUTBOUND_GRACE
-        verdict.reason = "grace"
-        return verdict
+        return [], sends, "automated_recipient" if recipients else "no_recipients"
+    return people, sends, ""
+
+
+def _outbound_spec(
+    run: list[MailMessage],
+    ask: MailMessage,
+    started: datetime,
+    t: _Thread,
+    *,
+    counterparty: str,
+    people: list[str],
+) -> LoopSpec:
+    """The waiting loop of my ask (SPEC §5.2 rule 7): on ``counterparty``, or on
+    every one of ``people`` when ``counterparty`` is empty (a broadcast); evidence
+    is the ask and the last message of my turn when it is a later one."""
+    last = run[-1]
     summary = (
-        f'Waiting on {len(people)} recipients: "{subject}"'
-        if broadcast
-        else f'Waiting on {counterparty}: "{subject}"'
+        f'Waiting on {counterparty}: "{t.subject}"'
+        if counterparty
+        else f'Waiting on {len(people)} recipients: "{t.subject}"'
     )
-    verdict.open.append(
-        LoopSpec(
-            loop_type=LoopType.UNANSWERED_OUTBOUND,
-            thread_id=thread_id,
-            counterparty_email=counterparty,
-            counterparty_name="",
-            summary=summary,
-            opened_at=started,
-            last_activity_at=last.sent_at,
-            due=_deadline([ask], timezones),
-            # The ask, and the last message of my turn when it is a later one.
-            evidence=[
-                _evidence(
-                    ask,
-                    live_asks(
-                        ask_text(ask), sent_at=ask.date, now=now, call_answers=True
-                    ),
-                )
-            ]
-            + ([_evidence(last)] if last is not ask else []),
-        )
+    asks = live_asks(ask_text(ask), sent_at=ask.date, now=t.now, call_answers=True)
+    return LoopSpec(
+        loop_type=LoopType.UNANSWERED_OUTBOUND,
+        thread_id=t.thread_id,
+        counterparty_email=counterparty,
+        counterparty_name="",
+        summary=summary,
+        opened_at=started,
+        last_activity_at=last.sent_at,
+        due=_deadline([ask], t.timezones),
+        evidence=[_evidence(ask, asks)]
+        + ([_evidence(last)] if last is not ask else []),
     )
-    return verdict
 
 
 def posted_list(message: MailMessage, owners: Collection[str]) -> str:
@@ -1062,18 +1096,7 @@ def _bounced(
 
 
 def _inbound(
-    subs: list[MailMessage],
-    run: list[MailMessage],
-    last: MailMessage,
-    owners: set[str],
-    kinds: Mapping[str, str],
-    contacts: Mapping[str, Contact],
-    mutes: Mutes,
-    now: datetime,
-    thread_id: str,
-    subject: str,
-    *,
-    timezones: Mapping[str, tzinfo] | None = None,
+    subs: list[MailMessage], run: list[MailMessage], last: MailMessage, t: _Thread
 ) -> Verdict:
     """Last turn is theirs: my waiting loop closes (as fulfilled when they
     delivered); a reply-owed loop opens only when a person asked me something,
@@ -1088,86 +1111,99 @@ def _inbound(
             _evidence(delivered),
         )
     sender = (last.from_addr or "").lower()
+    owners = t.owners
     if last.list_unsubscribe:
         verdict.reason = "list_mail"
     elif not owners & {a.lower() for a in last.to}:
         verdict.reason = "cc_only"
-    elif mutes.thread_muted(thread_id) or mutes.sender_muted(sender):
+    elif t.mutes.thread_muted(t.thread_id) or t.mutes.sender_muted(sender):
         verdict.reason = "muted"
     elif in_bulk_category(subs) and not any(is_mine(m, owners) for m in subs):
         verdict.reason = "bulk_category"
     if verdict.reason:
         return verdict
-    before = subs[: next((i for i, m in enumerate(subs) if m is run[0]), 0)]
-    if kinds.get(sender) == AUTOMATED:
-        verdict.reason = "automated_sender"
-    elif (
-        before and is_mine(before[-1], owners) and declines(reply_text(before[-1].body))
-    ):
-        # I declined ("Thank you anyway"); their rebuttal or next offer in the
-        # thread is a pitch, not an ask I owe an answer to.
-        verdict.reason = "after_my_decline"
-    else:
-        asking = [
-            m
-            for m in run
-            if owners & {a.lower() for a in m.to}
-            and kinds.get((m.from_addr or "").lower()) != AUTOMATED
-            and not crowd_ask(m, owners, before)
-            and not addressed_elsewhere(m, owners)
-            and asks_of_me(m, now=now, owners=owners)
-        ]
-        if not asking:
-            if any(addressed_to_crowd(m) for m in run):
-                verdict.reason = "crowd"
-            elif any(
-                through_list(m) and live_asks(ask_text(m), sent_at=m.date, now=now)
-                for m in run
-            ):
-                verdict.reason = "jest_on_list"
-            else:
-                verdict.reason = "no_ask"
-        elif reason := superseded_by_contact(
-            LoopType.UNANSWERED_INBOUND,
-            asking[-1].date,
-            contacts.get(sender, Contact()),
-            now,
-        ):
-            verdict.reason = reason
-        elif any(
-            settles_by_silence(reply_text(m.body), sent_at=m.date, now=now)
-            for m in run
-            if m.sent_at >= asking[-1].sent_at
-        ):
-            # "If I do not hear from you by COB tomorrow I take your silence as
-            # acceptance", long past: they went ahead without my answer.
-            verdict.reason = "settled_by_silence"
-    if verdict.reason:
-        verdict.retract[LoopType.UNANSWERED_INBOUND] = verdict.reason
-        return verdict
+    asking, why = _asks_owed(subs, run, sender, t)
+    if why:
+        return _retract(verdict, LoopType.UNANSWERED_INBOUND, why)
     started = asking[0].sent_at
-    if now - started < INBOUND_GRACE:
+    if t.now - started < INBOUND_GRACE:
         verdict.recheck_at = started + INBOUND_GRACE
         verdict.reason = "grace"
         return verdict
     verdict.open.append(
         LoopSpec(
             loop_type=LoopType.UNANSWERED_INBOUND,
-            thread_id=thread_id,
+            thread_id=t.thread_id,
             counterparty_email=sender,
             counterparty_name=last.from_name or "",
-            summary=f'Reply owed to {sender}: "{subject}"',
+            summary=f'Reply owed to {sender}: "{t.subject}"',
             opened_at=started,
             last_activity_at=last.sent_at,
-            due=_deadline(asking, timezones),
+            due=_deadline(asking, t.timezones),
             # The ask and each chase of it ("Follow up: …"), newest last.
             evidence=[
-                _evidence(m, asks_of_me(m, now=now, owners=owners)) for m in asking
+                _evidence(m, asks_of_me(m, now=t.now, owners=owners)) for m in asking
             ]
             + ([_evidence(last)] if last is not asking[-1] else []),
         )
     )
     return verdict
+
+
+def _asks_owed(
+    subs: list[MailMessage], run: list[MailMessage], sender: str, t: _Thread
+) -> tuple[list[MailMessage], str]:
+    """(their messages of the turn that ask something of me, "") or ([], why no
+    reply is owed). An ask counts when a person's newest unquoted text, addressed
+    to me and not to a crowd (a reply naming me alone in To after my message in
+    the thread is addressed to me whatever its Cc: ``crowd_ask``), asks something
+    of me (``loops.asks``). No reply is owed to an automated sender, after my
+    decline, without such an ask (``crowd``, ``jest_on_list``, ``no_ask``), when
+    later contact supersedes it
+    (``superseded_by_contact``), or a long-past "silence means yes"
+    (``settled_by_silence``). SPEC §5.1a reply expectation."""
+    owners, now = t.owners, t.now
+    before = subs[: next((i for i, m in enumerate(subs) if m is run[0]), 0)]
+    if t.kinds.get(sender) == AUTOMATED:
+        return [], "automated_sender"
+    if before and is_mine(before[-1], owners) and declines(reply_text(before[-1].body)):
+        # I declined ("Thank you anyway"); their rebuttal or next offer in the
+        # thread is a pitch, not an ask I owe an answer to.
+        return [], "after_my_decline"
+    asking = [
+        m
+        for m in run
+        if owners & {a.lower() for a in m.to}
+        and t.kinds.get((m.from_addr or "").lower()) != AUTOMATED
+        and not crowd_ask(m, owners, before)
+        and not addressed_elsewhere(m, owners)
+        and asks_of_me(m, now=now, owners=owners)
+    ]
+    if not asking:
+        if any(addressed_to_crowd(m) for m in run):
+            return [], "crowd"
+        if any(
+            through_list(m) and live_asks(ask_text(m), sent_at=m.date, now=now)
+            for m in run
+        ):
+            return [], "jest_on_list"
+        return [], "no_ask"
+    if why := superseded_by_contact(
+        LoopType.UNANSWERED_INBOUND,
+        asking[-1].date,
+        t.contacts.get(sender, Contact()),
+        now,
+    ):
+        return asking, why
+    if any(
+        settles_by_silence(reply_text(m.body), sent_at=m.date, now=now)
+        for m in run
+        if m.sent_at >= asking[-1].sent_at
+    ):
+        # "If I do not hear from you by COB tomorrow I take your silence as
+        # acceptance", long past: they went ahead without my answer.
+        return asking, "settled_by_silence"
+    return asking, ""
 
 
 _SPACE_BEFORE_PUNCT = re.compile(r"\s+(?=[,.;:?!])")

@@ -3,6 +3,7 @@ reach an extractor at all. No sender, domain, subject or body matching."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from loops.definitions import (
@@ -15,8 +16,43 @@ from loops.message import SPAM, TRASH, MailMessage
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Sequence
+    from datetime import datetime
 
     from loops.detectors import Mutes
+
+# Extractors read only threads whose newest message is this close to the newest
+# message of the source (SPEC §5.3), so a historical mailbox behaves like a live one.
+EXTRACTION_WINDOW = timedelta(days=30)
+
+
+def revision_key(
+    *, extractor: str, source_id: str, thread_id: str, messages: Sequence[MailMessage]
+) -> str:
+    """Idempotency key per thread revision (SPEC §5.3): extractor, source, thread,
+    the newest message's time in ms (0 when none is dated)."""
+    newest = max((m.date for m in messages if m.date), default=None)
+    stamp = int(newest.timestamp() * 1000) if newest else 0
+    return f"{extractor}:{source_id}:{thread_id}:{stamp}"
+
+
+def extraction_gate(
+    messages: Sequence[MailMessage],
+    *,
+    owner_addresses: Collection[str],
+    mutes: Mutes,
+    thread_id: str,
+    source_newest: datetime,
+) -> tuple[bool, str]:
+    """``extraction_eligibility``, then the 30-day window: an eligible thread whose
+    newest message is undated or older than ``EXTRACTION_WINDOW`` before
+    ``source_newest`` is ``(False, "outside_30_day_window")``."""
+    eligible, reason = extraction_eligibility(
+        messages, owner_addresses=owner_addresses, mutes=mutes, thread_id=thread_id
+    )
+    newest = max((m.date for m in messages if m.date), default=None)
+    if eligible and (newest is None or newest < source_newest - EXTRACTION_WINDOW):
+        return False, "outside_30_day_window"
+    return eligible, reason
 
 
 def extraction_eligibility(

@@ -41,11 +41,15 @@ from loops.definitions import (
 from loops.detectors import (
     CLOSED_BY_NOT_EXPECTED,
     Mutes,
+    Verdict,
     detect_thread,
     posted_list,
     superseded_by_contact,
 )
-from loops.eligibility import extraction_eligibility
+from loops.eligibility import (
+    extraction_gate,
+    revision_key,
+)
 from loops.extraction import extraction_enqueue
 from loops.extractors.fulfilment import (
     FREE_MAIL,
@@ -125,7 +129,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-EXTRACTION_WINDOW = timedelta(days=30)
 BATCH = 200
 MAILBOX_WINDOW = timedelta(days=MAILBOX_WINDOW_DAYS)
 COMMITMENT_TYPES = (LoopType.COMMITMENT_OWED_BY_ME, LoopType.COMMITMENT_OWED_TO_ME)
@@ -184,10 +187,11 @@ def thread_rule_extract(
     The ``ExtractionRun`` row that makes it idempotent is saved at once, or, when
     a batch caller passes ``runs``, appended unsaved for it to insert in bulk.
     ``timezones``: the senders' zones (default ``SenderTimezones(messages)``)."""
-    owners = {a.lower() for a in source.owner_addresses}
-    newest = max((m.date for m in messages if m.date), default=None)
-    key = f"{Detector.RULE_EXTRACT}:{source.id}:{thread_id}:" + (
-        str(int(newest.timestamp() * 1000)) if newest else "0"
+    key = revision_key(
+        extractor=Detector.RULE_EXTRACT,
+        source_id=source.id,
+        thread_id=thread_id,
+        messages=messages,
     )
     if (
         (key in known_keys)
@@ -195,52 +199,26 @@ def thread_rule_extract(
         else (ExtractionRun.objects.filter(idempotency_key=key).exists())
     ):
         return {"status": "noop", "reason": "same_revision", "loops": 0}
-    eligible, reason = extraction_eligibility(
-        messages, owner_addresses=owners, mutes=mutes, thread_id=thread_id
+    eligible, reason = extraction_gate(
+        messages,
+        owner_addresses=source.owner_addresses,
+        mutes=mutes,
+        thread_id=thread_id,
+        source_newest=source_newest,
     )
-    if eligible and (newest is None or newest < source_newest - EXTRACTION_WINDOW):
-        eligible, reason = False, "outside_30_day_window"
     loop_ids: list[int] = []
     # No savepoint of its own: ``process_threads`` runs each thread in one.
     with transaction.atomic(savepoint=False):
         if eligible:
-            candidates = rule_extract(
-                messages,
-                owner_addresses=owners,
-                timezones=(
-                    timezones if timezones is not None else SenderTimezones(messages)
-                ),
+            loop_ids = _project_rule_candidates(
+                source=source,
+                thread_id=thread_id,
+                messages=messages,
+                page=page,
+                coverage=coverage,
+                now=source_newest,
+                timezones=timezones,
             )
-            for c in candidates:
-                if keeping_unseen(
-                    c.direction,
-                    c.quote or c.text,
-                    at=c.message.sent_at,
-                    coverage=coverage,
-                    now=source_newest,
-                ):
-                    continue
-                loop, _ = loop_project_commitment(
-                    source=source,
-                    thread_id=thread_id,
-                    page=page,
-                    item=CommitmentInput(
-                        direction=c.direction,
-                        text=c.text,
-                        quote=c.quote,
-                        due=c.due,
-                        counterparty_email=c.counterparty_email,
-                        counterparty_name=c.counterparty_name,
-                        message_id=c.message.message_id,
-                        raw_record_id=c.message.raw_record_id,
-                        message_date=c.message.sent_at,
-                        confidence=c.confidence,
-                        link=c.message.link or "",
-                    ),
-                    detector=Detector.RULE_EXTRACT,
-                    actor="rule_extract",
-                )
-                loop_ids.append(loop.pk)
         run = ExtractionRun(
             source=source,
             thread_id=thread_id,
@@ -261,6 +239,59 @@ def thread_rule_extract(
         "reason": reason,
         "loops": len(loop_ids),
     }
+
+
+def _project_rule_candidates(
+    *,
+    source: Source,
+    thread_id: str,
+    messages: Sequence[MailMessage],
+    page: Page | None,
+    coverage: MailCoverage | None,
+    now: datetime,
+    timezones: Mapping[str, tzinfo] | None = None,
+) -> list[int]:
+    """Project every ``rule_extract`` candidate of the thread (SPEC §5.3) but a
+    promise whose keeping the source cannot show (``keeping_unseen``); returns
+    the loop ids written."""
+    owners = {a.lower() for a in source.owner_addresses}
+    loop_ids: list[int] = []
+    candidates = rule_extract(
+        messages,
+        owner_addresses=owners,
+        timezones=timezones if timezones is not None else SenderTimezones(messages),
+    )
+    for c in candidates:
+        if keeping_unseen(
+            c.direction,
+            c.quote or c.text,
+            at=c.message.sent_at,
+            coverage=coverage,
+            now=now,
+        ):
+            continue
+        loop, _ = loop_project_commitment(
+            source=source,
+            thread_id=thread_id,
+            page=page,
+            item=CommitmentInput(
+                direction=c.direction,
+                text=c.text,
+                quote=c.quote,
+                due=c.due,
+                counterparty_email=c.counterparty_email,
+                counterparty_name=c.counterparty_name,
+                message_id=c.message.message_id,
+                raw_record_id=c.message.raw_record_id,
+                message_date=c.message.sent_at,
+                confidence=c.confidence,
+                link=c.message.link or "",
+            ),
+            detector=Detector.RULE_EXTRACT,
+            actor="rule_extract",
+        )
+        loop_ids.append(loop.pk)
+    return loop_ids
 
 
 def thread_follow_up(
@@ -285,11 +316,8 @@ def thread_follow_up(
                 source=source, thread_id=thread_id, status=LoopStatus.OPEN
             )
         )
-    loops = [lp for lp in open_loops if lp.loop_type in COMMITMENT_TYPES]
-    if not loops:
-        return counts
     zones = timezones if timezones is not None else SenderTimezones(messages)
-    for loop in loops:
+    for loop in [lp for lp in open_loops if lp.loop_type in COMMITMENT_TYPES]:
         later = later_in_thread(loop, messages)
         if _close_if_kept(loop=loop, later=later, owners=owners):
             counts["fulfilled"] += 1
@@ -298,71 +326,82 @@ def thread_follow_up(
             loop.loop_type == LoopType.COMMITMENT_OWED_BY_ME
             and loop.fulfilment_suspected_at is None
         ):
-            promise_words = _content_words(loop.summary.split(":", 1)[-1])
-            for m in later:
-                if not is_mine(m, owners):
-                    continue
-                text = reply_text(m.body)
-                reason = ""
-                if m.attachments:
-                    reason = "attachment"
-                elif DELIVERY_RE.search(text) and promise_words & _content_words(text):
-                    reason = "wording"
-                if reason:
-                    evidence = {
+            counts["fulfilment_suspected"] += _suspect_fulfilment(loop, later, owners)
+        if loop.due_at is not None:
+            counts["corrected"] += _correct_due(loop, later, zones)
+    return counts
+
+
+def _suspect_fulfilment(
+    loop: OpenLoop, later: Sequence[MailMessage], owners: set[str]
+) -> int:
+    """Mark my promise ``fulfilment_suspected`` (SPEC §5.4) on my first later
+    message with an attachment or delivery wording sharing its content words;
+    returns 1 when marked, else 0."""
+    promise_words = _content_words(loop.summary.split(":", 1)[-1])
+    for m in later:
+        if not is_mine(m, owners):
+            continue
+        text = reply_text(m.body)
+        reason = ""
+        if m.attachments:
+            reason = "attachment"
+        elif DELIVERY_RE.search(text) and promise_words & _content_words(text):
+            reason = "wording"
+        if reason:
+            evidence = _closing_evidence(m, reason)
+            evidence["attachments"] = [a.get("filename", "") for a in m.attachments][:5]
+            marked = loop_mark_fulfilment_suspected(loop=loop, evidence=evidence)
+            return int(bool(marked))
+    return 0
+
+
+def _correct_due(
+    loop: OpenLoop, later: Sequence[MailMessage], zones: Mapping[str, tzinfo]
+) -> int:
+    """Apply the deadline corrections of later messages ("let's make it Monday",
+    SPEC §5.4) not applied yet (after the last ``due_corrected`` event's message),
+    each read in its writer's zone (``zones``: message id → zone); returns how
+    many changed the due date."""
+    last = (
+        LoopEvent.objects.filter(
+            loop=loop, event_type=LoopEvent.EventType.DUE_CORRECTED
+        )
+        .order_by("-event_time")
+        .first()
+    )
+    stamp = (
+        (last.extra_data.get("evidence") or {}).get("message_date") if last else None
+    )
+    floor = datetime.fromisoformat(stamp) if stamp else loop.opened_at
+    corrected = 0
+    for m in later:
+        if m.sent_at <= floor:
+            continue
+        for sentence in split_sentences(reply_text(m.body)):
+            trigger = CORRECTION_RE.search(sentence)
+            when = DEADLINE_RE.search(sentence, trigger.end()) if trigger else None
+            if not when:
+                continue
+            day = resolve_due(when.group(0), m.sent_at, zones[m.message_id])
+            if day is None:
+                continue
+            new_due = due_end_of_day(day)
+            if new_due != loop.due_at:
+                loop = loop_correct_due(
+                    loop=loop,
+                    due_at=new_due,
+                    actor="detector",
+                    evidence={
                         "message_id": m.message_id,
                         "raw_record_id": m.raw_record_id,
-                        "quote": collapse(text)[:200],
-                        "reason": reason,
-                        "attachments": [a.get("filename", "") for a in m.attachments][
-                            :5
-                        ],
-                    }
-                    if loop_mark_fulfilment_suspected(loop=loop, evidence=evidence):
-                        counts["fulfilment_suspected"] += 1
-                    break
-        if loop.due_at is None:
-            continue
-        last = (
-            LoopEvent.objects.filter(
-                loop=loop, event_type=LoopEvent.EventType.DUE_CORRECTED
-            )
-            .order_by("-event_time")
-            .first()
-        )
-        stamp = (
-            (last.extra_data.get("evidence") or {}).get("message_date")
-            if last
-            else None
-        )
-        floor = datetime.fromisoformat(stamp) if stamp else loop.opened_at
-        for m in later:
-            if m.sent_at <= floor:
-                continue
-            for sentence in split_sentences(reply_text(m.body)):
-                trigger = CORRECTION_RE.search(sentence)
-                when = DEADLINE_RE.search(sentence, trigger.end()) if trigger else None
-                if not when:
-                    continue
-                day = resolve_due(when.group(0), m.sent_at, zones[m.message_id])
-                if day is None:
-                    continue
-                new_due = due_end_of_day(day)
-                if new_due != loop.due_at:
-                    loop = loop_correct_due(
-                        loop=loop,
-                        due_at=new_due,
-                        actor="detector",
-                        evidence={
-                            "message_id": m.message_id,
-                            "raw_record_id": m.raw_record_id,
-                            "quote": sentence[:200],
-                            "message_date": m.sent_at.isoformat(),
-                        },
-                    )
-                    counts["corrected"] += 1
-                floor = m.sent_at
-    return counts
+                        "quote": sentence[:200],
+                        "message_date": m.sent_at.isoformat(),
+                    },
+                )
+                corrected += 1
+            floor = m.sent_at
+    return corrected
 
 
 class ReplyLoop(Protocol):
@@ -465,15 +504,25 @@ def _close_if_kept(
     kept = kept_message(loop=loop, later=later, owners=owners, sibling=sibling)
     if kept is None:
         return False
-    loop_mark_fulfilment_suspected(
-        loop=loop,
-        evidence={
-            "message_id": kept.message_id,
-            "raw_record_id": kept.raw_record_id,
-            "quote": collapse(reply_text(kept.body))[:200],
-            "reason": "kept_in_other_thread" if sibling else "kept_in_thread",
-        },
-    )
+    reason = "kept_in_other_thread" if sibling else "kept_in_thread"
+    return _close_fulfilled(loop, kept, reason)
+
+
+def _closing_evidence(m: MailMessage, reason: str) -> dict[str, Any]:
+    """Evidence of the message that settles a loop: ``{message_id, raw_record_id,
+    quote (its collapsed reply text, ≤ 200 chars), reason}``."""
+    return {
+        "message_id": m.message_id,
+        "raw_record_id": m.raw_record_id,
+        "quote": collapse(reply_text(m.body))[:200],
+        "reason": reason,
+    }
+
+
+def _close_fulfilled(loop: OpenLoop, kept: MailMessage, reason: str) -> bool:
+    """Mark ``loop`` fulfilment-suspected by ``kept`` and confirm it at once (done,
+    closed_by ``fulfilled``, SPEC §5.4 high confidence); True if it closed."""
+    loop_mark_fulfilment_suspected(loop=loop, evidence=_closing_evidence(kept, reason))
     return bool(loop_confirm_fulfilment(loop=loop, actor="detector")["closed"])
 
 
@@ -509,19 +558,7 @@ def loops_sibling_fulfilment(*, source: Source, now: datetime) -> int:
     )
     closed = 0
     for index, kept in sibling_kept(source=source, loops=loops, now=now):
-        loop = loops[index]
-        loop_mark_fulfilment_suspected(
-            loop=loop,
-            evidence={
-                "message_id": kept.message_id,
-                "raw_record_id": kept.raw_record_id,
-                "quote": collapse(reply_text(kept.body))[:200],
-                "reason": "kept_in_other_thread",
-            },
-        )
-        closed += int(
-            bool(loop_confirm_fulfilment(loop=loop, actor="detector")["closed"])
-        )
+        closed += _close_fulfilled(loops[index], kept, "kept_in_other_thread")
     return closed
 
 
@@ -725,36 +762,18 @@ def _reported_reaching(
     someone ("I spoke to Brent D."): the answer to their ask that I contact a
     person."""
     for m in later:
-        if is_mine(m, owners) and party in {a.lower() for a in (*m.to, *m.cc) if a}:
-            if reports_reaching(reply_text(m.body)):
-                return m
+        to_them = party in {a.lower() for a in (*m.to, *m.cc) if a}
+        if is_mine(m, owners) and to_them and reports_reaching(reply_text(m.body)):
+            return m
     return None
 
 
 def loops_settled_elsewhere(*, source: Source, now: datetime) -> int:
-    """Reply loops settled in ANOTHER thread (SPEC §5.1a). An open
-    ``unanswered_outbound`` loop with a counterparty closes when, after my ask and
-    by ``now``, the counterparty wrote to me in another thread titled with the
-    matter (its subject shares ``SIBLING_SHARED`` content words with my asking
-    text: ``done``, ``reply_detected``), or the colleague my ask handed it to
-    (``_delegate_of``) wrote to me in any thread (``done``, ``reply_detected``), or
-    I sent the very text I had asked them
-    to look at on to other people (``dropped``, ``CLOSED_BY_SENT_ON``), or, for my
-    ask waiting on the mailing list I posted it to, I posted to that list again on
-    its topic (``_settled_on_list``: ``done``, ``reply_detected``). An open
-    ``unanswered_inbound`` loop closes (``done``, ``reply_detected``) when, after
-    their last message, I wrote to them in another thread whose subject shares
-    ``SIBLING_SHARED`` content words with theirs, or, when they asked me to get in
-    touch with someone (``asks_for_contact``), a later message of mine to them in
-    any thread reports that I reached someone (``_reported_reaching``). The
-    closing message is the
-    event's evidence. Failing those, a reply loop whose counterparty (any of their
-    addresses) and I were in touch since, as the detector judges a thread
-    (``loops.detectors.superseded_by_contact`` over ``sender_contacts``), drops
-    as ``not_expected: <reason>``: new mail in other threads settles loops of
-    threads it did not touch (a live sync, a grown mailbox). Runs at the end of ``process_threads``; the rule itself is
-    ``settled_elsewhere``, which a ``waiting --as-of`` replay runs too. Returns the
-    number closed."""
+    """Close the open reply loops ``settled_elsewhere`` finds settled in ANOTHER
+    thread by ``now`` (SPEC §5.1a), each with its ``Settled`` status, ``closed_by``
+    and evidence: new mail in other threads settles loops of threads it did not
+    touch (a live sync, a grown mailbox). Runs at the end of ``process_threads``;
+    a ``waiting --as-of`` replay runs the rule itself. Returns the number closed."""
     # Only the columns the passes read: every batch of an import reads every open
     # reply loop again, and ``loop_close`` re-reads the one it closes.
     loops = list(
@@ -801,29 +820,69 @@ class Settled:
     evidence: dict[str, Any]
 
 
-def settled_elsewhere(
+_Dated = tuple[list["MailMessage"], list[datetime]]
+
+
+@dataclass
+class _Exchanges:
+    """The substantive exchanges the cross-thread passes read (oldest first), each
+    list with its sent dates for bisection, indexed two ways so each loop reads one
+    person's suffix instead of every later message (SPEC §11 loop-heavy ingest):
+    my messages by recipient (To, Cc) and all messages by sender."""
+
+    every: _Dated
+    mine_to: dict[str, _Dated]
+    by_sender: dict[str, _Dated]
+
+    @classmethod
+    def index(cls, messages: list[MailMessage], owners: set[str]) -> _Exchanges:
+        """Index ``messages`` (oldest first) by my recipients and by sender."""
+        mine_to: dict[str, list[MailMessage]] = {}
+        by_sender: dict[str, list[MailMessage]] = {}
+        for m in messages:
+            if is_mine(m, owners):
+                for address in {a.lower() for a in (*m.to, *m.cc) if a}:
+                    mine_to.setdefault(address, []).append(m)
+            by_sender.setdefault((m.from_addr or "").lower(), []).append(m)
+
+        def dated(ms: list[MailMessage]) -> _Dated:
+            return ms, [m.sent_at for m in ms]
+
+        return cls(
+            dated(messages),
+            {a: dated(ms) for a, ms in mine_to.items()},
+            {a: dated(ms) for a, ms in by_sender.items()},
+        )
+
+    def mine_to_after(
+        self, party: str, moment: datetime, thread_id: str
+    ) -> list[MailMessage]:
+        """My messages to ``party`` after ``moment`` outside ``thread_id``."""
+        return _later_elsewhere(*self.mine_to.get(party, ([], [])), moment, thread_id)
+
+    def from_after(
+        self, address: str, moment: datetime, thread_id: str
+    ) -> list[MailMessage]:
+        """Messages from ``address`` after ``moment`` outside ``thread_id``."""
+        return _later_elsewhere(
+            *self.by_sender.get(address, ([], [])), moment, thread_id
+        )
+
+    def all_after(self, moment: datetime, thread_id: str) -> list[MailMessage]:
+        """Every exchange after ``moment`` outside ``thread_id``."""
+        return _later_elsewhere(*self.every, moment, thread_id)
+
+
+def _outbound_delegates(
     *,
     source: Source,
-    loops: Sequence[ReplyLoop],
-    now: datetime,
+    candidates: Sequence[tuple[int, ReplyLoop]],
     threads: Mapping[str, Sequence[MailMessage]],
-    known: tuple[Mapping[str, frozenset[str]], Mapping[str, Contact]] | None = None,
-) -> list[Settled]:
-    """The rule of ``loops_settled_elsewhere`` (SPEC §5.1a), read-only: which of
-    the open reply ``loops`` (``unanswered_outbound``/``unanswered_inbound`` with
-    a counterparty; other loops are skipped) are settled in another thread by
-    ``now``. ``threads`` maps each loop's thread id to its messages (a replay
-    passes only those dated up to ``now``); the other threads' mail is read from
-    the source up to ``now``; ``known`` (a replay's people and contacts,
-    ``replay_senders``) defaults to the stored profiles' (``people_contacts``):
-    mail from any address of the counterparty counts as theirs. Returns one ``Settled`` per loop that closes, in
-    the order of ``loops``. Writes nothing."""
-    owners = {a.lower() for a in source.owner_addresses}
-    candidates = _with_counterparty(
-        loops, (LoopType.UNANSWERED_OUTBOUND, LoopType.UNANSWERED_INBOUND)
-    )
-    if not candidates:
-        return []
+    owners: set[str],
+    now: datetime,
+) -> dict[int, str]:
+    """Loop index → the colleague each outbound ask handed the matter to
+    (``_delegate_of`` over my asking text since the loop opened)."""
     delegates: dict[int, str] = {}
     for i, loop in candidates:
         if loop.loop_type != LoopType.UNANSWERED_OUTBOUND:
@@ -838,187 +897,229 @@ def settled_elsewhere(
         )
         if delegate:
             delegates[i] = delegate
+    return delegates
+
+
+_Settlement = tuple["MailMessage | None", "MailMessage | None", str]
+
+
+def _inbound_settlement(
+    loop: ReplyLoop,
+    thread: Sequence[MailMessage],
+    party: str,
+    ex: _Exchanges,
+    owners: set[str],
+) -> _Settlement | None:
+    """(answer, None, reason) for their ask: my reply in another thread on its
+    subject, or my report that I reached whom they asked me to; None when they
+    wrote nothing in the thread (the loop is skipped)."""
+    theirs = [m for m in thread if (m.from_addr or "").lower() == party]
+    if not theirs:
+        return None
+    asked = max(theirs, key=lambda m: m.sent_at)
+    later = ex.mine_to_after(party, asked.sent_at, loop.thread_id)
+    answer = _replied_in(asked.subject or "", later, party, owners)
+    if answer is None and asks_for_contact(
+        " ".join(reply_text(m.body) for m in theirs)
+    ):
+        return _reported_reaching(later, party, owners), None, "reported_reaching"
+    return answer, None, "replied_in_other_thread"
+
+
+def _ask_words(
+    asking: Sequence[MailMessage], kin: Collection[str], owners: set[str]
+) -> set[str]:
+    """Content stems of my asking text, without the names (theirs, mine): names are
+    no matter asked about."""
+    names = [
+        *(a.split("@")[0].replace(".", " ") for a in kin),
+        *(o.split("@")[0].replace(".", " ") for o in owners),
+        asking[0].from_name,
+    ]
+    return content_stems(" ".join(reply_text(m.body) for m in asking)) - content_stems(
+        " ".join(names)
+    )
+
+
+def _outbound_settlement(
+    loop: ReplyLoop,
+    thread: Sequence[MailMessage],
+    party: str,
+    *,
+    ex: _Exchanges,
+    owners: set[str],
+    kin: Collection[str],
+    delegate: str | None,
+    now: datetime,
+) -> _Settlement | None:
+    """(answer, sent_on, reason) for my ask, the first pass that finds one: their
+    answer elsewhere, their delivery, the delegate's answer, my text sent on, my
+    later post to the list it waits on; None when I asked nothing in the thread
+    since the loop opened (the loop is skipped)."""
+    asking = [
+        m for m in thread if is_mine(m, owners) and loop.opened_at <= m.sent_at <= now
+    ]
+    if not asking:
+        return None
+    words = _ask_words(asking, kin, owners)
+    theirs = sorted(
+        (
+            m
+            for address in sorted(kin)
+            for m in ex.from_after(address, loop.opened_at, loop.thread_id)
+        ),
+        key=lambda m: m.sent_at,
+    )
+    answer = _answered_in(words, theirs, owners)
+    if answer is not None:
+        return answer, None, "answered_in_other_thread"
+    answer = _delivered_in(words, theirs, owners, asking[-1].sent_at)
+    if answer is not None:
+        return answer, None, "delivered_in_other_thread"
+    if delegate:
+        later = ex.from_after(delegate, loop.opened_at, loop.thread_id)
+        answer = _delegate_answered(later, delegate, owners)
+        if answer is not None:
+            return answer, None, "answered_by_delegate"
+    if len(words) >= SENT_ON_MIN_WORDS:
+        later = ex.all_after(loop.opened_at, loop.thread_id)
+        sent_on = _sent_on(words, later, party, owners)
+        if sent_on is not None:
+            return None, sent_on, "sent_on"
+    later = ex.mine_to_after(party, asking[-1].sent_at, loop.thread_id)
+    return _settled_on_list(asking[-1], party, owners, later), None, "settled_on_list"
+
+
+def _superseded(
+    index: int,
+    loop: ReplyLoop,
+    thread: Sequence[MailMessage],
+    party: str,
+    *,
+    contact: Contact,
+    owners: set[str],
+    now: datetime,
+) -> Settled | None:
+    """No answer elsewhere, but later contact with the person (any of their
+    addresses): the rule the detector applies to the thread itself
+    (``superseded_by_contact``), for loops whose thread the new mail did not touch.
+    Drops as ``not_expected: <reason>``; None when still waiting."""
+    mine_here = [m for m in thread if is_mine(m, owners)]
+    if loop.loop_type == LoopType.UNANSWERED_OUTBOUND:
+        asked = (m.sent_at for m in mine_here if m.sent_at >= loop.opened_at)
+    else:
+        asked = (m.sent_at for m in thread if (m.from_addr or "").lower() == party)
+    why = superseded_by_contact(
+        loop.loop_type,
+        max(asked, default=None),
+        contact,
+        now,
+        own={m.date for m in mine_here},
+    )
+    if not why:
+        return None
+    return Settled(
+        index=index,
+        status=LoopStatus.DROPPED,
+        closed_by=f"{CLOSED_BY_NOT_EXPECTED}: {why}",
+        evidence={"reason": why},
+    )
+
+
+def _settled_by(index: int, settlement: _Settlement) -> Settled | None:
+    """The ``Settled`` for an answer (``done``, ``reply_detected``) or my text sent
+    on (``dropped``, ``CLOSED_BY_SENT_ON``), with the closing message and the reason
+    it closed as evidence (``_closing_evidence``); None when neither was found."""
+    answer, sent_on, reason = settlement
+    hit = answer or sent_on
+    if hit is None:
+        return None
+    return Settled(
+        index=index,
+        status=LoopStatus.DONE if answer else LoopStatus.DROPPED,
+        closed_by=CLOSED_BY_REPLY if answer else CLOSED_BY_SENT_ON,
+        evidence=_closing_evidence(hit, reason),
+    )
+
+
+def settled_elsewhere(
+    *,
+    source: Source,
+    loops: Sequence[ReplyLoop],
+    now: datetime,
+    threads: Mapping[str, Sequence[MailMessage]],
+    known: tuple[Mapping[str, frozenset[str]], Mapping[str, Contact]] | None = None,
+) -> list[Settled]:
+    """Reply loops settled in ANOTHER thread by ``now`` (SPEC §5.1a), read-only:
+    which of the open reply ``loops`` (others, and those without a counterparty,
+    are skipped). ``threads`` maps each loop's thread id to its messages (a replay
+    passes only those dated up to ``now``); the other threads' mail is read from
+    the source up to ``now``; ``known`` (a replay's people and contacts,
+    ``replay_senders``, default ``people_contacts``): mail from any address of
+    the counterparty is theirs. Returns a ``Settled`` per loop that closes, in
+    order. Writes nothing.
+
+    Stages: delegates of my asks → people's addresses → the exchanges since the
+    oldest loop, indexed → per loop, their ask or mine answered elsewhere
+    (``_inbound_settlement``, ``_outbound_settlement``: ``_settled_by``), else
+    later contact with them (``_superseded``: ``not_expected: <reason>``)."""
+    owners = {a.lower() for a in source.owner_addresses}
+    candidates = _with_counterparty(
+        loops, (LoopType.UNANSWERED_OUTBOUND, LoopType.UNANSWERED_INBOUND)
+    )
+    if not candidates:
+        return []
+    delegates = _outbound_delegates(
+        source=source, candidates=candidates, threads=threads, owners=owners, now=now
+    )
     people, contacts = known or people_contacts(
         source_id=source.id,
         addresses={lp.counterparty_email for _, lp in candidates},
     )
     kin = {
-        lp.counterparty_email.lower(): people.get(
-            lp.counterparty_email.lower(), frozenset({lp.counterparty_email.lower()})
-        )
-        for _, lp in candidates
+        party: people.get(party, frozenset({party}))
+        for party in (lp.counterparty_email.lower() for _, lp in candidates)
     }
-    messages = _substantive_exchanges(
-        source,
-        [lp for _, lp in candidates],
-        owners=owners,
-        now=now,
-        extra=set(delegates.values()).union(*kin.values()),
+    ex = _Exchanges.index(
+        _substantive_exchanges(
+            source,
+            [lp for _, lp in candidates],
+            owners=owners,
+            now=now,
+            extra=set(delegates.values()).union(*kin.values()),
+        ),
+        owners,
     )
-    sent = [m.sent_at for m in messages]
-    # My messages by recipient (To, Cc), oldest first: the only messages the passes
-    # for an inbound loop read (_replied_in, _reported_reaching), so each loop reads
-    # its party's list instead of every exchange.
-    mine_to: dict[str, list[MailMessage]] = {}
-    for m in messages:
-        if is_mine(m, owners):
-            for address in {a.lower() for a in (*m.to, *m.cc) if a}:
-                mine_to.setdefault(address, []).append(m)
-    mine_sent = {a: [m.sent_at for m in ms] for a, ms in mine_to.items()}
-    # The exchanges by sender, oldest first: an outbound loop's answer comes from
-    # its party (_answered_in) or its delegate (_delegate_answered), so each loop
-    # reads that sender's list instead of every later exchange.
-    by_sender: dict[str, list[MailMessage]] = {}
-    for m in messages:
-        by_sender.setdefault((m.from_addr or "").lower(), []).append(m)
-    by_sender_sent = {a: [m.sent_at for m in ms] for a, ms in by_sender.items()}
-
-    def later_from(address: str, moment: datetime, thread_id: str) -> list[MailMessage]:
-        return _later_elsewhere(
-            by_sender.get(address, []),
-            by_sender_sent.get(address, []),
-            moment,
-            thread_id,
-        )
-
     out: list[Settled] = []
     for i, loop in candidates:
         party = loop.counterparty_email.lower()
         thread = threads.get(loop.thread_id, [])
-        answer = sent_on = None
-        reason = ""
         if loop.loop_type == LoopType.UNANSWERED_INBOUND:
-            theirs = [m for m in thread if (m.from_addr or "").lower() == party]
-            if not theirs:
-                continue
-            asked = max(theirs, key=lambda m: m.sent_at)
-            later = _later_elsewhere(
-                mine_to.get(party, []),
-                mine_sent.get(party, []),
-                asked.sent_at,
-                loop.thread_id,
-            )
-            answer = _replied_in(asked.subject or "", later, party, owners)
-            reason = "replied_in_other_thread"
-            if answer is None and asks_for_contact(
-                " ".join(reply_text(m.body) for m in theirs)
-            ):
-                answer = _reported_reaching(later, party, owners)
-                reason = "reported_reaching"
+            settlement = _inbound_settlement(loop, thread, party, ex, owners)
         else:
-            asking = [
-                m
-                for m in thread
-                if is_mine(m, owners) and loop.opened_at <= m.sent_at <= now
-            ]
-            if not asking:
-                continue
-            # Names (theirs, mine) are no matter asked about.
-            ask_words = content_stems(
-                " ".join(reply_text(m.body) for m in asking)
-            ) - content_stems(
-                " ".join(
-                    [
-                        *(
-                            a.split("@")[0].replace(".", " ")
-                            for a in kin.get(party, {party})
-                        ),
-                        *(o.split("@")[0].replace(".", " ") for o in owners),
-                        asking[0].from_name,
-                    ]
-                )
+            settlement = _outbound_settlement(
+                loop,
+                thread,
+                party,
+                ex=ex,
+                owners=owners,
+                kin=kin.get(party, {party}),
+                delegate=delegates.get(i),
+                now=now,
             )
-            theirs = sorted(
-                (
-                    m
-                    for address in sorted(kin.get(party, {party}))
-                    for m in later_from(address, loop.opened_at, loop.thread_id)
-                ),
-                key=lambda m: m.sent_at,
-            )
-            answer = _answered_in(ask_words, theirs, owners)
-            reason = "answered_in_other_thread"
-            if answer is None:
-                answer = _delivered_in(ask_words, theirs, owners, asking[-1].sent_at)
-                reason = "delivered_in_other_thread"
-            if answer is None and i in delegates:
-                delegate = delegates[i]
-                answer = _delegate_answered(
-                    later_from(delegate, loop.opened_at, loop.thread_id),
-                    delegate,
-                    owners,
-                )
-                reason = "answered_by_delegate"
-            if answer is None and len(ask_words) >= SENT_ON_MIN_WORDS:
-                later = _later_elsewhere(messages, sent, loop.opened_at, loop.thread_id)
-                sent_on = _sent_on(ask_words, later, party, owners)
-                reason = "sent_on"
-            if answer is None and sent_on is None:
-                answer = _settled_on_list(
-                    asking[-1],
-                    party,
-                    owners,
-                    _later_elsewhere(
-                        mine_to.get(party, []),
-                        mine_sent.get(party, []),
-                        asking[-1].sent_at,
-                        loop.thread_id,
-                    ),
-                )
-                reason = "settled_on_list"
-        hit = answer or sent_on
-        if hit is None:
-            # No answer elsewhere, but later contact with the person (any of
-            # their addresses): the rule the detector applies to the thread
-            # itself, for loops whose thread the new mail did not touch.
-            mine_here = [m for m in thread if is_mine(m, owners)]
-            asked_at = (
-                max((m.sent_at for m in mine_here if m.sent_at >= loop.opened_at),
-                    default=None)
-                if loop.loop_type == LoopType.UNANSWERED_OUTBOUND
-                else max(
-                    (m.sent_at for m in thread
-                     if (m.from_addr or "").lower() == party),
-                    default=None,
-                )
-            )  # fmt: skip
-            why = superseded_by_contact(
-                loop.loop_type,
-                asked_at,
-                contacts.get(party, Contact()),
-                now,
-                own={m.date for m in mine_here},
-            )
-            if why:
-                out.append(
-                    Settled(
-                        index=i,
-                        status=LoopStatus.DROPPED,
-                        closed_by=f"{CLOSED_BY_NOT_EXPECTED}: {why}",
-                        evidence={"reason": why},
-                    )
-                )
+        if settlement is None:
             continue
-        out.append(
-            Settled(
-                index=i,
-                status=LoopStatus.DONE if answer else LoopStatus.DROPPED,
-                closed_by=CLOSED_BY_REPLY if answer else CLOSED_BY_SENT_ON,
-                evidence={
-                    "message_id": hit.message_id,
-                    "raw_record_id": hit.raw_record_id,
-                    "quote": collapse(reply_text(hit.body))[:200],
-                    # Why it closed: my reply in another thread to their ask
-                    # (replied_in_other_thread) or my report that I reached whom
-                    # they asked me to (reported_reaching); their answer to my
-                    # ask elsewhere (answered_in_other_thread), the colleague I
-                    # handed it to writing (answered_by_delegate), my ask sent
-                    # on to someone else (sent_on), or my later post on its
-                    # topic to the list it waits on (settled_on_list).
-                    "reason": reason,
-                },
-            )
+        settled = _settled_by(i, settlement) or _superseded(
+            i,
+            loop,
+            thread,
+            party,
+            contact=contacts.get(party, Contact()),
+            owners=owners,
+            now=now,
         )
+        if settled is not None:
+            out.append(settled)
     return out
 
 
@@ -1204,6 +1305,104 @@ def chunk_state(*, source: Source, thread_ids: Sequence[str]) -> ChunkState:
     return ChunkState(open_loops=open_loops, held=held, rule_keys=keys)
 
 
+def _thread_senders(
+    source: Source, messages: Sequence[MailMessage], preload: ChunkState | None
+) -> tuple[dict[str, str], dict[str, Contact], MailCoverage, dict[str, list[datetime]]]:
+    """What the detector reads beyond the thread (SPEC §5.1a): its addresses'
+    person/automated kinds, their contacts, the source's mail coverage and the
+    bounces; each from ``preload`` when the batch loaded it, else read now."""
+    state = preload or ChunkState(open_loops={}, held=set(), rule_keys=set())
+    owners = source.owner_addresses
+    kinds = state.kinds
+    if kinds is None:
+        kinds = senders_kinds(source=source, messages=messages)
+    contacts = state.contacts
+    if contacts is None:
+        contacts = sender_contacts(source_id=source.id, addresses=kinds)
+    coverage = state.coverage
+    if coverage is None:
+        coverage = mail_coverage(source_id=source.id, owners=owners)
+    bounces = state.undeliverable
+    if bounces is None:
+        bounces = undeliverable(source_id=source.id, owners=owners)
+    return kinds, contacts, coverage, bounces
+
+
+def source_thread_verdict(
+    messages: Sequence[MailMessage],
+    *,
+    source: Source,
+    mutes: Mutes,
+    now: datetime,
+    kinds: Mapping[str, str],
+    contacts: Mapping[str, Contact],
+    coverage: MailCoverage,
+    bounces: Mapping[str, Sequence[datetime]],
+    timezones: Mapping[str, tzinfo] | None = None,
+) -> Verdict:
+    """``detect_thread`` for one thread of ``source`` with the source's own
+    settings, as an import and a ``waiting --as-of`` replay both run it (SPEC
+    §5.2): its owner addresses, the coverage of its mail (whole and around each
+    ask), its bounces, ``settings.LOOPS_LIST_ASKS`` and the senders' zones
+    (``timezones``, for due dates)."""
+    return detect_thread(
+        messages,
+        owner_addresses=source.owner_addresses,
+        mutes=mutes,
+        now=now,
+        sender_kinds=kinds,
+        contacts=contacts,
+        answers_visible=coverage.whole,
+        undeliverable=bounces,
+        list_asks=settings.LOOPS_LIST_ASKS,
+        coverage=coverage,
+        timezones=timezones,
+    )
+
+
+def _thread_detect(
+    *,
+    source: Source,
+    thread_id: str,
+    messages: list[MailMessage],
+    now: datetime,
+    mutes: Mutes,
+    page: Page | None,
+    preload: ChunkState | None,
+    batch: LoopBatch | None,
+    zones: Mapping[str, tzinfo],
+) -> tuple[dict[str, int], str, bool, MailCoverage]:
+    """The deterministic detector on one thread and its verdict applied (SPEC
+    §5.2): (counts, the verdict's reason, whether the thread's stored loops
+    changed, the coverage read). Loops queued in ``batch`` are new detector
+    loops, which follow-up (commitments) never reads: they change nothing."""
+    kinds, contacts, coverage, bounces = _thread_senders(source, messages, preload)
+    verdict = source_thread_verdict(
+        messages,
+        source=source,
+        mutes=mutes,
+        now=now,
+        kinds=kinds,
+        contacts=contacts,
+        coverage=coverage,
+        bounces=bounces,
+        timezones=zones,
+    )
+    queued = len(batch.pending) if batch is not None else 0
+    counts = loop_apply_verdict(
+        source=source,
+        thread_id=thread_id,
+        verdict=verdict,
+        page=page,
+        open_loops=preload.open_loops.get(thread_id, []) if preload else None,
+        has_hold=(thread_id in preload.held) if preload else None,
+        batch=batch,
+    )
+    queued = (len(batch.pending) if batch is not None else 0) - queued
+    changed = bool(counts["closed"]) or counts["opened"] > queued
+    return counts, verdict.reason, changed, coverage
+
+
 def thread_process(
     *,
     source: Source,
@@ -1222,7 +1421,7 @@ def thread_process(
     detector's writes). ``messages``/``page`` may be preloaded (``page=False``: look
     it up); ``runs`` collects the unsaved extraction runs and ``batch`` the new
     detector loops for a batch caller, which writes them. Returns a per-thread
-    report."""
+    report ``{thread_id, detector, reason?, extraction?, follow_up?}``."""
     if messages is None:
         messages = thread_messages(source_id=source.id, thread_id=thread_id)
     subs = [m for m in messages if is_substantive(m) and m.sent_at <= now]
@@ -1237,61 +1436,24 @@ def thread_process(
     if page is False:
         page = thread_page(source_id=source.id, thread_id=thread_id)
     assert page is None or isinstance(page, Page)
-    kinds = (
-        preload.kinds
-        if preload is not None and preload.kinds is not None
-        else senders_kinds(source=source, messages=messages)
-    )
-    contacts = (
-        preload.contacts
-        if preload is not None and preload.contacts is not None
-        else sender_contacts(source_id=source.id, addresses=kinds)
-    )
-    coverage = (
-        preload.coverage
-        if preload is not None and preload.coverage is not None
-        else mail_coverage(source_id=source.id, owners=source.owner_addresses)
-    )
-    bounces = (
-        preload.undeliverable
-        if preload is not None and preload.undeliverable is not None
-        else undeliverable(source_id=source.id, owners=source.owner_addresses)
-    )
-    zones = (
-        preload.timezones
-        if preload is not None and preload.timezones is not None
-        else SenderTimezones(messages)
-    )
-    verdict = detect_thread(
-        messages,
-        owner_addresses=source.owner_addresses,
-        mutes=mutes,
-        now=now,
-        sender_kinds=kinds,
-        contacts=contacts,
-        answers_visible=coverage.whole,
-        undeliverable=bounces,
-        list_asks=settings.LOOPS_LIST_ASKS,
-        coverage=coverage,
-        timezones=zones,
-    )
-    open_loops = preload.open_loops.get(thread_id, []) if preload else None
-    queued = len(batch.pending) if batch is not None else 0
-    report["detector"] = loop_apply_verdict(
+    zones = preload.timezones if preload is not None else None
+    zones = zones if zones is not None else SenderTimezones(messages)
+    counts, reason, changed, coverage = _thread_detect(
         source=source,
         thread_id=thread_id,
-        verdict=verdict,
+        messages=messages,
+        now=now,
+        mutes=mutes,
         page=page,
-        open_loops=open_loops,
-        has_hold=(thread_id in preload.held) if preload else None,
+        preload=preload,
         batch=batch,
+        zones=zones,
     )
-    queued = (len(batch.pending) if batch is not None else 0) - queued
-    if report["detector"]["closed"] or report["detector"]["opened"] > queued:
-        # Changed: let follow-up re-read the thread's loops. Loops queued in the
-        # batch are new detector loops, which follow-up (commitments) never reads.
-        open_loops = None
-    report["reason"] = verdict.reason
+    report["detector"], report["reason"] = counts, reason
+    # Changed loops: let follow-up re-read them.
+    open_loops = (
+        None if changed or not preload else preload.open_loops.get(thread_id, [])
+    )
     visible = [m for m in messages if m.date is None or m.date <= now]
     if mode == "llm":
         extraction_enqueue(source_id=source.id, thread_id=thread_id)
@@ -1321,6 +1483,47 @@ def thread_process(
     return report
 
 
+_Preload = tuple[
+    dict[str, list["MailMessage"]],
+    dict[str, Page],
+    ChunkState,
+    "LoopBatch | None",
+]
+
+
+def _chunk_preload(
+    *, source: Source, thread_ids: list[str], scans: SourceScans | None, isolate: bool
+) -> _Preload:
+    """Load a chunk's messages, pages and ``ChunkState`` in a few queries (the
+    whole-source reads from ``scans`` when an import passes it), and the
+    ``LoopBatch`` its new detector loops are written with together at the end
+    (one savepoint-free chunk only: a retry thread by thread writes them one by
+    one)."""
+    messages = threads_messages(source_id=source.id, thread_ids=thread_ids)
+    pages = threads_pages(source_id=source.id, thread_ids=thread_ids)
+    state = chunk_state(source=source, thread_ids=thread_ids)
+    state.kinds = senders_kinds(
+        source=source, messages=(m for ms in messages.values() for m in ms)
+    )
+    state.timezones = SenderTimezones([m for ms in messages.values() for m in ms])
+    state.contacts = sender_contacts(source_id=source.id, addresses=state.kinds)
+    owners = source.owner_addresses
+    if scans is not None:
+        scans.refresh(owners)
+        state.coverage = scans.coverage()
+        state.undeliverable = scans.undeliverable()
+    else:
+        state.coverage = mail_coverage(source_id=source.id, owners=owners)
+        state.undeliverable = undeliverable(source_id=source.id, owners=owners)
+    if isolate:
+        return messages, pages, state, None
+    known = OpenLoop.objects.filter(source=source, thread_id__in=thread_ids)
+    batch = LoopBatch(
+        source=source, known=set(known.values_list("dedup_key", flat=True))
+    )
+    return messages, pages, state, batch
+
+
 def _chunk_process(
     *,
     source: Source,
@@ -1333,61 +1536,25 @@ def _chunk_process(
     scans: SourceScans | None = None,
 ) -> list[dict[str, Any] | None]:
     """``thread_process`` for a chunk of threads inside the caller's transaction,
-    with their messages, pages and state loaded in a few queries, and their
-    extraction runs and new detector loops (``LoopBatch``) inserted a few statements
-    per chunk. Returns one report per thread.
+    with their messages, pages and state loaded in a few queries
+    (``_chunk_preload``), and their extraction runs and new detector loops
+    inserted a few statements per chunk. Returns one report per thread.
 
-    ``scans`` (an import's ``SourceScans``) answers the whole-source reads from
-    the records added since the last chunk. ``isolate=False``: the first failing
-    thread raises (the caller rolls the chunk back). ``isolate=True``: each thread runs in its own savepoint; a failing one is
-    logged, rolled back alone and reported as ``None``.
+    ``isolate=False``: the first failing thread raises (the caller rolls the
+    chunk back). ``isolate=True``: each thread runs in its own savepoint; a
+    failing one is logged, rolled back alone and reported as ``None``.
     """
     preloaded = True
     try:
-        messages = threads_messages(source_id=source.id, thread_ids=thread_ids)
-        pages = threads_pages(source_id=source.id, thread_ids=thread_ids)
-        state: ChunkState | None = chunk_state(source=source, thread_ids=thread_ids)
-        state.kinds = senders_kinds(  # type: ignore[union-attr]
-            source=source, messages=(m for ms in messages.values() for m in ms)
-        )
-        state.timezones = SenderTimezones(  # type: ignore[union-attr]
-            [m for ms in messages.values() for m in ms]
-        )
-        state.contacts = sender_contacts(  # type: ignore[union-attr]
-            source_id=source.id,
-            addresses=state.kinds,  # type: ignore[union-attr]
-        )
-        if scans is not None:
-            scans.refresh(source.owner_addresses)
-            state.coverage = scans.coverage()  # type: ignore[union-attr]
-            state.undeliverable = scans.undeliverable()  # type: ignore[union-attr]
-        else:
-            state.coverage = mail_coverage(  # type: ignore[union-attr]
-                source_id=source.id, owners=source.owner_addresses
-            )
-            state.undeliverable = undeliverable(  # type: ignore[union-attr]
-                source_id=source.id, owners=source.owner_addresses
-            )
-        # New detector loops are written together at the end (one savepoint-free
-        # chunk only: a retry thread by thread writes them one by one).
-        batch = (
-            None
-            if isolate
-            else LoopBatch(
-                source=source,
-                known=set(
-                    OpenLoop.objects.filter(
-                        source=source, thread_id__in=thread_ids
-                    ).values_list("dedup_key", flat=True)
-                ),
-            )
+        messages, pages, state, batch = _chunk_preload(
+            source=source, thread_ids=thread_ids, scans=scans, isolate=isolate
         )
     except Exception:
         if not isolate:
             raise
         # One malformed record must not sink the batch: load thread by thread.
         logger.warning("loops: batch load failed for %s; per thread", source.id)
-        preloaded, messages, pages, state, batch = False, {}, {}, None, None
+        preloaded, messages, pages, batch = False, {}, {}, None
     runs: list[ExtractionRun] = []
     outcomes: list[dict[str, Any] | None] = []
     for thread_id in thread_ids:
@@ -1403,7 +1570,7 @@ def _chunk_process(
                     mode=mode,
                     messages=messages.get(thread_id, []) if preloaded else None,
                     page=pages.get(thread_id) if preloaded else False,
-                    preload=state,
+                    preload=state if preloaded else None,
                     runs=thread_runs,
                     batch=batch,
                 )
@@ -1419,6 +1586,41 @@ def _chunk_process(
         batch.flush()
     bulk_insert_objects(runs, conflict=["idempotency_key"])
     return outcomes
+
+
+def _process_start(
+    *, source_id: str, now: datetime | None, source_newest: datetime | None
+) -> tuple[Source, datetime, str, datetime, Mutes, str]:
+    """What every chunk of ``process_threads`` shares: (source, reference time,
+    its warning or "", the newest message date the extraction window counts
+    from, mutes, extraction mode). A message dated in the future is a wrong
+    clock, not the present: the newest message is read up to the wall clock."""
+    source = Source.objects.get(id=source_id)
+    ref, warning = reference_clock(source=source, as_of=now)
+    if source_newest is None:
+        wall = max(ref, timezone.now())
+        source_newest = newest_message_at(source_id=source.id, until=wall) or ref
+    mutes = mutes_for(source_id=source.id)
+    return source, ref, warning, source_newest, mutes, _extraction_mode()
+
+
+def _after_passes(source: Source, ref: datetime, report: dict[str, Any]) -> None:
+    """The source-wide passes after the threads (SPEC §5.4, §5.1a): staleness and
+    the 90-day window, then fulfilment in sibling threads and reply loops settled
+    elsewhere; each failure is logged and counted in ``report``."""
+    try:
+        report["stale"] = loops_stale_sweep(
+            source=source, now=ref
+        ) + loops_window_sweep(source=source, now=ref)
+    except Exception:
+        logger.exception("loops: staleness pass failed for %s", source.id)
+        report["failed"] += 1
+    try:
+        report["closed"] += loops_sibling_fulfilment(source=source, now=ref)
+        report["closed"] += loops_settled_elsewhere(source=source, now=ref)
+    except Exception:
+        logger.exception("loops: sibling fulfilment pass failed for %s", source.id)
+        report["failed"] += 1
 
 
 def process_threads(
@@ -1438,33 +1640,24 @@ def process_threads(
     mailbox, so results do not depend on its batch size). ``scans``: an
     importer's ``loops.selectors.SourceScans`` for ``source_id``, kept from batch
     to batch so each reads only the records added since (default: read the whole
-    source). Returns ``{threads,
-    failed, opened, closed, stale}`` plus ``warnings`` (a list of strings) when the
-    reference time needed one (a mailbox dated wholly after the wall clock). Never
-    raises: failures are logged and counted.
+    source). Returns ``{threads, failed, opened, closed, stale}`` plus
+    ``warnings`` (a list of strings) when the reference time needed one (a
+    mailbox dated wholly after the wall clock). Never raises: failures are
+    logged and counted.
     """
-    report: dict[str, Any] = {
-        "threads": 0,
-        "failed": 0,
-        "opened": 0,
-        "closed": 0,
-        "stale": 0,
-    }
+    report: dict[str, Any] = dict.fromkeys(
+        ("threads", "failed", "opened", "closed", "stale"), 0
+    )
     try:
-        source = Source.objects.get(id=source_id)
-        ref, warning = reference_clock(source=source, as_of=now)
-        if warning:
-            report["warnings"] = [warning]
-        if source_newest is None:
-            # A message dated in the future is a wrong clock, not the present.
-            wall = max(ref, timezone.now())
-            source_newest = newest_message_at(source_id=source.id, until=wall) or ref
-        mutes = mutes_for(source_id=source.id)
-        mode = _extraction_mode()
+        source, ref, warning, source_newest, mutes, mode = _process_start(
+            source_id=source_id, now=now, source_newest=source_newest
+        )
     except Exception:
         logger.exception("loops: cannot start processing for source %s", source_id)
         report["failed"] += 1
         return report
+    if warning:
+        report["warnings"] = [warning]
     wanted = list(dict.fromkeys(t for t in thread_ids if t))
     if source.kind == Source.Kind.MAILBOX:
         # An import moves the reference time forward: threads held in grace by an
@@ -1474,11 +1667,10 @@ def process_threads(
             t for t in held.values_list("thread_id", flat=True) if t not in wanted
         ]
     for start in range(0, len(wanted), BATCH):
-        chunk = wanted[start : start + BATCH]
         run = partial(
             _chunk_process,
             source=source,
-            thread_ids=chunk,
+            thread_ids=wanted[start : start + BATCH],
             now=ref,
             mutes=mutes,
             source_newest=source_newest,
@@ -1504,19 +1696,7 @@ def process_threads(
             if isinstance(counts, dict):
                 report["opened"] += counts["opened"] + counts["reopened"]
                 report["closed"] += counts["closed"]
-    try:
-        report["stale"] = loops_stale_sweep(
-            source=source, now=ref
-        ) + loops_window_sweep(source=source, now=ref)
-    except Exception:
-        logger.exception("loops: staleness pass failed for %s", source_id)
-        report["failed"] += 1
-    try:
-        report["closed"] += loops_sibling_fulfilment(source=source, now=ref)
-        report["closed"] += loops_settled_elsewhere(source=source, now=ref)
-    except Exception:
-        logger.exception("loops: sibling fulfilment pass failed for %s", source_id)
-        report["failed"] += 1
+    _after_passes(source, ref, report)
     return report
 
 

@@ -497,143 +497,168 @@ def _stats_for(stats: dict[str, SenderStats], address: str) -> SenderStats:
     return s
 
 
-def sender_stats(
-    messages: Iterable[MailMessage], *, owner_addresses: Collection[str]
-) -> dict[str, SenderStats]:
-    """Gather ``SenderStats`` for every non-owner From address of ``messages``
-    (the whole source: every thread, any order)."""
-    owners = {a.lower() for a in owner_addresses}
-    stats: dict[str, SenderStats] = {}
-    written_to: set[str] = set()
-    last_to: dict[str, datetime] = {}
-    threads_mine: set[str] = set()
-    senders_by_thread: dict[str, set[str]] = defaultdict(set)
-    mine: list[MailMessage] = []
-    # (their address, when, the quoted author) of the messages their replies quote:
-    # mine (``is_my_address``, judged once my own names are known) or not.
-    quoted_mine: list[tuple[str, datetime, QuotedAuthor]] = []
-    # (their address, when, their name) of their messages the source lacks but my
-    # reply quotes.
-    quoted_theirs: list[tuple[str, datetime, str]] = []
-    for m in messages:
-        if is_mine(m, owners):
-            mine.append(m)
-            author = replied_to_author(m)
-            if (
-                author is not None
-                and author.address
-                and author.address not in owners
-                and author.date is not None
-                and _quoted_in_time(author.date, m.date)
-            ):
-                quoted_theirs.append((author.address, author.date, author.name))
-            personal = len({*m.to, *m.cc, *m.bcc}) < CROWD
-            for a in (*m.to, *m.cc, *m.bcc):
-                if not a:
-                    continue
-                written_to.add(a.lower())
-                # My mailing to a crowd ("Happy spring!" to 29) is no contact
-                # with each of them (SPEC §5.1a supersede).
-                if (
-                    personal
-                    and m.date
-                    and (a.lower() not in last_to or m.date > last_to[a.lower()])
-                ):
-                    last_to[a.lower()] = m.date
-            threads_mine.add(m.thread_id)
+def _later(a: datetime | None, b: datetime) -> datetime:
+    """The later of ``a`` (None: never) and ``b``."""
+    return b if a is None or b > a else a
+
+
+@dataclass
+class _Tally:
+    """What ``sender_stats`` gathers in one pass over a source: the stats per
+    sender, who I wrote to (and when, personally), the threads I wrote in and
+    their senders, my messages, and the quoted headers to judge once my own names
+    are known: (their address, when, the quoted author) of the messages their
+    replies quote, and (their address, when, their name) of their messages the
+    source lacks but my reply quotes."""
+
+    owners: set[str]
+    stats: dict[str, SenderStats] = field(default_factory=dict)
+    written_to: set[str] = field(default_factory=set)
+    last_to: dict[str, datetime] = field(default_factory=dict)
+    threads_mine: set[str] = field(default_factory=set)
+    senders_by_thread: dict[str, set[str]] = field(
+        default_factory=lambda: defaultdict(set)
+    )
+    mine: list[MailMessage] = field(default_factory=list)
+    quoted_mine: list[tuple[str, datetime, QuotedAuthor]] = field(default_factory=list)
+    quoted_theirs: list[tuple[str, datetime, str]] = field(default_factory=list)
+
+    def wrote_to(self, address: str, when: datetime) -> None:
+        """I wrote to ``address`` personally at ``when``."""
+        self.written_to.add(address)
+        self.last_to[address] = _later(self.last_to.get(address), when)
+
+
+def _tally_mine(tally: _Tally, m: MailMessage) -> None:
+    """Count one message of mine: whom I wrote to (my mailing to a crowd, "Happy
+    spring!" to 29, is no contact with each of them: SPEC §5.1a supersede), the
+    thread, and the header of their message my reply quotes."""
+    owners = tally.owners
+    tally.mine.append(m)
+    author = replied_to_author(m)
+    if (
+        author is not None
+        and author.address
+        and author.address not in owners
+        and author.date is not None
+        and _quoted_in_time(author.date, m.date)
+    ):
+        tally.quoted_theirs.append((author.address, author.date, author.name))
+    personal = len({*m.to, *m.cc, *m.bcc}) < CROWD
+    for a in (*m.to, *m.cc, *m.bcc):
+        if not a:
             continue
-        address = (m.from_addr or "").lower()
-        if not address:
-            continue
-        s = _stats_for(stats, address)
-        s.messages += 1
-        recipients = {a.lower() for a in (*m.to, *m.cc) if a}
-        # Their mail to me, not an announcement to a crowd or a list I read.
-        direct = (
-            bool(owners & recipients)
-            and len(recipients) < CROWD
-            and not m.list_unsubscribe
-            and not m.mailing_list
-            and not any(is_list_address(a) for a in recipients)
-        )
-        if m.date and direct:
-            if s.last_from is None or m.date > s.last_from:
-                s.last_from = m.date
-        if m.from_name:
-            s.names.add(m.from_name.strip().lower())
-            display = person_name(m.from_name)
-            if display is not None and display.full and not _role_words(display.key()):
-                s.full_names[display.key()] += 1
-        signed = signed_name(reply_text(m.body), sender_names(m.from_name, address))
-        if signed and not _role_words(signed):
-            s.full_names[signed] += 1
-        author = replied_to_author(m)
-        if (
-            direct
-            and author is not None
-            and author.date is not None
-            and _quoted_in_time(author.date, m.date)
-        ):
-            # Only a reply to me: their list reply quoting my list post is no
-            # contact with me.
-            quoted_mine.append((address, author.date, author))
-        senders_by_thread[m.thread_id].add(address)
-        subject = normalise_subject(m.subject)
-        if subject != "(no subject)":
-            numbered = _DIGITS.sub("#", subject)
-            s.subjects[numbered] += 1
-            serial = _SERIAL.match(numbered)
-            if serial:
-                s.serials[serial.group(1)] += 1
-        opening = _opening(reply_text(m.body))
-        if len(opening) >= 20:
-            s.openings[opening.lower()] += 1
-        # A mailing list's footer is the list's wording, not the sender's: list
-        # traffic (List-Unsubscribe) is judged by the other signals. A message
-        # someone forwards is its writer's wording, not theirs (``unforwarded``).
-        written = unforwarded(m.body)
-        if not m.list_unsubscribe and _opt_out_footer_or_header(written):
-            s.opt_out += 1
-        if len(set(_MARKETING.findall(written[:6000].lower()))) >= 2:
-            s.marketing += 1
-        if len({*m.to, *m.cc}) >= CROWD:
-            s.crowd += 1
-        if getattr(m, "html_only", False):
-            s.html_only += 1
-    my_names = {
-        parsed.key()
-        for m in mine
-        if m.from_name
-        and (parsed := person_name(m.from_name)) is not None
-        and parsed.full
-    }
-    for address, when, author in quoted_mine:
-        if is_my_address(author, owners, my_names):
-            # Their reply quotes a message of mine the source lacks (sent from
-            # another client, an export without it): I wrote to them then.
-            written_to.add(address)
-            if address not in last_to or when > last_to[address]:
-                last_to[address] = when
-    for address, when, name in quoted_theirs:
-        # My reply quotes their message the source lacks: they wrote to me then.
-        s = _stats_for(stats, address)
-        if s.last_from is None or when > s.last_from:
-            s.last_from = when
+        if personal and m.date:
+            tally.wrote_to(a.lower(), m.date)
+        else:
+            tally.written_to.add(a.lower())
+    tally.threads_mine.add(m.thread_id)
+
+
+def _tally_theirs(tally: _Tally, m: MailMessage, address: str) -> None:
+    """Count one message from ``address``: volume, direct contact with me (not an
+    announcement to a crowd or a list I read), the names it goes by, the quoted
+    header of my message it replies to, and its wording (``_tally_wording``)."""
+    owners = tally.owners
+    s = _stats_for(tally.stats, address)
+    s.messages += 1
+    recipients = {a.lower() for a in (*m.to, *m.cc) if a}
+    direct = (
+        bool(owners & recipients)
+        and len(recipients) < CROWD
+        and not m.list_unsubscribe
+        and not m.mailing_list
+        and not any(is_list_address(a) for a in recipients)
+    )
+    if m.date and direct:
+        s.last_from = _later(s.last_from, m.date)
+    if m.from_name:
+        s.names.add(m.from_name.strip().lower())
+        display = person_name(m.from_name)
+        if display is not None and display.full and not _role_words(display.key()):
+            s.full_names[display.key()] += 1
+    signed = signed_name(reply_text(m.body), sender_names(m.from_name, address))
+    if signed and not _role_words(signed):
+        s.full_names[signed] += 1
+    author = replied_to_author(m)
+    if (
+        direct
+        and author is not None
+        and author.date is not None
+        and _quoted_in_time(author.date, m.date)
+    ):
+        # Only a reply to me: their list reply quoting my list post is no
+        # contact with me.
+        tally.quoted_mine.append((address, author.date, author))
+    tally.senders_by_thread[m.thread_id].add(address)
+    _tally_wording(s, m)
+
+
+def _tally_wording(s: SenderStats, m: MailMessage) -> None:
+    """Count the bulk-mail signals of one message (SPEC §5.1a sender class):
+    numbered and serial subjects, repeated openings, opt-out wording, marketing
+    words, crowds of recipients, HTML-only bodies."""
+    subject = normalise_subject(m.subject)
+    if subject != "(no subject)":
+        numbered = _DIGITS.sub("#", subject)
+        s.subjects[numbered] += 1
+        serial = _SERIAL.match(numbered)
+        if serial:
+            s.serials[serial.group(1)] += 1
+    opening = _opening(reply_text(m.body))
+    if len(opening) >= 20:
+        s.openings[opening.lower()] += 1
+    # A mailing list's footer is the list's wording, not the sender's: list
+    # traffic (List-Unsubscribe) is judged by the other signals. A message
+    # someone forwards is its writer's wording, not theirs (``unforwarded``).
+    written = unforwarded(m.body)
+    if not m.list_unsubscribe and _opt_out_footer_or_header(written):
+        s.opt_out += 1
+    if len(set(_MARKETING.findall(written[:6000].lower()))) >= 2:
+        s.marketing += 1
+    if len({*m.to, *m.cc}) >= CROWD:
+        s.crowd += 1
+    if getattr(m, "html_only", False):
+        s.html_only += 1
+
+
+def _tally_quotes(tally: _Tally, my_names: set[str]) -> None:
+    """Judge the quoted headers: their reply quoting a message of mine the source
+    lacks (sent from another client, an export without it) means I wrote to them
+    then; my reply quoting their message the source lacks means they wrote to me
+    then."""
+    for address, when, author in tally.quoted_mine:
+        if is_my_address(author, tally.owners, my_names):
+            tally.wrote_to(address, when)
+    for address, when, name in tally.quoted_theirs:
+        s = _stats_for(tally.stats, address)
+        s.last_from = _later(s.last_from, when)
         if name:
             s.names.add(name.strip().lower())
-        written_to.add(address)
-    for address, s in stats.items():
-        s.reciprocal = address in written_to
-        s.last_to = last_to.get(address)
+        tally.written_to.add(address)
+
+
+def _tally_names(tally: _Tally, my_names: set[str]) -> None:
+    """Per sender: reciprocity, when I last wrote, the full name of a
+    "first.last" local part; the owner's own names dropped (the owner on another
+    address is the owner, not a correspondent to merge with)."""
+    for address, s in tally.stats.items():
+        s.reciprocal = address in tally.written_to
+        s.last_to = tally.last_to.get(address)
         local = _LOCAL_FULL_NAME.match(address.split("@", 1)[0])
         if local and not s.role:
             parsed = person_name(f"{local.group(1)} {local.group(2)}")
             if parsed is not None and parsed.full and not _role_words(parsed.key()):
                 s.full_names[parsed.key()] += 1
         for name in my_names:
-            # The owner's own name on another address is the owner, not a
-            # correspondent to merge with.
             s.full_names.pop(name, None)
+
+
+def _tally_reports(tally: _Tally) -> None:
+    """When my own mail last reported contact with each person
+    (``reported_contacts``: "I spoke to Dana"), and which senders wrote in a
+    thread I wrote in."""
+    stats = tally.stats
     people = {
         address: {
             *_tokens(address.split("@", 1)[0]),
@@ -642,17 +667,41 @@ def sender_stats(
         for address, s in stats.items()
         if not s.noise and not s.role
     }
-    for m in mine:
+    for m in tally.mine:
         if not m.date:
             continue
         for address in reported_contacts(reply_text(m.body), people):
-            s = stats[address]
-            if s.last_reported is None or m.date > s.last_reported:
-                s.last_reported = m.date
-    for thread_id in threads_mine:
-        for address in senders_by_thread.get(thread_id, ()):
+            stats[address].last_reported = _later(stats[address].last_reported, m.date)
+    for thread_id in tally.threads_mine:
+        for address in tally.senders_by_thread.get(thread_id, ()):
             stats[address].replied_in_thread = True
-    return stats
+
+
+def sender_stats(
+    messages: Iterable[MailMessage], *, owner_addresses: Collection[str]
+) -> dict[str, SenderStats]:
+    """Gather ``SenderStats`` for every non-owner From address of ``messages``
+    (the whole source: every thread, any order; SPEC §5.1a sender class).
+
+    Stages: one pass counting my messages and theirs → the owner's own names →
+    quoted headers → names and reciprocity → reported contact."""
+    tally = _Tally(owners={a.lower() for a in owner_addresses})
+    for m in messages:
+        if is_mine(m, tally.owners):
+            _tally_mine(tally, m)
+        elif address := (m.from_addr or "").lower():
+            _tally_theirs(tally, m, address)
+    my_names = {
+        parsed.key()
+        for m in tally.mine
+        if m.from_name
+        and (parsed := person_name(m.from_name)) is not None
+        and parsed.full
+    }
+    _tally_quotes(tally, my_names)
+    _tally_names(tally, my_names)
+    _tally_reports(tally)
+    return tally.stats
 
 
 # What each reason code of ``classify_sender`` means, for the curator's console.

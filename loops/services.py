@@ -49,9 +49,9 @@ from loops.models import (
 from loops.selectors import counterparty_page, counterparty_pages
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Iterable, Mapping, Sequence
 
-    from loops.detectors import Verdict
+    from loops.detectors import LoopSpec, Verdict
 
 MUTE_VALUE_RE = re.compile(r"^[^\s\x00-\x1f\x7f]{1,320}$")
 STALE_OVERDUE = timedelta(days=14)
@@ -145,44 +145,27 @@ def loop_upsert(
         .first()
     )
     if loop is None:
-        try:
-            with transaction.atomic():
-                loop = OpenLoop.objects.create(
-                    source=source,
-                    dedup_key=dedup_key,
-                    loop_type=loop_type,
-                    summary=summary,
-                    detector=detector,
-                    opened_at=opened_at,
-                    last_activity_at=last_activity_at,
-                    evidence=evidence[-MAX_EVIDENCE:],
-                    thread_id=thread_id,
-                    page=page,
-                    counterparty_email=counterparty_email,
-                    counterparty_name=counterparty_name[:200],
-                    counterparty=counterparty,
-                    due_at=due_at,
-                    confidence=confidence,
-                )
-        except IntegrityError:
-            # A concurrent writer inserted the same key: refresh that row instead.
-            loop = OpenLoop.objects.select_for_update().get(
-                source=source, dedup_key=dedup_key
-            )
-        else:
-            _event(
-                loop=loop,
-                source_id=source.id,
-                event_type=LoopEvent.EventType.OPENED,
-                actor=actor,
-                detector=detector,
-                summary=summary,
-                due_at=due_at,
-                evidence=evidence[-1:] if evidence else [],
-            )
+        fields = {
+            "loop_type": loop_type,
+            "summary": summary,
+            "detector": detector,
+            "opened_at": opened_at,
+            "last_activity_at": last_activity_at,
+            "evidence": evidence[-MAX_EVIDENCE:],
+            "thread_id": thread_id,
+            "page": page,
+            "counterparty_email": counterparty_email,
+            "counterparty_name": counterparty_name[:200],
+            "counterparty": counterparty,
+            "due_at": due_at,
+            "confidence": confidence,
+        }
+        loop, created = _loop_insert(
+            source=source, dedup_key=dedup_key, fields=fields, actor=actor
+        )
+        if created:
             return loop, "opened"
-    was_open = loop.is_open
-    if not was_open and last_activity_at <= loop.last_activity_at:
+    if not loop.is_open and last_activity_at <= loop.last_activity_at:
         return loop, "unchanged"
     changed = {
         "summary": summary,
@@ -196,20 +179,56 @@ def loop_upsert(
         "due_at": due_at or loop.due_at,
         "thread_id": thread_id or loop.thread_id,
     }
+    return loop, _loop_refresh(loop, changed, opened_at=opened_at, actor=actor)
+
+
+def _loop_insert(
+    *, source: Source, dedup_key: str, fields: dict[str, Any], actor: str
+) -> tuple[OpenLoop, bool]:
+    """Insert a loop row with its ``opened`` event: ``(loop, True)``; or, when a
+    concurrent writer inserted the same key first, ``(that row, locked, False)``
+    for the caller to refresh."""
+    try:
+        with transaction.atomic():
+            loop = OpenLoop.objects.create(source=source, dedup_key=dedup_key, **fields)
+    except IntegrityError:
+        loop = OpenLoop.objects.select_for_update().get(
+            source=source, dedup_key=dedup_key
+        )
+        return loop, False
+    _event(
+        loop=loop,
+        source_id=source.id,
+        event_type=LoopEvent.EventType.OPENED,
+        actor=actor,
+        detector=fields["detector"],
+        summary=fields["summary"],
+        due_at=fields["due_at"],
+        evidence=fields["evidence"][-1:],
+    )
+    return loop, True
+
+
+def _loop_refresh(
+    loop: OpenLoop, changed: dict[str, Any], *, opened_at: datetime, actor: str
+) -> str:
+    """Write the ``changed`` fields that differ (a closed loop reopens with
+    ``opened_at``) and their ``refreshed``/``reopened`` event; returns the action,
+    ``unchanged`` when nothing differs (SPEC §5.4 closed means closed)."""
+    was_open = loop.is_open
     if not was_open:
         changed.update(
             status=LoopStatus.OPEN, closed_at=None, closed_by="", opened_at=opened_at
         )
     dirty = [k for k, v in changed.items() if getattr(loop, k) != v]
     if not dirty:
-        return loop, "unchanged"
+        return "unchanged"
     for key in dirty:
         setattr(loop, key, changed[key])
     loop.save(update_fields=[*dirty, "updated_at"])
-    action = "refreshed" if was_open else "reopened"
     _event(
         loop=loop,
-        source_id=source.id,
+        source_id=loop.source_id,
         event_type=LoopEvent.EventType.REFRESHED
         if was_open
         else LoopEvent.EventType.REOPENED,
@@ -217,7 +236,7 @@ def loop_upsert(
         fields=sorted(dirty),
         last_activity_at=loop.last_activity_at,
     )
-    return loop, action
+    return "refreshed" if was_open else "reopened"
 
 
 def loop_open(
@@ -595,6 +614,21 @@ def sender_loops_close(*, source: Source, address: str, actor: str) -> int:
     return closed
 
 
+def loops_mute_many(
+    *, kind: str, targets: Iterable[tuple[Source, str]], actor: str, close: bool = False
+) -> tuple[int, int]:
+    """Mute each ``(source, value)`` of ``kind`` (``loop_mute``) and, for senders
+    with ``close``, close their open loops (``sender_loops_close``): the admin's
+    mute actions on loops and pages (SPEC §5). Returns ``(muted, closed)``, muted
+    counting new mutes only."""
+    muted = closed = 0
+    for source, value in targets:
+        muted += int(loop_mute(source=source, kind=kind, value=value, actor=actor)[1])
+        if close:
+            closed += sender_loops_close(source=source, address=value, actor=actor)
+    return muted, closed
+
+
 def loop_unmute(*, source: Source, kind: str, value: str, actor: str) -> bool:
     """Remove the exact mute; returns ``removed`` (False when absent, not an error)."""
     cleaned = _mute_value(kind, value)
@@ -688,7 +722,7 @@ def _batched_open(
     source: Source,
     actor: str,
     page: Page | None,
-    spec: Any,
+    spec: LoopSpec,
     evidence: list[dict[str, Any]],
 ) -> None:
     """Queue a new detector loop in ``batch``: the row and event ``loop_upsert``
@@ -770,6 +804,8 @@ def _apply_verdict(
     counts: dict[str, int],
     batch: LoopBatch | None = None,
 ) -> None:
+    """``loop_apply_verdict``'s steps: closes and retractions, opens, the grace
+    hold; ``counts`` is updated in place."""
     if verdict.close or verdict.retract:
         if open_loops is None:
             open_loops = list(
@@ -777,69 +813,91 @@ def _apply_verdict(
                     source=source, thread_id=thread_id, status=LoopStatus.OPEN
                 )
             )
-        for loop in open_loops:
-            if loop.detector != Detector.DETERMINISTIC_THREAD or not loop.is_open:
-                continue
-            if loop.loop_type in verdict.close:
-                closed_by, proof = verdict.closed_by.get(
-                    loop.loop_type, (CLOSED_BY_REPLY, None)
-                )
-                result = loop_close(
-                    loop=loop,
-                    status=LoopStatus.DONE,
-                    closed_by=closed_by,
-                    actor=actor,
-                    evidence=proof,
-                )
-            elif loop.loop_type in verdict.retract:
-                # No reply is expected after all (SPEC §5.1a): dropped, with why.
-                result = loop_close(
-                    loop=loop,
-                    status=LoopStatus.DROPPED,
-                    closed_by=f"not_expected: {verdict.retract[loop.loop_type]}",
-                    actor=actor,
-                )
-            else:
-                continue
-            if result["closed"]:
-                counts["closed"] += 1
+        counts["closed"] += _apply_closes(verdict, open_loops, actor=actor)
     for spec in verdict.open:
-        evidence = [
-            {**item, "page_slug": page.slug} if page else item for item in spec.evidence
-        ]
-        if batch is not None and batch.takes(spec.dedup_key):
-            _batched_open(
-                batch=batch,
-                source=source,
-                actor=actor,
-                page=page,
-                spec=spec,
-                evidence=evidence,
-            )
-            counts["opened"] += 1
-            continue
-        _, action = loop_upsert(
-            source=source,
-            dedup_key=spec.dedup_key,
-            loop_type=spec.loop_type,
-            summary=spec.summary,
-            detector=Detector.DETERMINISTIC_THREAD,
-            opened_at=spec.opened_at,
-            last_activity_at=spec.last_activity_at,
-            evidence=evidence,
-            thread_id=spec.thread_id,
-            page=page,
-            counterparty_email=spec.counterparty_email,
-            counterparty_name=spec.counterparty_name,
-            due_at=due_end_of_day(spec.due) if spec.due else None,
-            actor=actor,
-        )
+        action = _apply_open(spec, source=source, page=page, actor=actor, batch=batch)
         if action in counts:
             counts[action] += 1
     if verdict.recheck_at is not None or has_hold is not False:
         grace_hold_set(
             source=source, thread_id=thread_id, recheck_at=verdict.recheck_at
         )
+
+
+def _apply_closes(verdict: Verdict, open_loops: list[OpenLoop], *, actor: str) -> int:
+    """Close the thread's open deterministic loops the verdict settles (SPEC §5.2
+    rule 2: ``done`` with the verdict's ``closed_by``, default ``reply_detected``)
+    or retracts (SPEC §5.1a: ``dropped``, ``not_expected: <reason>``); returns how
+    many closed."""
+    closed = 0
+    for loop in open_loops:
+        if loop.detector != Detector.DETERMINISTIC_THREAD or not loop.is_open:
+            continue
+        if loop.loop_type in verdict.close:
+            closed_by, proof = verdict.closed_by.get(
+                loop.loop_type, (CLOSED_BY_REPLY, None)
+            )
+            result = loop_close(
+                loop=loop,
+                status=LoopStatus.DONE,
+                closed_by=closed_by,
+                actor=actor,
+                evidence=proof,
+            )
+        elif loop.loop_type in verdict.retract:
+            result = loop_close(
+                loop=loop,
+                status=LoopStatus.DROPPED,
+                closed_by=f"not_expected: {verdict.retract[loop.loop_type]}",
+                actor=actor,
+            )
+        else:
+            continue
+        closed += int(bool(result["closed"]))
+    return closed
+
+
+def _apply_open(
+    spec: LoopSpec,
+    *,
+    source: Source,
+    page: Page | None,
+    actor: str,
+    batch: LoopBatch | None,
+) -> str:
+    """Open (or refresh) one loop the verdict wants open, its evidence linked to
+    the thread page; queued on ``batch`` when it takes the key (``opened``).
+    Returns the ``loop_upsert`` action."""
+    evidence = [
+        {**item, "page_slug": page.slug} if page else item for item in spec.evidence
+    ]
+    if batch is not None and batch.takes(spec.dedup_key):
+        _batched_open(
+            batch=batch,
+            source=source,
+            actor=actor,
+            page=page,
+            spec=spec,
+            evidence=evidence,
+        )
+        return "opened"
+    _, action = loop_upsert(
+        source=source,
+        dedup_key=spec.dedup_key,
+        loop_type=spec.loop_type,
+        summary=spec.summary,
+        detector=Detector.DETERMINISTIC_THREAD,
+        opened_at=spec.opened_at,
+        last_activity_at=spec.last_activity_at,
+        evidence=evidence,
+        thread_id=spec.thread_id,
+        page=page,
+        counterparty_email=spec.counterparty_email,
+        counterparty_name=spec.counterparty_name,
+        due_at=due_end_of_day(spec.due) if spec.due else None,
+        actor=actor,
+    )
+    return action
 
 
 # --- commitment projections -----------------------------------------------------------
@@ -881,6 +939,14 @@ def _relation(
     )
 
 
+# The loop type of an extracted item's direction (``CommitmentInput.direction``).
+_LOOP_TYPE_OF = {
+    "owed_by_me": LoopType.COMMITMENT_OWED_BY_ME,
+    "owed_to_me": LoopType.COMMITMENT_OWED_TO_ME,
+    "decision": LoopType.DECISION_PENDING,
+}
+
+
 @transaction.atomic
 def loop_project_commitment(
     *,
@@ -907,48 +973,26 @@ def loop_project_commitment(
     }
     evidence = {k: v for k, v in evidence.items() if v not in (None, "")}
     if item.same_as_loop_id:
-        target = (
-            OpenLoop.objects.select_for_update()
-            .filter(pk=item.same_as_loop_id, source=source)
-            .first()
+        target = _merge_into(
+            item.same_as_loop_id,
+            item,
+            source=source,
+            thread_id=thread_id,
+            evidence=evidence,
+            actor=actor,
         )
         if target is not None:
-            merged = [e for e in target.evidence if e != evidence] + [evidence]
-            target.evidence = merged[-MAX_EVIDENCE:]
-            target.last_activity_at = max(target.last_activity_at, item.message_date)
-            target.save(update_fields=["evidence", "last_activity_at", "updated_at"])
-            _event(
-                loop=target,
-                source_id=source.id,
-                event_type=LoopEvent.EventType.MERGED,
-                actor=actor,
-                thread_id=thread_id,
-                evidence=evidence,
-            )
             return target, "merged"
-    is_decision = item.direction == "decision"
-    loop_type = {
-        "owed_by_me": LoopType.COMMITMENT_OWED_BY_ME,
-        "owed_to_me": LoopType.COMMITMENT_OWED_TO_ME,
-        "decision": LoopType.DECISION_PENDING,
-    }[item.direction]
     email = (item.counterparty_email or "").lower()
     person = counterparty_page(source_id=source.id, email=email)
     due_at = due_end_of_day(item.due) if item.due else None
-    who = item.counterparty_name or email or "someone"
-    if is_decision:
-        summary = f"Decision pending: {item.text}"
-    elif item.direction == "owed_by_me":
-        summary = f"I promised {who}: {item.text}"
-    else:
-        summary = f"{who} promised me: {item.text}"
-    key = commitment_dedup_key(
-        thread_id=thread_id, direction=item.direction, text=item.text
-    )
+    summary = _commitment_summary(item, email)
     loop, action = loop_upsert(
         source=source,
-        dedup_key=key,
-        loop_type=loop_type,
+        dedup_key=commitment_dedup_key(
+            thread_id=thread_id, direction=item.direction, text=item.text
+        ),
+        loop_type=_LOOP_TYPE_OF[item.direction],
         summary=summary[:1000],
         detector=detector,
         opened_at=item.message_date,
@@ -963,11 +1007,43 @@ def loop_project_commitment(
         confidence=item.confidence,
         actor=actor,
     )
-    if is_decision or action == "unchanged" or loop.fact_id:
+    if item.direction == "decision" or action == "unchanged" or loop.fact_id:
         return loop, action
+    _project_fact(
+        loop,
+        item,
+        person=person,
+        page=page,
+        thread_id=thread_id,
+        summary=summary,
+        evidence=evidence,
+        detector=detector,
+        model=model,
+        actor=actor,
+    )
+    return loop, action
+
+
+def _project_fact(
+    loop: OpenLoop,
+    item: CommitmentInput,
+    *,
+    person: Page | None,
+    page: Page | None,
+    thread_id: str,
+    summary: str,
+    evidence: dict[str, Any],
+    detector: str,
+    model: str,
+    actor: str,
+) -> None:
+    """The commitment's other two projections (SPEC §5.3): a private
+    ``commitment`` fact on the counterparty, valid until the due date's end of
+    day, linked from the loop; and, when the counterparty resolved, the thread
+    page → person relation (``owes_to`` / ``awaiting_reply_from``)."""
     title = page.title if page else thread_id
-    fact = fact_record(
-        source_id=source.id,
+    loop.fact = fact_record(
+        source_id=loop.source_id,
         entity=person,
         text=summary,
         kind=Fact.Kind.COMMITMENT,
@@ -977,13 +1053,12 @@ def loop_project_commitment(
         evidence={**evidence, "extractor": detector, "model": model},
         confidence=item.confidence,
         valid_from=item.message_date,
-        valid_until=due_at,
+        valid_until=due_end_of_day(item.due) if item.due else None,
         created_by=f"loops:{detector}",
         actor=actor,
         audit_extra={"loop_id": loop.pk},
     )
-    OpenLoop.objects.filter(pk=loop.pk).update(fact=fact)
-    loop.fact = fact
+    OpenLoop.objects.filter(pk=loop.pk).update(fact=loop.fact)
     if person is not None and page is not None:
         _relation(
             page=page,
@@ -994,7 +1069,49 @@ def loop_project_commitment(
             context=item.quote or item.text,
             detector=detector,
         )
-    return loop, action
+
+
+def _commitment_summary(item: CommitmentInput, email: str) -> str:
+    """The loop's summary, no age baked in (SPEC §5): "I promised <who>: …",
+    "<who> promised me: …" or "Decision pending: …"."""
+    who = item.counterparty_name or email or "someone"
+    if item.direction == "decision":
+        return f"Decision pending: {item.text}"
+    if item.direction == "owed_by_me":
+        return f"I promised {who}: {item.text}"
+    return f"{who} promised me: {item.text}"
+
+
+def _merge_into(
+    loop_id: int,
+    item: CommitmentInput,
+    *,
+    source: Source,
+    thread_id: str,
+    evidence: dict[str, Any],
+    actor: str,
+) -> OpenLoop | None:
+    """Append ``evidence`` of ``item`` to the loop ``loop_id`` (at most
+    ``MAX_EVIDENCE`` kept, last activity moved on, a ``merged`` event); None when
+    no such loop is in the source."""
+    target = (
+        OpenLoop.objects.select_for_update().filter(pk=loop_id, source=source).first()
+    )
+    if target is None:
+        return None
+    merged = [e for e in target.evidence if e != evidence] + [evidence]
+    target.evidence = merged[-MAX_EVIDENCE:]
+    target.last_activity_at = max(target.last_activity_at, item.message_date)
+    target.save(update_fields=["evidence", "last_activity_at", "updated_at"])
+    _event(
+        loop=target,
+        source_id=source.id,
+        event_type=LoopEvent.EventType.MERGED,
+        actor=actor,
+        thread_id=thread_id,
+        evidence=evidence,
+    )
+    return target
 
 
 def loop_get(

@@ -29,7 +29,7 @@ from brain.models import RawRecord, Source
 from brain.people import person_name
 from brain.selectors import backlink_counts
 from loops.definitions import normalise_subject
-from loops.detectors import CLOSED_BY_NOT_EXPECTED, detect_thread
+from loops.detectors import CLOSED_BY_NOT_EXPECTED
 from loops.extractors.rules import SenderTimezones
 from loops.message import MailMessage
 from loops.models import (
@@ -48,6 +48,7 @@ from loops.pipeline import (
     later_in_thread,
     settled_elsewhere,
     sibling_kept,
+    source_thread_verdict,
 )
 from loops.selectors import (
     MAILBOX_WINDOW_DAYS,
@@ -69,8 +70,10 @@ from loops.selectors import (
 from loops.services import due_end_of_day, stale_at
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Mapping, Sequence
+    from collections.abc import Collection, Iterable, Mapping, Sequence
 
+    from brain.models import Page
+    from loops.detectors import LoopSpec
     from loops.senders import Contact
 
 STALE_AFTER = timedelta(hours=24)
@@ -78,7 +81,6 @@ LOOPS_PER_GROUP = 5
 MAIL_KINDS = (Source.Kind.GOOGLE, Source.Kind.MAILBOX, Source.Kind.IMAP)
 # Live sources sync on a schedule: stale when no successful sync for 24 h (SPEC §5.5).
 LIVE_KINDS = (Source.Kind.GOOGLE, Source.Kind.IMAP)
-NO_COUNTERPARTY = "no_counterparty"
 # A mailbox whose detection window (SPEC §5.2) holds fewer messages than this, while
 # most of its mail is older, gets a warning naming how little was examined.
 FEW_IN_WINDOW = 50
@@ -254,17 +256,9 @@ def closed_by_person() -> Q:
     return Q(status__in=(LoopStatus.DONE, LoopStatus.DROPPED)) & ~machine
 
 
-def _replay_source(source: Source, as_of: datetime) -> list[LoopView]:
-    """``--as-of`` for a mailbox source (SPEC §5.2, §5.5): the loops a live import
-    whose newest mail is at ``as_of`` would hold open, with only the mail up to
-    then. The rules are the import's own (``loops.pipeline``): the deterministic
-    detector on the threads active in the 90 days before ``as_of``, then the
-    cross-thread passes ``process_threads`` runs after it (``settled_elsewhere``:
-    answered in another thread, by a delegate, sent on), and for the stored
-    extracted loops opened by then and not closed before it, the staleness rule
-    (``stale_at``), fulfilment in their own thread (``kept_message`` over
-    ``later_in_thread``) and in another (``sibling_kept``). A loop a person closed
-    stays closed (``closed_by_person``). Writes nothing."""
+def _replay_threads(source: Source, as_of: datetime) -> dict[str, list[MailMessage]]:
+    """Thread id → every message of the threads active in the 90 days up to
+    ``as_of`` (SPEC §5.2 window), read from the source's raw records."""
     floor = as_of - timedelta(days=MAILBOX_WINDOW_DAYS)
     records = (
         RawRecord.objects.filter(source=source)
@@ -281,6 +275,65 @@ def _replay_source(source: Source, as_of: datetime) -> list[LoopView]:
     ).only("id", "metadata"):
         msg = MailMessage.from_metadata(rec.metadata, raw_record_id=rec.pk)
         by_thread.setdefault(msg.thread_id, []).append(msg)
+    return by_thread
+
+
+def _replay_view(source: Source, spec: LoopSpec) -> LoopView:
+    """The view of a loop the detector would open on replay (id ``replay:<dedup>``;
+    never stored, so no page slug and no fulfilment flag)."""
+    person = counterparty_page(source_id=source.id, email=spec.counterparty_email)
+    quote, link, ask = shown_evidence(spec.evidence)
+    return LoopView(
+        id=f"replay:{spec.dedup_key}",
+        source_id=source.id,
+        loop_type=spec.loop_type,
+        status=LoopStatus.OPEN,
+        summary=spec.summary,
+        detector=Detector.DETERMINISTIC_THREAD,
+        confidence=1.0,
+        due_at=due_end_of_day(spec.due) if spec.due else None,
+        opened_at=spec.opened_at,
+        last_activity_at=spec.last_activity_at,
+        counterparty_slug=person.slug if person else "",
+        counterparty_page_id=person.pk if person else None,
+        counterparty_email=spec.counterparty_email,
+        counterparty_name=spec.counterparty_name,
+        counterparty_title=person.title if person else "",
+        page_slug="",
+        quote=quote,
+        link=link,
+        fulfilment_suspected=False,
+        thread_id=spec.thread_id,
+        ask=ask,
+    )
+
+
+def _replay_stored(source: Source, as_of: datetime) -> list[OpenLoop]:
+    """The stored extracted loops open at ``as_of``: opened by then, not closed
+    before it (unless a machine closed them later), not stale by then."""
+    return list(
+        OpenLoop.objects.filter(source=source, opened_at__lte=as_of)
+        .exclude(detector=Detector.DETERMINISTIC_THREAD)
+        .filter(
+            Q(status=LoopStatus.OPEN) | (Q(closed_at__gt=as_of) & ~closed_by_person())
+        )
+        .exclude(stale_at(as_of))
+        .select_related("counterparty", "page")
+    )
+
+
+def _replay_source(source: Source, as_of: datetime) -> list[LoopView]:
+    """``--as-of`` for a mailbox source (SPEC §5.2, §5.5): the loops a live import
+    whose newest mail is at ``as_of`` would hold open, with only the mail up to
+    then. The rules are the import's own (``loops.pipeline``): the deterministic
+    detector on the threads active in the 90 days before ``as_of``, then the
+    cross-thread passes ``process_threads`` runs after it (``settled_elsewhere``:
+    answered in another thread, by a delegate, sent on), and for the stored
+    extracted loops opened by then and not closed before it, the staleness rule
+    (``stale_at``), fulfilment in their own thread (``kept_message`` over
+    ``later_in_thread``) and in another (``sibling_kept``). A loop a person closed
+    stays closed (``closed_by_person``). Writes nothing."""
+    by_thread = _replay_threads(source, as_of)
     mutes = mutes_for(source_id=source.id)
     # Who the senders were and when we were last in touch, as of that day: later
     # mail must not settle (or hide) an earlier ask.
@@ -298,60 +351,23 @@ def _replay_source(source: Source, as_of: datetime) -> list[LoopView]:
     # The senders' zones of every thread, read once and only if a deadline needs it.
     zones = SenderTimezones([m for ms in by_thread.values() for m in ms])
     for _thread_id, messages in sorted(by_thread.items()):
-        verdict = detect_thread(
+        verdict = source_thread_verdict(
             messages,
-            owner_addresses=source.owner_addresses,
+            source=source,
             mutes=mutes,
             now=as_of,
-            sender_kinds=kinds,
+            kinds=kinds,
             contacts=contacts,
-            answers_visible=coverage.whole,
-            undeliverable=bounces,
-            list_asks=settings.LOOPS_LIST_ASKS,
             coverage=coverage,
+            bounces=bounces,
             timezones=zones,
         )
-        for spec in verdict.open:
-            if spec.dedup_key in triaged:
-                continue
-            person = counterparty_page(
-                source_id=source.id, email=spec.counterparty_email
-            )
-            quote, link, ask = shown_evidence(spec.evidence)
-            views.append(
-                LoopView(
-                    id=f"replay:{spec.dedup_key}",
-                    source_id=source.id,
-                    loop_type=spec.loop_type,
-                    status=LoopStatus.OPEN,
-                    summary=spec.summary,
-                    detector=Detector.DETERMINISTIC_THREAD,
-                    confidence=1.0,
-                    due_at=due_end_of_day(spec.due) if spec.due else None,
-                    opened_at=spec.opened_at,
-                    last_activity_at=spec.last_activity_at,
-                    counterparty_slug=person.slug if person else "",
-                    counterparty_page_id=person.pk if person else None,
-                    counterparty_email=spec.counterparty_email,
-                    counterparty_name=spec.counterparty_name,
-                    counterparty_title=person.title if person else "",
-                    page_slug="",
-                    quote=quote,
-                    link=link,
-                    fulfilment_suspected=False,
-                    thread_id=spec.thread_id,
-                    ask=ask,
-                )
-            )
-    stored = list(
-        OpenLoop.objects.filter(source=source, opened_at__lte=as_of)
-        .exclude(detector=Detector.DETERMINISTIC_THREAD)
-        .filter(
-            Q(status=LoopStatus.OPEN) | (Q(closed_at__gt=as_of) & ~closed_by_person())
-        )
-        .exclude(stale_at(as_of))
-        .select_related("counterparty", "page")
-    )
+        views += [
+            _replay_view(source, spec)
+            for spec in verdict.open
+            if spec.dedup_key not in triaged
+        ]
+    stored = _replay_stored(source, as_of)
     return _settle(source, views, stored, as_of, (people, contacts))
 
 
@@ -421,6 +437,196 @@ def _freshness(sources: Sequence[Source], now: datetime) -> dict[str, Any]:
     }
 
 
+def _report_reference(
+    src_rows: Sequence[Source],
+    source_now: Mapping[str, datetime],
+    as_of: datetime | None,
+    wall: datetime,
+) -> datetime:
+    """The report's own "now" (SPEC §5.2): ``as_of`` when replaying; else, when
+    every mail source is a mailbox, the newest of their clocks; else the wall."""
+    if as_of is not None:
+        return as_of
+    only_mailboxes = bool(src_rows) and all(
+        s.kind == Source.Kind.MAILBOX for s in src_rows if s.kind in MAIL_KINDS
+    )
+    mailbox_now = [source_now[s.id] for s in src_rows if s.kind == Source.Kind.MAILBOX]
+    return max(mailbox_now) if only_mailboxes and mailbox_now else wall
+
+
+def _source_views(
+    source: Source, *, as_of: datetime | None, wall: datetime, trusted: bool
+) -> list[LoopView]:
+    """The loops of one source to show: a mailbox replayed at ``as_of``
+    (``_replay_source``); else the stored open loops (opened by ``as_of``, or not
+    snoozed past the wall clock: SPEC §5.5), at most 2,000."""
+    if as_of is not None and source.kind == Source.Kind.MAILBOX:
+        return _replay_source(source, as_of)
+    qs = loop_list(scope=ReadScope(source_ids=(source.id,), include_private=trusted))
+    if as_of is not None:
+        qs = qs.filter(opened_at__lte=as_of)
+    else:
+        # A snoozed loop stays open but leaves waiting until its date (SPEC §5.5).
+        qs = qs.exclude(snoozed_until__gt=wall)
+    return [loop_view(loop) for loop in qs[:2000]]
+
+
+def _hold_back(
+    views: list[LoopView], sources: Collection[str]
+) -> tuple[list[LoopView], list[LoopView]]:
+    """(shown, held): reply-owed loops of mailboxes missing their sent mail are held
+    back (SPEC §5.1b), the rest shown."""
+    held = [
+        v
+        for v in views
+        if v.source_id in sources and v.loop_type == "unanswered_inbound"
+    ]
+    return [v for v in views if v not in held], held
+
+
+def _sort_views(
+    views: list[LoopView], src_rows: Sequence[Source]
+) -> tuple[list[LoopView], list[LoopView], list[LoopView]]:
+    """(automated, people, no counterparty): loops whose counterparty is an
+    automated sender never rank as people (SPEC §5.1a); loops without a
+    counterparty go to ``no_counterparty`` (SPEC §5.5)."""
+    automated = automated_senders(source_ids=[s.id for s in src_rows])
+    machine: list[LoopView] = []
+    people: list[LoopView] = []
+    orphans: list[LoopView] = []
+    for view in views:
+        if (view.source_id, (view.counterparty_email or "").lower()) in automated:
+            machine.append(view)
+        elif view.counterparty_page_id or view.counterparty_email:
+            people.append(view)
+        else:
+            orphans.append(view)
+    return machine, people, orphans
+
+
+def _first(values: Iterable[str | None]) -> str | None:
+    return next((v for v in values if v), None)
+
+
+def _ranked_group(
+    key: str,
+    loops: list[LoopView],
+    *,
+    now: datetime,
+    backlinks: Mapping[int, int],
+    trusted: bool,
+) -> dict[str, Any]:
+    """One counterparty's group as reported (SPEC §5.5): its score against its
+    source's ``now``, and up to ``LOOPS_PER_GROUP`` entries, repeats collapsed, due
+    soonest then most recent."""
+    entries = _collapse_repeats(loops)
+    nearest = min((v.due_at for v in loops if v.due_at), default=None)
+    page_id = next(
+        (v.counterparty_page_id for v in loops if v.counterparty_page_id), None
+    )
+    order = sorted(
+        entries,
+        key=lambda e: (
+            e[0].due_at is None,
+            e[0].due_at or now,
+            -e[0].last_activity_at.timestamp(),
+        ),
+    )
+    return {
+        "counterparty": key,
+        "counterparty_slug": _first(v.counterparty_slug for v in loops),
+        "counterparty_email": _first(v.counterparty_email for v in loops),
+        "counterparty_name": _first(v.counterparty_title for v in loops)
+        or _first(v.counterparty_name for v in loops),
+        "source_id": order[0][0].source_id,
+        "as_of": now.isoformat(),
+        "score": group_score(loops, nearest, now),
+        "loop_count": len(loops),
+        "entry_count": len(entries),
+        "oldest_opened_at": _iso(min(v.opened_at for v in loops)),
+        "nearest_due_at": _iso(nearest),
+        "backlinks": backlinks.get(page_id, 0) if page_id else 0,
+        "loops": [
+            {**v.as_dict(trusted=trusted), "repeats": n}
+            for v, n in order[:LOOPS_PER_GROUP]
+        ],
+        "loops_omitted": max(0, len(order) - LOOPS_PER_GROUP),
+    }
+
+
+def _report_warnings(
+    fresh: Mapping[str, Any],
+    clocks: Mapping[str, tuple[datetime, str]],
+    notes: MailboxNotes,
+) -> list[str]:
+    """The report's warnings, in order: stale Google sources (some, not all), each
+    source's clock warning, the mailbox notes, no mail source in scope."""
+    warnings = []
+    if fresh["stale_sources"] and not fresh["stale"]:
+        warnings.append(
+            f"Stale Google sources (no successful sync for 24 h): "
+            f"{', '.join(fresh['stale_sources'])}."
+        )
+    warnings.extend(clock[1] for clock in clocks.values() if clock[1])
+    warnings.extend(notes.warnings)
+    if not fresh["mail_sources"]:
+        warnings.append("No mail sources in scope: connect Google or import a mailbox.")
+    return warnings
+
+
+def _orphans_section(orphans: list[LoopView], *, trusted: bool) -> dict[str, Any]:
+    """The ``no_counterparty`` part of the report: count, count by type, the first
+    ``LOOPS_PER_GROUP`` loops."""
+    by_type: dict[str, int] = {}
+    for v in orphans:
+        by_type[v.loop_type] = by_type.get(v.loop_type, 0) + 1
+    return {
+        "loop_count": len(orphans),
+        "by_type": by_type,
+        "loops": [v.as_dict(trusted=trusted) for v in orphans[:LOOPS_PER_GROUP]],
+        "loops_omitted": max(0, len(orphans) - LOOPS_PER_GROUP),
+    }
+
+
+def _ranked_groups(
+    people: list[LoopView],
+    source_now: Mapping[str, datetime],
+    reference: datetime,
+    *,
+    trusted: bool,
+) -> list[dict[str, Any]]:
+    """The person groups (``_person_groups``), each aged against the clock of the
+    source of its oldest loop, ranked by score then counterparty (SPEC §5.5)."""
+    backlinks = backlink_counts(
+        {v.counterparty_page_id for v in people if v.counterparty_page_id}
+    )
+    ranked = [
+        _ranked_group(
+            key,
+            loops,
+            now=source_now.get(
+                min(loops, key=lambda v: v.opened_at).source_id, reference
+            ),
+            backlinks=backlinks,
+            trusted=trusted,
+        )
+        for key, loops in _person_groups(people).items()
+    ]
+    ranked.sort(key=lambda g: (-g["score"], g["counterparty"]))
+    return ranked
+
+
+def _automated_section(machine: list[LoopView], *, trusted: bool) -> dict[str, Any]:
+    """The ``automated`` part of the report: the count, and for trusted callers the
+    automated senders' addresses."""
+    if not trusted:
+        return {"loop_count": len(machine)}
+    return {
+        "loop_count": len(machine),
+        "senders": sorted({v.counterparty_email for v in machine}),
+    }
+
+
 def waiting_report(
     *,
     caller: Caller,
@@ -437,174 +643,53 @@ def waiting_report(
 
     Reads every source the caller may read (or the named ``sources``, which must be
     readable: ``ScopeDenied`` otherwise). ``as_of`` replays ranking (and, for mailbox
-    sources, detection with the import's rules: ``_replay_source``) for that time; default now (mailbox sources: their newest
-    message not dated after the wall clock, ``reference_clock``; each group is aged
-    against its own source's clock, given as the group's ``as_of``). Returns ``{groups, no_counterparty, count, snoozed, stale, stale_sources,
-    completeness, clean, redacted, as_of, sources, warnings, text?}``
-    (``snoozed``: ``snoozed_summary``, the snoozed loops left out); remote
-    callers get counts, counterparty, summary and due date only (no quotes, links
-    or digest).
+    sources, detection with the import's rules: ``_replay_source``) for that time;
+    default now (mailbox sources: their newest message not dated after the wall
+    clock, ``reference_clock``; each group is aged against its own source's clock,
+    given as the group's ``as_of``). Returns ``{groups, no_counterparty, count,
+    snoozed, stale, stale_sources, completeness, clean, redacted, as_of, sources,
+    warnings, text?}`` (``snoozed``: ``snoozed_summary``, the snoozed loops left
+    out); remote callers get counts, counterparty, summary and due date only (no
+    quotes, links or digest).
     """
     scope: ReadScope = (
         caller.read_scope(sources) if sources else caller.all_readable_scope()
     )
     trusted = caller.trusted
     src_rows = list(Source.objects.filter(id__in=scope.source_ids).order_by("id"))
+    source_ids = [s.id for s in src_rows]
     wall = timezone.now()
     fresh = _freshness(src_rows, wall)
-    # "Now" of each source (SPEC §5.2, one rule: ``reference_clock``): the replayed
-    # day, the wall clock for live sources, the newest message not dated after the
-    # wall clock for a mailbox. A loop's age and due bonus are measured against its
-    # own source's clock, so a mailbox of 2002 does not age a mailbox of 2001 and
-    # one message with a wrong future date moves nothing.
+    # "Now" of each source (SPEC §5.2, one rule: ``reference_clock``): groups age
+    # against their own source's clock (a 2002 mailbox does not age a 2001 one).
     clocks = {s.id: reference_clock(source=s, as_of=as_of) for s in src_rows}
     source_now = {sid: clock[0] for sid, clock in clocks.items()}
-    reference = as_of
-    if reference is None:
-        only_mailboxes = bool(src_rows) and all(
-            s.kind == Source.Kind.MAILBOX for s in src_rows if s.kind in MAIL_KINDS
-        )
-        mailbox_now = [
-            source_now[s.id] for s in src_rows if s.kind == Source.Kind.MAILBOX
-        ]
-        reference = max(mailbox_now) if only_mailboxes and mailbox_now else wall
-    views: list[LoopView] = []
-    for source in src_rows:
-        if as_of is not None and source.kind == Source.Kind.MAILBOX:
-            views.extend(_replay_source(source, as_of))
-            continue
-        qs = loop_list(
-            scope=ReadScope(source_ids=(source.id,), include_private=trusted)
-        )
-        if as_of is not None:
-            qs = qs.filter(opened_at__lte=as_of)
-        else:
-            # A snoozed loop stays open but leaves waiting until its date (SPEC §5.5).
-            qs = qs.exclude(snoozed_until__gt=wall)
-        views.extend(loop_view(loop) for loop in qs[:2000])
-    if loop_types is not None:
-        kept = set(loop_types)
-        views = [v for v in views if v.loop_type in kept]
-    notes = _mailbox_notes(src_rows, source_now)
-    held = [
+    reference = _report_reference(src_rows, source_now, as_of, wall)
+    kept = None if loop_types is None else set(loop_types)
+    views = [
         v
-        for v in views
-        if v.source_id in notes.held_inbound and v.loop_type == "unanswered_inbound"
+        for source in src_rows
+        for v in _source_views(source, as_of=as_of, wall=wall, trusted=trusted)
+        if kept is None or v.loop_type in kept
     ]
-    views = [v for v in views if v not in held]
-    groups: dict[str, dict[str, Any]] = {}
-    orphans: list[LoopView] = []
-    automated = automated_senders(source_ids=[s.id for s in src_rows])
-    machine: list[LoopView] = []
-    people: list[LoopView] = []
-    for view in views:
-        if (view.source_id, (view.counterparty_email or "").lower()) in automated:
-            machine.append(view)
-        elif view.counterparty_page_id or view.counterparty_email:
-            people.append(view)
-        else:
-            orphans.append(view)
-    for key, members in _person_groups(people).items():
-        groups[key] = {"counterparty": key, "loops": members}
-    backlinks = backlink_counts(
-        {v.counterparty_page_id for v in views if v.counterparty_page_id}
-    )
-    ranked: list[dict[str, Any]] = []
-    for key, group in groups.items():
-        loops: list[LoopView] = group["loops"]
-        entries = _collapse_repeats(loops)
-        nearest = min((v.due_at for v in loops if v.due_at), default=None)
-        oldest = min(v.opened_at for v in loops)
-        page_id = next(
-            (v.counterparty_page_id for v in loops if v.counterparty_page_id), None
-        )
-        now = source_now.get(min(loops, key=lambda v: v.opened_at).source_id, reference)
-        links = backlinks.get(page_id, 0) if page_id else 0
-        score = group_score(loops, nearest, now)
-        order = sorted(
-            entries,
-            key=lambda e: (
-                e[0].due_at is None,
-                e[0].due_at or now,
-                -e[0].last_activity_at.timestamp(),
-            ),
-        )
-        first = order[0][0]
-        ranked.append(
-            {
-                "counterparty": key,
-                "counterparty_slug": next(
-                    (v.counterparty_slug for v in loops if v.counterparty_slug), None
-                ),
-                "counterparty_email": next(
-                    (v.counterparty_email for v in loops if v.counterparty_email), None
-                ),
-                "counterparty_name": next(
-                    (v.counterparty_title for v in loops if v.counterparty_title),
-                    next(
-                        (v.counterparty_name for v in loops if v.counterparty_name),
-                        None,
-                    ),
-                ),
-                "source_id": first.source_id,
-                "as_of": now.isoformat(),
-                "score": score,
-                "loop_count": len(loops),
-                "entry_count": len(entries),
-                "oldest_opened_at": _iso(oldest),
-                "nearest_due_at": _iso(nearest),
-                "backlinks": links,
-                "loops": [
-                    {**v.as_dict(trusted=trusted), "repeats": n}
-                    for v, n in order[:LOOPS_PER_GROUP]
-                ],
-                "loops_omitted": max(0, len(order) - LOOPS_PER_GROUP),
-            }
-        )
-    ranked.sort(key=lambda g: (-g["score"], g["counterparty"]))
-    if top is not None:
-        ranked = ranked[:top]
-    by_type: dict[str, int] = {}
-    for v in orphans:
-        by_type[v.loop_type] = by_type.get(v.loop_type, 0) + 1
-    completeness = "partial" if fresh["stale_sources"] else "complete"
+    notes = _mailbox_notes(src_rows, source_now)
+    views, held = _hold_back(views, notes.held_inbound)
+    machine, people, orphans = _sort_views(views, src_rows)
+    ranked = _ranked_groups(people, source_now, reference, trusted=trusted)
+    completeness = "partial" if fresh["stale_sources"] or notes.partial else "complete"
     count = len(views)
-    warnings = []
-    if fresh["stale_sources"] and not fresh["stale"]:
-        warnings.append(
-            f"Stale Google sources (no successful sync for 24 h): "
-            f"{', '.join(fresh['stale_sources'])}."
-        )
-    warnings.extend(clock[1] for clock in clocks.values() if clock[1])
-    warnings.extend(notes.warnings)
-    if notes.partial:
-        completeness = "partial"
-    if not fresh["mail_sources"]:
-        warnings.append("No mail sources in scope: connect Google or import a mailbox.")
     report: dict[str, Any] = {
         "as_of": reference.isoformat(),
-        "groups": ranked,
-        "no_counterparty": {
-            "loop_count": len(orphans),
-            "by_type": by_type,
-            "loops": [v.as_dict(trusted=trusted) for v in orphans[:LOOPS_PER_GROUP]],
-            "loops_omitted": max(0, len(orphans) - LOOPS_PER_GROUP),
-        },
-        "automated": {
-            "loop_count": len(machine),
-            **(
-                {"senders": sorted({v.counterparty_email for v in machine})}
-                if trusted
-                else {}
-            ),
-        },
+        "groups": ranked if top is None else ranked[:top],
+        "no_counterparty": _orphans_section(orphans, trusted=trusted),
+        "automated": _automated_section(machine, trusted=trusted),
         "count": count,
         "snoozed": snoozed_summary(
-            source_ids=[s.id for s in src_rows],
+            source_ids=source_ids,
             loop_types=loop_types,
             now=wall if as_of is None else None,
         ),
-        "sources": [s.id for s in src_rows],
+        "sources": source_ids,
         "stale": fresh["stale"],
         "stale_sources": fresh["stale_sources"],
         "sync_age_hours": fresh["sync_age_hours"],
@@ -614,8 +699,8 @@ def waiting_report(
         and completeness == "complete",
         "redacted": not trusted,
         "held_back": {"loop_count": len(held), "sources": sorted(notes.held_inbound)},
-        "not_kept": {"loop_count": not_kept_count([s.id for s in src_rows], clocks)},
-        "warnings": warnings,
+        "not_kept": {"loop_count": not_kept_count(source_ids, clocks)},
+        "warnings": _report_warnings(fresh, clocks, notes),
     }
     if trusted:
         report["text"] = render_digest(report)
@@ -745,33 +830,32 @@ def _local_day(iso: str | None) -> str:
     return when.date().isoformat()
 
 
-def _person_groups(views: list[LoopView]) -> dict[str, list[LoopView]]:
-    """One group per person: loops whose counterparties share a person page (the
-    loop's own, or the page the people resolution files the address on today) or,
-    within a source, the same normalised full display name ("Lee, Dana" and "Dana
-    Lee" from a personal and a work address) or the same person by their sender
-    profiles (``loops.selectors.same_person``: the name they sign with) fall
-    together (SPEC §5.5). A counterparty without a page and known only by a
-    surname or an address, or whose page is still titled with the address, is
-    named by the full name its profile knows (``full_names``). Keyed by ``<source>:<page slug>`` when the group has a
-    page, else by its smallest address."""
+_Key = tuple[str, str]
+
+
+def _person_lookups(
+    views: list[LoopView],
+) -> tuple[dict[_Key, Page], dict[_Key, frozenset[str]], dict[_Key, str]]:
+    """Per (source, lower-cased address) of the views' counterparties: the person
+    page people resolution files an unpaged address on today, the other addresses
+    of the same person among them (``same_person``), and the full name their
+    profile knows (``full_names``)."""
     unpaged: dict[str, set[str]] = {}
-    for v in views:
-        if not v.counterparty_page_id and v.counterparty_email:
-            unpaged.setdefault(v.source_id, set()).add(v.counterparty_email.lower())
-    pages = {
-        (source_id, email): page
-        for source_id, emails in sorted(unpaged.items())
-        for email, page in counterparty_pages(
-            source_id=source_id, emails=emails
-        ).items()
-    }
     emails: dict[str, set[str]] = {}
     for v in views:
         if v.counterparty_email:
             emails.setdefault(v.source_id, set()).add(v.counterparty_email.lower())
-    kin: dict[tuple[str, str], frozenset[str]] = {}
-    named: dict[tuple[str, str], str] = {}
+            if not v.counterparty_page_id:
+                unpaged.setdefault(v.source_id, set()).add(v.counterparty_email.lower())
+    pages = {
+        (source_id, email): page
+        for source_id, addresses in sorted(unpaged.items())
+        for email, page in counterparty_pages(
+            source_id=source_id, emails=addresses
+        ).items()
+    }
+    kin: dict[_Key, frozenset[str]] = {}
+    named: dict[_Key, str] = {}
     for source_id, addresses in sorted(emails.items()):
         for address, same in same_person(
             source_id=source_id, addresses=addresses
@@ -781,6 +865,59 @@ def _person_groups(views: list[LoopView]) -> dict[str, list[LoopView]]:
             source_id=source_id, addresses=addresses
         ).items():
             named[(source_id, address)] = full
+    return pages, kin, named
+
+
+def _view_nodes(
+    view: LoopView,
+    pages: Mapping[_Key, Page],
+    kin: Mapping[_Key, frozenset[str]],
+    named: Mapping[_Key, str],
+) -> tuple[list[str], str]:
+    """(nodes, label) of one loop for grouping: its page, its address and the same
+    person's other addresses, its normalised full name; the label is
+    ``<source>:<page slug>`` or the address. Fills in the view's page found today
+    and the full name its profile knows where the view lacks them."""
+    email = (view.counterparty_email or "").lower()
+    page = pages.get((view.source_id, email))
+    slug = view.counterparty_slug if view.counterparty_page_id else ""
+    if page is not None and not slug:
+        slug = page.slug
+        view.counterparty_page_id = page.pk
+        view.counterparty_slug, view.counterparty_title = page.slug, page.title
+    nodes = [f"page:{view.source_id}:{slug}"] if slug else []
+    if email:
+        nodes.append(f"mail:{email}")
+        nodes += [
+            f"mail:{other}"
+            for other in sorted(kin.get((view.source_id, email), ()))
+            if other != email
+        ]
+    name = person_name(view.counterparty_name or "")
+    known = named.get((view.source_id, email))
+    if not slug and known and (name is None or not name.full):
+        view.counterparty_name = known
+        name = person_name(known)
+    if slug and known and "@" in (view.counterparty_title or ""):
+        # A person page still titled with the address: the name is known.
+        view.counterparty_title = known
+    if name is not None and name.full:
+        nodes.append(f"name:{view.source_id}:{name.key()}")
+    return nodes, f"{view.source_id}:{slug}" if slug else email
+
+
+def _person_groups(views: list[LoopView]) -> dict[str, list[LoopView]]:
+    """One group per person: loops whose counterparties share a person page (the
+    loop's own, or the page the people resolution files the address on today) or,
+    within a source, the same normalised full display name ("Lee, Dana" and "Dana
+    Lee" from a personal and a work address) or the same person by their sender
+    profiles (``loops.selectors.same_person``: the name they sign with) fall
+    together (SPEC §5.5). A counterparty without a page and known only by a
+    surname or an address, or whose page is still titled with the address, is
+    named by the full name its profile knows (``full_names``). Keyed by
+    ``<source>:<page slug>`` when the group has a page, else by its smallest
+    address."""
+    pages, kin, named = _person_lookups(views)
     parent: dict[str, str] = {}
 
     def find(node: str) -> str:
@@ -791,34 +928,10 @@ def _person_groups(views: list[LoopView]) -> dict[str, list[LoopView]]:
 
     labels: list[tuple[LoopView, list[str], str]] = []
     for view in views:
-        email = (view.counterparty_email or "").lower()
-        page = pages.get((view.source_id, email))
-        slug = view.counterparty_slug if view.counterparty_page_id else ""
-        if page is not None and not slug:
-            slug = page.slug
-            view.counterparty_page_id = page.pk
-            view.counterparty_slug, view.counterparty_title = page.slug, page.title
-        nodes = [f"page:{view.source_id}:{slug}"] if slug else []
-        if email:
-            nodes.append(f"mail:{email}")
-            nodes += [
-                f"mail:{other}"
-                for other in sorted(kin.get((view.source_id, email), ()))
-                if other != email
-            ]
-        name = person_name(view.counterparty_name or "")
-        known = named.get((view.source_id, email))
-        if not slug and known and (name is None or not name.full):
-            view.counterparty_name = known
-            name = person_name(known)
-        if slug and known and "@" in (view.counterparty_title or ""):
-            # A person page still titled with the address: the name is known.
-            view.counterparty_title = known
-        if name is not None and name.full:
-            nodes.append(f"name:{view.source_id}:{name.key()}")
+        nodes, label = _view_nodes(view, pages, kin, named)
         for node in nodes[1:]:
             parent[find(node)] = find(nodes[0])
-        labels.append((view, nodes, f"{view.source_id}:{slug}" if slug else email))
+        labels.append((view, nodes, label))
     keys: dict[str, tuple[bool, str]] = {}
     for _view, nodes, label in labels:
         root = find(nodes[0])
@@ -857,8 +970,7 @@ def render_digest(report: dict[str, Any]) -> str:
         lines.append(
             "WARNING: every mail source is stale; these results may be out of date."
         )
-    for warning in report["warnings"]:
-        lines.append(f"Note: {warning}")
+    lines.extend(f"Note: {warning}" for warning in report["warnings"])
     for n, group in enumerate(report["groups"], 1):
         who = (
             group["counterparty_name"]

@@ -16,8 +16,9 @@ import json
 import logging
 import re
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta, tzinfo
+from datetime import date, datetime, tzinfo
 from decimal import Decimal
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
@@ -28,7 +29,7 @@ from django.utils import timezone
 from brain.llm import anthropic_client, estimate_usd
 from brain.text import estimate_tokens
 from loops.definitions import collapse, display_subject, is_mine, normalise_subject
-from loops.eligibility import extraction_eligibility
+from loops.eligibility import EXTRACTION_WINDOW, extraction_gate, revision_key
 from loops.extractors.fulfilment import keeping_unseen
 from loops.extractors.rules import SenderTimezones
 from loops.models import Detector, ExtractionRun, LlmUsage, LoopStatus, OpenLoop
@@ -41,7 +42,7 @@ from loops.services import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Mapping, Sequence
+    from collections.abc import Callable, Collection, Mapping, Sequence
 
     from brain.models import Page, Source
     from loops.detectors import Mutes
@@ -52,7 +53,6 @@ logger = logging.getLogger(__name__)
 INPUT_CHARS = 12_000
 MAX_OUTPUT_TOKENS = 2_000
 MAX_CANDIDATES = 5
-WINDOW = timedelta(days=30)
 DIRECTIONS = ("owed_by_me", "owed_to_me")
 
 SYSTEM_PROMPT = """You extract open commitments from one email thread for its owner ("me").
@@ -103,15 +103,6 @@ class ExtractionResult:
     dropped_quotes: int = 0
 
 
-def revision_key(
-    *, extractor: str, source_id: str, thread_id: str, messages: Sequence[MailMessage]
-) -> str:
-    """Idempotency key per thread revision: extractor, source, thread, newest ms."""
-    newest = max((m.date for m in messages if m.date), default=None)
-    stamp = int(newest.timestamp() * 1000) if newest else 0
-    return f"{extractor}:{source_id}:{thread_id}:{stamp}"
-
-
 def sanitise(text: str) -> str:
     """Neutralise wrapper tags and control characters inside thread content, so the
     data cannot close its own ``<thread>`` block or open a fake one."""
@@ -159,7 +150,7 @@ def _candidates(
             status=LoopStatus.OPEN,
             detector=Detector.LLM_EXTRACT,
             counterparty_email=sender,
-            last_activity_at__gte=newest - WINDOW,
+            last_activity_at__gte=newest - EXTRACTION_WINDOW,
         )
         .exclude(thread_id=thread_id)
         .select_related("page")
@@ -331,50 +322,197 @@ def _message_for_quote(
     return None
 
 
-def llm_extract(
-    *,
-    source: Source,
-    thread_id: str,
-    messages: Sequence[MailMessage],
-    page: Page | None,
-    mutes: Mutes,
-    source_newest: datetime,
-) -> ExtractionResult:
-    """Extract commitments of one thread revision with the LLM (SPEC §5.3).
-
-    Returns an ``ExtractionResult`` (``noop`` when this revision already has an
-    outcome). Raises ``RetryableExtraction`` when nothing was written but a retry
-    may succeed (malformed answer, truncated answer, API error)."""
-    if not settings.LOOPS_EXTRACTION_ENABLED:
-        return ExtractionResult(status="skipped", reason="extraction_disabled")
-    owners = {a.lower() for a in source.owner_addresses}
-    key = revision_key(
-        extractor=Detector.LLM_EXTRACT,
-        source_id=source.id,
-        thread_id=thread_id,
-        messages=messages,
-    )
-    done = (
+def _finished_run(key: str) -> ExtractionRun | None:
+    """The run that already settled this revision key (any status but failed)."""
+    return (
         ExtractionRun.objects.filter(idempotency_key=key)
         .exclude(status=ExtractionRun.Status.FAILED)
         .first()
     )
-    if done is not None:
-        return ExtractionResult(status="noop", reason=f"already_{done.status}")
-    eligible, reason = extraction_eligibility(
-        messages, owner_addresses=owners, mutes=mutes, thread_id=thread_id
-    )
-    newest = max((m.date for m in messages if m.date), default=None)
-    if eligible and (newest is None or newest < source_newest - WINDOW):
-        eligible, reason = False, "outside_30_day_window"
-    if not eligible:
-        _record_run(
-            source=source, thread_id=thread_id, key=key, status="skipped", reason=reason
+
+
+def _over_spend_cap(model: str, prompt: str) -> bool:
+    """True when the worst-case cost of this call (USD, prompt plus the full output
+    budget) would take today's spend over ``LOOPS_EXTRACTION_MAX_USD_PER_DAY``."""
+    cap = Decimal(str(settings.LOOPS_EXTRACTION_MAX_USD_PER_DAY))
+    tokens = estimate_tokens(SYSTEM_PROMPT + prompt)
+    worst_case = Decimal(str(estimate_usd(model, tokens, MAX_OUTPUT_TOKENS)))
+    return cap <= 0 or spent_today_usd() + worst_case > cap
+
+
+def _ask_model(
+    client: Any,
+    *,
+    model: str,
+    prompt: str,
+    source: Source,
+    thread_id: str,
+    record: Callable[..., None],
+) -> str | None:
+    """One model call, its usage logged in ``LlmUsage``; returns the answer text, or
+    None when the model refused. Raises ``RetryableExtraction`` (``llm_error``,
+    ``truncated``) after recording the failed run."""
+    try:
+        response = client.messages.create(
+            model=model,
+            max_tokens=MAX_OUTPUT_TOKENS,
+            system=SYSTEM_PROMPT,
+            messages=[{"role": "user", "content": prompt}],
         )
-        return ExtractionResult(status="skipped", reason=reason)
-    client = anthropic_client()
-    if client is None:
-        raise RetryableExtraction("llm_unavailable")
+    except Exception as exc:  # the SDK's transport/status errors: retry later
+        logger.warning("loops llm_extract %s/%s: %s", source.id, thread_id, exc)
+        record(status="failed", reason="llm_error")
+        raise RetryableExtraction("llm_error") from exc
+    usage = getattr(response, "usage", None)
+    in_tok = getattr(usage, "input_tokens", 0) or 0
+    out_tok = getattr(usage, "output_tokens", 0) or 0
+    stop = getattr(response, "stop_reason", None)
+    outcome = {"max_tokens": "truncated", "refusal": "refused"}.get(stop or "", "ok")
+    LlmUsage.objects.create(
+        source=source,
+        thread_id=thread_id,
+        model=model,
+        input_tokens=in_tok,
+        output_tokens=out_tok,
+        usd_estimate=Decimal(str(estimate_usd(model, in_tok, out_tok))),
+        outcome=outcome,
+    )
+    if outcome == "refused":
+        record(status="skipped", reason="refused")
+        return None
+    if outcome == "truncated":
+        record(status="failed", reason="truncated")
+        raise RetryableExtraction("truncated")
+    return "".join(getattr(block, "text", "") for block in response.content)
+
+
+def _parse_or_retry(
+    text: str, record: Callable[..., None]
+) -> dict[str, list[dict[str, Any]]]:
+    """``parse_response``; a broken answer is recorded and raised as retryable."""
+    try:
+        return parse_response(text)
+    except ParseBarrier as exc:
+        record(status="failed", reason="parse_barrier", result={"error": str(exc)})
+        raise RetryableExtraction("parse_barrier") from exc
+
+
+def _commitment_input(
+    kind: str,
+    item: dict[str, Any],
+    *,
+    quote: str,
+    origin: MailMessage,
+    fallback_email: str,
+    valid_ids: Collection[int],
+) -> CommitmentInput:
+    """One parsed commitment or pending decision as the projection's input: a
+    commitment without an email falls back to the thread's counterparty; a
+    ``same_as_loop_id`` not among the candidates shown is dropped."""
+    if kind == "commitment":
+        direction, confidence = item["direction"], LLM_COMMITMENT_CONFIDENCE
+        email = item["counterparty_email"] or fallback_email
+        name = item["counterparty_name"]
+    else:
+        direction, confidence, email, name = "decision", LLM_DECISION_CONFIDENCE, "", ""
+    same_as = item["same_as_loop_id"]
+    return CommitmentInput(
+        direction=direction,
+        text=item["text"],
+        quote=quote,
+        due=item.get("due"),
+        counterparty_email=email,
+        counterparty_name=name,
+        message_id=origin.message_id,
+        raw_record_id=origin.raw_record_id,
+        message_date=origin.sent_at,
+        confidence=confidence,
+        same_as_loop_id=same_as if same_as in valid_ids else None,
+        link=origin.link or "",
+    )
+
+
+def _project_items(
+    parsed: dict[str, list[dict[str, Any]]],
+    *,
+    source: Source,
+    thread_id: str,
+    page: Page | None,
+    shown: _Shown,
+    source_newest: datetime,
+    record: Callable[..., None],
+) -> ExtractionResult:
+    """Write every parsed item in one transaction (SPEC §5.3 projections): quotes not
+    verbatim in the prompt are dropped, commitments already kept in unseen mail are
+    skipped, the run is recorded ``extracted`` with the loop ids."""
+    seen_text, ordered = collapse(shown.text), shown.ordered
+    valid_ids = {c["id"] for c in shown.candidates}
+    owners = {a.lower() for a in source.owner_addresses}
+    coverage = mail_coverage(source_id=source.id, owners=owners)
+    result = ExtractionResult(status="extracted")
+    items = [("commitment", c) for c in parsed["commitments"]]
+    items += [("decision", d) for d in parsed["decisions_pending"]]
+    with transaction.atomic():
+        for kind, item in items:
+            quote = item["quote"]
+            if quote and collapse(quote) not in seen_text:
+                quote = ""
+                result.dropped_quotes += 1
+            origin = (_message_for_quote(quote, ordered) if quote else None) or ordered[
+                -1
+            ]
+            if kind == "commitment" and keeping_unseen(
+                item["direction"],
+                quote or item["text"],
+                at=origin.sent_at,
+                coverage=coverage,
+                now=source_newest,
+            ):
+                continue
+            loop, _ = loop_project_commitment(
+                source=source,
+                thread_id=thread_id,
+                page=page,
+                item=_commitment_input(
+                    kind,
+                    item,
+                    quote=quote,
+                    origin=origin,
+                    fallback_email=shown.fallback_email,
+                    valid_ids=valid_ids,
+                ),
+                detector=Detector.LLM_EXTRACT,
+                model=settings.BRAIN_LLM_MODEL,
+                actor="llm_extract",
+            )
+            result.loop_ids.append(loop.pk)
+        record(
+            status="extracted",
+            result={
+                "loop_ids": result.loop_ids,
+                "dropped_quotes": result.dropped_quotes,
+            },
+        )
+    return result
+
+
+@dataclass(frozen=True)
+class _Shown:
+    """What the model is shown for one thread (SPEC §5.3 input): the dated messages
+    oldest first, the candidate loops for ``same_as_loop_id``, the prompt text, and
+    the counterparty a commitment without an email falls back to (the last sender
+    not mine, else the first recipient of my last message who is not me)."""
+
+    ordered: list[MailMessage]
+    candidates: list[dict[str, Any]]
+    text: str
+    fallback_email: str
+
+
+def _thread_prompt(
+    source: Source, thread_id: str, messages: Sequence[MailMessage], owners: set[str]
+) -> _Shown:
+    """Build the prompt of one thread revision and what goes with it (``_Shown``)."""
     ordered = sorted((m for m in messages if m.date), key=lambda m: m.sent_at)
     last_theirs = next(
         (m for m in reversed(ordered) if not is_mine(m, owners)), ordered[-1]
@@ -393,165 +531,76 @@ def llm_extract(
         candidates=candidates,
         timezones=SenderTimezones(ordered),
     )
-    model = settings.BRAIN_LLM_MODEL
-    cap = Decimal(str(settings.LOOPS_EXTRACTION_MAX_USD_PER_DAY))
-    worst_case = Decimal(
-        str(
-            estimate_usd(
-                model, estimate_tokens(SYSTEM_PROMPT + prompt), MAX_OUTPUT_TOKENS
-            )
-        )
+    if is_mine(last_theirs, owners):
+        fallback = next((a for a in ordered[-1].to if a.lower() not in owners), "")
+    else:
+        fallback = last_theirs.from_addr
+    return _Shown(ordered, candidates, prompt, fallback)
+
+
+def llm_extract(
+    *,
+    source: Source,
+    thread_id: str,
+    messages: Sequence[MailMessage],
+    page: Page | None,
+    mutes: Mutes,
+    source_newest: datetime,
+) -> ExtractionResult:
+    """Extract commitments of one thread revision with the LLM (SPEC §5.3).
+
+    Stages: kill switch → idempotency key → eligibility and window → spend cap →
+    one model call → strict parse → projections. Returns an ``ExtractionResult``
+    (``noop`` when this revision already has an outcome). Raises
+    ``RetryableExtraction`` when nothing was written but a retry may succeed
+    (malformed answer, truncated answer, API error)."""
+    if not settings.LOOPS_EXTRACTION_ENABLED:
+        return ExtractionResult(status="skipped", reason="extraction_disabled")
+    owners = {a.lower() for a in source.owner_addresses}
+    key = revision_key(
+        extractor=Detector.LLM_EXTRACT,
+        source_id=source.id,
+        thread_id=thread_id,
+        messages=messages,
     )
-    if cap <= 0 or spent_today_usd() + worst_case > cap:
-        _record_run(
-            source=source,
-            thread_id=thread_id,
-            key=key,
-            status="failed",
-            reason="cost_cap_exceeded",
-        )
+    done = _finished_run(key)
+    if done is not None:
+        return ExtractionResult(status="noop", reason=f"already_{done.status}")
+    record = partial(_record_run, source=source, thread_id=thread_id, key=key)
+    eligible, reason = extraction_gate(
+        messages,
+        owner_addresses=owners,
+        mutes=mutes,
+        thread_id=thread_id,
+        source_newest=source_newest,
+    )
+    if not eligible:
+        record(status="skipped", reason=reason)
+        return ExtractionResult(status="skipped", reason=reason)
+    client = anthropic_client()
+    if client is None:
+        raise RetryableExtraction("llm_unavailable")
+    shown = _thread_prompt(source, thread_id, messages, owners)
+    model = settings.BRAIN_LLM_MODEL
+    if _over_spend_cap(model, shown.text):
+        record(status="failed", reason="cost_cap_exceeded")
         return ExtractionResult(status="skipped", reason="cost_cap_exceeded")
-    try:
-        response = client.messages.create(
-            model=model,
-            max_tokens=MAX_OUTPUT_TOKENS,
-            system=SYSTEM_PROMPT,
-            messages=[{"role": "user", "content": prompt}],
-        )
-    except Exception as exc:  # the SDK's transport/status errors: retry later
-        logger.warning("loops llm_extract %s/%s: %s", source.id, thread_id, exc)
-        _record_run(
-            source=source,
-            thread_id=thread_id,
-            key=key,
-            status="failed",
-            reason="llm_error",
-        )
-        raise RetryableExtraction("llm_error") from exc
-    usage = getattr(response, "usage", None)
-    in_tok = getattr(usage, "input_tokens", 0) or 0
-    out_tok = getattr(usage, "output_tokens", 0) or 0
-    stop = getattr(response, "stop_reason", None)
-    outcome = {"max_tokens": "truncated", "refusal": "refused"}.get(stop or "", "ok")
-    LlmUsage.objects.create(
+    text = _ask_model(
+        client,
+        model=model,
+        prompt=shown.text,
         source=source,
         thread_id=thread_id,
-        model=model,
-        input_tokens=in_tok,
-        output_tokens=out_tok,
-        usd_estimate=Decimal(str(estimate_usd(model, in_tok, out_tok))),
-        outcome=outcome,
+        record=record,
     )
-    if outcome == "refused":
-        _record_run(
-            source=source,
-            thread_id=thread_id,
-            key=key,
-            status="skipped",
-            reason="refused",
-        )
+    if text is None:
         return ExtractionResult(status="skipped", reason="refused")
-    if outcome == "truncated":
-        _record_run(
-            source=source,
-            thread_id=thread_id,
-            key=key,
-            status="failed",
-            reason="truncated",
-        )
-        raise RetryableExtraction("truncated")
-    text = "".join(getattr(block, "text", "") for block in response.content)
-    try:
-        parsed = parse_response(text)
-    except ParseBarrier as exc:
-        _record_run(
-            source=source,
-            thread_id=thread_id,
-            key=key,
-            status="failed",
-            reason="parse_barrier",
-            result={"error": str(exc)},
-        )
-        raise RetryableExtraction("parse_barrier") from exc
-    seen_text = collapse(prompt)
-    coverage = mail_coverage(source_id=source.id, owners=owners)
-    result = ExtractionResult(status="extracted")
-    valid_ids = {c["id"] for c in candidates}
-    with transaction.atomic():
-        items: list[tuple[str, dict[str, Any]]] = [
-            ("commitment", c) for c in parsed["commitments"]
-        ]
-        items += [("decision", d) for d in parsed["decisions_pending"]]
-        for kind, item in items:
-            quote = item["quote"]
-            if quote and collapse(quote) not in seen_text:
-                quote = ""
-                result.dropped_quotes += 1
-            origin = _message_for_quote(quote, ordered) if quote else None
-            origin = origin or ordered[-1]
-            if kind == "commitment" and keeping_unseen(
-                item["direction"],
-                quote or item["text"],
-                at=origin.sent_at,
-                coverage=coverage,
-                now=source_newest,
-            ):
-                continue
-            if kind == "commitment":
-                email = item["counterparty_email"]
-                if not email:
-                    email = (
-                        last_theirs.from_addr
-                        if not is_mine(last_theirs, owners)
-                        else next(
-                            (a for a in ordered[-1].to if a.lower() not in owners), ""
-                        )
-                    )
-                direction, confidence = item["direction"], LLM_COMMITMENT_CONFIDENCE
-                name = item["counterparty_name"]
-            else:
-                direction, confidence, email, name = (
-                    "decision",
-                    LLM_DECISION_CONFIDENCE,
-                    "",
-                    "",
-                )
-            same_as = (
-                item["same_as_loop_id"]
-                if item["same_as_loop_id"] in valid_ids
-                else None
-            )
-            loop, _ = loop_project_commitment(
-                source=source,
-                thread_id=thread_id,
-                page=page,
-                item=CommitmentInput(
-                    direction=direction,
-                    text=item["text"],
-                    quote=quote,
-                    due=item.get("due"),
-                    counterparty_email=email,
-                    counterparty_name=name,
-                    message_id=origin.message_id,
-                    raw_record_id=origin.raw_record_id,
-                    message_date=origin.sent_at,
-                    confidence=confidence,
-                    same_as_loop_id=same_as,
-                    link=origin.link or "",
-                ),
-                detector=Detector.LLM_EXTRACT,
-                model=model,
-                actor="llm_extract",
-            )
-            result.loop_ids.append(loop.pk)
-        _record_run(
-            source=source,
-            thread_id=thread_id,
-            key=key,
-            status="extracted",
-            result={
-                "loop_ids": result.loop_ids,
-                "dropped_quotes": result.dropped_quotes,
-            },
-        )
-    return result
+    return _project_items(
+        _parse_or_retry(text, record),
+        source=source,
+        thread_id=thread_id,
+        page=page,
+        shown=shown,
+        source_newest=source_newest,
+        record=record,
+    )

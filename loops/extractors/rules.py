@@ -654,6 +654,115 @@ def _same_promise(
     return bool(a and b) and 2 * len(a & b) >= min(len(a), len(b))
 
 
+def _message_party(
+    m: MailMessage, owners: set[str], *, personal: bool
+) -> tuple[str, str] | None:
+    """(counterparty address, name) of promises in ``m``, or None when it can hold
+    none: mine needs a recipient other than me (the first); theirs needs me in To
+    and, unless ``personal`` (after I wrote in the thread a reply to me is
+    personal even when a list delivered it), no mass mail."""
+    if is_mine(m, owners):
+        others = [a.lower() for a in [*m.to, *m.cc] if a and a.lower() not in owners]
+        return (others[0], "") if others else None
+    if not owners & {a.lower() for a in m.to} or (_is_bulk(m) and not personal):
+        return None
+    return (m.from_addr or "").lower(), m.from_name or ""
+
+
+def _direction(
+    match: RuleMatch,
+    m: MailMessage,
+    *,
+    mine: bool,
+    crowd: bool,
+    later: Sequence[MailMessage],
+    owners: set[str],
+) -> tuple[str, bool] | None:
+    """(direction, accepted request) of one matched sentence, or None when it opens
+    nothing: their promise to a crowd; list talk without a work verb ("I'll bite");
+    a request (the asker's loop) unless it is theirs and I took it on later."""
+    if match.kind == "commitment":
+        if not mine and crowd:
+            return None
+        if m.mailing_list and match.verb not in LIST_PROMISE_VERBS:
+            return None
+        return (OWED_BY_ME if mine else OWED_TO_ME), False
+    if mine or not _accepted_later(later, owners):
+        return None
+    return OWED_BY_ME, True
+
+
+def _thread_pending(subs: Sequence[MailMessage], owners: set[str]) -> list[_Pending]:
+    """Every structural candidate of the thread (``subs`` substantive, oldest
+    first): one per direction and lower-cased sentence, one per promise of a
+    message (``_same_promise``); a commitment right after a conditional offer
+    ("If you like, …") is none."""
+    pending: list[_Pending] = []
+    seen: set[tuple[str, str]] = set()
+    first_mine = next((i for i, m in enumerate(subs) if is_mine(m, owners)), None)
+    for index, m in enumerate(subs):
+        personal = first_mine is not None and index >= first_mine
+        party = _message_party(m, owners, personal=personal)
+        text = reply_text(m.body)
+        if party is None or not TRIGGER_RE.search(text):
+            continue
+        mine = is_mine(m, owners)
+        crowd = len([a for a in [*m.to, *m.cc] if a]) > MAX_RECIPIENTS_FOR_PROMISE_TO_ME
+        later = tuple(subs[index + 1 :])
+        offer = False  # the previous sentence made a conditional offer
+        for sentence in split_sentences(text):
+            match = classify_sentence(sentence)
+            follows_offer, offer = offer, conditional_future(sentence)
+            if match is None or (follows_offer and match.kind == "commitment"):
+                continue
+            found = _direction(
+                match, m, mine=mine, crowd=crowd, later=later, owners=owners
+            )
+            if found is None:
+                continue
+            direction, accepted = found
+            key = (direction, match.sentence.lower())
+            if key in seen or any(
+                _same_promise(q, direction, match, m) for q in pending
+            ):
+                continue
+            seen.add(key)
+            pending.append(_Pending(direction, match, m, *party, later, accepted))
+    return pending
+
+
+def _candidate(
+    p: _Pending,
+    *,
+    scored: bool,
+    owners: set[str],
+    timezones: Mapping[str, tzinfo] | None,
+) -> RuleCandidate | None:
+    """The candidate of one pending promise, or None when kept later in the thread
+    (``fulfilment.kept_in``). Its due date resolves in the sender's timezone; its
+    confidence is lower without a date and without the classifier."""
+    if fulfilment.kept_in(p.match.sentence, p.later, _writer(p, owners)):
+        return None
+    due = None
+    if p.match.deadline:
+        # Looked up only here: reading a sender's timezone costs a query.
+        tz = timezones.get(p.message.message_id) if timezones is not None else None
+        due = resolve_due(p.match.deadline, p.message.sent_at, tz)
+    confidence = RULE_CONFIDENCE_DATED if due else RULE_CONFIDENCE_UNDATED
+    if not scored:
+        confidence -= RULES_ONLY_PENALTY
+    return RuleCandidate(
+        direction=p.direction,
+        text=p.match.sentence[:500],
+        quote=p.match.sentence[:200],
+        due=due,
+        counterparty_email=p.counterparty,
+        counterparty_name=p.name,
+        message=p.message,
+        confidence=round(confidence, 2),
+    )
+
+
 def rule_extract(
     messages: Sequence[MailMessage],
     *,
@@ -683,60 +792,7 @@ def rule_extract(
     """
     owners = {a.lower() for a in owner_addresses}
     subs = sorted((m for m in messages if is_substantive(m)), key=lambda m: m.sent_at)
-    pending: list[_Pending] = []
-    seen: set[tuple[str, str]] = set()
-    # A reply addressed to me after I wrote in the thread is personal even when a
-    # mailing list delivered it (list headers, bulk category): not mass mail.
-    first_mine = next((i for i, m in enumerate(subs) if is_mine(m, owners)), None)
-    for index, m in enumerate(subs):
-        mine = is_mine(m, owners)
-        recipients = [a.lower() for a in [*m.to, *m.cc] if a]
-        if mine:
-            others = [a for a in recipients if a not in owners]
-            if not others:
-                continue
-            counterparty, name = others[0], ""
-        else:
-            if not owners & {a.lower() for a in m.to} or (
-                _is_bulk(m) and (first_mine is None or index < first_mine)
-            ):
-                continue
-            counterparty, name = (m.from_addr or "").lower(), m.from_name or ""
-        crowd = len(recipients) > MAX_RECIPIENTS_FOR_PROMISE_TO_ME
-        later = tuple(subs[index + 1 :])
-        text = reply_text(m.body)
-        if not TRIGGER_RE.search(text):
-            continue
-        offer = False  # the previous sentence made a conditional offer
-        for sentence in split_sentences(text):
-            match = classify_sentence(sentence)
-            follows_offer, offer = offer, conditional_future(sentence)
-            if match is None or (follows_offer and match.kind == "commitment"):
-                continue
-            accepted = False
-            if match.kind == "commitment":
-                if not mine and crowd:
-                    continue
-                if m.mailing_list and match.verb not in LIST_PROMISE_VERBS:
-                    # List talk: "I'll bite", "I'll throw you a bone", "I'll
-                    # stick with Occam's razor" are turns of phrase, not work.
-                    continue
-                direction = OWED_BY_ME if mine else OWED_TO_ME
-            else:
-                # A request is the asker's loop, not a promise: mine opens nothing
-                # here, theirs only once I took it on.
-                if mine or not _accepted_later(later, owners):
-                    continue
-                direction, accepted = OWED_BY_ME, True
-            key = (direction, match.sentence.lower())
-            if key in seen or any(
-                _same_promise(q, direction, match, m) for q in pending
-            ):
-                continue
-            seen.add(key)
-            pending.append(
-                _Pending(direction, match, m, counterparty, name, later, accepted)
-            )
+    pending = _thread_pending(subs, owners)
     if not pending:
         return []
     scores = (
@@ -744,10 +800,10 @@ def rule_extract(
         if use_classifier
         else None
     )
-    found: list[RuleCandidate] = []
     probabilities: list[float | None] = (
         list(scores) if scores else [None] * len(pending)
     )
+    found: list[RuleCandidate] = []
     for p, probability in zip(pending, probabilities, strict=True):
         if (
             probability is not None
@@ -755,26 +811,9 @@ def rule_extract(
             and probability < classifier.threshold()
         ):
             continue
-        if fulfilment.kept_in(p.match.sentence, p.later, _writer(p, owners)):
-            continue
-        due = None
-        if p.match.deadline:
-            # Looked up only here: reading a sender's timezone costs a query.
-            tz = timezones.get(p.message.message_id) if timezones is not None else None
-            due = resolve_due(p.match.deadline, p.message.sent_at, tz)
-        confidence = RULE_CONFIDENCE_DATED if due else RULE_CONFIDENCE_UNDATED
-        if scores is None:
-            confidence -= RULES_ONLY_PENALTY
-        found.append(
-            RuleCandidate(
-                direction=p.direction,
-                text=p.match.sentence[:500],
-                quote=p.match.sentence[:200],
-                due=due,
-                counterparty_email=p.counterparty,
-                counterparty_name=p.name,
-                message=p.message,
-                confidence=round(confidence, 2),
-            )
+        candidate = _candidate(
+            p, scored=scores is not None, owners=owners, timezones=timezones
         )
+        if candidate is not None:
+            found.append(candidate)
     return found
