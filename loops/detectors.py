@@ -379,8 +379,7 @@ def detect_thread(
     coverage: MailCoverage | None = None,
     timezones: Mapping[str, tzinfo] | None = None,
 ) -> Verdict:
-    """Decide which deterministic loops of one thread open and close (SPEC §5.2,
-    §5.1a).
+    """Which deterministic loops of one thread open and close (SPEC §5.2, §5.1a).
 
     ``messages``: one thread's messages in any order; those dated after ``now``
     are ignored (replay). ``sender_kinds``: address → ``person``/``automated``
