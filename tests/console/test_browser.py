@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +26,9 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from accounts.models import User
 from brain.access import local_caller
-from brain.models import Page, Source
+from brain.models import Page, RawRecord, Source
 from brain.services.pages import page_write
-from loops.models import LoopStatus, LoopType, OpenLoop
+from loops.models import CLOSED_BY_STALENESS, LoopStatus, LoopType, OpenLoop
 from loops.services import loop_open
 from tests.console.conftest import ARTIFACTS
 
@@ -432,3 +433,61 @@ def test_reverting_a_first_revision_needs_the_box_ticked_in_the_browser(
     _message(browser, "Reverted to the text before the create")
     labels = browser.find_elements(By.CSS_SELECTOR, ".revision-label")
     assert [lb.text for lb in labels] == ["revert", "create"]
+
+
+def test_waiting_coverage_lines_per_mailbox_in_the_browser(
+    browser: Any, live_server: Any, demo: dict[str, Any]
+) -> None:
+    """Issue 47: with two mailboxes, Waiting shows one collapsible coverage line per
+    source at its own date (not a grey note with command-line advice, not a
+    heading dated by another source), and the line of an archive whose asks aged
+    past the 90-day window says how many and links to them."""
+    old = Source.objects.create(
+        id="old-box",
+        name="Old archive",
+        kind="mailbox",
+        owner_addresses=["me@example.org"],
+    )
+    newest = datetime(2001, 10, 1, 12, tzinfo=UTC)
+    for n in range(3):
+        RawRecord.objects.create(
+            source=old,
+            external_id=f"<old{n}@x>",
+            kind=RawRecord.Kind.RFC822,
+            content="x",
+            content_hash=f"old{n}".ljust(64, "0"),
+            metadata={
+                "date": (newest - timedelta(days=n)).isoformat(),
+                "from_addr": "list@example.org",
+            },
+        )
+    aged = _loop(
+        old, "ann@example.org", "Ann asked for the budget", LoopType.UNANSWERED_INBOUND
+    )
+    OpenLoop.objects.filter(pk=aged.pk).update(
+        status=LoopStatus.STALE,
+        closed_by=CLOSED_BY_STALENESS,
+        closed_at=newest,
+        last_activity_at=newest - timedelta(days=200),
+    )
+    _login(browser, live_server)
+    _go(browser, browser.find_element(By.ID, "nav-waiting"))
+    heading = browser.find_element(By.ID, "waiting-heading").text
+    assert not heading.startswith("As of") and "each at its own date" in heading
+    lines = browser.find_elements(By.CSS_SELECTOR, "details.waiting-coverage")
+    assert len(lines) == 2
+    line = browser.find_element(
+        By.CSS_SELECTOR, "details.waiting-coverage[data-source='old-box']"
+    )
+    assert line.text == (
+        "mailbox Old archive: 3 messages to 2001-10-01; none of the owner's own "
+        "mail in the window; 1 unanswered ask(s) aged past the 90-day window"
+    )
+    assert not any(
+        "old-box" in w.text for w in browser.find_elements(By.CSS_SELECTOR, ".warning")
+    )
+    assert "--as-of" not in _triage(browser)
+    line.find_element(By.TAG_NAME, "summary").click()
+    assert "As of 2001-10-01 12:00 UTC" in line.text
+    _go(browser, line.find_element(By.CSS_SELECTOR, "a.waiting-aged-out"))
+    assert "Ann asked for the budget" in browser.find_element(By.ID, "result_list").text
