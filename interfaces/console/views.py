@@ -42,6 +42,7 @@ from brain.models import (
     TimelineEntry,
 )
 from brain.search import SearchResult, page_search
+from brain.services.facts import fact_correct, fact_forget
 from brain.services.merges import (
     merge_proposal_accept,
     merge_proposal_reject,
@@ -271,6 +272,55 @@ def loop_rows(loops: list[OpenLoop]) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+# --- facts on a card ----------------------------------------------------------------
+
+
+def fact_act(request: HttpRequest, fact_id: int) -> HttpResponse:
+    """POST ``action`` on one fact of a card (SPEC §2.4, §4): ``correct`` (``text``:
+    the corrected fact; ``brain.services.facts.fact_correct`` remembers it and
+    supersedes the old one, naming the curator) | ``forget`` (``reason``, required:
+    ``fact_forget`` expires it with that reason). Facts are never edited in place
+    or deleted. Redirects to ``next`` (the card) with a message saying what
+    changed."""
+    if request.method != "POST":
+        return HttpResponseNotAllowed(["POST"])
+    fact = get_object_or_404(Fact.objects.defer("embedding"), pk=fact_id)
+    fallback = reverse("admin:brain_fact_change", args=[fact.pk])
+    action = request.POST.get("action", "")
+    name = f"“{fact.text if len(fact.text) <= 80 else fact.text[:79] + '…'}”"
+    try:
+        if action == "correct":
+            new = fact_correct(
+                caller=_caller(request),
+                fact_id=fact.pk,
+                text=request.POST.get("text", ""),
+            )
+            messages.success(
+                request,
+                f"Corrected: {name} is superseded by “{new.text}” (fact {new.pk}); "
+                "the old fact stays in the history.",
+            )
+        elif action == "forget":
+            reason = " ".join(request.POST.get("reason", "").split())
+            if not reason:
+                messages.error(
+                    request, f"Say why {name} is forgotten. Nothing changed."
+                )
+                return _back(request, fallback)
+            _, expired = fact_forget(
+                caller=_caller(request), fact_id=fact.pk, reason=reason
+            )
+            if expired:
+                messages.success(request, f"Forgotten: {name} ({reason}).")
+            else:
+                messages.info(request, f"{name} was already expired.")
+        else:
+            messages.error(request, f"Unknown action '{action}'.")
+    except BrainError as exc:
+        messages.error(request, exc.message)
+    return _back(request, fallback)
 
 
 # --- person cards -----------------------------------------------------------------

@@ -27,6 +27,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 from accounts.models import User
 from brain.access import local_caller
 from brain.models import Page, RawRecord, Source
+from brain.services.facts import fact_remember
 from brain.services.pages import page_write
 from loops.models import CLOSED_BY_STALENESS, LoopStatus, LoopType, OpenLoop
 from loops.services import loop_open
@@ -491,3 +492,48 @@ def test_waiting_coverage_lines_per_mailbox_in_the_browser(
     assert "As of 2001-10-01 12:00 UTC" in line.text
     _go(browser, line.find_element(By.CSS_SELECTOR, "a.waiting-aged-out"))
     assert "Ann asked for the budget" in browser.find_element(By.ID, "result_list").text
+
+
+def test_correct_and_forget_a_fact_on_the_card_in_the_browser(
+    browser: Any, live_server: Any, demo: dict[str, Any]
+) -> None:
+    """Issue 47: a card's fact has Correct (a new fact supersedes it, naming the
+    curator; the old one is kept, not overwritten) and Forget (with a reason)."""
+    old = fact_remember(
+        caller=CALLER,
+        text="Dana's desk phone is 555-0100",
+        provenance="test",
+        entity=demo["dana"],
+        source=demo["mail"],
+        use_llm=False,
+    ).fact
+    _login(browser, live_server)
+    _go(browser, browser.find_element(By.ID, "nav-people"))
+    _go(browser, browser.find_element(By.LINK_TEXT, "Dana Reyes"))
+    fact = browser.find_element(By.CSS_SELECTOR, f".person-fact[data-fact='{old.pk}']")
+    fact.find_element(By.TAG_NAME, "summary").click()
+    box = fact.find_element(By.CSS_SELECTOR, "input.fact-correct-text")
+    box.clear()
+    box.send_keys("Dana's desk phone is 555-0199")
+    _go(browser, fact.find_element(By.CSS_SELECTOR, "button.fact-correct-button"))
+    _message(browser, "Corrected: “Dana's desk phone is 555-0100” is superseded")
+    facts = browser.find_element(By.ID, "person-facts").text
+    live, _, history = facts.partition("Superseded or forgotten")
+    assert "555-0199" in live and "555-0100" not in live
+    assert "555-0100" in history and "corrected by staff:curator" in history
+    old.refresh_from_db()
+    new = old.superseded_by
+    assert new is not None and new.text == "Dana's desk phone is 555-0199"
+    assert old.text == "Dana's desk phone is 555-0100" and old.expired_at is not None
+    assert new.created_by == "staff:curator"
+
+    fact = browser.find_element(By.CSS_SELECTOR, f".person-fact[data-fact='{new.pk}']")
+    fact.find_element(By.TAG_NAME, "summary").click()
+    fact.find_element(By.CSS_SELECTOR, "input.fact-forget-reason").send_keys(
+        "she left the desk"
+    )
+    _go(browser, fact.find_element(By.CSS_SELECTOR, "button.fact-forget-button"))
+    _message(browser, "Forgotten: “Dana's desk phone is 555-0199” (she left the desk)")
+    new.refresh_from_db()
+    assert new.expired_reason == "forgotten: she left the desk"
+    assert "No live facts." in browser.find_element(By.ID, "person-facts").text
