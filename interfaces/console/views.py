@@ -49,6 +49,7 @@ from brain.services.merges import (
     page_merge,
 )
 from brain.services.pages import page_write
+from brain.text import normalize_alias
 from interfaces.console.markdown import markdown_plain, render_markdown
 from jobs.selectors import worker_alive
 from jobs.services import job_enqueue
@@ -337,12 +338,81 @@ def _live_page(source_id: str, slug: str) -> Page:
     return page
 
 
+#: How many "merged into" hops a merged-away URL follows to a live page.
+MERGE_HOPS = 5
+
+
+def _merged_into(source_id: str, slug: str) -> Page | None:
+    """The live page a merged-away page now lives in (``brain.services.merges``
+    stamps ``merged_into`` on the page it soft-deletes), following a chain of
+    merges; None when ``slug`` was not merged away or leads nowhere live."""
+    for _ in range(MERGE_HOPS):
+        gone = (
+            Page.objects.filter(
+                source_id=source_id,
+                slug=slug,
+                deleted_at__isnull=False,
+                frontmatter__has_key="merged_into",
+            )
+            .order_by("-deleted_at")
+            .values_list("frontmatter", flat=True)
+            .first()
+        )
+        if not gone or not isinstance(gone.get("merged_into"), str):
+            return None
+        slug = gone["merged_into"]
+        live = Page.objects.filter(
+            source_id=source_id, slug=slug, deleted_at__isnull=True
+        ).first()
+        if live is not None:
+            return live
+    return None
+
+
+def _to_kept_page(
+    request: HttpRequest, source_id: str, slug: str, view: str
+) -> HttpResponse:
+    """A merged-away page's console URL answers a redirect (302) to the same view
+    of the page it was merged into, with a message saying so; any other missing
+    page is a 404."""
+    kept = _merged_into(source_id, slug)
+    if kept is None:
+        raise Http404(f"No live page {source_id}:{slug}")
+    messages.info(
+        request, f"{slug} was merged into {kept.title or kept.slug}: showing that page."
+    )
+    return redirect(view, kept.source_id, kept.slug)
+
+
+def _aliases_shown(page: Page) -> list[Alias]:
+    """A card's "Also known as": the page's aliases except the slugs of pages
+    merged into it (``page_merge`` keeps them as aliases so old references still
+    resolve; they are not names)."""
+    merged = {
+        normalize_alias(slug)
+        for slug in Page.objects.filter(
+            source_id=page.source_id,
+            deleted_at__isnull=False,
+            frontmatter__merged_into=page.slug,
+        ).values_list("slug", flat=True)
+    }
+    return [
+        a
+        for a in Alias.objects.filter(page=page).order_by("alias")
+        if a.alias not in merged
+    ]
+
+
 def person_card(request: HttpRequest, source_id: str, slug: str) -> HttpResponse:
     """A person's card (SPEC §4 entity, §5): aliases, open loops both ways with
     their actions (a snoozed one marked "snoozed until …", with Wake now), recent
     threads and timeline, live and superseded facts with their evidence, relations
-    by name, and "Merge with…" (``q`` searches other pages)."""
-    page = _live_page(source_id, slug)
+    by name, and "Merge with…" (``q`` searches other pages). A merged-away
+    page's card redirects to the kept page's (``_to_kept_page``)."""
+    try:
+        page = _live_page(source_id, slug)
+    except Http404:
+        return _to_kept_page(request, source_id, slug, "admin:console_person")
     loops = list(
         OpenLoop.objects.filter(counterparty=page, status=LoopStatus.OPEN)
         .select_related("page")
@@ -365,7 +435,7 @@ def person_card(request: HttpRequest, source_id: str, slug: str) -> HttpResponse
     incoming_all = relations.filter(
         to_page=page, from_page__deleted_at__isnull=True
     ).order_by("-from_page__updated_at")
-    aliases = list(Alias.objects.filter(page=page).order_by("alias"))
+    aliases = _aliases_shown(page)
     threads = _recent_threads(page, [a.alias for a in aliases if "@" in a.alias])
     incoming = list(incoming_all.exclude(from_page__type__name=THREAD_TYPE)[:50])
     query = request.GET.get("q", "").strip()
@@ -546,8 +616,12 @@ def _conversation(body: str) -> list[dict[str, Any]]:
 
 def page_view(request: HttpRequest, source_id: str, slug: str) -> HttpResponse:
     """Any page rendered (markdown to sanitised HTML); a thread as a conversation;
-    frontmatter as a table; links to edit, revisions and the person card."""
-    page = _live_page(source_id, slug)
+    frontmatter as a table; links to edit, revisions and the person card. A
+    merged-away page's URL redirects to the kept page (``_to_kept_page``)."""
+    try:
+        page = _live_page(source_id, slug)
+    except Http404:
+        return _to_kept_page(request, source_id, slug, "admin:console_page")
     type_name = page.type.name if page.type_id else ""
     conversation = _conversation(page.body) if type_name == THREAD_TYPE else []
     context = _context(

@@ -407,6 +407,56 @@ def test_merge_two_people_through_the_merge_service(
     assert Alias.objects.filter(page=dana, alias="dana.r@example.org").exists()
 
 
+def test_a_merged_away_page_redirects_to_the_kept_page(
+    staff: Client, mail_source: Source
+) -> None:
+    """Issue 47: a merged-away page's card and page URLs answered a bare 404; they
+    redirect (302) to the kept page's, and the kept card does not list the merged
+    slug as a name (its title and addresses stay)."""
+    dana = person(mail_source, "Dana Reyes", "dana@example.org")
+    twin = person(mail_source, "Dana R.", "dana.r@example.org")
+    staff.post(
+        reverse("admin:console_merge"),
+        {"keep": dana.pk, "merge": twin.pk, "decision": "merge"},
+    )
+    for view in ("admin:console_person", "admin:console_page"):
+        response = staff.get(reverse(view, args=[mail_source.id, twin.slug]))
+        assert response.status_code == 302
+        assert response["Location"] == reverse(view, args=[mail_source.id, dana.slug])
+    gone = staff.get(reverse("admin:console_page", args=[mail_source.id, "nobody"]))
+    assert gone.status_code == 404
+    card = texts(
+        staff.get(reverse("admin:console_person", args=[mail_source.id, dana.slug]))
+    )
+    known = card.split("Also known as:</strong>")[1].split("</p>")[0]
+    assert "dana.r@example.org" in known and "dana r." in known
+    assert twin.slug not in known
+    assert Alias.objects.filter(page=dana, alias=twin.slug).exists()
+
+
+def test_wiki_links_read_as_the_linked_pages_title(
+    staff: Client, mail_source: Source
+) -> None:
+    """Issue 47: ``[[people/x]]`` rendered the slug; it reads the page's title (an
+    explicit label and a link to no page keep their text)."""
+    dana = person(mail_source, "Dana Reyes", "dana@example.org")
+    notes = page_write(
+        source=mail_source,
+        mode="create",
+        actor=CALLER,
+        title="Offsite notes",
+        body=f"Met [[{dana.slug}]], [[{dana.slug}|our CFO]] and [[people/nobody]].",
+        embed=False,
+    ).page
+    html = texts(
+        staff.get(reverse("admin:console_page", args=[mail_source.id, notes.slug]))
+    )
+    href = reverse("admin:console_page", args=[mail_source.id, dana.slug])
+    assert f'<a href="{href}" rel="noopener noreferrer">Dana Reyes</a>' in html
+    assert f'<a href="{href}" rel="noopener noreferrer">our CFO</a>' in html
+    assert ">people/nobody</a>" in html
+
+
 def test_merge_proposal_reject_from_the_side_by_side_page(
     staff: Client, mail_source: Source
 ) -> None:
