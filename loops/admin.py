@@ -7,6 +7,7 @@ read-only. The waiting dashboard is an admin view at
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
@@ -128,6 +129,35 @@ class OpenLoopAdmin(admin.ModelAdmin):
         "created_at",
         "updated_at",
     )
+    # The form shows what a curator reads; the evidence is quoted once above it
+    # and the internals (dedup key, thread id, raw JSON) sit in a closed
+    # <details> under the history (issue 47: the page showed the evidence three
+    # times and was wider than the window).
+    fieldsets = (
+        (
+            None,
+            {
+                "fields": (
+                    "source",
+                    "summary",
+                    "counterparty",
+                    "counterparty_email",
+                    "counterparty_name",
+                    "page",
+                    "fact",
+                    "loop_type",
+                    "status",
+                    "opened_at",
+                    "last_activity_at",
+                    "due_at",
+                    "snoozed_until",
+                    "closed_at",
+                    "closed_by",
+                    "fulfilment_suspected_at",
+                )
+            },
+        ),
+    )
     date_hierarchy = "last_activity_at"
     actions = (
         "mark_done",
@@ -174,7 +204,11 @@ class OpenLoopAdmin(admin.ModelAdmin):
                     for e in (obj.evidence or [])
                     if isinstance(e, dict)
                 ],
-                "events": list(obj.events.order_by("event_time", "id")),
+                "events": [
+                    {"event": ev, "details": _event_details(ev.extra_data)}
+                    for ev in obj.events.order_by("event_time", "id")
+                ],
+                "internals": _internals(obj),
             }
         return super().render_change_form(request, context, add, change, form_url, obj)
 
@@ -365,6 +399,40 @@ class OpenLoopAdmin(admin.ModelAdmin):
             "mine": mine,
         }
         return TemplateResponse(request, "loops/waiting.html", context)
+
+
+#: Event details already quoted in the loop page's Evidence section.
+EVIDENCE_KEYS = ("evidence",)
+
+
+def _event_details(extra: Any) -> Any:
+    """A loop event's ``extra_data`` for the history table, without the evidence
+    the page quotes once above it (kept whole in the internals)."""
+    if not isinstance(extra, dict):
+        return extra
+    return {k: v for k, v in extra.items() if k not in EVIDENCE_KEYS}
+
+
+def _internals(loop: OpenLoop) -> list[tuple[str, str]]:
+    """The loop's internals as ``(label, text)`` for the closed "Internals" box of
+    its page: ids, detector, confidence and the raw evidence JSON."""
+    return [
+        ("dedup key", loop.dedup_key),
+        ("thread id", loop.thread_id or "—"),
+        ("detector", loop.detector),
+        ("confidence", f"{loop.confidence}"),
+        (
+            "created / updated",
+            f"{loop.created_at:%Y-%m-%d %H:%M} / {loop.updated_at:%Y-%m-%d %H:%M}",
+        ),
+        ("evidence (JSON)", json.dumps(loop.evidence, indent=2, ensure_ascii=False)),
+        (
+            "fulfilment evidence (JSON)",
+            json.dumps(loop.fulfilment_evidence, indent=2, ensure_ascii=False)
+            if loop.fulfilment_evidence
+            else "—",
+        ),
+    ]
 
 
 def aged_out_link(coverage: list[dict[str, Any]]) -> str:

@@ -537,3 +537,43 @@ def test_correct_and_forget_a_fact_on_the_card_in_the_browser(
     new.refresh_from_db()
     assert new.expired_reason == "forgotten: she left the desk"
     assert "No live facts." in browser.find_element(By.ID, "person-facts").text
+
+
+def test_loop_page_fits_the_window_with_its_evidence_once_in_the_browser(
+    browser: Any, live_server: Any, demo: dict[str, Any]
+) -> None:
+    """Issue 47: the loop page was 1,689 px wide in a 1,400 px window and showed its
+    evidence three times plus internals; it fits, quotes the evidence once, and
+    keeps the dedup key and raw JSON behind a closed <details>."""
+    long_id = "CAH" + "x7Yq" * 40 + "@mail.gmail.com"
+    quote = "Could you send the signed vendor contract by Friday? " + "x" * 300
+    loop = demo["loops"]["contract"]
+    OpenLoop.objects.filter(pk=loop.pk).update(
+        dedup_key="commitment_owed_by_me:" + "thread-" + "0123456789abcdef" * 12,
+        thread_id="<" + long_id + ">",
+        evidence=[
+            {
+                "quote": quote,
+                "message_id": f"<{long_id}>",
+                "link": "https://mail.google.com/mail/u/0/#all/" + "f" * 120,
+                "from": "dana@example.org",
+                "date": "2026-11-30T09:12:00+00:00",
+            }
+        ],
+    )
+    browser.set_window_size(1400, 900)
+    _login(browser, live_server)
+    _go(browser, browser.find_element(By.ID, "nav-waiting"))
+    _go(browser, browser.find_element(By.LINK_TEXT, "Review the vendor contract"))
+    sizes = browser.execute_script(
+        "return [document.documentElement.scrollWidth, window.innerWidth];"
+    )
+    assert sizes[0] <= sizes[1], sizes
+    body = browser.find_element(By.TAG_NAME, "body").text
+    assert body.count("Could you send the signed vendor contract") == 1
+    internals = browser.find_element(By.ID, "loop-internals")
+    assert internals.tag_name == "details"
+    assert internals.get_attribute("open") is None
+    assert "0123456789abcdef" not in body and long_id not in body
+    internals.find_element(By.TAG_NAME, "summary").click()
+    assert "0123456789abcdef" in internals.text

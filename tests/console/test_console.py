@@ -644,7 +644,9 @@ def test_loop_history_shows_event_details_as_tables_not_python_reprs(
     loop = a_loop(mail_source, "dana@example.org", "Send the Q3 numbers")
     html = texts(staff.get(reverse("admin:loops_openloop_change", args=[loop.pk])))
     history = html.split("<h3>History</h3>")[1].split("</table>", 1)[0]
-    assert "Quote for Send the Q3 numbers" in history
+    # Issue 47: the evidence is quoted once, above the history, not in it.
+    assert "Quote for Send the Q3 numbers" not in history
+    assert html.count("Quote for Send the Q3 numbers") == 2  # quote + raw JSON
     assert "{&#x27;" not in history and "[{" not in history
     assert '<table class="json-table">' in history
 
