@@ -18,6 +18,7 @@ from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.contrib import admin, messages
+from django.core.paginator import Paginator
 from django.db import transaction
 from django.db.models import Count, F, Q
 from django.http import Http404, HttpResponseNotAllowed
@@ -30,6 +31,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from brain.access import Caller, local_caller
 from brain.display import json_table
 from brain.exceptions import BrainError
+from brain.links import DEFAULT_LINK_TYPE
 from brain.models import (
     Alias,
     Fact,
@@ -403,6 +405,13 @@ def _aliases_shown(page: Page) -> list[Alias]:
     ]
 
 
+def _thread_mention(end: str) -> Q:
+    """Relations a card leaves out: a mail thread's mentions (the thread list
+    shows those). Every other edge shows, as the API card's ``edges`` do (SPEC §4;
+    the card said "None" beside an API card with an edge from a thread page)."""
+    return Q(**{f"{end}__type__name": THREAD_TYPE}) & Q(relation_type__name=DEFAULT_LINK_TYPE)
+
+
 def person_card(request: HttpRequest, source_id: str, slug: str) -> HttpResponse:
     """A person's card (SPEC §4 entity, §5): aliases, open loops both ways with
     their actions (a snoozed one marked "snoozed until …", with Wake now), recent
@@ -429,7 +438,7 @@ def person_card(request: HttpRequest, source_id: str, slug: str) -> HttpResponse
     )
     outgoing = list(
         relations.filter(from_page=page, to_page__deleted_at__isnull=True)
-        .exclude(to_page__type__name=THREAD_TYPE)
+        .exclude(_thread_mention("to_page"))
         .order_by("relation_type__name", "to_page__title")[:50]
     )
     incoming_all = relations.filter(
@@ -437,7 +446,7 @@ def person_card(request: HttpRequest, source_id: str, slug: str) -> HttpResponse
     ).order_by("-from_page__updated_at")
     aliases = _aliases_shown(page)
     threads = _recent_threads(page, [a.alias for a in aliases if "@" in a.alias])
-    incoming = list(incoming_all.exclude(from_page__type__name=THREAD_TYPE)[:50])
+    incoming = list(incoming_all.exclude(_thread_mention("from_page"))[:50])
     query = request.GET.get("q", "").strip()
     candidates: list[Page] = []
     if query:
@@ -882,7 +891,9 @@ PEOPLE_SHOWN = 100
 
 def people(request: HttpRequest) -> HttpResponse:
     """Person pages (``q`` filters by title, slug or alias), those with the most open
-    loops first, each linking to its card."""
+    loops first, then by title (people still titled by their address included),
+    ``PEOPLE_SHOWN`` a page (``page`` = 1, 2, …; Django's ``Paginator``), each
+    linking to its card."""
     query = request.GET.get("q", "").strip()
     qs = Page.objects.filter(type__name=PERSON_TYPE, deleted_at__isnull=True)
     if query:
@@ -891,7 +902,7 @@ def people(request: HttpRequest) -> HttpResponse:
             | Q(slug__icontains=query)
             | Q(aliases__alias__icontains=query)
         ).distinct()
-    rows = list(
+    ordered = (
         qs.annotate(
             open_loops=Count(
                 "loops_as_counterparty",
@@ -900,7 +911,14 @@ def people(request: HttpRequest) -> HttpResponse:
             )
         )
         .only("id", "slug", "title", "source_id", "updated_at")
-        .order_by("-open_loops", "title")[:PEOPLE_SHOWN]
+        .order_by("-open_loops", "title", "id")
     )
-    context = _context(request, "People", rows=rows, query=query)
+    listing = Paginator(ordered, PEOPLE_SHOWN).get_page(request.GET.get("page"))
+    context = _context(
+        request,
+        "People",
+        rows=list(listing.object_list),
+        listing=listing,
+        query=query,
+    )
     return TemplateResponse(request, "console/people.html", context)

@@ -26,7 +26,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from accounts.models import User
 from brain.access import local_caller
-from brain.models import Page, RawRecord, Source
+from brain.models import Page, PageType, RawRecord, Source
 from brain.services.facts import fact_remember
 from brain.services.pages import page_write
 from loops.models import CLOSED_BY_STALENESS, LoopStatus, LoopType, OpenLoop
@@ -577,3 +577,27 @@ def test_loop_page_fits_the_window_with_its_evidence_once_in_the_browser(
     assert "0123456789abcdef" not in body and long_id not in body
     internals.find_element(By.TAG_NAME, "summary").click()
     assert "0123456789abcdef" in internals.text
+
+
+def test_people_pages_reach_everyone_in_the_browser(
+    browser: Any, live_server: Any, demo: dict[str, Any]
+) -> None:
+    """Issue 47: People showed 100 of 124 with no way on; Next reaches the rest,
+    people still titled by their address among them."""
+    person = PageType.objects.get(name="person")
+    for n in range(118):
+        Page.objects.create(
+            source=demo["mail"],
+            slug=f"people/person-{n:03d}",
+            title=f"Person {n:03d}",
+            type=person,
+        )
+    _person(demo["mail"], "zoe@example.org", "zoe@example.org")
+    _login(browser, live_server)
+    _go(browser, browser.find_element(By.ID, "nav-people"))
+    assert "People 1–100 of 122" in browser.find_element(By.ID, "people-pages").text
+    _go(browser, browser.find_element(By.ID, "people-next"))
+    names = [a.text for a in browser.find_elements(By.CSS_SELECTOR, "#people td a")]
+    assert len(names) == 22 and "zoe@example.org" in names
+    _go(browser, browser.find_element(By.LINK_TEXT, "zoe@example.org"))
+    assert "zoe@example.org" in browser.find_element(By.ID, "content-main").text

@@ -6,6 +6,7 @@ Driven through Django's test client against the real database; the browser suite
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from html.parser import HTMLParser
 from typing import Any
@@ -17,7 +18,17 @@ from django.utils import timezone
 
 from accounts.models import User
 from brain.access import local_caller
-from brain.models import Alias, MergeProposal, Page, PageRevision, Source
+from brain.models import (
+    Alias,
+    MergeProposal,
+    Page,
+    PageRevision,
+    PageType,
+    Relation,
+    RelationType,
+    Source,
+)
+from brain.services.entities import entity_card
 from brain.services.facts import fact_remember
 from brain.services.pages import page_write
 from jobs.models import Job, WorkerHeartbeat
@@ -455,6 +466,66 @@ def test_wiki_links_read_as_the_linked_pages_title(
     assert f'<a href="{href}" rel="noopener noreferrer">Dana Reyes</a>' in html
     assert f'<a href="{href}" rel="noopener noreferrer">our CFO</a>' in html
     assert ">people/nobody</a>" in html
+
+
+def test_the_card_lists_every_relation_the_api_card_shows(
+    staff: Client, mail_source: Source
+) -> None:
+    """Issue 47: the card said "Relations: None" where the API card showed an edge
+    (a thread that owes the person a reply): it lists every edge of
+    ``entity_card``; a thread's mere mention stays in the thread list."""
+    dana = person(mail_source, "Dana Reyes", "dana@example.org")
+    thread = page_write(
+        source=mail_source,
+        mode="create",
+        actor=CALLER,
+        slug="emails/2026/11/2026-11-30-budget-0a1b2c3d",
+        title="Budget for the offsite",
+        type_name="email",
+        body="## Dana\n\nCan you send it?",
+        embed=False,
+    ).page
+    for name in ("owes_to", "mentions"):
+        Relation.objects.create(
+            source=mail_source,
+            from_page=thread,
+            to_page=dana,
+            relation_type=RelationType.objects.get(name=name),
+        )
+    api = entity_card(scope=CALLER.read_scope([mail_source.id]), page=dana)
+    html = texts(
+        staff.get(reverse("admin:console_person", args=[mail_source.id, dana.slug]))
+    )
+    relations = html.split('id="person-relations"')[1].split("</ul>")[0]
+    assert [e["type"] for e in api["edges"]] == ["owes_to"]
+    assert "Budget for the offsite" in relations and "owes_to" in relations
+    assert "mentions" not in relations and "None." not in relations
+
+
+def test_people_are_paginated_and_every_person_is_reachable(
+    staff: Client, mail_source: Source
+) -> None:
+    """Issue 47: People showed the first 100 of 124, so people still titled by
+    their address (sorted last) were reachable only through Find."""
+    for n in range(120):
+        Page.objects.create(
+            source=mail_source,
+            slug=f"people/person-{n:03d}",
+            title=f"Person {n:03d}",
+            type=PageType.objects.get(name="person"),
+        )
+    for n in range(4):
+        person(mail_source, f"someone{n}@example.org", f"someone{n}@example.org")
+    seen: list[str] = []
+    url = reverse("admin:console_people")
+    first = texts(staff.get(url))
+    assert "People 1–100 of 124 (page 1 of 2)" in first
+    second = texts(staff.get(url, {"page": 2}))
+    for html in (first, second):
+        table = html.split('id="people"')[1].split("</table>")[0]
+        seen += re.findall(r'/admin/console/person/work-mail/([^"]+)/"', table)
+    assert len(seen) == len(set(seen)) == 124
+    assert "someone3@example.org" in second and 'id="people-previous"' in second
 
 
 def test_merge_proposal_reject_from_the_side_by_side_page(
