@@ -409,7 +409,9 @@ def _thread_mention(end: str) -> Q:
     """Relations a card leaves out: a mail thread's mentions (the thread list
     shows those). Every other edge shows, as the API card's ``edges`` do (SPEC §4;
     the card said "None" beside an API card with an edge from a thread page)."""
-    return Q(**{f"{end}__type__name": THREAD_TYPE}) & Q(relation_type__name=DEFAULT_LINK_TYPE)
+    return Q(**{f"{end}__type__name": THREAD_TYPE}) & Q(
+        relation_type__name=DEFAULT_LINK_TYPE
+    )
 
 
 def person_card(request: HttpRequest, source_id: str, slug: str) -> HttpResponse:
