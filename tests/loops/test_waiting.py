@@ -12,6 +12,7 @@ from django.urls import reverse
 
 from brain.access import local_caller
 from brain.models import RawRecord, Source
+from interfaces.operations import op_waiting
 from loops.models import CLOSED_BY_STALENESS, Detector, LoopStatus, LoopType, OpenLoop
 from loops.pipeline import process_threads
 from loops.waiting import coverage_line, due_bonus, waiting_report
@@ -525,3 +526,15 @@ def test_waiting_shows_one_coverage_line_per_mailbox_at_its_own_date(
     assert "--as-of" not in page.split("Paste-ready")[0]
     assert 'id="waiting-heading">As of' not in page
     assert "each at its own date" in page
+
+
+def test_waiting_coverage_is_the_same_over_http_and_mcp(mailbox, make_key, api_client):
+    """The coverage entries (issue 47) are part of the contract on both transports."""
+    dated_mail(mailbox, "m1", AS_OF)
+    _aged_out_ask(mailbox, "old-ask")
+    key = make_key(mailbox, readable=(mailbox,))
+    body = api_client(key.plaintext).get(reverse("api:waiting")).json()
+    mcp = op_waiting(local_caller(sources=[mailbox.id]))
+    assert body["coverage"] == mcp["coverage"]
+    assert body["coverage"][0]["aged_out_asks"] == 1
+    assert body["coverage"][0]["notes"][0]["code"] == "no_own_mail"
