@@ -384,7 +384,7 @@ class OpenLoopAdmin(admin.ModelAdmin):
             if snoozed["loop_count"]
             else [],
             "show_snoozed": request.GET.get("snoozed") == "1",
-            "as_of_text": _minute(report["as_of"]) if len(clocks) == 1 else "",
+            "as_of_text": _minute(report["as_of"]) if len(clocks) <= 1 else "",
             "coverage": coverage,
             "aged_out_asks": sum(c["aged_out_asks"] for c in report["coverage"]),
             "aged_out_link": aged_out_link(report["coverage"]),
