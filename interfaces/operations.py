@@ -204,7 +204,7 @@ def op_waiting(
     "who is waiting on whom" triage list) in the caller's readable sources (or
     ``source``): ``loops.waiting.waiting_report``'s ``{groups, no_counterparty,
     count, stale, stale_sources, completeness, clean, redacted, as_of, sources,
-    warnings, text?}`` plus ``protocol_version``. ``as_of`` is an ISO 8601 date or
+    warnings, coverage, text?}`` plus ``protocol_version``. ``as_of`` is an ISO 8601 date or
     time (``brain.timestamps.as_of_from_text``: a date means the end of that day,
     UTC) to replay; ``top`` keeps the first 1..50 groups (default: all). Remote
     callers get counts, counterparty, summary and due date only. Raises

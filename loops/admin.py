@@ -7,12 +7,14 @@ read-only. The waiting dashboard is an admin view at
 
 from __future__ import annotations
 
-from datetime import datetime
+import json
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
 
 from django.contrib import admin, messages
 from django.template.response import TemplateResponse
-from django.urls import path
+from django.urls import path, reverse
 
 from brain.access import local_caller
 from brain.admin import PageAdmin
@@ -31,7 +33,7 @@ from loops.models import (
     SenderProfile,
 )
 from loops.pipeline import sender_mark
-from loops.selectors import snoozed_loops
+from loops.selectors import MAILBOX_WINDOW_DAYS, snoozed_loops
 from loops.senders import reason_text
 from loops.services import (
     loop_close,
@@ -39,7 +41,7 @@ from loops.services import (
     loop_reopen,
     loops_mute_many,
 )
-from loops.waiting import snooze_end, snoozed_line, waiting_report
+from loops.waiting import coverage_line, snooze_end, snoozed_line, waiting_report
 
 if TYPE_CHECKING:
     from django.db.models import QuerySet
@@ -126,6 +128,35 @@ class OpenLoopAdmin(admin.ModelAdmin):
         "created_at",
         "updated_at",
     )
+    # The form shows what a curator reads; the evidence is quoted once above it
+    # and the internals (dedup key, thread id, raw JSON) sit in a closed
+    # <details> under the history (issue 47: the page showed the evidence three
+    # times and was wider than the window).
+    fieldsets = (
+        (
+            None,
+            {
+                "fields": (
+                    "source",
+                    "summary",
+                    "counterparty",
+                    "counterparty_email",
+                    "counterparty_name",
+                    "page",
+                    "fact",
+                    "loop_type",
+                    "status",
+                    "opened_at",
+                    "last_activity_at",
+                    "due_at",
+                    "snoozed_until",
+                    "closed_at",
+                    "closed_by",
+                    "fulfilment_suspected_at",
+                )
+            },
+        ),
+    )
     date_hierarchy = "last_activity_at"
     actions = (
         "mark_done",
@@ -172,7 +203,11 @@ class OpenLoopAdmin(admin.ModelAdmin):
                     for e in (obj.evidence or [])
                     if isinstance(e, dict)
                 ],
-                "events": list(obj.events.order_by("event_time", "id")),
+                "events": [
+                    {"event": ev, "details": _event_details(ev.extra_data)}
+                    for ev in obj.events.order_by("event_time", "id")
+                ],
+                "internals": _internals(obj),
             }
         return super().render_change_form(request, context, add, change, form_url, obj)
 
@@ -303,14 +338,18 @@ class OpenLoopAdmin(admin.ModelAdmin):
             top=25,
             loop_types=wanted,
         )
+        # Each source is read at its own clock (a mailbox file's newest message):
+        # with several clocks the heading names none, each coverage line and
+        # group says its own (issue 47: the heading's date was another source's).
+        clocks = {c["as_of"] for c in report["coverage"]}
         for group in report["groups"]:
             for lp in group["loops"]:
                 lp["label"] = LoopType(lp["loop_type"]).label
-            # Each source replays at its own clock (a mailbox file's newest
-            # message): a group on another clock than the header says so.
-            if group["as_of"] != report["as_of"]:
+            if len(clocks) > 1:
                 group["as_of_text"] = _minute(group["as_of"])
         snoozed = report["snoozed"]
+        coverage = coverage_rows(report["coverage"])
+        noted = {n["text"] for c in report["coverage"] for n in c["notes"]}
         context = {
             **self.admin_site.each_context(request),
             "title": "Waiting",
@@ -327,7 +366,12 @@ class OpenLoopAdmin(admin.ModelAdmin):
             if snoozed["loop_count"]
             else [],
             "show_snoozed": request.GET.get("snoozed") == "1",
-            "as_of_text": _minute(report["as_of"]),
+            "as_of_text": _minute(report["as_of"]) if len(clocks) <= 1 else "",
+            "coverage": coverage,
+            "aged_out_asks": sum(c["aged_out_asks"] for c in report["coverage"]),
+            "aged_out_link": aged_out_link(report["coverage"]),
+            # Mailbox notes are said on their source's coverage line instead.
+            "other_warnings": [w for w in report["warnings"] if w not in noted],
             "opts": self.model._meta,
             # The per-mailbox filter (SPEC §5.5, §6.1a): every mail source.
             "mail_sources": Source.objects.filter(
@@ -337,6 +381,95 @@ class OpenLoopAdmin(admin.ModelAdmin):
             "mine": mine,
         }
         return TemplateResponse(request, "loops/waiting.html", context)
+
+
+#: Event details already quoted in the loop page's Evidence section.
+EVIDENCE_KEYS = ("evidence",)
+
+
+def _event_details(extra: Any) -> Any:
+    """A loop event's ``extra_data`` for the history table, without the evidence
+    the page quotes once above it (kept whole in the internals)."""
+    if not isinstance(extra, dict):
+        return extra
+    return {k: v for k, v in extra.items() if k not in EVIDENCE_KEYS}
+
+
+def _internals(loop: OpenLoop) -> list[tuple[str, str]]:
+    """The loop's internals as ``(label, text)`` for the closed "Internals" box of
+    its page: ids, detector, confidence and the raw evidence JSON."""
+    return [
+        ("dedup key", loop.dedup_key),
+        ("thread id", loop.thread_id or "—"),
+        ("detector", loop.detector),
+        ("confidence", f"{loop.confidence}"),
+        (
+            "created / updated",
+            f"{loop.created_at:%Y-%m-%d %H:%M} / {loop.updated_at:%Y-%m-%d %H:%M}",
+        ),
+        ("evidence (JSON)", json.dumps(loop.evidence, indent=2, ensure_ascii=False)),
+        (
+            "fulfilment evidence (JSON)",
+            json.dumps(loop.fulfilment_evidence, indent=2, ensure_ascii=False)
+            if loop.fulfilment_evidence
+            else "—",
+        ),
+    ]
+
+
+def aged_out_link(coverage: list[dict[str, Any]]) -> str:
+    """The loop list filtered to the unanswered asks the 90-day window aged out
+    (``loops.waiting.aged_out_asks``): stale ``unanswered_inbound`` loops; when
+    only one source has any, that source's, last active before its window."""
+    url = reverse("admin:loops_openloop_changelist")
+    query = {
+        "status__exact": str(LoopStatus.STALE),
+        "loop_type__exact": str(LoopType.UNANSWERED_INBOUND),
+    }
+    having = [c for c in coverage if c["aged_out_asks"]]
+    if len(having) == 1:
+        floor = datetime.fromisoformat(having[0]["as_of"]) - timedelta(
+            days=MAILBOX_WINDOW_DAYS
+        )
+        query["source__id__exact"] = having[0]["source_id"]
+        query["last_activity_at__lt"] = floor.isoformat()
+    return f"{url}?{urlencode(query)}"
+
+
+def coverage_rows(coverage: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``source_coverage`` entries as the Waiting page's collapsible lines: each
+    entry plus ``line`` (``coverage_line``), ``as_of_text`` and, when the window
+    aged out some of its asks, ``aged_out_link``."""
+    return [
+        {
+            **entry,
+            "line": coverage_line(entry),
+            "as_of_text": _minute(entry["as_of"]),
+            "details": [COVERAGE_DETAIL[n["code"]] for n in entry["notes"]],
+            "aged_out_link": aged_out_link([entry]) if entry["aged_out_asks"] else "",
+        }
+        for entry in coverage
+    ]
+
+
+#: What each coverage note means, in the console's words (the CLI's notes advise
+#: ``--as-of``, which the console cannot act on).
+COVERAGE_DETAIL = {
+    "no_own_mail": (
+        "None of the messages in its 90-day window is the owner's own: what the "
+        "owner asked or promised cannot be seen. Check the owner addresses of the "
+        "source, or import the sent folder."
+    ),
+    "sent_missing": (
+        "Its 90-day window holds others' mail but hardly any sent mail: whether the "
+        "owner answered cannot be seen, so its reply-owed loops are held back. "
+        "Import the sent folder, or check the owner addresses."
+    ),
+    "sliver": (
+        "Only a few of its messages fall in the 90 days before its newest message, "
+        "the window loops are detected in; older mail opens no loops."
+    ),
+}
 
 
 def _minute(iso: str) -> str:

@@ -14,7 +14,7 @@ ranked: their loops are counted on one ``automated`` line.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
@@ -39,6 +39,7 @@ from loops.models import (
     CLOSED_BY_STALENESS,
     Detector,
     LoopStatus,
+    LoopType,
     OpenLoop,
 )
 from loops.pipeline import (
@@ -648,9 +649,10 @@ def waiting_report(
     clock, ``reference_clock``; each group is aged against its own source's clock,
     given as the group's ``as_of``). Returns ``{groups, no_counterparty, count,
     snoozed, stale, stale_sources, completeness, clean, redacted, as_of, sources,
-    warnings, text?}`` (``snoozed``: ``snoozed_summary``, the snoozed loops left
-    out); remote callers get counts, counterparty, summary and due date only (no
-    quotes, links or digest).
+    warnings, coverage, text?}`` (``snoozed``: ``snoozed_summary``, the snoozed
+    loops left out; ``coverage``: ``source_coverage``, one entry per source at its
+    own clock); remote callers get counts, counterparty, summary and due date only
+    (no quotes, links or digest).
     """
     scope: ReadScope = (
         caller.read_scope(sources) if sources else caller.all_readable_scope()
@@ -700,6 +702,7 @@ def waiting_report(
         "redacted": not trusted,
         "held_back": {"loop_count": len(held), "sources": sorted(notes.held_inbound)},
         "not_kept": {"loop_count": not_kept_count(source_ids, clocks)},
+        "coverage": source_coverage(src_rows, clocks, notes),
         "warnings": _report_warnings(fresh, clocks, notes),
     }
     if trusted:
@@ -739,6 +742,9 @@ class MailboxNotes:
     warnings: list[str]
     partial: bool = False
     held_inbound: frozenset[str] = frozenset()
+    #: Per mailbox source: ``{"messages", "in_window", "notes": [{code, text}]}``
+    #: (codes ``no_own_mail`` | ``sent_missing`` | ``sliver``), for ``coverage``.
+    by_source: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def _mailbox_notes(
@@ -761,10 +767,13 @@ def _mailbox_notes(
             source_id=source.id, owners=source.owner_addresses
         ).mine_between(now - timedelta(days=MAILBOX_WINDOW_DAYS), now)
         window = f"the {MAILBOX_WINDOW_DAYS} days before {now:%Y-%m-%d}"
+        seen = len(notes.warnings)
+        codes: list[str] = []
         if inside and not mine:
             # A list archive, an inbox without its sent mail: what the owner
             # asked or promised cannot be seen, so no "you are clean".
             notes.partial = True
+            codes.append("no_own_mail")
             notes.warnings.append(
                 f"Source {source.id}: none of its {inside} messages in {window} is "
                 "the owner's own: what the owner asked or promised cannot be "
@@ -773,6 +782,7 @@ def _mailbox_notes(
         elif inside >= SENT_SCARCE_MIN and mine * SENT_SCARCE_RATIO < inside - mine:
             notes.partial = True
             held.add(source.id)
+            codes.append("sent_missing")
             notes.warnings.append(
                 f"Source {source.id}: {inside - mine} received and only {mine} sent "
                 f"messages in {window}: whether the owner answered cannot be seen, "
@@ -782,14 +792,105 @@ def _mailbox_notes(
         if inside < FEW_IN_WINDOW and older > inside:
             # Detection looked at a sliver of this mailbox: no "you are clean".
             notes.partial = True
+            codes.append("sliver")
             notes.warnings.append(
                 f"Source {source.id}: only {inside} of its {total} messages fall in "
                 f"the {MAILBOX_WINDOW_DAYS} days before its newest message "
                 f"({now:%Y-%m-%d}), the window loops are detected in; replay an "
                 "earlier day with --as-of (API: as_of)."
             )
+        notes.by_source[source.id] = {
+            "messages": total,
+            "in_window": inside,
+            "notes": [
+                {"code": code, "text": text}
+                for code, text in zip(codes, notes.warnings[seen:], strict=True)
+            ],
+        }
     notes.held_inbound = frozenset(held)
     return notes
+
+
+def aged_out_asks(
+    source_ids: Sequence[str], clocks: dict[str, tuple[datetime, str]]
+) -> dict[str, int]:
+    """Per source, the unanswered asks (``unanswered_inbound``) the 90-day window
+    left behind (SPEC §5.2, ``loops_window_sweep``: closed ``stale`` by staleness,
+    last activity before the window of the source's clock), so an archive whose
+    asks all aged out never reads as a bare "clean". Sources without any: absent."""
+    window = timedelta(days=MAILBOX_WINDOW_DAYS)
+    q = Q()
+    for sid in source_ids:
+        q |= Q(source_id=sid, last_activity_at__lt=clocks[sid][0] - window)
+    if not source_ids:
+        return {}
+    rows = (
+        OpenLoop.objects.filter(
+            q,
+            status=LoopStatus.STALE,
+            closed_by=CLOSED_BY_STALENESS,
+            loop_type=LoopType.UNANSWERED_INBOUND,
+        )
+        .values("source_id")
+        .annotate(n=Count("id"))
+    )
+    return {row["source_id"]: row["n"] for row in rows}
+
+
+def source_coverage(
+    src_rows: Sequence[Source],
+    clocks: dict[str, tuple[datetime, str]],
+    notes: MailboxNotes,
+) -> list[dict[str, Any]]:
+    """One entry per mail source in scope (SPEC §5.2, §5.5), for a coverage line each:
+    ``{source_id, name, kind, as_of (ISO 8601, the source's own clock), messages
+    and in_window (mailbox sources, else None), notes: [{code, text}],
+    aged_out_asks}`` (``aged_out_asks``: ``aged_out_asks``)."""
+    mail = [s for s in src_rows if s.kind in MAIL_KINDS]
+    aged = aged_out_asks([s.id for s in mail], clocks)
+    out = []
+    for source in mail:
+        counts = notes.by_source.get(source.id, {})
+        out.append(
+            {
+                "source_id": source.id,
+                "name": source.name or source.id,
+                "kind": source.kind,
+                "as_of": clocks[source.id][0].isoformat(),
+                "messages": counts.get("messages"),
+                "in_window": counts.get("in_window"),
+                "notes": counts.get("notes", []),
+                "aged_out_asks": aged.get(source.id, 0),
+            }
+        )
+    return out
+
+
+#: A coverage note in a few words, for the one-line summary of a source.
+COVERAGE_SHORT = {
+    "no_own_mail": "none of the owner's own mail in the window",
+    "sent_missing": "sent mail missing",
+    "sliver": "little mail in the 90-day window",
+}
+
+
+def coverage_line(entry: Mapping[str, Any]) -> str:
+    """A ``source_coverage`` entry as one line: "mailbox Work mail: 1,234 messages
+    to 2001-12-03; sent mail missing" (a live source: "google Team mail: live, as
+    of 2026-12-07")."""
+    day = entry["as_of"][:10]
+    head = f"{entry['kind']} {entry['name']}"
+    if entry["messages"] is None:
+        parts = [f"{head}: live, as of {day}"]
+    else:
+        parts = [f"{head}: {entry['messages']:,} messages to {day}"]
+    parts += [COVERAGE_SHORT.get(n["code"], n["code"]) for n in entry["notes"]]
+    if entry["aged_out_asks"]:
+        parts.append(
+            f"{entry['aged_out_asks']:,} unanswered ask(s) aged past the "
+            f"{MAILBOX_WINDOW_DAYS}-day window"
+        )
+    return "; ".join(parts)
 
 
 def snoozed_summary(
@@ -1014,10 +1115,16 @@ def render_digest(report: dict[str, Any]) -> str:
             f"Judged not open by the learned decision: {not_kept} candidate(s) "
             "(closed by 'model'; reopen one from the console to keep it)."
         )
+    aged = sum(c["aged_out_asks"] for c in report.get("coverage", []))
     if report["clean"]:
         lines.append("You are clean: nothing is waiting on you.")
     elif report["count"] == 0:
         lines.append(
             "No open loops found, but coverage is not complete: this is not a clean bill."
+        )
+    if aged:
+        lines.append(
+            f"{aged} unanswered ask(s) aged past the {MAILBOX_WINDOW_DAYS}-day "
+            "window and went stale (not listed above)."
         )
     return "\n".join(lines)

@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 from django.db import connection, transaction
-from django.db.models import Count, F, Max, Min, Q, QuerySet
+from django.db.models import Count, F, Max, Min, Q, QuerySet, Value
 from django.db.models.fields.json import KT
-from django.db.models.functions import Lower, Trim
+from django.db.models.functions import Coalesce, Lower, Trim
 from django.utils import timezone
 from django_q.tasks import async_task
 
@@ -622,6 +622,78 @@ def fact_forget(
             )
     fact.refresh_from_db()
     return fact, bool(changed)
+
+
+def fact_correct(*, caller: Caller, fact_id: str | int, text: str) -> Fact:
+    """Correct a live fact by supersession, never in place (SPEC §2.4, §4): a new
+    fact with ``text`` is remembered (same source, entity, kind and visibility;
+    provenance "correction of fact #N"), and the old one is expired with
+    ``superseded_by`` the new fact and ``expired_reason`` "corrected by <actor>",
+    with a ``fact_superseded`` audit row naming the corrector. When an active fact
+    already says ``text`` (``fact_remember``'s ``duplicate``), the old one is
+    superseded by that fact. Returns the fact now in force.
+
+    Raises ``NotFound`` (unreadable id), ``ScopeDenied`` (no write access to the
+    fact's source) and ``InvalidParams`` (the fact is no longer live, or ``text``
+    is empty or says the same thing)."""
+    old = fact_get_readable(caller=caller, fact_id=fact_id)
+    caller.write_source(old.source_id, item=f"Fact {old.pk}")
+    if old.expired_at is not None:
+        raise InvalidParams(
+            f"Fact {old.pk} is no longer live ({old.expired_reason or 'expired'}).",
+            suggestion="Correct the fact that replaced it.",
+            detail={"id": str(old.pk)},
+        )
+    if normalize_fact_text(text or "") == normalize_fact_text(old.text):
+        raise InvalidParams(
+            "The correction says the same as the fact.",
+            suggestion="Write the corrected fact, or forget it instead.",
+            detail={"id": str(old.pk)},
+        )
+    with transaction.atomic():
+        Fact.objects.select_for_update().filter(pk=old.pk).first()
+        new = fact_remember(
+            caller=caller,
+            text=text,
+            provenance=f"correction of fact #{old.pk}",
+            entity=old.entity,
+            kind=old.kind,
+            visibility=old.visibility,
+            source=old.source,
+            evidence={**(old.evidence or {}), "corrects": old.pk},
+            use_llm=False,
+        ).fact
+        if new.pk == old.pk:
+            raise InvalidParams(
+                "The correction says the same as the fact.",
+                suggestion="Write the corrected fact, or forget it instead.",
+                detail={"id": str(old.pk)},
+            )
+        now = timezone.now()
+        # fact_remember may have superseded it already (same slot, other value):
+        # then only the reason changes, to name who corrected it.
+        Fact.objects.filter(pk=old.pk).filter(
+            Q(expired_at__isnull=True) | Q(superseded_by=new)
+        ).update(
+            expired_at=Coalesce(F("expired_at"), Value(now)),
+            superseded_by=new,
+            expired_reason=f"corrected by {caller.actor}"[:REASON_MAX],
+            updated_at=now,
+        )
+        AuditEvent.objects.create(
+            actor=caller.actor,
+            action=AuditEvent.Action.FACT_SUPERSEDED,
+            source_id=old.source_id,
+            target_type="fact",
+            target_id=str(old.pk),
+            extra_data={
+                "superseded_by": new.pk,
+                "corrected_by": caller.actor,
+                "old_text": old.text,
+                "new_text": new.text,
+            },
+        )
+    return new
 
 
 def _fact_audit(

@@ -82,6 +82,11 @@ class ConsoleSite(admin.AdminSite):
                 wrap(views.person_card),
                 name="console_person",
             ),
+            path(
+                "console/fact/<int:fact_id>/act/",
+                wrap(views.fact_act),
+                name="console_fact_act",
+            ),
             path("console/merge/", wrap(views.merge_preview), name="console_merge"),
             path(
                 "console/sources/<str:source_id>/folders/",

@@ -18,6 +18,7 @@ from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.contrib import admin, messages
+from django.core.paginator import Paginator
 from django.db import transaction
 from django.db.models import Count, F, Q
 from django.http import Http404, HttpResponseNotAllowed
@@ -30,6 +31,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from brain.access import Caller, local_caller
 from brain.display import diff_rows, json_table
 from brain.exceptions import BrainError, Conflict
+from brain.links import DEFAULT_LINK_TYPE
 from brain.models import (
     Alias,
     Fact,
@@ -42,12 +44,14 @@ from brain.models import (
     TimelineEntry,
 )
 from brain.search import SearchResult, page_search
+from brain.services.facts import fact_correct, fact_forget
 from brain.services.merges import (
     merge_proposal_accept,
     merge_proposal_reject,
     page_merge,
 )
 from brain.services.pages import page_revision, page_write
+from brain.text import normalize_alias
 from connectors.base import ConnectorError
 from connectors.imap.sync import imap_folder_role, imap_server_folders
 from connectors.models import FOLDER_HELD_KIND, HeldItem, SharedMailbox
@@ -277,6 +281,55 @@ def loop_rows(loops: list[OpenLoop]) -> list[dict[str, Any]]:
     return rows
 
 
+# --- facts on a card ----------------------------------------------------------------
+
+
+def fact_act(request: HttpRequest, fact_id: int) -> HttpResponse:
+    """POST ``action`` on one fact of a card (SPEC §2.4, §4): ``correct`` (``text``:
+    the corrected fact; ``brain.services.facts.fact_correct`` remembers it and
+    supersedes the old one, naming the curator) | ``forget`` (``reason``, required:
+    ``fact_forget`` expires it with that reason). Facts are never edited in place
+    or deleted. Redirects to ``next`` (the card) with a message saying what
+    changed."""
+    if request.method != "POST":
+        return HttpResponseNotAllowed(["POST"])
+    fact = get_object_or_404(Fact.objects.defer("embedding"), pk=fact_id)
+    fallback = reverse("admin:brain_fact_change", args=[fact.pk])
+    action = request.POST.get("action", "")
+    name = f"“{fact.text if len(fact.text) <= 80 else fact.text[:79] + '…'}”"
+    try:
+        if action == "correct":
+            new = fact_correct(
+                caller=_caller(request),
+                fact_id=fact.pk,
+                text=request.POST.get("text", ""),
+            )
+            messages.success(
+                request,
+                f"Corrected: {name} is superseded by “{new.text}” (fact {new.pk}); "
+                "the old fact stays in the history.",
+            )
+        elif action == "forget":
+            reason = " ".join(request.POST.get("reason", "").split())
+            if not reason:
+                messages.error(
+                    request, f"Say why {name} is forgotten. Nothing changed."
+                )
+                return _back(request, fallback)
+            _, expired = fact_forget(
+                caller=_caller(request), fact_id=fact.pk, reason=reason
+            )
+            if expired:
+                messages.success(request, f"Forgotten: {name} ({reason}).")
+            else:
+                messages.info(request, f"{name} was already expired.")
+        else:
+            messages.error(request, f"Unknown action '{action}'.")
+    except BrainError as exc:
+        messages.error(request, exc.message)
+    return _back(request, fallback)
+
+
 # --- person cards -----------------------------------------------------------------
 
 
@@ -291,12 +344,90 @@ def _live_page(source_id: str, slug: str) -> Page:
     return page
 
 
+#: How many "merged into" hops a merged-away URL follows to a live page.
+MERGE_HOPS = 5
+
+
+def _merged_into(source_id: str, slug: str) -> Page | None:
+    """The live page a merged-away page now lives in (``brain.services.merges``
+    stamps ``merged_into`` on the page it soft-deletes), following a chain of
+    merges; None when ``slug`` was not merged away or leads nowhere live."""
+    for _ in range(MERGE_HOPS):
+        gone = (
+            Page.objects.filter(
+                source_id=source_id,
+                slug=slug,
+                deleted_at__isnull=False,
+                frontmatter__has_key="merged_into",
+            )
+            .order_by("-deleted_at")
+            .values_list("frontmatter", flat=True)
+            .first()
+        )
+        if not gone or not isinstance(gone.get("merged_into"), str):
+            return None
+        slug = gone["merged_into"]
+        live = Page.objects.filter(
+            source_id=source_id, slug=slug, deleted_at__isnull=True
+        ).first()
+        if live is not None:
+            return live
+    return None
+
+
+def _to_kept_page(
+    request: HttpRequest, source_id: str, slug: str, view: str
+) -> HttpResponse:
+    """A merged-away page's console URL answers a redirect (302) to the same view
+    of the page it was merged into, with a message saying so; any other missing
+    page is a 404."""
+    kept = _merged_into(source_id, slug)
+    if kept is None:
+        raise Http404(f"No live page {source_id}:{slug}")
+    messages.info(
+        request, f"{slug} was merged into {kept.title or kept.slug}: showing that page."
+    )
+    return redirect(view, kept.source_id, kept.slug)
+
+
+def _aliases_shown(page: Page) -> list[Alias]:
+    """A card's "Also known as": the page's aliases except the slugs of pages
+    merged into it (``page_merge`` keeps them as aliases so old references still
+    resolve; they are not names)."""
+    merged = {
+        normalize_alias(slug)
+        for slug in Page.objects.filter(
+            source_id=page.source_id,
+            deleted_at__isnull=False,
+            frontmatter__merged_into=page.slug,
+        ).values_list("slug", flat=True)
+    }
+    return [
+        a
+        for a in Alias.objects.filter(page=page).order_by("alias")
+        if a.alias not in merged
+    ]
+
+
+def _thread_mention(end: str) -> Q:
+    """Relations a card leaves out: a mail thread's mentions (the thread list
+    shows those). Every other edge shows, as the API card's ``edges`` do (SPEC §4;
+    the card said "None" beside an API card with an edge from a thread page)."""
+    return Q(**{f"{end}__type__name": THREAD_TYPE}) & Q(
+        relation_type__name=DEFAULT_LINK_TYPE
+    )
+
+
 def person_card(request: HttpRequest, source_id: str, slug: str) -> HttpResponse:
     """A person's card (SPEC §4 entity, §5): aliases, open loops both ways with
     their actions (a snoozed one marked "snoozed until …", with Wake now), recent
     threads and timeline, live and superseded facts with their evidence, relations
-    by name, and "Merge with…" (``q`` searches other pages)."""
-    page = _live_page(source_id, slug)
+    by name, and "Merge with…" (``q`` searches other pages). A merged-away
+    page's card redirects to the kept page's (``_to_kept_page``)."""
+    try:
+        page = _live_page(source_id, slug)
+    except Http404:
+        return _to_kept_page(request, source_id, slug, "admin:console_person")
     loops = list(
         OpenLoop.objects.filter(counterparty=page, status=LoopStatus.OPEN)
         .select_related("page")
@@ -313,15 +444,15 @@ def person_card(request: HttpRequest, source_id: str, slug: str) -> HttpResponse
     )
     outgoing = list(
         relations.filter(from_page=page, to_page__deleted_at__isnull=True)
-        .exclude(to_page__type__name=THREAD_TYPE)
+        .exclude(_thread_mention("to_page"))
         .order_by("relation_type__name", "to_page__title")[:50]
     )
     incoming_all = relations.filter(
         to_page=page, from_page__deleted_at__isnull=True
     ).order_by("-from_page__updated_at")
-    aliases = list(Alias.objects.filter(page=page).order_by("alias"))
+    aliases = _aliases_shown(page)
     threads = _recent_threads(page, [a.alias for a in aliases if "@" in a.alias])
-    incoming = list(incoming_all.exclude(from_page__type__name=THREAD_TYPE)[:50])
+    incoming = list(incoming_all.exclude(_thread_mention("from_page"))[:50])
     query = request.GET.get("q", "").strip()
     candidates: list[Page] = []
     if query:
@@ -500,8 +631,12 @@ def _conversation(body: str) -> list[dict[str, Any]]:
 
 def page_view(request: HttpRequest, source_id: str, slug: str) -> HttpResponse:
     """Any page rendered (markdown to sanitised HTML); a thread as a conversation;
-    frontmatter as a table; links to edit, revisions and the person card."""
-    page = _live_page(source_id, slug)
+    frontmatter as a table; links to edit, revisions and the person card. A
+    merged-away page's URL redirects to the kept page (``_to_kept_page``)."""
+    try:
+        page = _live_page(source_id, slug)
+    except Http404:
+        return _to_kept_page(request, source_id, slug, "admin:console_page")
     type_name = page.type.name if page.type_id else ""
     conversation = _conversation(page.body) if type_name == THREAD_TYPE else []
     context = _context(
@@ -812,7 +947,9 @@ PEOPLE_SHOWN = 100
 
 def people(request: HttpRequest) -> HttpResponse:
     """Person pages (``q`` filters by title, slug or alias), those with the most open
-    loops first, each linking to its card."""
+    loops first, then by title (people still titled by their address included),
+    ``PEOPLE_SHOWN`` a page (``page`` = 1, 2, …; Django's ``Paginator``), each
+    linking to its card."""
     query = request.GET.get("q", "").strip()
     qs = Page.objects.filter(type__name=PERSON_TYPE, deleted_at__isnull=True)
     if query:
@@ -821,7 +958,7 @@ def people(request: HttpRequest) -> HttpResponse:
             | Q(slug__icontains=query)
             | Q(aliases__alias__icontains=query)
         ).distinct()
-    rows = list(
+    ordered = (
         qs.annotate(
             open_loops=Count(
                 "loops_as_counterparty",
@@ -830,9 +967,16 @@ def people(request: HttpRequest) -> HttpResponse:
             )
         )
         .only("id", "slug", "title", "source_id", "updated_at")
-        .order_by("-open_loops", "title")[:PEOPLE_SHOWN]
+        .order_by("-open_loops", "title", "id")
     )
-    context = _context(request, "People", rows=rows, query=query)
+    listing = Paginator(ordered, PEOPLE_SHOWN).get_page(request.GET.get("page"))
+    context = _context(
+        request,
+        "People",
+        rows=list(listing.object_list),
+        listing=listing,
+        query=query,
+    )
     return TemplateResponse(request, "console/people.html", context)
 
 

@@ -126,6 +126,15 @@ class WaitingOut(Schema):
     clean: bool
     redacted: bool
     warnings: list[str]
+    coverage: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description=(
+            "One entry per mail source in scope, at its own clock: source_id, name, "
+            "kind, as_of (ISO 8601), messages and in_window (mailbox files, else "
+            "null), notes [{code: no_own_mail | sent_missing | sliver, text}], "
+            "aged_out_asks (unanswered asks the 90-day window closed as stale)."
+        ),
+    )
     text: str | None = None
     protocol_version: int = PROTOCOL_VERSION
 

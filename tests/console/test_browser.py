@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import urllib.request
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +29,10 @@ from selenium.webdriver.support.ui import WebDriverWait
 from accounts.models import User
 from accounts.services import apikey_create
 from brain.access import local_caller
-from brain.models import Page, Source
+from brain.models import Page, PageType, RawRecord, Source
+from brain.services.facts import fact_remember
 from brain.services.pages import page_write
-from loops.models import LoopStatus, LoopType, OpenLoop
+from loops.models import CLOSED_BY_STALENESS, LoopStatus, LoopType, OpenLoop
 from loops.services import loop_open
 from tests.console.conftest import ARTIFACTS
 
@@ -490,3 +492,170 @@ def test_spec4_conflict_console_editor_shows_both_versions_in_the_browser(
     _go(browser, browser.find_element(By.ID, "page-save"))
     _message(browser, "Page saved; a revision was recorded")
     assert Page.objects.get(pk=dana.pk).body == "Dana moved to the Lisbon office."
+
+
+def test_waiting_coverage_lines_per_mailbox_in_the_browser(
+    browser: Any, live_server: Any, demo: dict[str, Any]
+) -> None:
+    """Issue 47: with two mailboxes, Waiting shows one collapsible coverage line per
+    source at its own date (not a grey note with command-line advice, not a
+    heading dated by another source), and the line of an archive whose asks aged
+    past the 90-day window says how many and links to them."""
+    old = Source.objects.create(
+        id="old-box",
+        name="Old archive",
+        kind="mailbox",
+        owner_addresses=["me@example.org"],
+    )
+    newest = datetime(2001, 10, 1, 12, tzinfo=UTC)
+    for n in range(3):
+        RawRecord.objects.create(
+            source=old,
+            external_id=f"<old{n}@x>",
+            kind=RawRecord.Kind.RFC822,
+            content="x",
+            content_hash=f"old{n}".ljust(64, "0"),
+            metadata={
+                "date": (newest - timedelta(days=n)).isoformat(),
+                "from_addr": "list@example.org",
+            },
+        )
+    aged = _loop(
+        old, "ann@example.org", "Ann asked for the budget", LoopType.UNANSWERED_INBOUND
+    )
+    OpenLoop.objects.filter(pk=aged.pk).update(
+        status=LoopStatus.STALE,
+        closed_by=CLOSED_BY_STALENESS,
+        closed_at=newest,
+        last_activity_at=newest - timedelta(days=200),
+    )
+    _login(browser, live_server)
+    _go(browser, browser.find_element(By.ID, "nav-waiting"))
+    heading = browser.find_element(By.ID, "waiting-heading").text
+    assert not heading.startswith("As of") and "each at its own date" in heading
+    lines = browser.find_elements(By.CSS_SELECTOR, "details.waiting-coverage")
+    assert len(lines) == 2
+    line = browser.find_element(
+        By.CSS_SELECTOR, "details.waiting-coverage[data-source='old-box']"
+    )
+    assert line.text == (
+        "mailbox Old archive: 3 messages to 2001-10-01; none of the owner's own "
+        "mail in the window; 1 unanswered ask(s) aged past the 90-day window"
+    )
+    assert not any(
+        "old-box" in w.text for w in browser.find_elements(By.CSS_SELECTOR, ".warning")
+    )
+    assert "--as-of" not in _triage(browser)
+    line.find_element(By.TAG_NAME, "summary").click()
+    assert "As of 2001-10-01 12:00 UTC" in line.text
+    _go(browser, line.find_element(By.CSS_SELECTOR, "a.waiting-aged-out"))
+    assert "Ann asked for the budget" in browser.find_element(By.ID, "result_list").text
+
+
+def test_correct_and_forget_a_fact_on_the_card_in_the_browser(
+    browser: Any, live_server: Any, demo: dict[str, Any]
+) -> None:
+    """Issue 47: a card's fact has Correct (a new fact supersedes it, naming the
+    curator; the old one is kept, not overwritten) and Forget (with a reason)."""
+    old = fact_remember(
+        caller=CALLER,
+        text="Dana's desk phone is 555-0100",
+        provenance="test",
+        entity=demo["dana"],
+        source=demo["mail"],
+        use_llm=False,
+    ).fact
+    _login(browser, live_server)
+    _go(browser, browser.find_element(By.ID, "nav-people"))
+    _go(browser, browser.find_element(By.LINK_TEXT, "Dana Reyes"))
+    fact = browser.find_element(By.CSS_SELECTOR, f".person-fact[data-fact='{old.pk}']")
+    fact.find_element(By.TAG_NAME, "summary").click()
+    box = fact.find_element(By.CSS_SELECTOR, "input.fact-correct-text")
+    box.clear()
+    box.send_keys("Dana's desk phone is 555-0199")
+    _go(browser, fact.find_element(By.CSS_SELECTOR, "button.fact-correct-button"))
+    _message(browser, "Corrected: “Dana's desk phone is 555-0100” is superseded")
+    facts = browser.find_element(By.ID, "person-facts").text
+    live, _, history = facts.partition("Superseded or forgotten")
+    assert "555-0199" in live and "555-0100" not in live
+    assert "555-0100" in history and "corrected by staff:curator" in history
+    old.refresh_from_db()
+    new = old.superseded_by
+    assert new is not None and new.text == "Dana's desk phone is 555-0199"
+    assert old.text == "Dana's desk phone is 555-0100" and old.expired_at is not None
+    assert new.created_by == "staff:curator"
+
+    fact = browser.find_element(By.CSS_SELECTOR, f".person-fact[data-fact='{new.pk}']")
+    fact.find_element(By.TAG_NAME, "summary").click()
+    fact.find_element(By.CSS_SELECTOR, "input.fact-forget-reason").send_keys(
+        "she left the desk"
+    )
+    _go(browser, fact.find_element(By.CSS_SELECTOR, "button.fact-forget-button"))
+    _message(browser, "Forgotten: “Dana's desk phone is 555-0199” (she left the desk)")
+    new.refresh_from_db()
+    assert new.expired_reason == "forgotten: she left the desk"
+    assert "No live facts." in browser.find_element(By.ID, "person-facts").text
+
+
+def test_loop_page_fits_the_window_with_its_evidence_once_in_the_browser(
+    browser: Any, live_server: Any, demo: dict[str, Any]
+) -> None:
+    """Issue 47: the loop page was 1,689 px wide in a 1,400 px window and showed its
+    evidence three times plus internals; it fits, quotes the evidence once, and
+    keeps the dedup key and raw JSON behind a closed <details>."""
+    long_id = "CAH" + "x7Yq" * 40 + "@mail.gmail.com"
+    quote = "Could you send the signed vendor contract by Friday? " + "x" * 300
+    loop = demo["loops"]["contract"]
+    OpenLoop.objects.filter(pk=loop.pk).update(
+        dedup_key="commitment_owed_by_me:" + "thread-" + "0123456789abcdef" * 12,
+        thread_id="<" + long_id + ">",
+        evidence=[
+            {
+                "quote": quote,
+                "message_id": f"<{long_id}>",
+                "link": "https://mail.google.com/mail/u/0/#all/" + "f" * 120,
+                "from": "dana@example.org",
+                "date": "2026-11-30T09:12:00+00:00",
+            }
+        ],
+    )
+    browser.set_window_size(1400, 900)
+    _login(browser, live_server)
+    _go(browser, browser.find_element(By.ID, "nav-waiting"))
+    _go(browser, browser.find_element(By.LINK_TEXT, "Review the vendor contract"))
+    sizes = browser.execute_script(
+        "return [document.documentElement.scrollWidth, window.innerWidth];"
+    )
+    assert sizes[0] <= sizes[1], sizes
+    body = browser.find_element(By.TAG_NAME, "body").text
+    assert body.count("Could you send the signed vendor contract") == 1
+    internals = browser.find_element(By.ID, "loop-internals")
+    assert internals.tag_name == "details"
+    assert internals.get_attribute("open") is None
+    assert "0123456789abcdef" not in body and long_id not in body
+    internals.find_element(By.TAG_NAME, "summary").click()
+    assert "0123456789abcdef" in internals.text
+
+
+def test_people_pages_reach_everyone_in_the_browser(
+    browser: Any, live_server: Any, demo: dict[str, Any]
+) -> None:
+    """Issue 47: People showed 100 of 124 with no way on; Next reaches the rest,
+    people still titled by their address among them."""
+    person = PageType.objects.get(name="person")
+    for n in range(118):
+        Page.objects.create(
+            source=demo["mail"],
+            slug=f"people/person-{n:03d}",
+            title=f"Person {n:03d}",
+            type=person,
+        )
+    _person(demo["mail"], "zoe@example.org", "zoe@example.org")
+    _login(browser, live_server)
+    _go(browser, browser.find_element(By.ID, "nav-people"))
+    assert "People 1–100 of 122" in browser.find_element(By.ID, "people-pages").text
+    _go(browser, browser.find_element(By.ID, "people-next"))
+    names = [a.text for a in browser.find_elements(By.CSS_SELECTOR, "#people td a")]
+    assert len(names) == 22 and "zoe@example.org" in names
+    _go(browser, browser.find_element(By.LINK_TEXT, "zoe@example.org"))
+    assert "zoe@example.org" in browser.find_element(By.ID, "content-main").text

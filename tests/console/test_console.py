@@ -6,6 +6,7 @@ Driven through Django's test client against the real database; the browser suite
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from html.parser import HTMLParser
 from typing import Any
@@ -17,7 +18,17 @@ from django.utils import timezone
 
 from accounts.models import User
 from brain.access import local_caller
-from brain.models import Alias, MergeProposal, Page, PageRevision, Source
+from brain.models import (
+    Alias,
+    MergeProposal,
+    Page,
+    PageRevision,
+    PageType,
+    Relation,
+    RelationType,
+    Source,
+)
+from brain.services.entities import entity_card
 from brain.services.facts import fact_remember
 from brain.services.pages import page_write
 from jobs.models import Job, WorkerHeartbeat
@@ -407,6 +418,116 @@ def test_merge_two_people_through_the_merge_service(
     assert Alias.objects.filter(page=dana, alias="dana.r@example.org").exists()
 
 
+def test_a_merged_away_page_redirects_to_the_kept_page(
+    staff: Client, mail_source: Source
+) -> None:
+    """Issue 47: a merged-away page's card and page URLs answered a bare 404; they
+    redirect (302) to the kept page's, and the kept card does not list the merged
+    slug as a name (its title and addresses stay)."""
+    dana = person(mail_source, "Dana Reyes", "dana@example.org")
+    twin = person(mail_source, "Dana R.", "dana.r@example.org")
+    staff.post(
+        reverse("admin:console_merge"),
+        {"keep": dana.pk, "merge": twin.pk, "decision": "merge"},
+    )
+    for view in ("admin:console_person", "admin:console_page"):
+        response = staff.get(reverse(view, args=[mail_source.id, twin.slug]))
+        assert response.status_code == 302
+        assert response["Location"] == reverse(view, args=[mail_source.id, dana.slug])
+    gone = staff.get(reverse("admin:console_page", args=[mail_source.id, "nobody"]))
+    assert gone.status_code == 404
+    card = texts(
+        staff.get(reverse("admin:console_person", args=[mail_source.id, dana.slug]))
+    )
+    known = card.split("Also known as:</strong>")[1].split("</p>")[0]
+    assert "dana.r@example.org" in known and "dana r." in known
+    assert twin.slug not in known
+    assert Alias.objects.filter(page=dana, alias=twin.slug).exists()
+
+
+def test_wiki_links_read_as_the_linked_pages_title(
+    staff: Client, mail_source: Source
+) -> None:
+    """Issue 47: ``[[people/x]]`` rendered the slug; it reads the page's title (an
+    explicit label and a link to no page keep their text)."""
+    dana = person(mail_source, "Dana Reyes", "dana@example.org")
+    notes = page_write(
+        source=mail_source,
+        mode="create",
+        actor=CALLER,
+        title="Offsite notes",
+        body=f"Met [[{dana.slug}]], [[{dana.slug}|our CFO]] and [[people/nobody]].",
+        embed=False,
+    ).page
+    html = texts(
+        staff.get(reverse("admin:console_page", args=[mail_source.id, notes.slug]))
+    )
+    href = reverse("admin:console_page", args=[mail_source.id, dana.slug])
+    assert f'<a href="{href}" rel="noopener noreferrer">Dana Reyes</a>' in html
+    assert f'<a href="{href}" rel="noopener noreferrer">our CFO</a>' in html
+    assert ">people/nobody</a>" in html
+
+
+def test_the_card_lists_every_relation_the_api_card_shows(
+    staff: Client, mail_source: Source
+) -> None:
+    """Issue 47: the card said "Relations: None" where the API card showed an edge
+    (a thread that owes the person a reply): it lists every edge of
+    ``entity_card``; a thread's mere mention stays in the thread list."""
+    dana = person(mail_source, "Dana Reyes", "dana@example.org")
+    thread = page_write(
+        source=mail_source,
+        mode="create",
+        actor=CALLER,
+        slug="emails/2026/11/2026-11-30-budget-0a1b2c3d",
+        title="Budget for the offsite",
+        type_name="email",
+        body="## Dana\n\nCan you send it?",
+        embed=False,
+    ).page
+    for name in ("owes_to", "mentions"):
+        Relation.objects.create(
+            source=mail_source,
+            from_page=thread,
+            to_page=dana,
+            relation_type=RelationType.objects.get(name=name),
+        )
+    api = entity_card(scope=CALLER.read_scope([mail_source.id]), page=dana)
+    html = texts(
+        staff.get(reverse("admin:console_person", args=[mail_source.id, dana.slug]))
+    )
+    relations = html.split('id="person-relations"')[1].split("</ul>")[0]
+    assert [e["type"] for e in api["edges"]] == ["owes_to"]
+    assert "Budget for the offsite" in relations and "owes_to" in relations
+    assert "mentions" not in relations and "None." not in relations
+
+
+def test_people_are_paginated_and_every_person_is_reachable(
+    staff: Client, mail_source: Source
+) -> None:
+    """Issue 47: People showed the first 100 of 124, so people still titled by
+    their address (sorted last) were reachable only through Find."""
+    for n in range(120):
+        Page.objects.create(
+            source=mail_source,
+            slug=f"people/person-{n:03d}",
+            title=f"Person {n:03d}",
+            type=PageType.objects.get(name="person"),
+        )
+    for n in range(4):
+        person(mail_source, f"someone{n}@example.org", f"someone{n}@example.org")
+    seen: list[str] = []
+    url = reverse("admin:console_people")
+    first = texts(staff.get(url))
+    assert "People 1–100 of 124 (page 1 of 2)" in first
+    second = texts(staff.get(url, {"page": 2}))
+    for html in (first, second):
+        table = html.split('id="people"')[1].split("</table>")[0]
+        seen += re.findall(r'/admin/console/person/work-mail/([^"]+)/"', table)
+    assert len(seen) == len(set(seen)) == 124
+    assert "someone3@example.org" in second and 'id="people-previous"' in second
+
+
 def test_merge_proposal_reject_from_the_side_by_side_page(
     staff: Client, mail_source: Source
 ) -> None:
@@ -594,7 +715,9 @@ def test_loop_history_shows_event_details_as_tables_not_python_reprs(
     loop = a_loop(mail_source, "dana@example.org", "Send the Q3 numbers")
     html = texts(staff.get(reverse("admin:loops_openloop_change", args=[loop.pk])))
     history = html.split("<h3>History</h3>")[1].split("</table>", 1)[0]
-    assert "Quote for Send the Q3 numbers" in history
+    # Issue 47: the evidence is quoted once, above the history, not in it.
+    assert "Quote for Send the Q3 numbers" not in history
+    assert html.count("Quote for Send the Q3 numbers") == 2  # quote + raw JSON
     assert "{&#x27;" not in history and "[{" not in history
     assert '<table class="json-table">' in history
 

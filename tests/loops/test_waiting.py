@@ -12,9 +12,10 @@ from django.urls import reverse
 
 from brain.access import local_caller
 from brain.models import RawRecord, Source
-from loops.models import Detector, LoopType, OpenLoop
+from interfaces.operations import op_waiting
+from loops.models import CLOSED_BY_STALENESS, Detector, LoopStatus, LoopType, OpenLoop
 from loops.pipeline import process_threads
-from loops.waiting import due_bonus, waiting_report
+from loops.waiting import coverage_line, due_bonus, waiting_report
 from tests.factories import (
     AliasFactory,
     PageFactory,
@@ -405,7 +406,7 @@ def test_each_mailbox_source_is_aged_against_its_own_clock(mailbox):
 def test_dashboard_shows_the_clock_of_a_group_on_another_mailboxs_time(
     admin_client, mailbox
 ):
-    """The dashboard's header names the newest clock in a readable form, and a
+    """Each source's coverage line names its clock in a readable form, and a
     group whose mailbox replays at another time says its own clock (it showed
     one source's ISO time above loops aged against another's)."""
     later = SourceFactory(id="later-box", kind=Source.Kind.MAILBOX, federated=False)
@@ -416,7 +417,9 @@ def test_dashboard_shows_the_clock_of_a_group_on_another_mailboxs_time(
     page = admin_client.get(reverse("admin:loops_waiting")).content.decode()
 
     later_clock = f"{AS_OF + timedelta(days=365):%Y-%m-%d %H:%M} UTC"
-    assert f"As of {later_clock}" in page
+    # Issue 47: the heading no longer borrows the newest source's clock.
+    assert 'id="waiting-heading">As of' not in page
+    assert f"<li>As of {later_clock}" in page
     assert f"(its mailbox as of {AS_OF:%Y-%m-%d %H:%M} UTC)" in page
 
 
@@ -451,3 +454,87 @@ def test_a_mailbox_with_recent_mail_gets_no_window_warning(mailbox):
 
     assert not any("window" in w for w in report["warnings"]), report["warnings"]
     assert report["completeness"] == "complete"
+
+
+def _aged_out_ask(source, key: str) -> OpenLoop:  # type: ignore[no-untyped-def]
+    """An unanswered ask the 90-day window aged out (``loops_window_sweep``)."""
+    loop = make_loop(source, key, email="dana@example.org", opened_days=200)
+    OpenLoop.objects.filter(pk=loop.pk).update(
+        status=LoopStatus.STALE, closed_by=CLOSED_BY_STALENESS, closed_at=AS_OF
+    )
+    return loop
+
+
+def test_an_archive_whose_asks_aged_out_says_how_many_beside_clean(
+    admin_client, mailbox
+):
+    """Issue 47: an archive whose unanswered asks all aged past the 90-day window
+    said "You are clean" alone; it now says how many aged out, with a link to the
+    loop list filtered to them, and the digest says so too."""
+    dated_mail(mailbox, "m1", AS_OF - timedelta(days=1))
+    dated_mail(mailbox, "m2", AS_OF, mine=True)
+    _aged_out_ask(mailbox, "old-ask")
+    make_loop(mailbox, "newer-stale", email="x@example.org", opened_days=10)
+    OpenLoop.objects.filter(dedup_key="newer-stale").update(
+        status=LoopStatus.STALE, closed_at=AS_OF
+    )
+
+    report = waiting_report(caller=local_caller(actor="test"))
+    page = admin_client.get(reverse("admin:loops_waiting")).content.decode()
+
+    assert report["clean"] is True
+    assert report["coverage"][0]["aged_out_asks"] == 1
+    assert "1 unanswered ask(s) aged past the 90-day window" in report["text"]
+    assert "nothing is waiting on you in the 90-day window, but 1 unanswered" in page
+    link = (
+        reverse("admin:loops_openloop_changelist")
+        + "?status__exact=stale&amp;loop_type__exact=unanswered_inbound"
+        + "&amp;source__id__exact=allen&amp;last_activity_at__lt=2001-07-03T12"
+        + "%3A00%3A00%2B00%3A00"
+    )
+    assert f'href="{link}"' in page
+    listed = admin_client.get(link.replace("&amp;", "&")).content.decode()
+    assert "loop old-ask" in listed and "loop newer-stale" not in listed
+
+
+def test_waiting_shows_one_coverage_line_per_mailbox_at_its_own_date(
+    admin_client, mailbox
+):
+    """Issue 47: each mailbox gets one collapsible coverage line at its own clock
+    (messages, newest date, what is missing) instead of a grey note with CLI
+    advice; the heading borrows no source's date when the clocks differ."""
+    later = SourceFactory(
+        id="later-box", name="Later box", kind=Source.Kind.MAILBOX, federated=False
+    )
+    for n in range(3):
+        dated_mail(later, f"l{n}", AS_OF + timedelta(days=365 - n))
+    dated_mail(mailbox, "m1", AS_OF)
+    dated_mail(mailbox, "m2", AS_OF - timedelta(days=1), mine=True)
+
+    report = waiting_report(caller=local_caller(actor="test"))
+    page = admin_client.get(reverse("admin:loops_waiting")).content.decode()
+
+    lines = {c["source_id"]: coverage_line(c) for c in report["coverage"]}
+    assert lines["later-box"] == (
+        "mailbox Later box: 3 messages to 2002-10-01; none of the owner's own "
+        "mail in the window"
+    )
+    assert lines["allen"].endswith("2 messages to 2001-10-01")
+    assert page.count('<details class="waiting-coverage"') == 2
+    assert "<summary>mailbox Later box: 3 messages to 2002-10-01;" in page
+    assert 'class="warning">Source later-box' not in page
+    assert "--as-of" not in page.split("Paste-ready")[0]
+    assert 'id="waiting-heading">As of' not in page
+    assert "each at its own date" in page
+
+
+def test_waiting_coverage_is_the_same_over_http_and_mcp(mailbox, make_key, api_client):
+    """The coverage entries (issue 47) are part of the contract on both transports."""
+    dated_mail(mailbox, "m1", AS_OF)
+    _aged_out_ask(mailbox, "old-ask")
+    key = make_key(mailbox, readable=(mailbox,))
+    body = api_client(key.plaintext).get(reverse("api:waiting")).json()
+    mcp = op_waiting(local_caller(sources=[mailbox.id]))
+    assert body["coverage"] == mcp["coverage"]
+    assert body["coverage"][0]["aged_out_asks"] == 1
+    assert body["coverage"][0]["notes"][0]["code"] == "no_own_mail"

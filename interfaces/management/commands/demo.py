@@ -81,6 +81,7 @@ class Command(BaseCommand):
         self.stdout.write(
             "   embedded PostgreSQL ready, migrations applied (pgvector, pg_trgm)"
         )
+        self._refuse_other_source(source_id, Path(path), derived=not options["source"])
         password = self._ensure_admin()
 
         self._heading(
@@ -227,6 +228,34 @@ class Command(BaseCommand):
             str(sample),
             options["owner"] or [SAMPLE_OWNER],
             options["source"] or SAMPLE_SOURCE,
+        )
+
+    def _refuse_other_source(
+        self, source_id: str, path: Path, *, derived: bool
+    ) -> None:
+        """Raise ``CommandError`` when ``source_id`` names a source that is not a
+        mailbox (a folder named ``default`` derives the harness-notes source's
+        id, and importing mail into it failed with a traceback), naming the
+        exact ``--source`` to pass instead (the first free ``<id>-mail``)."""
+        existing = Source.objects.filter(id=source_id).first()
+        if existing is None or existing.kind == Source.Kind.MAILBOX:
+            return
+        taken = set(Source.objects.values_list("id", flat=True))
+        base = source_id[:27].strip("-")
+        suggestion = next(
+            f"{base}-mail{n or ''}"
+            for n in range(100)
+            if f"{base}-mail{n or ''}" not in taken
+        )
+        why = (
+            f"the folder name {path.name!r} gives the source id {source_id!r}"
+            if derived
+            else f"--source {source_id}"
+        )
+        raise CommandError(
+            f"Not importing: {why}, which is the {existing.get_kind_display().lower()} "
+            f"source {source_id!r}, not a mailbox. Pass --source {suggestion} "
+            f"(bin/demo {path} --owner ... --source {suggestion})."
         )
 
     def _schedules_summary(self, source_id: str) -> str:
