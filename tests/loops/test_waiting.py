@@ -225,6 +225,9 @@ def test_never_says_clean_without_mail_sources_or_complete_coverage(db, google):
     assert no_mail["count"] == 0 and no_mail["clean"] is False
     fresh = waiting_report(caller=local_caller(sources=[google.id]))
     assert fresh["clean"] is True and "You are clean" in fresh["text"]
+    # A clean digest is not also "not a clean bill" (an if/elif split by the
+    # aged-out line once said both).
+    assert "not a clean bill" not in fresh["text"]
     google.last_success_at = datetime(2001, 1, 1, tzinfo=UTC)
     google.save(update_fields=["last_success_at"])
     stale = waiting_report(caller=local_caller(sources=[google.id]))
