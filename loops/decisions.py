@@ -27,6 +27,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
+
 from loops.extractors import classifier
 from loops.features import MailboxIndex, ask_sentence, loop_features, vector
 from loops.selectors import open_candidates
@@ -282,17 +284,46 @@ def decide(model: DecisionModel, loop_type: str, features: dict[str, float]) -> 
 def loop_probabilities(
     loops: Sequence[OpenLoop], index: MailboxIndex, model: DecisionModel
 ) -> dict[int, tuple[float, dict[str, float]]]:
-    """``{loop pk: (probability, features)}`` for ``loops`` at ``index.now``. The
-    embedding classifier runs only when ``model`` reads ``ask_score`` (or reads
-    nothing: the benchmark's feature pass); ``decide`` gives each probability."""
+    """``{loop pk: (probability, features)}`` for stored ``loops`` at ``index.now``
+    (``loops_scored``)."""
+    return {
+        loop.pk: scored
+        for loop, scored in zip(loops, loops_scored(loops, index, model), strict=True)
+    }
+
+
+def loops_scored(
+    loops: Sequence[OpenLoop], index: MailboxIndex, model: DecisionModel
+) -> list[tuple[float, dict[str, float]]]:
+    """``(probability, features)`` of each of ``loops`` (stored or not), in order,
+    at ``index.now``. The embedding classifier runs only when ``model`` reads
+    ``ask_score`` (or reads nothing: the benchmark's feature pass); ``decide``
+    gives each probability."""
     scores: list[float] | None = None
     if loops and (not model.names or "ask_score" in model.names):
         scores = classifier.score([ask_sentence(lp) for lp in loops])
-    out = {}
+    out = []
     for n, loop in enumerate(loops):
         features = loop_features(loop, index, scores[n] if scores else None)
-        out[loop.pk] = (decide(model, loop.loop_type, features), features)
+        out.append((decide(model, loop.loop_type, features), features))
     return out
+
+
+def replay_decide(
+    *, source: Source, now: datetime, loops: Sequence[OpenLoop]
+) -> list[tuple[float, bool]] | None:
+    """The decision at ``now`` for the loops a ``waiting --as-of`` replay holds
+    (SPEC §5.1b, §5.5): unsaved detector loops and stored extracted ones, judged
+    as an import at ``now`` would judge them. ``(probability, kept)`` per loop,
+    in order; None when the decision is off (``LOOPS_DECISIONS_ENABLED``) or no
+    model is shipped. Writes nothing."""
+    model = shipped_model()
+    if not settings.LOOPS_DECISIONS_ENABLED or model is None:
+        return None
+    if not loops:
+        return []
+    index = source_index(source=source, now=now)
+    return [(p, model.keeps(p)) for p, _ in loops_scored(loops, index, model)]
 
 
 def source_index(*, source: Source, now: datetime) -> MailboxIndex:

@@ -14,7 +14,7 @@ ranked: their loops are counted on one ``automated`` line.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
@@ -28,6 +28,7 @@ from brain.access import Caller, ReadScope
 from brain.models import RawRecord, Source
 from brain.people import person_name
 from brain.selectors import backlink_counts
+from loops.decisions import replay_decide
 from loops.definitions import normalise_subject
 from loops.detectors import CLOSED_BY_NOT_EXPECTED
 from loops.extractors.rules import SenderTimezones
@@ -349,6 +350,7 @@ def _replay_source(source: Source, as_of: datetime) -> list[LoopView]:
         )
     )
     views: list[LoopView] = []
+    specs: dict[str, LoopSpec] = {}
     # The senders' zones of every thread, read once and only if a deadline needs it.
     zones = SenderTimezones([m for ms in by_thread.values() for m in ms])
     for _thread_id, messages in sorted(by_thread.items()):
@@ -363,13 +365,56 @@ def _replay_source(source: Source, as_of: datetime) -> list[LoopView]:
             bounces=bounces,
             timezones=zones,
         )
-        views += [
-            _replay_view(source, spec)
-            for spec in verdict.open
-            if spec.dedup_key not in triaged
-        ]
+        for spec in verdict.open:
+            if spec.dedup_key not in triaged:
+                views.append(_replay_view(source, spec))
+                specs[views[-1].id] = spec
     stored = _replay_stored(source, as_of)
-    return _settle(source, views, stored, as_of, (people, contacts))
+    settled = _settle(source, views, stored, as_of, (people, contacts))
+    return _replay_decided(source, as_of, settled, specs, stored)
+
+
+def _replay_decided(
+    source: Source,
+    as_of: datetime,
+    views: list[LoopView],
+    specs: Mapping[str, LoopSpec],
+    stored: Sequence[OpenLoop],
+) -> list[LoopView]:
+    """The replay's loops the learned decision keeps at ``as_of`` (SPEC §5.1b, as
+    an import then would: ``replay_decide``), each with its probability as its
+    ``confidence`` (what waiting ranks by); ``views`` unchanged when the decision
+    is off. ``specs``: the replayed detector loops by view id; ``stored``: the
+    stored extracted loops (view id: their pk)."""
+    by_id = {str(loop.pk): loop for loop in stored}
+    loops = [
+        _spec_loop(source, specs[v.id]) if v.id in specs else by_id[v.id] for v in views
+    ]
+    decided = replay_decide(source=source, now=as_of, loops=loops)
+    if decided is None:
+        return views
+    return [
+        replace(view, confidence=probability)
+        for view, (probability, kept) in zip(views, decided, strict=True)
+        if kept
+    ]
+
+
+def _spec_loop(source: Source, spec: LoopSpec) -> OpenLoop:
+    """An unsaved ``OpenLoop`` of a replayed detector loop, for its features."""
+    return OpenLoop(
+        source=source,
+        loop_type=spec.loop_type,
+        thread_id=spec.thread_id,
+        counterparty_email=spec.counterparty_email,
+        counterparty_name=spec.counterparty_name,
+        summary=spec.summary,
+        evidence=spec.evidence,
+        opened_at=spec.opened_at,
+        last_activity_at=spec.last_activity_at,
+        due_at=due_end_of_day(spec.due) if spec.due else None,
+        detector=Detector.DETERMINISTIC_THREAD,
+    )
 
 
 def _settle(

@@ -378,3 +378,41 @@ def test_promises_that_are_not_promises_and_one_promise_is_one_loop(
     promises = [lp for lp in loops if lp.loop_type == "commitment_owed_by_me"]
     assert "t-cell" not in {lp.thread_id for lp in promises}
     assert [lp.thread_id for lp in promises] == ["t-pledge"]
+
+
+def test_an_as_of_replay_is_decided_as_an_import_would_be(
+    robins_mailbox: Source, store: Callable[..., list[MailMessage]], settings: object
+) -> None:
+    """``waiting --as-of`` replays detection (SPEC §5.5); the learned decision
+    judges the replayed loops as an import at that time would (SPEC §5.1b): the
+    stranger's one-way letter is not listed, the colleague's question is, ranked
+    by its probability rather than by a flat 1.0."""
+    settings.LOOPS_DECISIONS_ENABLED = True  # type: ignore[attr-defined]
+    stranger = _ask(
+        1,
+        "angry.shareholder@mailbox.example",
+        NOW - timedelta(days=2),
+        "How could you let this happen? Who will repay my savings? Answer me!",
+        "t-grief",
+    )
+    colleague = _ask(
+        2,
+        LEE,
+        NOW - timedelta(days=2),
+        "Robin, can you approve the Houston lease renewal today?",
+        "t-lease",
+    )
+    store(
+        robins_mailbox,
+        [*_history(LEE, colleague.sent_at), stranger, colleague, _clock()],
+    )
+    report = waiting_report(
+        caller=local_caller(actor="test"),
+        sources=[robins_mailbox.id],
+        as_of=NOW + timedelta(hours=1),
+    )
+    waiting_on = {g["counterparty_email"] for g in report["groups"]}
+    assert LEE in waiting_on
+    assert "angry.shareholder@mailbox.example" not in waiting_on
+    lee = next(g for g in report["groups"] if g["counterparty_email"] == LEE)
+    assert 0 < lee["loops"][0]["confidence"] < 1
