@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -169,6 +170,91 @@ def verb_delta(
     ``threads`` restates the delivered items
     as ``{kind, text, date}`` (``delta_threads``).
     """
+    _check_delta_args(since=since, slug=slug, session_id=session_id)
+    budget = _budget(budget_tokens)
+    since_at = parse_since(since)
+    scope = caller.read_scope(_sources(source))
+    now = timezone.now()
+    session_key = _session_key(caller) if session_id else None
+    position = _DeltaStart(start=EPOCH)
+    if session_key is not None:
+        position = _session_start(session_key, session_id or "", now, since_at)
+    if since_at is not None:
+        position.start, position.after_key = since_at, slug or ""
+        position.held_until = position.checked_at = since_at
+    start, after_key = position.start, position.after_key
+    names = _names(entities)
+    entity_ids = _entity_ids(scope, names)
+    fetch = DELTA_PAGE_LIMIT + 1
+    stream = _page_stream(scope, start, after_key, entity_ids, fetch)
+    stream += _fact_stream(caller, scope, start, after_key, entity_ids, fetch, now)
+    for ts, key, item in _loop_stream(
+        scope=scope,
+        since=start,
+        after_key=after_key,
+        entity_ids=entity_ids,
+        limit=fetch,
+    ):
+        stream.append((ts, key, "loop", item))
+    stream.sort(key=lambda s: (s[0], s[1]))
+    window = stream[:DELTA_PAGE_LIMIT]
+    packed, used, dropped_in_window = _pack([(k, i) for _, _, k, i in window], budget)
+    delivered = window[: len(packed)]
+    if delivered:
+        last_ts, last_key = delivered[-1][0], delivered[-1][1]
+        next_cursor = {"since": _iso_us(last_ts), "slug": last_key}
+    else:
+        next_cursor = {"since": _iso_us(start), "slug": after_key}
+    forgotten = _forgotten(scope, position, entity_ids, now)
+    if session_key is not None:
+        _session_save(
+            session_key,
+            session_id or "",
+            position.row,
+            next_cursor,
+            delivered=bool(delivered),
+            now=now,
+        )
+    return {
+        "protocol_version": PROTOCOL_VERSION,
+        "since": iso_ms(since_at) if since_at else None,
+        "session_id": session_id,
+        "entities": names or None,
+        "budget_tokens": budget,
+        "pages": [i for k, i in packed if k == "page"],
+        "facts": [i for k, i in packed if k == "fact"],
+        "loop_events": [i for k, i in packed if k == "loop"],
+        "forgotten": forgotten,
+        "threads": delta_threads(packed),
+        "has_more": len(stream) > len(delivered),
+        "next_cursor": next_cursor,
+        "budget_used": used if budget is not None else None,
+        "dropped_count": dropped_in_window if budget is not None else None,
+    }
+
+
+_Item = tuple[datetime, str, str, dict[str, Any]]
+
+
+@dataclass
+class _DeltaStart:
+    """Where a delta call starts: the keyset ``(start, after_key)``, what the reader
+    already holds for ``forgotten`` (facts recorded up to ``held_until``, as of
+    ``checked_at``: a session's previous call, or ``since``) and the session's
+    cursor row (None without one)."""
+
+    start: datetime
+    after_key: str = ""
+    held_until: datetime | None = None
+    checked_at: datetime | None = None
+    row: SessionCursor | None = None
+
+
+def _check_delta_args(
+    *, since: str | None, slug: str | None, session_id: str | None
+) -> None:
+    """Raise ``InvalidParams`` when neither ``since`` nor ``session_id`` is given,
+    ``session_id`` is too long, or ``slug`` comes without ``since``."""
     if (since is None or not str(since).strip()) and not (session_id or "").strip():
         raise InvalidParams(
             "delta needs 'since' or 'session_id'.",
@@ -189,144 +275,150 @@ def verb_delta(
             suggestion="Send next_cursor back whole: its 'since' and its 'slug'.",
             detail={"fields": ["since", "slug"]},
         )
-    budget = _budget(budget_tokens)
-    since_at = parse_since(since)
-    scope = caller.read_scope(_sources(source))
-    now = timezone.now()
 
-    cursor_row: SessionCursor | None = None
-    start, after_key = EPOCH, ""
-    # What this reader already holds, for ``forgotten``: facts recorded up to
-    # ``held_until``, as of ``checked_at`` (a session's previous call, or ``since``).
-    held_until: datetime | None = None
-    checked_at: datetime | None = None
-    session_key = _session_key(caller) if session_id else None
-    if session_key is not None:
-        cursor_row = SessionCursor.objects.filter(
-            source_id=session_key[0], client=session_key[1], session_id=session_id
-        ).first()
-        if cursor_row is not None and cursor_row.touched_at < now - SESSION_IDLE:
-            cursor_row.delete()
-            cursor_row = None
-        if cursor_row is not None and since_at is None:
-            position = cursor_row.position or {}
-            start = parse_since(position.get("since")) or EPOCH
-            after_key = str(position.get("slug") or "")
-            held_until, checked_at = start, cursor_row.touched_at
-    if since_at is not None:
-        start, after_key = since_at, slug or ""
-        held_until, checked_at = since_at, since_at
 
-    entity_ids: list[int] | None = None
-    names = _names(entities)
-    if names:
-        entity_ids = []
-        for name in names[:PACK_ENTITIES_MAX]:
-            resolution = entity_resolve(scope=scope, name=name)
-            if resolution.page is not None:
-                entity_ids.append(resolution.page.pk)
+def _session_start(
+    session_key: tuple[str, str],
+    session_id: str,
+    now: datetime,
+    since_at: datetime | None,
+) -> _DeltaStart:
+    """The session's cursor (forgotten after ``SESSION_IDLE``); a new session
+    starts at the epoch. With ``since_at`` the row is only kept for saving."""
+    row = SessionCursor.objects.filter(
+        source_id=session_key[0], client=session_key[1], session_id=session_id
+    ).first()
+    if row is not None and row.touched_at < now - SESSION_IDLE:
+        row.delete()
+        row = None
+    out = _DeltaStart(start=EPOCH, row=row)
+    if row is not None and since_at is None:
+        position = row.position or {}
+        out.start = parse_since(position.get("since")) or EPOCH
+        out.after_key = str(position.get("slug") or "")
+        out.held_until, out.checked_at = out.start, row.touched_at
+    return out
 
-    fetch = DELTA_PAGE_LIMIT + 1
-    # Keyset (updated_at, slug) in the database's own order; brain_page_delta_keyset.
-    # The redundant ``updated_at >= start`` bounds the index scan; the OR alone does not.
+
+def _entity_ids(scope: ReadScope, names: list[str]) -> list[int] | None:
+    """The pages ``names`` resolve to (at most ``PACK_ENTITIES_MAX`` names); None
+    when no name narrows the delta."""
+    if not names:
+        return None
+    ids = []
+    for name in names[:PACK_ENTITIES_MAX]:
+        resolution = entity_resolve(scope=scope, name=name)
+        if resolution.page is not None:
+            ids.append(resolution.page.pk)
+    return ids
+
+
+def _page_stream(
+    scope: ReadScope,
+    start: datetime,
+    after_key: str,
+    entity_ids: list[int] | None,
+    fetch: int,
+) -> list[_Item]:
+    """Pages changed after the keyset ``(start, after_key)`` in the database's own
+    ``(updated_at, slug)`` order (``brain_page_delta_keyset``; the redundant
+    ``updated_at >= start`` bounds the index scan, the OR alone does not)."""
     pages_qs = scope_queryset(Page.objects.all(), scope).filter(
         Q(updated_at__gt=start) | Q(updated_at=start, slug__gt=after_key),
         updated_at__gte=start,
     )
     if entity_ids is not None:
         pages_qs = pages_qs.filter(pk__in=entity_ids)
-    stream: list[tuple[datetime, str, str, dict[str, Any]]] = []
-    for page in pages_qs.select_related("type").order_by("updated_at", "slug")[:fetch]:
-        stream.append(
-            (
-                page.updated_at,
-                page.slug,
-                "page",
-                {
-                    "slug": page.slug,
-                    "title": page.title,
-                    "type": page.type.name,
-                    "source_id": page.source_id,
-                    "updated_at": iso_ms(page.updated_at),
-                    "deleted": page.deleted_at is not None,
-                    "change": "deleted"
-                    if page.deleted_at
-                    else ("created" if page.created_at >= start else "updated"),
-                },
-            )
+    return [
+        (
+            page.updated_at,
+            page.slug,
+            "page",
+            {
+                "slug": page.slug,
+                "title": page.title,
+                "type": page.type.name,
+                "source_id": page.source_id,
+                "updated_at": iso_ms(page.updated_at),
+                "deleted": page.deleted_at is not None,
+                "change": "deleted"
+                if page.deleted_at
+                else ("created" if page.created_at >= start else "updated"),
+            },
         )
+        for page in pages_qs.select_related("type").order_by("updated_at", "slug")[
+            :fetch
+        ]
+    ]
+
+
+def _fact_stream(
+    caller: Caller,
+    scope: ReadScope,
+    start: datetime,
+    after_key: str,
+    entity_ids: list[int] | None,
+    fetch: int,
+    now: datetime,
+) -> list[_Item]:
+    """Live facts recorded after the keyset, oldest first."""
     facts_qs = fact_list_active(scope=scope, entity_ids=entity_ids, now=now).filter(
         after_keyed("created_at", "facts", start, after_key), created_at__gte=start
     )
-    for fact in facts_qs.order_by("created_at", "pk")[:fetch]:
-        stream.append(
-            (
-                fact.created_at,
-                key_for("facts", fact.pk),
-                "fact",
-                fact_wire(fact, caller=caller),
-            )
+    return [
+        (
+            fact.created_at,
+            key_for("facts", fact.pk),
+            "fact",
+            fact_wire(fact, caller=caller),
         )
-    for ts, key, item in _loop_stream(
-        scope=scope,
-        since=start,
-        after_key=after_key,
-        entity_ids=entity_ids,
-        limit=fetch,
-    ):
-        stream.append((ts, key, "loop", item))
+        for fact in facts_qs.order_by("created_at", "pk")[:fetch]
+    ]
 
-    stream.sort(key=lambda s: (s[0], s[1]))
-    window = stream[:DELTA_PAGE_LIMIT]
-    packed, used, dropped_in_window = _pack([(k, i) for _, _, k, i in window], budget)
-    delivered = window[: len(packed)]
-    has_more = len(stream) > len(delivered)
-    if delivered:
-        last_ts, last_key = delivered[-1][0], delivered[-1][1]
-        next_cursor = {"since": _iso_us(last_ts), "slug": last_key}
+
+def _forgotten(
+    scope: ReadScope,
+    position: _DeltaStart,
+    entity_ids: list[int] | None,
+    now: datetime,
+) -> list[dict[str, str | None]]:
+    """``{fact_id, at}`` of facts the reader already held that expired since its
+    previous call (``fact_list_forgotten``); none for a first call."""
+    held_until, checked_at = position.held_until, position.checked_at
+    if held_until is None or checked_at is None or held_until <= EPOCH:
+        return []
+    return [
+        {"fact_id": str(f.pk), "at": iso_ms(f.expired_at)}
+        for f in fact_list_forgotten(
+            scope=scope,
+            delivered_before=held_until,
+            expired_after=checked_at,
+            now=now,
+            entity_ids=entity_ids,
+        )
+    ]
+
+
+def _session_save(
+    session_key: tuple[str, str],
+    session_id: str,
+    row: SessionCursor | None,
+    next_cursor: dict[str, str],
+    *,
+    delivered: bool,
+    now: datetime,
+) -> None:
+    """Store the session's cursor; at-least-once: it advances only past what this
+    call delivered."""
+    if row is None:
+        SessionCursor.objects.update_or_create(
+            source_id=session_key[0],
+            client=session_key[1],
+            session_id=session_id,
+            defaults={"position": next_cursor, "touched_at": now},
+        )
     else:
-        next_cursor = {"since": _iso_us(start), "slug": after_key}
-
-    forgotten = []
-    if held_until is not None and checked_at is not None and held_until > EPOCH:
-        forgotten = [
-            {"fact_id": str(f.pk), "at": iso_ms(f.expired_at)}
-            for f in fact_list_forgotten(
-                scope=scope,
-                delivered_before=held_until,
-                expired_after=checked_at,
-                now=now,
-                entity_ids=entity_ids,
-            )
-        ]
-
-    if session_key is not None:
-        if cursor_row is None:
-            SessionCursor.objects.update_or_create(
-                source_id=session_key[0],
-                client=session_key[1],
-                session_id=session_id,
-                defaults={"position": next_cursor, "touched_at": now},
-            )
-        else:
-            # At-least-once: advance only past what this call delivered.
-            SessionCursor.objects.filter(pk=cursor_row.pk).update(
-                position=next_cursor if delivered else cursor_row.position,
-                touched_at=now,
-            )
-    return {
-        "protocol_version": PROTOCOL_VERSION,
-        "since": iso_ms(since_at) if since_at else None,
-        "session_id": session_id,
-        "entities": names or None,
-        "budget_tokens": budget,
-        "pages": [i for k, i in packed if k == "page"],
-        "facts": [i for k, i in packed if k == "fact"],
-        "loop_events": [i for k, i in packed if k == "loop"],
-        "forgotten": forgotten,
-        "threads": delta_threads(packed),
-        "has_more": has_more,
-        "next_cursor": next_cursor,
-        "budget_used": used if budget is not None else None,
-        "dropped_count": dropped_in_window if budget is not None else None,
-    }
+        SessionCursor.objects.filter(pk=row.pk).update(
+            position=next_cursor if delivered else row.position,
+            touched_at=now,
+        )

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
-from brain.access import Caller, scope_queryset
+from brain.access import Caller, ReadScope, scope_queryset
 from brain.exceptions import PROTOCOL_VERSION, InvalidParams, Unavailable
 from brain.llm import anthropic_client, estimate_usd
 from brain.models import Page
@@ -96,18 +96,7 @@ def verb_synthesize(
     results, degraded = search_pages(scope=scope, query=text, limit=SYNTH_PAGES * 2)
     warnings: list[str] = [f"search degraded: {degraded}"] if degraded else []
     if since_at or until_at:
-        # Keyed by (source, slug): federated sources may hold the same slug.
-        dates = {
-            (p.source_id, p.slug): p.updated_at
-            for p in scope_queryset(Page.objects.all(), scope).filter(
-                slug__in=[r["slug"] for r in results]
-            )
-        }
-        results = [
-            r
-            for r in results
-            if _within(dates, (r["source_id"], r["slug"]), since_at, until_at)
-        ]
+        results = _in_period(scope, results, since_at, until_at)
     results = results[:SYNTH_PAGES]
     facts = [
         fact_wire(f, caller=caller)
@@ -115,27 +104,7 @@ def verb_synthesize(
             :SYNTH_FACTS
         ]
     ]
-    sources = [
-        {
-            "n": n + 1,
-            "kind": "page",
-            "slug": r["slug"],
-            "title": r["title"],
-            "excerpt": (r.get("chunk") or "")[:1200],
-        }
-        for n, r in enumerate(results)
-    ]
-    sources += [
-        {
-            "n": len(sources) + n + 1,
-            "kind": "fact",
-            "fact_id": f["fact_id"],
-            "slug": f["entity_slug"],
-            "title": f["entity_slug"] or "fact",
-            "excerpt": f["fact"],
-        }
-        for n, f in enumerate(facts)
-    ]
+    sources = _numbered_sources(results, facts)
     model = settings.BRAIN_LLM_MODEL
     base = {
         "protocol_version": PROTOCOL_VERSION,
@@ -160,6 +129,69 @@ def verb_synthesize(
             "synthesis_status": "empty_answer",
             "warnings": warnings + ["nothing in the brain matches this question"],
         }
+    return {**base, **_composed(client, model, sources, text, warnings)}
+
+
+def _in_period(
+    scope: ReadScope,
+    results: list[dict[str, Any]],
+    since_at: datetime | None,
+    until_at: datetime | None,
+) -> list[dict[str, Any]]:
+    """The search ``results`` whose page changed within ``since_at``..``until_at``
+    (keyed by (source, slug): federated sources may hold the same slug)."""
+    dates = {
+        (p.source_id, p.slug): p.updated_at
+        for p in scope_queryset(Page.objects.all(), scope).filter(
+            slug__in=[r["slug"] for r in results]
+        )
+    }
+    return [
+        r
+        for r in results
+        if _within(dates, (r["source_id"], r["slug"]), since_at, until_at)
+    ]
+
+
+def _numbered_sources(
+    results: list[dict[str, Any]], facts: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Pages then facts as the prompt's numbered sources ``{n, kind, slug, title,
+    excerpt}`` (a page's excerpt at most 1,200 characters; a fact's id too)."""
+    sources = [
+        {
+            "n": n + 1,
+            "kind": "page",
+            "slug": r["slug"],
+            "title": r["title"],
+            "excerpt": (r.get("chunk") or "")[:1200],
+        }
+        for n, r in enumerate(results)
+    ]
+    sources += [
+        {
+            "n": len(sources) + n + 1,
+            "kind": "fact",
+            "fact_id": f["fact_id"],
+            "slug": f["entity_slug"],
+            "title": f["entity_slug"] or "fact",
+            "excerpt": f["fact"],
+        }
+        for n, f in enumerate(facts)
+    ]
+    return sources
+
+
+def _composed(
+    client: Any,
+    model: str,
+    sources: list[dict[str, Any]],
+    text: str,
+    warnings: list[str],
+) -> dict[str, Any]:
+    """One LLM composition over ``sources``: ``{answer, sources (those cited, else
+    all), gaps, cost, synthesis_status, warnings}``; any provider failure or an
+    empty reply gives the extractive fallback (``_extractive``), never an error."""
     rendered = "\n\n".join(
         f"[{s['n']}] {s['title']} ({s.get('slug') or s['kind']})\n{s['excerpt']}"
         for s in sources
@@ -185,33 +217,28 @@ def verb_synthesize(
     except Exception as exc:  # noqa: BLE001 - any provider failure degrades, never 500s
         logger.warning("synthesize: LLM call failed", exc_info=True)
         return {
-            **base,
             **_extractive(sources, text, model),
             "warnings": warnings
             + [f"LLM failed ({type(exc).__name__}); extractive answer"],
         }
     if not answer:
         return {
-            **base,
             **_extractive(sources, text, model, cost=cost),
             "warnings": warnings + ["LLM returned an empty answer; extractive answer"],
         }
+    lines = answer.splitlines()
     gaps = [
         line.split(":", 1)[1].strip()
-        for line in answer.splitlines()
+        for line in lines
         if line.strip().upper().startswith("GAP:")
     ]
     body = "\n".join(
-        line
-        for line in answer.splitlines()
-        if not line.strip().upper().startswith("GAP:")
+        line for line in lines if not line.strip().upper().startswith("GAP:")
     ).strip()
     cited = {int(n) for n in _CITATION.findall(body)}
-    used_sources = [s for s in sources if s["n"] in cited] or sources
     return {
-        **base,
         "answer": body,
-        "sources": used_sources,
+        "sources": [s for s in sources if s["n"] in cited] or sources,
         "gaps": gaps,
         "cost": cost,
         "synthesis_status": "ok",
