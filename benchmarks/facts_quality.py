@@ -93,7 +93,7 @@ def run_dev_pair(pair: dict) -> str:
     entities = (pair["subject"], pair.get("second_subject", pair["subject"]))
     status = ""
     with transaction.atomic():
-        for text, entity in zip((pair["first"], pair["second"]), entities):
+        for text, entity in zip((pair["first"], pair["second"]), entities, strict=True):
             status = fact_remember(
                 caller=caller,
                 text=text,
