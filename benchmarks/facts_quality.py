@@ -6,7 +6,7 @@ Run: .venv/bin/python benchmarks/facts_quality.py [--errors] [--split dev|heldou
 
 ``--set dev`` scores the issue-45 dev pairs (tests/data/facts_dev/pairs.jsonl,
 nine kinds, a train and a held-out half): accuracy per kind and overall for each
-half, and exits 1 when the overall accuracy is below ``--floor``.
+half, and exits 1 when the overall accuracy is below ``--floor`` (default 0.90).
 
 Each pair goes through the real write service (``fact_remember``) against the
 worktree's PostgreSQL, offline (no LLM; local embeddings): the old fact is
@@ -193,7 +193,9 @@ def main() -> None:
     parser.add_argument("--errors", action="store_true", help="list wrong pairs")
     parser.add_argument("--split", choices=("dev", "heldout"), default=None)
     parser.add_argument("--set", choices=("pairs", "dev"), default="pairs")
-    parser.add_argument("--floor", type=float, default=0.0)
+    # The dev set's floor: the accuracy measured when the meaning stage landed
+    # (148/162 = 0.914; before it, 84/162 = 0.519).
+    parser.add_argument("--floor", type=float, default=0.90)
     args = parser.parse_args()
     if args.set == "dev":
         raise SystemExit(dev_main(args))

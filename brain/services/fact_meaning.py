@@ -29,13 +29,14 @@ from __future__ import annotations
 
 import json
 import re
+from collections import OrderedDict
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
-from brain.embeddings import embed_texts
+from brain.embeddings import embed_texts, get_provider
 
 THRESHOLDS_FILE = Path(__file__).resolve().parent.parent / "data" / "fact_meaning.json"
 
@@ -191,6 +192,33 @@ def decide(pair: Pair, *, kind: str, limits: Thresholds | None = None) -> str | 
     return DUPLICATE if pair.cosine >= t.duplicate else None
 
 
+_CACHE: OrderedDict[tuple[str, str], list[float]] = OrderedDict()
+CACHE_MAX = 4096
+
+
+def _embed_cached(texts: list[str]) -> list[list[float]] | None:
+    """Vectors of ``texts`` from the configured model, the live facts' predicates
+    kept in a per-process LRU of 4,096 (a subject's facts are compared again at
+    every write); None when the model is unavailable."""
+    provider = get_provider()
+    if provider is None:
+        return None
+    missing = list(dict.fromkeys(t for t in texts if (provider.name, t) not in _CACHE))
+    if missing:
+        vectors, _ = embed_texts(missing)
+        if not vectors:
+            return None
+        for text, vector in zip(missing, vectors, strict=True):
+            _CACHE[(provider.name, text)] = vector
+    out = []
+    for text in texts:
+        _CACHE.move_to_end((provider.name, text))
+        out.append(_CACHE[(provider.name, text)])
+    while len(_CACHE) > CACHE_MAX:
+        _CACHE.popitem(last=False)
+    return out
+
+
 def _polarity(text: str) -> tuple[bool, bool]:
     """(negated, past) of a sentence."""
     return bool(_NEGATION.search(text)), bool(_PAST.search(text))
@@ -208,8 +236,8 @@ def pairs_for(
     one batch; None when the embedding model is unavailable."""
     texts = [new_text, *old_texts]
     preds = [predicate(t, subject_words) for t in texts]
-    vectors, _ = embed_texts(preds + [masked(p) for p in preds])
-    if not vectors:
+    vectors = _embed_cached(preds + [masked(p) for p in preds])
+    if vectors is None:
         return None
     arr = np.asarray(vectors, dtype=np.float32)
     n = len(texts)
