@@ -2,6 +2,11 @@
 pairs in tests/data/facts_pairs.jsonl (invented names; see tests/data/SOURCE.md).
 
 Run: .venv/bin/python benchmarks/facts_quality.py [--errors] [--split dev|heldout]
+     .venv/bin/python benchmarks/facts_quality.py --set dev [--errors] [--floor 0.95]
+
+``--set dev`` scores the issue-45 dev pairs (tests/data/facts_dev/pairs.jsonl,
+nine kinds, a train and a held-out half): accuracy per kind and overall for each
+half, and exits 1 when the overall accuracy is below ``--floor`` (default 0.90).
 
 Each pair goes through the real write service (``fact_remember``) against the
 worktree's PostgreSQL, offline (no LLM; local embeddings): the old fact is
@@ -43,6 +48,12 @@ from brain.embeddings import embed_texts  # noqa: E402
 from brain.services.facts import fact_remember  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "facts_pairs.jsonl"
+DEV = ROOT / "tests" / "data" / "facts_dev" / "pairs.jsonl"
+EXPECTED_STATUS = {
+    "supersede": "superseded",
+    "duplicate": "duplicate",
+    "both_live": "inserted",
+}
 
 
 def load(path: Path = DATA) -> list[dict]:
@@ -72,6 +83,65 @@ def run_pair(pair: dict) -> str:
             status = written.status
         transaction.set_rollback(True)  # only the status is kept, not the writes
     return status
+
+
+def run_dev_pair(pair: dict) -> str:
+    """Remember ``first`` then ``second`` of a dev pair (SPEC §2.4) in a rolled-back
+    transaction; the status of the second write."""
+    caller = local_caller(actor="benchmark")
+    with_entity = pair.get("with_entity", True)
+    entities = (pair["subject"], pair.get("second_subject", pair["subject"]))
+    status = ""
+    with transaction.atomic():
+        for text, entity in zip((pair["first"], pair["second"]), entities, strict=True):
+            status = fact_remember(
+                caller=caller,
+                text=text,
+                provenance="benchmarks/facts_quality.py",
+                entity=entity if with_entity else None,
+                kind=pair["fact_kind"],
+            ).status
+        transaction.set_rollback(True)
+    return status
+
+
+def dev_accuracy(rows: list[tuple[dict, str]]) -> tuple[float, dict[str, float]]:
+    """(overall accuracy, accuracy per kind) over (pair, status) rows."""
+    per: dict[str, list[bool]] = {}
+    for pair, got in rows:
+        per.setdefault(pair["kind"], []).append(
+            EXPECTED_STATUS[pair["expected"]] == got
+        )
+    right = [ok for oks in per.values() for ok in oks]
+    overall = sum(right) / len(right) if right else 1.0
+    return overall, {k: sum(v) / len(v) for k, v in sorted(per.items())}
+
+
+def dev_main(args: argparse.Namespace) -> int:
+    """Score the dev pairs per half and per kind; 1 when below ``args.floor``."""
+    pairs = load(DEV)
+    print(f"embedding provider: {settings.BRAIN_EMBEDDING_PROVIDER}; LLM: off")
+    embed_texts([pairs[0]["first"]])  # load the model outside the timings
+    start = time.perf_counter()
+    rows = [(p, run_dev_pair(p)) for p in pairs]
+    elapsed = time.perf_counter() - start
+    for split in ("train", "heldout", None):
+        part = [r for r in rows if split is None or r[0]["split"] == split]
+        overall, per = dev_accuracy(part)
+        right = sum(1 for p, got in part if EXPECTED_STATUS[p["expected"]] == got)
+        print(f"== {split or 'all'}: {right}/{len(part)} = {overall:.3f}")
+        for kind, acc in per.items():
+            print(f"  {kind:<22} {acc:.3f}")
+    if args.errors:
+        for p, got in rows:
+            if EXPECTED_STATUS[p["expected"]] != got:
+                print(
+                    f"  {p['id']} [{p['split']}] want {p['expected']} got {got}: "
+                    f"{p['first']!r} -> {p['second']!r}"
+                )
+    overall, _ = dev_accuracy(rows)
+    print(f"throughput={len(rows) / elapsed:,.1f} pairs/s; floor={args.floor:.2f}")
+    return 0 if overall >= args.floor else 1
 
 
 def figures(rows: list[tuple[dict, str]]) -> dict[str, float]:
@@ -122,7 +192,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--errors", action="store_true", help="list wrong pairs")
     parser.add_argument("--split", choices=("dev", "heldout"), default=None)
+    parser.add_argument("--set", choices=("pairs", "dev"), default="pairs")
+    # The dev set's floor: the accuracy measured when the meaning stage landed
+    # (148/162 = 0.914; before it, 84/162 = 0.519).
+    parser.add_argument("--floor", type=float, default=0.90)
     args = parser.parse_args()
+    if args.set == "dev":
+        raise SystemExit(dev_main(args))
     pairs = load()
     if args.split:
         pairs = [p for p in pairs if p["split"] == args.split]

@@ -29,6 +29,7 @@ from brain.exceptions import InvalidParams, NotFound, ProvenanceRequired
 from brain.models import Alias, AuditEvent, Fact, Page, RawRecord, Source, Visibility
 from brain.precedence import trusted_over
 from brain.selectors_facts import fact_active_q
+from brain.services import fact_meaning
 from brain.services.entities import entity_resolve
 from brain.services.fact_slots import (
     DUPLICATE,
@@ -45,6 +46,8 @@ from brain.timestamps import MAX_TIMESTAMP, MIN_TIMESTAMP, timestamp_in_range
 # Candidates compared with a new fact: the newest active facts of its subject bucket
 # (same source and entity, or same unresolved entity reference, or no entity).
 DEDUP_SCAN = 500
+# The nearest live facts the meaning stage compares a new fact with (SPEC §2.4).
+MEANING_SCAN = 20
 PROVENANCE_MAX = 500
 FACT_MAX = 4000
 REASON_MAX = 500
@@ -299,7 +302,12 @@ def fact_remember(
     has no canonical slot) → ``duplicate`` (nothing written, the existing fact
     returned); same slot and kind, another value → ``superseded`` (every such fact
     expires with ``superseded_by`` set and an audit row). Other slots, subjects or
-    kinds never interact. ``degraded_dedup`` is true when there was neither an
+    kinds never interact. Where the rules leave the live facts of the subject
+    undecided, the meaning stage (``brain.services.fact_meaning``, SPEC §2.4 turn
+    3) compares the sentences with the embedding model: a changed amount or date,
+    a leaving event or a switch close in meaning supersedes, a close paraphrase is
+    a duplicate; without an embedding model the rules alone decide.
+    ``degraded_dedup`` is true when there was neither an
     embedding nor a canonical slot (a plain insert unless the text is identical).
 
     Raises ``InvalidParams`` (missing provenance, bad kind/visibility/ttl, empty
@@ -550,6 +558,63 @@ def _slot_match(
             same_text=normalize_fact_text(row.text) == norm,
         )
         if decision == DUPLICATE:
+            return row, []
+        if decision == SUPERSEDE:
+            stale.append(row)
+    if stale or vector is None:
+        return None, stale
+    return _meaning_match(
+        rows=[rows[i] for i in order[:MEANING_SCAN]],
+        entity_name=entity_name,
+        text=text,
+        kind=kind,
+        read=read,
+    )
+
+
+def meaning_subject_words(entity_name: str | None, subject: str) -> frozenset[str]:
+    """The words of the subject's name that the meaning stage leaves out of a
+    sentence: the entity's name and the subject the reader found."""
+    names = f"{normalize_subject(entity_name)} {subject.lstrip('@').replace('|', ' ')}"
+    return frozenset(w for w in names.lower().split() if w)
+
+
+def _meaning_match(
+    *,
+    rows: list[Fact],
+    entity_name: str | None,
+    text: str,
+    kind: str,
+    read: FactSlot,
+) -> tuple[Fact | None, list[Fact]]:
+    """The meaning stage (SPEC §2.4, turn 3; ``brain.services.fact_meaning``) over
+    the live facts of the same subject and kind that the rules left undecided,
+    nearest first: (duplicate or None, facts superseded). Without an embedding
+    model, (None, []) (the rules alone decided)."""
+    if not read.subject:
+        return None, []
+    # Under an entity every live fact of the bucket is about it (the reader may
+    # take "Milk from Acme" for another subject); without one, the subjects the
+    # reader found must agree.
+    same = [
+        row
+        for row in rows
+        if row.kind == kind
+        and (
+            entity_name
+            or fact_slot_of(row, entity_name=entity_name).subject == read.subject
+        )
+    ]
+    if not same:
+        return None, []
+    words = meaning_subject_words(entity_name, read.subject)
+    pairs = fact_meaning.pairs_for(text, [row.text for row in same], words)
+    if pairs is None:
+        return None, []
+    stale: list[Fact] = []
+    for row, pair in zip(same, pairs, strict=True):
+        decision = fact_meaning.decide(pair, kind=kind)
+        if decision == DUPLICATE and not stale:
             return row, []
         if decision == SUPERSEDE:
             stale.append(row)

@@ -13,16 +13,18 @@ from brain.services.entities import (
     entity_resolve,
     iso_ms,
 )
+from brain.services.fact_search import fact_search
 from brain.text import slugify_title
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+    from brain.models import Fact
 from brain.services.verbs.common import (
     FACT_FETCH_CAP,
     RECALL_LIMIT_DEFAULT,
     RECALL_LIMIT_MAX,
     _budget,
-    _facts_for_query,
     _pack,
     _sources,
     check_entity_name,
@@ -50,9 +52,10 @@ def verb_recall(
     """recall (SPEC §4): a facts arm and a search arm.
 
     Facts arm: active facts about ``entity`` (resolved like ``entity()``; an
-    unresolved name matches facts filed under that reference), else facts matching
-    ``query``, else the newest facts in scope; ``since`` filters facts by record time;
-    decay-ranked. Search arm: hybrid page search for ``query``. ``limit`` (default 50,
+    unresolved name matches facts filed under that reference), decay-ranked; else the
+    facts answering ``query`` ranked by meaning (hybrid keyword + vector, a fact's
+    entity name and aliases counting as its words: ``fact_search``); else the newest
+    facts in scope, decay-ranked; ``since`` filters facts by record time. Search arm: hybrid page search for ``query``. ``limit`` (default 50,
     max 100) applies per arm. With ``budget_tokens`` facts are packed first, whole
     items only, ``budget_used ≤ budget_tokens``, and ``budget_tokens``,
     ``budget_used`` and ``dropped_count`` are returned (absent without a budget).
@@ -73,7 +76,8 @@ def verb_recall(
     since_at = parse_since(since)
     scope = caller.read_scope(_sources(source))
     query_text = (query or "").strip()
-
+    facts: list[Fact] = []
+    by_meaning: list[Fact] | None = None
     if entity and entity.strip():
         resolution = entity_resolve(scope=scope, name=entity)
         ids = [resolution.page.pk] if resolution.page is not None else []
@@ -84,14 +88,16 @@ def verb_recall(
             ).order_by("-created_at")[:FACT_FETCH_CAP]
         )
     elif query_text:
-        facts = _facts_for_query(scope=scope, query=query_text, since=since_at)
+        # Ranked by meaning (keyword + vector), not by decay (SPEC §2.4).
+        by_meaning = fact_search(scope=scope, query=query_text, since=since_at)
     else:
         facts = list(
             fact_list_active(scope=scope, since=since_at).order_by("-created_at")[
                 :FACT_FETCH_CAP
             ]
         )
-    fact_items = [fact_wire(f, caller=caller) for f in fact_rank(facts)[:arm_limit]]
+    ranked = by_meaning if by_meaning is not None else fact_rank(facts)
+    fact_items = [fact_wire(f, caller=caller) for f in ranked[:arm_limit]]
 
     results: list[dict[str, Any]] = []
     degraded: str | None = None
