@@ -52,8 +52,8 @@ WARM_UP_THREAD = "brain-embedding-warm-up"
 
 @contextmanager
 def serving_request() -> Iterator[None]:
-    """Mark the work inside as serving a web request: a local model that is not
-    loaded yet is then never loaded here (``LocalProvider.embed`` starts the
+    """Mark the work inside as serving a caller (a web request, or a whole MCP
+    stdio session): a local model that is not loaded yet is then never loaded here (``LocalProvider.embed`` starts the
     background load and raises ``EmbeddingUnavailable``, so the save leaves its
     chunks pending and search answers keyword-only with ``search_degraded``)."""
     token = _serving_request.set(True)
@@ -89,14 +89,17 @@ class LocalProvider:
     def __init__(self, model_name: str) -> None:
         self.name = f"local:{model_name}"
         self._model = None
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # held by the load itself
+        self._warm_lock = threading.Lock()  # starts at most one warm-up thread
         self._warming: threading.Thread | None = None
         self.loaded_in: str | None = None
 
     def warm_up(self) -> threading.Thread | None:
         """Start loading the model in a daemon thread (at most one); returns it, or
-        None when the model is already loaded."""
-        with self._lock:
+        None when the model is already loaded. Never waits for a load under way (it
+        does not take the load's lock), so a caller inside ``serving_request`` gets
+        its ``EmbeddingUnavailable`` at once."""
+        with self._warm_lock:
             if self._model is not None:
                 return None
             if self._warming is None or not self._warming.is_alive():

@@ -285,6 +285,30 @@ def test_mail_sources_default_to_private_and_remote_keys_do_not_read_them(
     assert opened.visibility == "world"
 
 
+def test_a_sources_default_visibility_applies_to_facts_and_pages_alike(
+    make_key, api_client
+) -> None:  # type: ignore[no-untyped-def]
+    """SPEC §8 source default visibility (issue 47): one trusted key wrote facts
+    ``world`` (remember's own default) and pages ``private`` (the source's) into
+    the same mailbox source. A write that names no visibility now gets the source's
+    default whether it is a page or a fact."""
+    for kind, expected in (("mailbox", "private"), ("manual", "world")):
+        source = Source.objects.create(id=f"vis-{kind}", name=kind, kind=kind)
+        client = api_client(make_key(source, trusted=True).plaintext)
+        status, page = post(
+            client, "/api/pages", {"title": f"Gearbox {kind}", "body": "4,100 EUR."}
+        )
+        assert status == 201, page
+        status, fact = post(
+            client,
+            "/api/remember",
+            {"fact": f"The {kind} gearbox costs 4,100 EUR.", "provenance": "quote"},
+        )
+        assert status == 200, fact
+        stored = Fact.objects.get(pk=fact["id"])
+        assert (page["page"]["visibility"], stored.visibility) == (expected,) * 2
+
+
 def test_the_migration_moves_imported_mail_pages_to_their_source_default(db) -> None:  # type: ignore[no-untyped-def]
     from importlib import import_module
 

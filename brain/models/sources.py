@@ -79,7 +79,8 @@ class Source(TimeStampedModel):
 
     @property
     def page_visibility(self) -> str:
-        """The visibility a page written here gets when the write names none."""
+        """The visibility a page or a fact written here gets when the write names
+        none (SPEC §8: one default per source for both)."""
         return self.default_visibility or visibility_default_for_kind(self.kind)
 
 

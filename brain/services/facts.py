@@ -168,7 +168,7 @@ def _validate(
     kind: str | None,
     visibility: str | None,
     confidence: float,
-) -> tuple[str, str, str, str]:
+) -> tuple[str, str, str, str | None]:
     if provenance is None:
         raise InvalidParams(
             "remember needs 'provenance'.",
@@ -209,8 +209,7 @@ def _validate(
             suggestion=f"Use one of: {', '.join(Fact.Kind.values)}.",
             detail={"field": "kind", "allowed": list(Fact.Kind.values)},
         )
-    visibility = visibility or Visibility.WORLD
-    if visibility not in Visibility.values:
+    if visibility is not None and visibility not in Visibility.values:
         raise InvalidParams(
             f"Unknown visibility {visibility!r}.",
             suggestion="Use 'world' or 'private'.",
@@ -291,7 +290,10 @@ def fact_remember(
     named wherever it lives (the fact itself stays in the write source; a page of
     the write source a remote caller created yields to one a trusted writer
     created elsewhere, ``brain.precedence.trusted_over``); an
-    unresolved name is kept as ``evidence.entity_ref`` and echoed as the slug. ``ttl`` (``30d``/``12h``/``45m``/ISO timestamp) or
+    unresolved name is kept as ``evidence.entity_ref`` and echoed as the slug.
+    ``visibility`` defaults to the source's default (``Source.page_visibility``, as
+    for pages: private in mail sources, world in harness and markdown ones, SPEC §8).
+    ``ttl`` (``30d``/``12h``/``45m``/ISO timestamp) or
     ``valid_until`` sets the validity end; ``valid_from`` defaults to now.
 
     The fact's subject, slot and value come from ``slot``/``value`` when given, else
@@ -335,6 +337,8 @@ def fact_remember(
     )
     anywhere_readable = source is None
     source = source or caller.write_source()
+    # The source's default, as for a page written there (SPEC §8).
+    visibility = visibility or source.page_visibility
     page, entity_slug = _entity_target(
         source=source,
         caller=caller,

@@ -34,6 +34,7 @@ from interfaces.callers import caller_for_bearer, caller_for_user
 from interfaces.doctor import doctor_report, health_degraded
 from interfaces.http.auth import api_auth
 from interfaces.http.docs import document_operations
+from interfaces.http.field_docs import document_fields
 
 logger = logging.getLogger(__name__)
 
@@ -132,7 +133,7 @@ class ContractAPI(NinjaAPI):
                             "content": {"application/json": {"schema": error_ref}},
                         },
                     )
-        return document_operations(document)
+        return document_operations(document_fields(document))
 
 
 api = ContractAPI(

@@ -12,7 +12,7 @@ from ninja.pagination import LimitOffsetPagination, paginate
 from brain.exceptions import PROTOCOL_VERSION, NotFound
 from brain.search import MAX_LIMIT
 from brain.selectors import page_get, page_list
-from brain.services.pages import RelationInput, page_add, page_update
+from brain.services.pages import RelationInput, page_update
 from interfaces.http.auth import request_caller
 from interfaces.http.schemas.pages import (
     PageIn,
@@ -28,6 +28,7 @@ from interfaces.operations import (
     refuse_update_elsewhere,
     write_out,
 )
+from interfaces.page_fields import page_add_from
 
 router = Router(tags=["pages"])
 
@@ -103,23 +104,7 @@ def get_page(
 def add_page(request: HttpRequest, payload: PageIn) -> Status[dict[str, Any]]:
     """Create a page in the key's write source; an existing slug is refused with a
     pointer to update_page (SPEC §2.3)."""
-    caller = request_caller(request)
-    source = caller.write_source(payload.source)
-    result = page_add(
-        source=source,
-        actor=caller,
-        slug=payload.slug,
-        title=payload.title,
-        body=payload.body,
-        type_name=payload.type,
-        summary=payload.summary,
-        tags=payload.tags,
-        frontmatter=payload.frontmatter,
-        visibility=payload.visibility,
-        effective_date=payload.effective_date,
-        provenance=payload.provenance,
-        relations=[RelationInput(r.type, r.to, r.context) for r in payload.relations],
-    )
+    result = page_add_from(request_caller(request), payload)
     return Status(201, write_out(result))
 
 

@@ -21,14 +21,14 @@ import json
 import logging
 import typing
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
 
 from asgiref.sync import sync_to_async
 from django.db import InterfaceError, OperationalError, close_old_connections
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from brain.access import Caller
 from brain.exceptions import (
@@ -39,6 +39,7 @@ from brain.exceptions import (
 )
 from brain.text import refuse_unstorable_text
 from interfaces.mcp.tools import SURFACES, ToolSpec, tools_for_surface
+from interfaces.page_fields import legacy_provenance
 
 logger = logging.getLogger(__name__)
 
@@ -174,16 +175,50 @@ def _run_service(spec: ToolSpec, caller: Caller, kwargs: dict[str, Any]) -> Any:
     it the way Django does around a request."""
     close_old_connections()
     try:
+        if spec.arguments is not None:
+            return spec.fn(caller, spec.arguments.model_validate(kwargs))
         return spec.fn(caller, **kwargs)
     finally:
         close_old_connections()
 
 
+def _model_parameters(model: type[BaseModel]) -> list[inspect.Parameter]:
+    """One keyword parameter per field of ``model`` (name, type, constraints,
+    description, default), so the tool's input schema is the model's fields: MCP
+    ``brain_add`` takes exactly HTTP ``POST /api/pages``' fields (issue 47). A
+    ``provenance`` field also takes MCP's legacy string (``legacy_provenance``)."""
+    params = []
+    for name, field in model.model_fields.items():
+        extra = [legacy_provenance] if name == "provenance" else []
+        metadata = (*extra, *field.metadata, Field(description=field.description))
+        annotation: Any = Annotated.__class_getitem__(  # type: ignore[attr-defined]
+            (field.annotation, *metadata)
+        )
+        default = (
+            inspect.Parameter.empty
+            if field.is_required()
+            else field.get_default(call_default_factory=True)
+        )
+        params.append(
+            inspect.Parameter(
+                name,
+                inspect.Parameter.KEYWORD_ONLY,
+                annotation=annotation,
+                default=default,
+            )
+        )
+    return params
+
+
 def _mcp_tool(spec: ToolSpec, resolve_caller: CallerResolver) -> Callable[..., Any]:
     """Wrap ``spec.fn(caller, **arguments)`` as an async MCP tool function whose
     signature is the registry function's minus ``caller``, plus the SDK ``Context``."""
-    hints = typing.get_type_hints(spec.fn, include_extras=True)
-    params = list(inspect.signature(spec.fn).parameters.values())[1:]
+    if spec.arguments is not None:
+        params = _model_parameters(spec.arguments)
+        hints = {p.name: p.annotation for p in params}
+    else:
+        hints = typing.get_type_hints(spec.fn, include_extras=True)
+        params = list(inspect.signature(spec.fn).parameters.values())[1:]
     run = sync_to_async(_run_service, thread_sensitive=True)
 
     async def tool(ctx: Context, **kwargs: Any) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from brain.access import Caller  # noqa: TC001 - resolved at runtime for the sch
 from brain.exceptions import PROTOCOL_VERSION, NotFound
 from brain.selectors import page_get, page_list
 from brain.services.ask import brain_ask
-from brain.services.pages import page_add, page_update
+from brain.services.pages import page_update
 from brain.services.verbs import (
     verb_context_pack,
     verb_delta,
@@ -49,6 +49,7 @@ from interfaces.operations import (
     refuse_update_elsewhere,
     write_out,
 )
+from interfaces.page_fields import PageFields, page_add_from
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -88,6 +89,9 @@ class ToolSpec:
     title: str
     description: str
     read_only: bool
+    # When set, the tool's arguments are this model's fields (shared with HTTP) and
+    # ``fn(caller, model_instance)`` runs instead of ``fn(caller, **arguments)``.
+    arguments: type[BaseModel] | None = None
 
 
 # --- memory verbs (SPEC §4): the services return the exact wire dicts ---------------
@@ -177,7 +181,10 @@ def remember(
         Field(description="Expiry: 30d, 12h, 45m or an ISO 8601 timestamp (not P30D)."),
     ] = None,
     visibility: Annotated[
-        str | None, Field(description="world (default) or private.")
+        str | None,
+        Field(
+            description="world or private (default: the source's, as for pages: private in mail sources, world in harness and markdown ones)."
+        ),
     ] = None,
     slot: Annotated[
         str | None,
@@ -320,16 +327,6 @@ TagsArg = Annotated[
 ]
 
 
-class RelationArg(BaseModel):
-    """An explicit typed edge from the written page to another page of its source."""
-
-    type: str = Field(
-        description="Relation type, e.g. works_at, member_of, related_to."
-    )
-    to_slug: str = Field(description="Slug of the target page (it must exist).")
-    context: str = Field("", max_length=200, description="Why (≤ 200 chars).")
-
-
 def _as_list(value: str | list[str] | None) -> list[str] | None:
     if value is None:
         return None
@@ -413,55 +410,10 @@ def brain_list_pages(
     }
 
 
-def brain_add(
-    caller: Caller,
-    *,
-    title: Annotated[
-        str, Field(min_length=1, description="Page title; the slug comes from it.")
-    ],
-    body: Annotated[str, Field(description="Markdown body: the compiled truth.")],
-    provenance: ProvenanceArg,
-    type: Annotated[  # noqa: A002 - the Schema's word
-        str | None,
-        Field(
-            description=(
-                "Page type: person, company, organization, project, deal, email, "
-                "meeting, note, concept, document (default note, or from the slug)."
-            )
-        ),
-    ] = None,
-    slug: Annotated[
-        str | None, Field(description="Explicit slug; default people/<title> etc.")
-    ] = None,
-    summary: Annotated[
-        str | None, Field(description="One line; default the first line of the body.")
-    ] = None,
-    tags: TagsArg = None,
-    relations: Annotated[
-        list[RelationArg] | None,
-        Field(description="Typed edges to existing pages, e.g. works_at a company."),
-    ] = None,
-    visibility: Annotated[
-        Literal["world", "private"] | None,
-        Field(description="world (default) or private (trusted readers only)."),
-    ] = None,
-    source: SourceArg = None,
-) -> dict[str, Any]:
-    """brain_add → ``brain.services.pages.page_add`` in the caller's write source."""
-    result = page_add(
-        source=caller.write_source(source),
-        actor=caller,
-        slug=slug,
-        title=title,
-        body=body,
-        type_name=type,
-        summary=summary,
-        tags=tags,
-        relations=[r.model_dump() for r in relations or []],
-        visibility=visibility,
-        provenance={"from": provenance, "ingested_via": "mcp:brain_add"},
-    )
-    return write_out(result)
+def brain_add(caller: Caller, page: PageFields) -> dict[str, Any]:
+    """brain_add → ``interfaces.page_fields.page_add_from``, the call behind HTTP
+    ``POST /api/pages``: the same fields make the same page (issue 47)."""
+    return write_out(page_add_from(caller, page))
 
 
 def brain_update(
@@ -889,9 +841,13 @@ TOOLS: tuple[ToolSpec, ...] = (
             "creating a duplicate; adding an existing slug is refused. Give "
             "provenance: where the knowledge comes from (message id, meeting, URL, "
             "the user). Write the body as durable facts, not chat; the slug comes "
-            "from the title under the type's folder (people/, companies/…)."
+            "from the title under the type's folder (people/, companies/…). The "
+            "arguments are POST /api/pages' fields; provenance is an object such as "
+            '{"note": "kickoff meeting 2026-11-18"} (a plain string is still taken '
+            'and kept as {"note": string}).'
         ),
         read_only=False,
+        arguments=PageFields,
     ),
     ToolSpec(
         name="brain_update",

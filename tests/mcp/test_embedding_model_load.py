@@ -5,14 +5,17 @@ production."""
 
 from __future__ import annotations
 
+import sys
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import anyio
 from django.urls import reverse
+from mcp import Client as McpClient
 
 from brain.embeddings import WARM_UP_THREAD, LocalProvider, get_provider
 from brain.models import Chunk, Page
-from tests.mcp.conftest import committed_db
+from tests.mcp.conftest import committed_db, payload, stdio_params, subprocess_env
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -108,3 +111,40 @@ def test_search_while_the_model_loads_says_so(
         warming.join()
     embedded = client.get(reverse("api:search"), {"query": "ferry timetable"}).json()
     assert "model loading" not in (embedded["search_degraded"] or "")
+
+
+def test_mcp_stdio_first_search_answers_keyword_only_while_the_model_loads(
+    settings,  # type: ignore[no-untyped-def]
+    default_source: Source,
+    make_key: Callable[..., IssuedKey],
+    api_client: Callable[[str | None], Client],
+) -> None:
+    """Issue 47: the first ``brain_search`` of a stdio session waited 11 s for the
+    model that startup said loads "in the background". Over stdio a tool call now
+    never waits for it: with a load that never finishes (tests/mcp/slow_model_mcp.py)
+    the first search answers keyword-only and says the model is loading (before the
+    fix it blocked on the load; ``fail_after`` turns that hang into a failure)."""
+    settings.BRAIN_EMBEDDING_PROVIDER = "none"
+    client = api_client(make_key(default_source, trusted=True).plaintext)
+    saved = client.post(
+        "/api/pages",
+        {"title": "Lighthouse keeper", "body": "The lighthouse keeper is Ada."},
+        content_type="application/json",
+    )
+    assert saved.status_code == 201, saved.json()
+    params = stdio_params(sys.executable, ["-m", "tests.mcp.slow_model_mcp"])
+    params.env = {**subprocess_env(), "BRAIN_EMBEDDING_PROVIDER": "local"}
+
+    async def first_search() -> dict[str, Any]:
+        async with McpClient(params) as mcp:
+            with anyio.fail_after(60):
+                return payload(
+                    await mcp.call_tool("brain_search", {"query": "lighthouse keeper"})
+                )
+
+    found = anyio.run(first_search)
+
+    assert [r["title"] for r in found["results"]] == ["Lighthouse keeper"]
+    assert found["search_degraded"].startswith(
+        "vector_search_unavailable: provider local (model loading"
+    ), found["search_degraded"]

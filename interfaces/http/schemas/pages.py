@@ -11,6 +11,7 @@ from ninja import Field, Schema
 
 from brain.exceptions import PROTOCOL_VERSION
 from interfaces.http.schemas import RequestIn
+from interfaces.page_fields import PageFields, RelationIn
 
 
 class SearchResultOut(Schema):
@@ -100,29 +101,9 @@ class PageOut(PageSummaryOut):
     protocol_version: int = PROTOCOL_VERSION
 
 
-class RelationIn(Schema):
-    """An explicit typed edge to an existing page of the same source."""
-
-    type: str = Field(..., description="A Schema relation type, e.g. works_at.")
-    to: str = Field(..., description="Slug of the target page.")
-    context: str = Field("", max_length=200)
-
-
-class PageIn(RequestIn):
-    """add_page input (SPEC §2.3 Add)."""
-
-    title: str = Field(..., min_length=1, max_length=500)
-    body: str = ""
-    slug: str | None = Field(None, description="Omit to derive it from the title.")
-    type: str | None = Field(None, description="Schema page type; default from slug.")
-    summary: str | None = None
-    tags: list[str] | None = None
-    frontmatter: dict[str, Any] | None = None
-    visibility: Literal["world", "private"] | None = None
-    effective_date: date | None = None
-    provenance: dict[str, Any] | None = None
-    relations: list[RelationIn] = Field(default_factory=list)
-    source: str | None = Field(None, description="Write source; default: the key's.")
+class PageIn(RequestIn, PageFields):
+    """add_page input (SPEC §2.3 Add): exactly MCP ``brain_add``'s arguments
+    (``interfaces.page_fields.PageFields``), an unknown key refused."""
 
 
 class PageUpdateIn(RequestIn):

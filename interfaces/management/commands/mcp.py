@@ -5,7 +5,9 @@ The harness starts this command as a subprocess and speaks MCP on its stdin/stdo
 stdout carries protocol messages only; what the command did goes to stderr. A stdio
 caller is a trusted local caller: it reads private pages and facts. ``--source``
 narrows it to one source, which becomes its write source too. The local embedding
-model starts loading in a background thread as the server starts.
+model starts loading in a background thread as the server starts; until it is loaded,
+tool calls never wait for it (search answers keyword-only with ``search_degraded``
+saying the model is loading; written chunks wait for ``embed_pending``).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import anyio
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from brain.access import local_caller
-from brain.embeddings import embeddings_warm_up
+from brain.embeddings import embeddings_warm_up, serving_request
 from brain.models import Source
 from interfaces.mcp.server import build_server
 from interfaces.mcp.tools import SURFACES, tools_for_surface
@@ -58,7 +60,7 @@ class Command(BaseCommand):
         server = build_server(surface=surface, resolve_caller=lambda ctx: caller)
         names = [spec.name for spec in tools_for_surface(surface)]
         # The local model loads while the harness initialises and lists tools, not
-        # inside its first search (a search that comes sooner waits for the load).
+        # inside its first search (a search that comes sooner answers keyword-only).
         warming = embeddings_warm_up()
         # stdout is the protocol channel: report on stderr.
         print(
@@ -69,5 +71,8 @@ class Command(BaseCommand):
             file=sys.stderr,
             flush=True,
         )
-        anyio.run(server.run_stdio_async)
+        # A tool call never waits for the model either: until it is loaded, search
+        # answers keyword-only and says the model is loading (as over HTTP).
+        with serving_request():
+            anyio.run(server.run_stdio_async)
         print("brain MCP server: stdin closed, stopped.", file=sys.stderr, flush=True)
