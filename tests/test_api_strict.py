@@ -128,6 +128,30 @@ def test_every_integer_states_a_maximum_the_server_enforces(client) -> None:  # 
     assert checked > 10
 
 
+@pytest.mark.parametrize(
+    ("method", "url", "body", "field"),
+    [
+        ("get", "/api/search?query=", None, "query"),
+        ("post", "/api/synthesize", {"question": ""}, "question"),
+    ],
+)
+def test_required_text_states_the_minimum_length_the_server_enforces(
+    client, method, url, body, field
+) -> None:  # type: ignore[no-untyped-def]
+    """The server refuses an empty query or question: the document says so
+    (``minLength: 1``) and the refusal names the field."""
+    spec = client.get("/api/openapi.json").json()
+    path = url.split("?")[0]
+    op = spec["paths"][path][method]
+    if body is None:
+        schema = next(p["schema"] for p in op["parameters"] if p["name"] == field)
+    else:
+        schema = body_fields(spec, op)[field]
+    assert scalar_type(spec, schema)[1].get("minLength") == 1
+    why = refused(send(client, method, url, body), field)
+    assert why is None, why
+
+
 def test_booleans_and_integers_in_bodies_are_strict(client) -> None:  # type: ignore[no-untyped-def]
     spec = client.get("/api/openapi.json").json()
     problems: list[str] = []

@@ -41,7 +41,7 @@ def _sources(raw: str | None) -> list[str] | None:
 
 
 class SearchQuery(Schema):
-    query: str
+    query: str = Field(..., min_length=1)
     limit: int = Field(10, ge=1, le=MAX_LIMIT)
     source: str | None = None
     type: str | None = None

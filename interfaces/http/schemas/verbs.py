@@ -48,7 +48,7 @@ class EntityIn(VerbIn):
 
 
 class SynthesizeIn(VerbIn):
-    question: str
+    question: str = Field(..., min_length=1)
     since: str | None = None
     until: str | None = None
     source: str | list[str] | None = None
