@@ -92,3 +92,19 @@ class ApiKey(models.Model):
         return self.revoked_at is None and (
             self.expires_at is None or self.expires_at > timezone.now()
         )
+
+
+class ApiKeyRateWindow(models.Model):
+    """The current one-minute rate window of a key with a limit (SPEC §8 "optional
+    rate limit"): ``minute`` (Unix time // 60) and the requests counted in it. One row
+    per key, shared by every worker process; written only by
+    ``accounts.services.apikey_rate_check`` in one atomic upsert."""
+
+    api_key = models.OneToOneField(
+        ApiKey, on_delete=models.CASCADE, primary_key=True, related_name="+"
+    )
+    minute = models.BigIntegerField()
+    count = models.PositiveIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.api_key_id}@{self.minute}: {self.count}"

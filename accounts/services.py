@@ -8,13 +8,12 @@ import secrets
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from django.core.cache import cache
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from accounts.models import ApiKey, User
+from accounts.models import ApiKey, ApiKeyRateWindow, User
 from brain.exceptions import Unavailable
 from brain.models import AuditEvent, Source
 
@@ -168,16 +167,28 @@ class RateLimited(Unavailable):
 
 def apikey_rate_check(*, api_key: ApiKey, now: float | None = None) -> None:
     """Count one request against the key's per-minute limit (SPEC §8 "optional rate
-    limit"); a fixed one-minute window in the Django cache (per process with the
-    default local-memory cache). Raises ``RateLimited`` over the limit; no limit set
-    means unlimited."""
+    limit"): a fixed one-minute window kept in the database (``ApiKeyRateWindow``),
+    so every worker process shares one budget; one statement per request (an atomic
+    upsert that restarts the count when the minute changed). Raises ``RateLimited``
+    over the limit; no limit set means unlimited."""
     limit = api_key.rate_limit_per_minute
     if not limit:
         return
     minute = int((now if now is not None else timezone.now().timestamp()) // 60)
-    slot = f"apikey-rate:{api_key.pk}:{minute}"
-    cache.add(slot, 0, timeout=120)
-    count = cache.incr(slot)
+    table = ApiKeyRateWindow._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            INSERT INTO {table} AS w (api_key_id, minute, count) VALUES (%s, %s, 1)
+            ON CONFLICT (api_key_id) DO UPDATE SET
+              count = CASE WHEN w.minute >= EXCLUDED.minute
+                           THEN w.count + 1 ELSE 1 END,
+              minute = GREATEST(w.minute, EXCLUDED.minute)
+            RETURNING count
+            """,
+            [api_key.pk, minute],
+        )
+        (count,) = cursor.fetchone()
     if count > limit:
         raise RateLimited(
             f"This key is limited to {limit} requests per minute.",

@@ -29,6 +29,7 @@ from brain.models import (
     Fact,
     MergeProposal,
     Page,
+    PageMerge,
     PageRevision,
     PageType,
     PushEvent,
@@ -47,7 +48,12 @@ from brain.services.facts import (
     facts_out_of_range_q,
     facts_repair_timestamps,
 )
-from brain.services.merges import merge_proposal_accept, merge_proposal_reject
+from brain.services.merges import (
+    merge_proposal_accept,
+    merge_proposal_reject,
+    page_merge_for,
+    page_merge_undo,
+)
 from brain.services.pages import (
     page_hard_delete,
     page_reindex,
@@ -470,10 +476,19 @@ class PageAdmin(admin.ModelAdmin):
         )
         self.message_user(request, f"{done} page(s) deleted.", messages.SUCCESS)
 
-    @admin.action(description="Restore deleted pages")
+    @admin.action(description="Restore deleted pages (a merged page: undo the merge)")
     def restore_pages(self, request: HttpRequest, queryset: QuerySet[Page]) -> None:
+        """Restore each page; a page a merge soft-deleted gets the merge undone, so
+        its aliases, addresses, facts and loops come back with it (issue 46)."""
         caller = staff_caller(request)
-        done = sum(page_restore(page=p, actor=caller) for p in queryset)
+        done = 0
+        for page in queryset:
+            merged = page_merge_for(page)
+            if merged is not None:
+                page_merge_undo(merge_id=merged.pk, actor=caller.actor)
+                done += 1
+            else:
+                done += page_restore(page=page, actor=caller)
         self.message_user(request, f"{done} page(s) restored.", messages.SUCCESS)
 
     @admin.action(description="Re-chunk and re-embed")
@@ -915,7 +930,9 @@ class MergeProposalAdmin(admin.ModelAdmin):
                     request, f"#{proposal_id}: {exc.message}", messages.WARNING
                 )
             else:
-                moved = ", ".join(f"{v} {k}" for k, v in counts.items())
+                moved = ", ".join(
+                    f"{v} {k}" for k, v in counts.items() if k != "merge_id"
+                )
                 self.message_user(
                     request, f"#{proposal_id} merged ({moved}).", messages.SUCCESS
                 )
@@ -933,3 +950,52 @@ class MergeProposalAdmin(admin.ModelAdmin):
                     request, f"#{proposal_id}: {exc.message}", messages.WARNING
                 )
         self.message_user(request, "Rejected proposals will not be proposed again.")
+
+
+@admin.register(PageMerge)
+class PageMergeAdmin(admin.ModelAdmin):
+    """Merges done, with what moved; "Undo" puts exactly that back (SPEC §10)."""
+
+    list_display = (
+        "id",
+        "merge_page",
+        "keep_page",
+        "merged_by",
+        "merged_at",
+        "undone_at",
+    )
+    list_filter = ("source",)
+    list_select_related = ("keep_page", "merge_page")
+    readonly_fields = (
+        "source",
+        "keep_page",
+        "merge_page",
+        "proposal",
+        "moved",
+        "merged_by",
+        "merged_at",
+        "undone_at",
+        "undone_by",
+    )
+    actions = ("undo_selected",)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.action(description="Undo: give the merged page back everything that moved")
+    def undo_selected(
+        self, request: HttpRequest, queryset: QuerySet[PageMerge]
+    ) -> None:
+        actor = f"admin:{request.user.get_username()}"
+        for merge_id in queryset.values_list("id", flat=True):
+            try:
+                page_merge_undo(merge_id=merge_id, actor=actor)
+            except BrainError as exc:
+                self.message_user(
+                    request, f"#{merge_id}: {exc.message}", messages.WARNING
+                )
+            else:
+                self.message_user(request, f"#{merge_id} undone.", messages.SUCCESS)

@@ -59,3 +59,30 @@ def register_embed_queue(queue: EmbedQueue) -> None:
 def embed_queue() -> EmbedQueue | None:
     """The registered embedding queue, or None (no jobs app: writes embed inline)."""
     return _embed_queue.get("jobs")
+
+
+# Merges move rows of tables owned above brain (the loops app's open loops): each app
+# registers a mover whose ``move(*, keep_id, merge_id) -> {kind: [row ids]}`` repoints
+# its rows from the merged page to the kept one, and whose ``restore(*, keep_id,
+# merge_id, moved)`` puts exactly those rows back (SPEC §10; issue 46).
+
+
+@dataclass(frozen=True)
+class MergeMover:
+    """The page-merge hooks of one app (see above)."""
+
+    move: Callable[..., dict[str, list[int]]]
+    restore: Callable[..., int]
+
+
+_merge_movers: dict[str, MergeMover] = {}
+
+
+def register_merge_mover(name: str, mover: MergeMover) -> None:
+    """Register ``mover`` under ``name`` (called once from an app's ``ready``)."""
+    _merge_movers[name] = mover
+
+
+def merge_movers() -> dict[str, MergeMover]:
+    """The registered merge movers by app name (empty when none is installed)."""
+    return dict(_merge_movers)

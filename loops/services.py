@@ -1163,3 +1163,35 @@ def loops_apply_decisions(
         )
         closed += bool(result["closed"])
     return {"scored": len(scored), "closed": closed}
+
+
+# --- page merges (SPEC §10; issue 46) ---------------------------------------------
+
+
+def loops_merge_move(*, keep_id: int, merge_id: int) -> dict[str, list[int]]:
+    """Repoint open loops from a merged page to the kept one (``counterparty`` and
+    ``page``); returns the moved loop ids per field (``loops_counterparty``,
+    ``loops_page``) for ``loops_merge_restore``."""
+    moved: dict[str, list[int]] = {}
+    for name in ("counterparty", "page"):
+        ids = list(
+            OpenLoop.objects.filter(**{f"{name}_id": merge_id}).values_list(
+                "pk", flat=True
+            )
+        )
+        OpenLoop.objects.filter(pk__in=ids).update(**{f"{name}_id": keep_id})
+        moved[f"loops_{name}"] = ids
+    return moved
+
+
+def loops_merge_restore(
+    *, keep_id: int, merge_id: int, moved: dict[str, list[int]]
+) -> int:
+    """Put the loops ``loops_merge_move`` moved back on the merged page (only those
+    still on the kept page); returns how many rows went back."""
+    back = 0
+    for name in ("counterparty", "page"):
+        back += OpenLoop.objects.filter(
+            pk__in=moved.get(f"loops_{name}") or [], **{f"{name}_id": keep_id}
+        ).update(**{f"{name}_id": merge_id})
+    return back

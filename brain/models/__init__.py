@@ -19,7 +19,7 @@ from brain.models.base import (
     page_slug_tail,
     page_surname,
 )
-from brain.models.curation import MergeProposal
+from brain.models.curation import MergeProposal, PageMerge
 from brain.models.facts import Fact
 from brain.models.pages import (
     Alias,
@@ -44,6 +44,7 @@ __all__ = [
     "Fact",
     "MergeProposal",
     "Page",
+    "PageMerge",
     "PageRevision",
     "PageType",
     "PushEvent",

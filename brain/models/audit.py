@@ -21,6 +21,7 @@ class AuditEvent(models.Model):
         PAGE_DELETED = "page_deleted", "Page deleted"
         PAGE_RESTORED = "page_restored", "Page restored"
         PAGE_MERGED = "page_merged", "Page merged"
+        PAGE_MERGE_UNDONE = "page_merge_undone", "Page merge undone"
         FACT_REMEMBERED = "fact_remembered", "Fact remembered"
         FACT_SUPERSEDED = "fact_superseded", "Fact superseded"
         FACT_FORGOTTEN = "fact_forgotten", "Fact forgotten"

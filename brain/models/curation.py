@@ -66,3 +66,37 @@ class MergeProposal(models.Model):
 
     def __str__(self) -> str:
         return f"merge {self.merge_page_id} into {self.keep_page_id} ({self.reason})"
+
+
+class PageMerge(models.Model):
+    """One merge of ``merge_page`` into ``keep_page`` and exactly what moved, so it can
+    be undone (SPEC §10; issue 46). Written by ``brain.services.merges`` only.
+
+    ``moved`` holds row ids per kind: ``aliases`` (moved), ``aliases_added`` (the
+    merged title and slug added to the kept page), ``aliases_dropped`` (``[alias,
+    kind]`` pairs the kept page already had), ``relations_from`` / ``relations_to``
+    (repointed ends), ``relations_dropped`` (``[from, to, type, context]``),
+    ``facts``, ``raw_records``, ``timeline`` and one list per registered mover
+    (``loops_counterparty``, ``loops_page``). ``undone_at`` is set once by undo."""
+
+    source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="+")
+    keep_page = models.ForeignKey(Page, on_delete=models.CASCADE, related_name="+")
+    merge_page = models.ForeignKey(Page, on_delete=models.CASCADE, related_name="+")
+    proposal = models.ForeignKey(
+        MergeProposal,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    moved = models.JSONField(default=dict, editable=False)
+    merged_by = models.CharField(max_length=200, editable=False)
+    merged_at = models.DateTimeField(default=timezone.now, editable=False)
+    undone_at = models.DateTimeField(null=True, blank=True, editable=False)
+    undone_by = models.CharField(max_length=200, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["-merged_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.merge_page_id} merged into {self.keep_page_id}"

@@ -575,7 +575,7 @@ def merge_preview(request: HttpRequest) -> HttpResponse:
                 else:
                     counts = page_merge(keep=keep, merge=merge, actor=actor)
                 moved = ", ".join(
-                    f"{v} {k}" for k, v in counts.items() if isinstance(v, int)
+                    f"{v} {k}" for k, v in counts.items() if k != "merge_id"
                 )
                 messages.success(
                     request, f"Merged {merge.title} into {keep.title} (moved {moved})."

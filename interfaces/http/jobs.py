@@ -4,18 +4,22 @@ Every operation needs a key with the ``admin`` scope. (No postponed annotations 
 ninja resolves ``Query[...]`` parameters at import.)
 """
 
-from typing import Any
+from typing import Annotated, Any
 
 from django.http import HttpRequest
-from ninja import Query, Router, Status
+from ninja import Path, Query, Router, Status
 from ninja.pagination import paginate
 
 from brain.access import Caller
 from interfaces.http.auth import request_caller
+from interfaces.http.schemas import MAX_ID, BoundedPagination
 from interfaces.http.schemas.jobs import JobEnqueueOut, JobFilter, JobIn, JobOut
 from jobs.models import Job
 from jobs.selectors import job_get, job_list
 from jobs.services import job_cancel, job_enqueue, job_retry
+
+# A job id as OpenAPI states it: a positive PostgreSQL bigint.
+JobId = Annotated[int, Path(ge=1, le=MAX_ID)]
 
 router = Router(tags=["jobs"])
 
@@ -27,7 +31,7 @@ def _admin(request: HttpRequest) -> Caller:
 
 
 @router.get("/jobs", response=list[JobOut])
-@paginate
+@paginate(BoundedPagination)
 def list_jobs(request: HttpRequest, filters: Query[JobFilter]) -> Any:
     """Jobs newest first; filter by ``kind`` and ``status``. A key lists only the
     jobs on its write source and those of kinds that touch no source (SPEC §8)."""
@@ -36,7 +40,7 @@ def list_jobs(request: HttpRequest, filters: Query[JobFilter]) -> Any:
 
 
 @router.get("/jobs/{job_id}", response=JobOut)
-def get_job(request: HttpRequest, job_id: int) -> Job:
+def get_job(request: HttpRequest, job_id: JobId) -> Job:
     """One job with its progress, checkpoint, result and last error (``not_found``
     for another source's job, as for a missing one)."""
     return job_get(job_id=job_id, caller=_admin(request))
@@ -65,14 +69,14 @@ def enqueue_job(request: HttpRequest, payload: JobIn) -> Status:
 
 
 @router.post("/jobs/{job_id}/cancel", response=JobOut)
-def cancel_job(request: HttpRequest, job_id: int) -> Job:
+def cancel_job(request: HttpRequest, job_id: JobId) -> Job:
     """Cancel a queued, running or failed job (one the key could have queued)."""
     caller = _admin(request)
     return job_cancel(job_id=job_id, actor=str(caller.actor), caller=caller)
 
 
 @router.post("/jobs/{job_id}/retry", response=JobOut)
-def retry_job(request: HttpRequest, job_id: int) -> Job:
+def retry_job(request: HttpRequest, job_id: JobId) -> Job:
     """Queue a failed, dead or cancelled job again (one the key could have queued)."""
     caller = _admin(request)
     return job_retry(job_id=job_id, actor=str(caller.actor), caller=caller)

@@ -7,13 +7,14 @@ from typing import Any
 
 from django.http import HttpRequest
 from ninja import Field, Query, Router, Schema, Status
-from ninja.pagination import LimitOffsetPagination, paginate
+from ninja.pagination import paginate
 
 from brain.exceptions import PROTOCOL_VERSION, NotFound
 from brain.search import MAX_LIMIT
 from brain.selectors import page_get, page_list
 from brain.services.pages import RelationInput, page_update
 from interfaces.http.auth import request_caller
+from interfaces.http.schemas import MAX_BUDGET_TOKENS, BoundedPagination
 from interfaces.http.schemas.pages import (
     PageIn,
     PageOut,
@@ -41,11 +42,11 @@ def _sources(raw: str | None) -> list[str] | None:
 
 
 class SearchQuery(Schema):
-    query: str
+    query: str = Field(..., min_length=1)
     limit: int = Field(10, ge=1, le=MAX_LIMIT)
     source: str | None = None
     type: str | None = None
-    budget_tokens: int | None = Field(None, ge=1)
+    budget_tokens: int | None = Field(None, ge=1, le=MAX_BUDGET_TOKENS)
 
 
 @router.get("/search", response=SearchOut, exclude_unset=True)
@@ -62,7 +63,7 @@ def search(request: HttpRequest, params: Query[SearchQuery]) -> dict[str, Any]:
     )
 
 
-class ProtocolPagination(LimitOffsetPagination):
+class ProtocolPagination(BoundedPagination):
     """limit/offset pagination whose output carries ``protocol_version``."""
 
     class Output(Schema):

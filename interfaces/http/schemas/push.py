@@ -7,7 +7,7 @@ from datetime import datetime
 from ninja import Field, Schema
 
 from brain.exceptions import PROTOCOL_VERSION
-from interfaces.http.schemas import RequestIn
+from interfaces.http.schemas import MAX_REQUESTED, RequestIn
 
 
 class PushTurnIn(Schema):
@@ -24,7 +24,10 @@ class PushContextIn(RequestIn):
     session_id: str | None = Field(None, max_length=200)
     source: str | None = Field(None, max_length=32)
     max_pages: int = Field(
-        3, ge=1, description="Default 3; values above 5 are capped at 5."
+        3,
+        ge=1,
+        le=MAX_REQUESTED,
+        description="Default 3; values above 5 are capped at 5.",
     )
 
 

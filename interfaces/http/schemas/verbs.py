@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from ninja import Field, Schema
 
-from interfaces.http.schemas import RequestIn
+from interfaces.http.schemas import MAX_BUDGET_TOKENS, MAX_REQUESTED, RequestIn
 
 
 class VerbIn(RequestIn):
@@ -21,8 +21,10 @@ class RecallIn(VerbIn):
     query: str | None = None
     entity: str | None = None
     since: str | None = None
-    limit: int | None = Field(None, ge=1, description="Per arm; above 100 is capped.")
-    budget_tokens: int | None = Field(None, ge=0)
+    limit: int | None = Field(
+        None, ge=1, le=MAX_REQUESTED, description="Per arm; above 100 is capped."
+    )
+    budget_tokens: int | None = Field(None, ge=0, le=MAX_BUDGET_TOKENS)
     session_id: str | None = None
     source: str | list[str] | None = None
 
@@ -46,7 +48,7 @@ class EntityIn(VerbIn):
 
 
 class SynthesizeIn(VerbIn):
-    question: str
+    question: str = Field(..., min_length=1)
     since: str | None = None
     until: str | None = None
     source: str | list[str] | None = None
@@ -59,7 +61,7 @@ class ForgetIn(VerbIn):
 
 class ContextPackIn(VerbIn):
     entities: str | list[str] | None = None
-    budget_tokens: int | None = Field(None, ge=0)
+    budget_tokens: int | None = Field(None, ge=0, le=MAX_BUDGET_TOKENS)
     since: str | None = None
     include_private: bool | None = None
     source: str | list[str] | None = None
@@ -71,7 +73,7 @@ class DeltaIn(VerbIn):
     slug: str | None = Field(None, max_length=300)
     session_id: str | None = Field(None, max_length=200)
     entities: str | list[str] | None = None
-    budget_tokens: int | None = Field(None, ge=0)
+    budget_tokens: int | None = Field(None, ge=0, le=MAX_BUDGET_TOKENS)
     source: str | list[str] | None = None
 
 
