@@ -195,7 +195,6 @@ SELECT EXISTS(
     WHERE ((embedding_model > '' AND embedding_model < %(model)s)
            OR embedding_model > %(model)s)
       AND embedding IS NOT NULL
-      AND source_id = ANY(%(sources)s) AND visibility = ANY(%(visibilities)s)
 )
 """
 _STALE_COUNT_SQL = """
@@ -219,9 +218,10 @@ def _degradation(
     (keyword-only)`` when the query could not be embedded (``(model loading, …)``
     while the local model is still loading in this process's background thread);
     then ``embeddings_pending: N of M`` when N of the M searched chunks have no
-    embedding yet (one indexed EXISTS each on ``brain_chunk_embedding_model`` and
-    ``brain_chunk_embedding_pending`` when every chunk is current; the counts
-    only when some are not). Stale and pending join with "; ".
+    embedding yet (one indexed EXISTS each on ``brain_chunk_embedding_model``,
+    over every source so it stays two index range probes, and
+    ``brain_chunk_embedding_pending`` when every chunk is current; the scoped
+    counts only when some are not). Stale and pending join with "; ".
     """
     params = {"sources": list(source_ids), "visibilities": list(visibilities)}
     differ = embeddings.dimensions_differ()
@@ -247,7 +247,8 @@ def _degradation(
 def _stale(params: dict[str, Any], *, all_stale: bool) -> str | None:
     """``embeddings_stale: N of M (…)`` for the searched chunks (``params``:
     sources, visibilities) whose vector the configured model cannot use (every
-    embedded one when ``all_stale``: another dimension), or None."""
+    embedded one when ``all_stale``: another dimension), or None (also when the
+    stale chunks are all in sources this search does not read)."""
     model = embeddings.current_model()
     if not model:
         return None

@@ -193,3 +193,48 @@ def test_a_new_dimension_fails_no_request_and_job_reembed_migrates_the_columns(
     assert search(client).get("search_degraded") is None
     assert len(vector_hits(MODEL_C, default_source)) == 2
     assert check("embedding model") is None
+
+
+class FailingAfter(HashingProvider):
+    """Model B that fails (endpoint down) after ``calls`` successful calls."""
+
+    def __init__(self, calls: int) -> None:
+        super().__init__(MODEL_B.name, MODEL_B.dimensions)
+        self.left = calls
+
+    def embed(self, texts: list[str]) -> list[embeddings.Vector]:
+        if self.left <= 0:
+            raise embeddings.EmbeddingUnavailable("endpoint down")
+        self.left -= 1
+        return super().embed(texts)
+
+
+@pytest.mark.django_db
+def test_job_reembed_resumes_where_a_failed_attempt_stopped(
+    use_model, client, django_capture_on_commit_callbacks, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    from brain.services.pages import index as page_index
+
+    for n in range(3):
+        write_page(client, django_capture_on_commit_callbacks, f"Crane {n}", BODY)
+    monkeypatch.setattr(page_index, "EMBED_BATCH", 1)
+    flaky = FailingAfter(calls=1)
+    use_model(flaky)
+    job, _ = job_enqueue(kind="reembed", dispatch=False)
+
+    first = execute_job(job_id=job.pk)
+
+    assert first is not None and first.status == Job.Status.QUEUED  # a retry
+    assert "2 chunk(s) still wait" in first.error
+    assert first.progress["step"] == 1 and first.progress["total"] == 3
+    assert Chunk.objects.filter(embedding_model=MODEL_B.name).count() == 1
+    flaky.left = 10  # the endpoint is back
+    assert search(client)["search_degraded"].startswith("embeddings_stale: 2 of 3")
+
+    Job.objects.filter(pk=job.pk).update(run_after=None)
+    second = execute_job(job_id=job.pk)
+
+    assert second is not None and second.status == Job.Status.SUCCEEDED
+    assert second.result["embedded"] == 2  # only what was left
+    assert second.progress["total"] == 2
+    assert search(client).get("search_degraded") is None
