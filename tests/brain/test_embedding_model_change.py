@@ -238,3 +238,34 @@ def test_job_reembed_resumes_where_a_failed_attempt_stopped(
     assert second.result["embedded"] == 2  # only what was left
     assert second.progress["total"] == 2
     assert search(client).get("search_degraded") is None
+
+
+class ConstantProvider(HashingProvider):
+    """A model that maps every text to one vector: any two texts are "identical"
+    to it, so only the model id tells two such models apart."""
+
+    def _one(self, text: str) -> list[float]:
+        return [1.0] + [0.0] * (self.dimensions - 1)
+
+
+@pytest.mark.django_db
+def test_remember_never_deduplicates_against_another_models_vector(
+    use_model, client
+) -> None:  # type: ignore[no-untyped-def]
+    def remember(text: str) -> dict:  # type: ignore[type-arg]
+        response = client.post(
+            "/api/remember",
+            {"fact": text, "provenance": "test", "entity": "Orla"},
+            content_type="application/json",
+        )
+        assert response.status_code in (200, 201), response.json()
+        return response.json()
+
+    use_model(ConstantProvider("openai:constant-a", 384))
+    remember("Orla books the crane inspections.")
+    use_model(ConstantProvider("openai:constant-b", 384))
+
+    second = remember("Orla prefers tea over coffee.")
+
+    assert second["status"] != "duplicate", second
+    assert Fact.objects.count() == 2
