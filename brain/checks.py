@@ -24,8 +24,9 @@ def check_secret_key(app_configs: Any, **kwargs: Any) -> list[Error]:
 
 @register()
 def check_embedding_dimensions(app_configs: Any, **kwargs: Any) -> list[Warning]:
-    """brain.W001: the vector columns are 384-d; another dimension needs a re-embed
-    migration (SPEC §3: never a silent mix of vectors)."""
+    """brain.W001: the migrations create 384-d vector columns; another dimension is
+    migrated by job ``reembed`` (SPEC §3, issue 46: never a silent mix of vectors;
+    search answers keyword-only with ``embeddings_stale`` until it finishes)."""
     from brain.models import EMBEDDING_DIMENSIONS
 
     if (
@@ -36,7 +37,8 @@ def check_embedding_dimensions(app_configs: Any, **kwargs: Any) -> list[Warning]
             Warning(
                 f"BRAIN_EMBEDDING_DIMENSIONS={settings.BRAIN_EMBEDDING_DIMENSIONS} but "
                 f"the vector columns hold {EMBEDDING_DIMENSIONS} dimensions.",
-                hint="Use a 384-d model, or migrate the columns and re-embed.",
+                hint="Use a 384-d model, or run `manage.py run_job reembed` once "
+                "(it migrates the columns and re-embeds; `manage.py doctor` tells).",
                 id="brain.W001",
             )
         ]

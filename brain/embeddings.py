@@ -20,6 +20,8 @@ from functools import lru_cache
 from typing import Protocol
 
 from django.conf import settings
+from django.db import connection
+from django.db.models import Q
 
 from brain.models import Chunk
 
@@ -245,6 +247,16 @@ def embed_texts(texts: list[str]) -> tuple[list[Vector] | None, str]:
     provider = get_provider()
     if provider is None:
         return None, ""
+    stored = column_dimensions()
+    if stored is not None and provider.dimensions != stored:
+        logger.warning(
+            "embedding provider %s has %d dimensions, the vector columns %d: "
+            "nothing is embedded until job reembed migrates them",
+            provider.name,
+            provider.dimensions,
+            stored,
+        )
+        return None, ""
     try:
         return provider.embed(texts), provider.name
     except EmbeddingUnavailable:
@@ -252,6 +264,57 @@ def embed_texts(texts: list[str]) -> tuple[list[Vector] | None, str]:
             "embedding provider %s unavailable", provider.name, exc_info=True
         )
         return None, ""
+
+
+#: The tables whose ``embedding`` column holds vectors of one model (SPEC §3).
+VECTOR_TABLES = ("brain_chunk", "brain_fact")
+REEMBED_JOB = "reembed"
+
+
+def column_dimensions(table: str = "brain_chunk") -> int | None:
+    """The dimension the ``embedding`` column of ``table`` holds now (pgvector keeps
+    it as the column's type modifier), read from the catalog in one query; None
+    when the column has no fixed dimension. ``job reembed`` changes it when the
+    configured model has another size (``vectors_migrate_dimensions``)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT atttypmod FROM pg_attribute"
+            " WHERE attrelid = %s::regclass AND attname = 'embedding'",
+            [table],
+        )
+        row = cursor.fetchone()
+    return int(row[0]) if row and row[0] > 0 else None
+
+
+def current_model() -> str:
+    """The model id the configured provider stores with its vectors
+    (``Chunk.embedding_model``, e.g. ``local:all-MiniLM-L6-v2``), or "" for
+    provider ``none``."""
+    provider = get_provider()
+    return provider.name if provider else ""
+
+
+def dimensions_differ() -> bool:
+    """True when the configured provider's vectors do not fit the vector columns
+    (another dimension): nothing is embedded and the vector arm is off until
+    ``job reembed`` migrates the columns. False for provider ``none``."""
+    provider = get_provider()
+    if provider is None:
+        return False
+    stored = column_dimensions()
+    return stored is not None and stored != provider.dimensions
+
+
+def stale_chunks_q() -> Q:
+    """Chunks holding a vector the configured model cannot be compared with: from
+    another model, or of another dimension (then every stored vector). Matches
+    nothing with provider ``none``."""
+    model = current_model()
+    if not model:
+        return Q(pk__in=[])
+    if dimensions_differ():
+        return Q(embedding__isnull=False)
+    return Q(embedding__isnull=False) & ~Q(embedding_model=model)
 
 
 def embedding_backlog(

@@ -33,7 +33,9 @@ from django.utils import timezone
 from django_q.models import OrmQ, Schedule
 
 from accounts.models import ApiKey
+from brain.embeddings import REEMBED_JOB
 from brain.models import Chunk, Source
+from brain.services.vectors import vectors_stale_counts
 from connectors.models import FOLDER_HELD_KIND, HeldItem
 from jobs.models import Job
 from jobs.schedules import schedule_specs
@@ -204,9 +206,11 @@ def _embeddings_coverage() -> list[Check]:
         return [
             Check("embeddings", OK, f"provider none; {total} chunk(s) keyword-only")
         ]
-    seen = f"{total - missing} of {total} chunk(s) embedded"
+    vectors = vectors_stale_counts()
+    stale = [_stale_vectors(vectors)] if vectors["stale"] else []
+    seen = f"{vectors['embedded']} of {total} chunk(s) embedded by {vectors['model']}"
     if not missing:
-        return [Check("embeddings", OK, seen)]
+        return [Check("embeddings", OK, seen), *stale]
     age = timezone.now() - stats["oldest"] if stats["oldest"] else timedelta(0)
     job = (
         Job.objects.filter(
@@ -229,8 +233,42 @@ def _embeddings_coverage() -> list[Check]:
     return [
         Check(
             "embeddings", WARN, f"{seen}; backlog of {missing}, oldest {_ago(age)}", fix
-        )
+        ),
+        *stale,
     ]
+
+
+def _stale_vectors(vectors: dict[str, Any]) -> Check:
+    """The ``embedding model`` line (issue 46): chunks whose vector the configured
+    model cannot use make search ``search_degraded`` (keyword-only for them), so
+    it fails (``/api/health`` turns degraded) until job ``reembed`` finishes."""
+    stored, size = vectors["stored_dimensions"], vectors["dimensions"]
+    why = (
+        f"the columns hold {stored}-d vectors, {vectors['model']} makes {size}-d"
+        if stored is not None and stored != size
+        else f"made by another model than {vectors['model']}"
+    )
+    seen = (
+        f"{vectors['stale']} of {vectors['total']} chunk vector(s) stale ({why}); "
+        "search finds them by keywords only"
+    )
+    job = (
+        Job.objects.filter(
+            kind=REEMBED_JOB, status__in=[Job.Status.QUEUED, Job.Status.RUNNING]
+        )
+        .order_by("id")
+        .first()
+    )
+    if job is not None:
+        progress = job.progress or {}
+        fix = (
+            f"Job #{job.pk} ({REEMBED_JOB}, {job.status}) is re-embedding them "
+            f"({progress.get('step', 0)} of {progress.get('total', '?')}); follow it "
+            "in admin → Jobs (it needs a running worker)."
+        )
+    else:
+        fix = f"Run `{MANAGE} run_job {REEMBED_JOB}` (or queue it for the worker)."
+    return Check("embedding model", FAIL, seen, fix)
 
 
 def _worker() -> list[Check]:

@@ -24,7 +24,9 @@ from django.conf import settings
 
 from brain.exceptions import InvalidParams
 from brain.services.dream import dream_run
-from brain.services.pages import pages_embed_pending
+from brain.services.facts import facts_embed_pending
+from brain.services.pages import pages_embed_backlog, pages_embed_pending
+from brain.services.vectors import vectors_migrate_dimensions
 from brain.services.verbs import session_cursor_purge as purge_idle_cursors
 from connectors.dispatch import source_sync
 from connectors.mailbox.sync import mailbox_import
@@ -256,6 +258,46 @@ def embed_pending(job: Job, ctx: JobContext) -> Any:
             share_of_model_rate=round(rate / model_rate, 3),
         )
     return result
+
+
+def reembed(job: Job, ctx: JobContext) -> Any:
+    """The managed re-embed after an embedding model change (SPEC §3, issue 46).
+
+    First ``vectors_migrate_dimensions`` when the configured model has another
+    dimension than the vector columns (drops every stored vector, alters the
+    columns, rebuilds the HNSW indexes); then every chunk whose vector is missing or
+    from another model is embedded in batches (``pages_embed_pending``: claimed
+    with SKIP LOCKED, so a resumed or second job takes the rest), progress ``done
+    of total`` chunks; then facts left without a vector. Resumable: each step
+    picks only what is still to do. Result: ``{migrated_to, embedded, facts,
+    left}``; ``left`` chunks still stale when the provider failed midway (the job
+    then fails and retries).
+    """
+    migrated = vectors_migrate_dimensions()
+    total = pages_embed_backlog()
+    done = 0
+    ctx.progress(0, total, "chunks re-embedded")
+
+    def batch_done(count: int) -> None:
+        nonlocal done
+        done += int(count)
+        ctx.progress(done, total, "chunks re-embedded")
+
+    embedded = pages_embed_pending(progress=batch_done)
+    facts = 0
+    while (count := facts_embed_pending(limit=FACTS_BATCH)) > 0:
+        facts += count
+        if count < FACTS_BATCH:
+            break
+    left = pages_embed_backlog()
+    if left:
+        raise RuntimeError(
+            f"{left} chunk(s) still wait for the embedding provider; the job retries"
+        )
+    return {"migrated_to": migrated, "embedded": embedded, "facts": facts, "left": 0}
+
+
+FACTS_BATCH = 1000
 
 
 def session_cursor_purge(job: Job, ctx: JobContext) -> Any:

@@ -68,6 +68,7 @@ BUILTIN_KINDS: dict[str, KindSpec] = {
     "embed_pending": KindSpec(
         "jobs.handlers.embed_pending", timeout=1800, reach=SOURCE_LIST
     ),
+    "reembed": KindSpec("jobs.handlers.reembed", timeout=3600, max_attempts=5),
     "session_cursor_purge": KindSpec("jobs.handlers.session_cursor_purge", timeout=600),
     "dream": KindSpec("jobs.handlers.dream", timeout=3000, max_attempts=2),
     "backup": KindSpec(

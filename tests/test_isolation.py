@@ -288,6 +288,7 @@ def test_an_admin_key_queues_no_job_on_another_source(admin_a) -> None:  # type:
         ("embed_pending", {"source_ids": "team-b"}),
         ("dream", {}),
         ("session_cursor_purge", {}),
+        ("reembed", {}),  # re-embeds (and may migrate) every source's vectors
     ):
         status, body = post(kind, **params)
         assert _refused(status, body), (kind, status, body)

@@ -6,12 +6,26 @@ from django.db import models
 from django.db.models import F, Func, Value
 from django.db.models.functions import Lower
 from django.utils import timezone
+from pgvector.django import VectorField
 
 # SPEC §2.1: 1-32 chars, lower-case letters, digits and inner hyphens.
 SOURCE_ID_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$"
-# Dimension of the default local model (all-MiniLM-L6-v2); a different dimension is a
-# managed re-embed with a migration, never a silent mix of vectors (SPEC §3).
+# Dimension of the default local model (all-MiniLM-L6-v2), the one the migrations
+# create; a model of another dimension migrates the columns through job ``reembed``
+# (``brain.services.vectors``), never a silent mix of vectors (SPEC §3, issue 46).
 EMBEDDING_DIMENSIONS = 384
+
+
+class EmbeddingField(VectorField):
+    """A ``vector(N)`` column whose stored dimension the database decides: the
+    migrations create it with ``EMBEDDING_DIMENSIONS``, job ``reembed`` may alter it
+    to the configured model's (issue 46). Values are cast to plain ``vector`` in
+    ``bulk_update`` so the SQL never names the dimension the model was created with
+    (the column checks it on write)."""
+
+    def cast_db_type(self, connection: object) -> str:
+        """``vector`` without a dimension (Django's ``Cast`` uses it)."""
+        return "vector"
 
 
 class TimeStampedModel(models.Model):

@@ -9,9 +9,14 @@ from django.db import models
 from django.db.models import F, Func, Q
 from django.db.models.functions import Greatest
 from django.utils import timezone
-from pgvector.django import HnswIndex, VectorField
+from pgvector.django import HnswIndex
 
-from brain.models.base import EMBEDDING_DIMENSIONS, TimeStampedModel, Visibility
+from brain.models.base import (
+    EMBEDDING_DIMENSIONS,
+    EmbeddingField,
+    TimeStampedModel,
+    Visibility,
+)
 from brain.models.pages import Page, RawRecord
 from brain.models.sources import Source
 
@@ -78,7 +83,7 @@ class Fact(TimeStampedModel):
         on_delete=models.SET_NULL,
         related_name="supersedes",
     )
-    embedding = VectorField(dimensions=EMBEDDING_DIMENSIONS, null=True, blank=True)
+    embedding = EmbeddingField(dimensions=EMBEDDING_DIMENSIONS, null=True, blank=True)
     embedding_model = models.CharField(max_length=200, blank=True)
     created_by = models.CharField(max_length=200, blank=True)
     # SPEC §2.4 (revised): what the fact says, derived at write time by

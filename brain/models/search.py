@@ -6,9 +6,9 @@ from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVectorField
 from django.db import models
 from django.db.models import Q
-from pgvector.django import HnswIndex, VectorField
+from pgvector.django import HnswIndex
 
-from brain.models.base import EMBEDDING_DIMENSIONS, Visibility
+from brain.models.base import EMBEDDING_DIMENSIONS, EmbeddingField, Visibility
 from brain.models.pages import Page
 from brain.models.sources import Source
 
@@ -27,7 +27,7 @@ class Chunk(models.Model):
     text = models.TextField()
     token_count = models.PositiveIntegerField(default=0)
     tsv = SearchVectorField(null=True)
-    embedding = VectorField(dimensions=EMBEDDING_DIMENSIONS, null=True, blank=True)
+    embedding = EmbeddingField(dimensions=EMBEDDING_DIMENSIONS, null=True, blank=True)
     embedding_model = models.CharField(max_length=200, blank=True)
     content_hash = models.CharField(max_length=64)
     # Only quoted history, a signature or a list footer (``brain.mailtext``): search
@@ -57,6 +57,11 @@ class Chunk(models.Model):
                 fields=["source", "visibility"],
                 condition=Q(embedding__isnull=True),
                 name="brain_chunk_embedding_pending",
+            ),
+            # search_degraded: "is any searched chunk embedded by another model?"
+            # is two range probes of this index (issue 46, ``embeddings_stale``).
+            models.Index(
+                fields=["embedding_model"], name="brain_chunk_embedding_model"
             ),
         ]
 

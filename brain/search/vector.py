@@ -40,7 +40,9 @@ def _vector_arm(
     (best by ``vector_part``: a page's own words outweigh the same cosine in its
     quoted history); returns ``[(chunk_id, page_id, vector part)]`` for the best
     ``ARM_CANDIDATES`` pages. A chunk holding one of the ``excluded`` lexemes (the
-    query's ``-word``) is skipped, as in the keyword arm (SPEC §3)."""
+    query's ``-word``) is skipped, as in the keyword arm (SPEC §3). Only chunks
+    embedded by the query's model count (issue 46: a vector of another model is
+    not comparable; those chunks are found by keywords until ``job reembed``)."""
     cursor.execute(
         "SELECT set_config('hnsw.ef_search', %s, true),"
         " set_config('hnsw.iterative_scan', 'relaxed_order', true)",
@@ -52,6 +54,7 @@ def _vector_arm(
                c.secondary
         FROM brain_chunk c
         WHERE c.embedding IS NOT NULL
+          AND c.embedding_model = %(model)s
           AND c.source_id = ANY(%(sources)s)
           AND c.visibility = ANY(%(vis)s)
           AND NOT (%(ex)s <> '' AND c.tsv @@ %(ex)s::tsquery)
@@ -60,6 +63,7 @@ def _vector_arm(
         """,
         {
             "v": vector,
+            "model": embeddings.current_model(),
             "ex": _tsquery_or(excluded),
             "sources": list(source_ids),
             "vis": list(visibilities),
@@ -73,6 +77,13 @@ def _vector_arm(
             best[page_id] = (chunk_id, page_id, part)
     ranked = sorted(best.values(), key=lambda r: -r[2])
     return ranked[:ARM_CANDIDATES]
+
+
+# The cosine of a chunk with the query, only when both come from the same model.
+_COSINE = (
+    "CASE WHEN c.embedding_model = %(model)s"
+    " THEN 1 - (c.embedding <=> %(v)s::vector) END"
+)
 
 
 @dataclass
@@ -106,14 +117,15 @@ def _hydrate(
 ) -> list[_Row]:
     """One query for every candidate: chunk text, its live page (scope re-checked,
     soft-deleted pages dropped), type, backlinks without ``mentions``, the raw
-    cosine (NULL in keyword-only mode), which of the query's ``lexemes`` the
+    cosine (NULL in keyword-only mode and for a chunk embedded by another model),
+    which of the query's ``lexemes`` the
     chunk holds and whether it is a secondary chunk."""
     cursor.execute(
         f"""
         SELECT c.id, c.ordinal, c.text, p.id, p.slug, p.title, p.source_id, t.name,
                p.effective_date, p.updated_at, p.frontmatter -> 'provenance',
                {backlinks_sql("p.id")},
-               {"1 - (c.embedding <=> %(v)s::vector)" if vector else "NULL::float8"},
+               {_COSINE if vector else "NULL::float8"},
                tsvector_to_array(ts_filter(
                    setweight(setweight(c.tsv, 'D'), 'A', %(lexemes)s::text[]),
                    '{{a}}')),
@@ -129,6 +141,7 @@ def _hydrate(
         """,
         {
             "v": vector,
+            "model": embeddings.current_model(),
             "ids": list(chunk_ids),
             "sources": list(source_ids),
             "vis": list(visibilities),
@@ -176,18 +189,44 @@ WHERE source_id = ANY(%(sources)s) AND visibility = ANY(%(visibilities)s)
 """
 
 
+_STALE_SQL = """
+SELECT EXISTS(
+    SELECT 1 FROM brain_chunk
+    WHERE ((embedding_model > '' AND embedding_model < %(model)s)
+           OR embedding_model > %(model)s)
+      AND embedding IS NOT NULL
+)
+"""
+_STALE_COUNT_SQL = """
+SELECT count(*) FILTER (WHERE embedding IS NOT NULL
+                          AND (%(all)s OR embedding_model <> %(model)s)),
+       count(*)
+FROM brain_chunk
+WHERE source_id = ANY(%(sources)s) AND visibility = ANY(%(visibilities)s)
+"""
+
+
 def _degradation(
     source_ids: Sequence[str], visibilities: Sequence[str], *, vector_ok: bool
 ) -> str | None:
     """Why search is not whole, or None (SPEC §3, §4 ``search_degraded``).
 
-    ``vector_search_unavailable: provider <name> (keyword-only)`` when the query
-    could not be embedded (``(model loading, …)`` while the local model is still
-    loading in this process's background thread); else ``embeddings_pending: N of M`` when N of the M searched chunks have
-    no embedding yet (one indexed EXISTS on ``brain_chunk_embedding_pending`` when
-    every chunk is embedded; the counts only when some are not).
+    ``embeddings_stale: N of M (…)`` when N of the M searched chunks hold a vector
+    of another model or dimension than the configured one (issue 46: those are
+    found by keywords only, every chunk when the dimension differs, until job
+    ``reembed`` finishes); else ``vector_search_unavailable: provider <name>
+    (keyword-only)`` when the query could not be embedded (``(model loading, …)``
+    while the local model is still loading in this process's background thread);
+    then ``embeddings_pending: N of M`` when N of the M searched chunks have no
+    embedding yet (one indexed EXISTS each on ``brain_chunk_embedding_model``,
+    over every source so it stays two index range probes, and
+    ``brain_chunk_embedding_pending`` when every chunk is current; the scoped
+    counts only when some are not). Stale and pending join with "; ".
     """
-    if not vector_ok:
+    params = {"sources": list(source_ids), "visibilities": list(visibilities)}
+    differ = embeddings.dimensions_differ()
+    stale = _stale(params, all_stale=differ)
+    if not vector_ok and not differ:
         provider = settings.BRAIN_EMBEDDING_PROVIDER
         if embeddings.model_loading():
             return (
@@ -195,14 +234,45 @@ def _degradation(
                 "keyword-only until it is ready, usually a few seconds)"
             )
         return f"vector_search_unavailable: provider {provider} (keyword-only)"
-    params = {"sources": list(source_ids), "visibilities": list(visibilities)}
     with connection.cursor() as cursor:
         cursor.execute(_PENDING_SQL, params)
         if not cursor.fetchone()[0]:
-            return None
+            return stale
         cursor.execute(_PENDING_COUNT_SQL, params)
         pending, total = cursor.fetchone()
-    return f"embeddings_pending: {pending} of {total}"
+    reasons = [stale, f"embeddings_pending: {pending} of {total}"]
+    return "; ".join(r for r in reasons if r)
+
+
+def _stale(params: dict[str, Any], *, all_stale: bool) -> str | None:
+    """``embeddings_stale: N of M (…)`` for the searched chunks (``params``:
+    sources, visibilities) whose vector the configured model cannot use (every
+    embedded one when ``all_stale``: another dimension), or None (also when the
+    stale chunks are all in sources this search does not read)."""
+    model = embeddings.current_model()
+    if not model:
+        return None
+    params = {**params, "model": model, "all": all_stale}
+    with connection.cursor() as cursor:
+        if not all_stale:
+            cursor.execute(_STALE_SQL, params)
+            if not cursor.fetchone()[0]:
+                return None
+        cursor.execute(_STALE_COUNT_SQL, params)
+        stale, total = cursor.fetchone()
+    if not stale and not all_stale:
+        return None
+    if all_stale:
+        why = (
+            f"the configured model {model} has another dimension than the stored "
+            "vectors; keyword-only"
+        )
+    else:
+        why = f"embedded by another model than {model}; keyword-only for them"
+    return (
+        f"embeddings_stale: {stale} of {total} ({why} until job "
+        f"{embeddings.REEMBED_JOB} finishes)"
+    )
 
 
 def _query_vector(query: str) -> list[float] | None:

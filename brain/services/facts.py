@@ -389,6 +389,7 @@ def fact_remember(
             kind=kind,
             read=read,
             vector=vector,
+            model=model_name,
         )
         if duplicate is not None:
             return FactWrite(
@@ -535,19 +536,29 @@ def _slot_match(
     kind: str,
     read: FactSlot,
     vector: list[float] | None,
+    model: str = "",
 ) -> tuple[Fact | None, list[Fact]]:
     """(the fact ``text`` duplicates, or None; the facts it supersedes, nearest
-    first) among the newest 500 facts of ``bucket`` (SPEC §2.4)."""
+    first) among the newest 500 facts of ``bucket`` (SPEC §2.4). ``model`` made
+    ``vector``: only facts embedded by it are compared by cosine (issue 46)."""
     if vector is None and _weak_read(read):
         return None, []  # SPEC §2.4: no embedding and no slot → plain insert.
     rows = list(
         bucket.only(
-            "pk", "text", "kind", "embedding", "created_at", "subject", "slot", "value"
+            "pk",
+            "text",
+            "kind",
+            "embedding",
+            "embedding_model",
+            "created_at",
+            "subject",
+            "slot",
+            "value",
         ).order_by("-created_at", "-pk")[:DEDUP_SCAN]
     )
     if not rows:
         return None, []
-    cosines = _cosines(rows, vector)
+    cosines = _cosines(rows, vector, model)
     norm = normalize_fact_text(text)
     order = sorted(range(len(rows)), key=lambda i: -(cosines[i] or 0.0))
     stale: list[Fact] = []
@@ -625,16 +636,20 @@ def _meaning_match(
     return None, stale
 
 
-def _cosines(rows: list[Fact], vector: list[float] | None) -> list[float | None]:
+def _cosines(
+    rows: list[Fact], vector: list[float] | None, model: str = ""
+) -> list[float | None]:
     """Cosine of each row's embedding with ``vector`` (None where either is
-    missing); exact, in numpy, over at most 500 rows of one entity."""
+    missing, or the row was embedded by another model than ``model``: vectors of
+    two models are not comparable, issue 46); exact, in numpy, over at most 500
+    rows of one entity."""
     if vector is None:
         return [None] * len(rows)
     query = np.asarray(vector, dtype=np.float32)
     qnorm = float(np.linalg.norm(query)) or 1.0
     out: list[float | None] = []
     for row in rows:
-        if row.embedding is None:
+        if row.embedding is None or (model and row.embedding_model != model):
             out.append(None)
             continue
         emb = np.asarray(row.embedding, dtype=np.float32)
