@@ -7,7 +7,7 @@ import brain.models.base
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("brain", "0017_chunk_token_parts"),
+        ("brain", "0018_page_merge_record"),
     ]
 
     operations = [
