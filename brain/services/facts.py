@@ -24,7 +24,7 @@ from django.utils import timezone
 from django_q.tasks import async_task
 
 from brain.access import Caller, ReadScope, scope_queryset
-from brain.embeddings import embed_texts
+from brain.embeddings import current_model, embed_texts
 from brain.exceptions import InvalidParams, NotFound, ProvenanceRequired
 from brain.models import Alias, AuditEvent, Fact, Page, RawRecord, Source, Visibility
 from brain.precedence import trusted_over
@@ -1255,27 +1255,40 @@ def fact_embed_queue(*, fact_id: int) -> None:
 def fact_embed_refresh(fact_id: int) -> bool:
     """Embed the current text of one fact and store the vector, unless the text
     changed again meanwhile (then that edit's own task does it). Returns True when a
-    vector was stored; False when the fact is gone, already embedded, or the
-    provider is ``none`` or failing (``facts_embed_pending`` retries later)."""
-    fact = Fact.objects.filter(pk=fact_id, embedding__isnull=True).first()
+    vector was stored; False when the fact is gone, already embedded by the
+    configured model, or the provider is ``none`` or failing
+    (``facts_embed_pending`` retries later)."""
+    pending = _embedding_pending_q()
+    fact = Fact.objects.filter(pending, pk=fact_id).first()
     if fact is None:
         return False
     vectors, model_name = embed_texts([fact.text])
     if not vectors:
         return False
     return bool(
-        Fact.objects.filter(pk=fact_id, text=fact.text, embedding__isnull=True).update(
+        Fact.objects.filter(pending, pk=fact_id, text=fact.text).update(
             embedding=vectors[0], embedding_model=model_name
         )
     )
 
 
+def _embedding_pending_q() -> Q:
+    """Facts whose vector is to (re)make: none stored, or one of another model
+    than the configured one (a model change, SPEC §3 / issue 46: vectors of two
+    models are never compared)."""
+    model = current_model()
+    if not model:
+        return Q(embedding__isnull=True)
+    return Q(embedding__isnull=True) | ~Q(embedding_model=model)
+
+
 def facts_embed_pending(*, limit: int = 1000) -> int:
     """Embed active facts that have no vector (edited facts whose queued task did
-    not run, facts stored while the provider was down), at most ``limit``; returns
-    how many were embedded. Idempotent."""
+    not run, facts stored while the provider was down) or one of another model
+    than the configured one (``job reembed`` after a model change), at most
+    ``limit``; returns how many were embedded. Idempotent."""
     ids = list(
-        Fact.objects.filter(fact_active_q(), embedding__isnull=True)
+        Fact.objects.filter(fact_active_q(), _embedding_pending_q())
         .order_by("pk")
         .values_list("pk", flat=True)[:limit]
     )

@@ -127,6 +127,14 @@ def test_a_same_size_model_change_says_embeddings_stale_until_job_reembed(
         MODEL_A.name
     }
     assert search(client).get("search_degraded") is None
+    with django_capture_on_commit_callbacks(execute=True):
+        remembered = client.post(
+            "/api/remember",
+            {"fact": "Orla books the crane inspections.", "provenance": "test"},
+            content_type="application/json",
+        )
+    assert remembered.status_code in (200, 201), remembered.json()
+    assert set(Fact.objects.values_list("embedding_model", flat=True)) == {MODEL_A.name}
 
     use_model(MODEL_B)
     answer = search(client)
@@ -152,6 +160,10 @@ def test_a_same_size_model_change_says_embeddings_stale_until_job_reembed(
     assert search(client).get("search_degraded") is None
     assert len(vector_hits(MODEL_B, default_source)) == 1
     assert check("embedding model") is None
+    # The fact remembered under model A is re-embedded too: no two models' fact
+    # vectors are left side by side.
+    assert job.result["facts"] == 1
+    assert set(Fact.objects.values_list("embedding_model", flat=True)) == {MODEL_B.name}
 
 
 @pytest.mark.django_db
@@ -240,12 +252,20 @@ def test_job_reembed_resumes_where_a_failed_attempt_stopped(
     assert search(client).get("search_degraded") is None
 
 
-class ConstantProvider(HashingProvider):
-    """A model that maps every text to one vector: any two texts are "identical"
-    to it, so only the model id tells two such models apart."""
+class CollidingProvider(HashingProvider):
+    """Model B: hashed word counts of its own, except that it maps ``text`` to the
+    very vector model A gave ``twin``: compared across models, the two facts
+    look identical; within model B (the meaning stage's own embeddings) they do
+    not."""
+
+    def __init__(self, name: str, *, text: str, twin: str) -> None:
+        super().__init__(name, 384)
+        self.text, self.twin = text, twin
 
     def _one(self, text: str) -> list[float]:
-        return [1.0] + [0.0] * (self.dimensions - 1)
+        if text == self.text:
+            return MODEL_A._one(self.twin)
+        return super()._one(text)
 
 
 @pytest.mark.django_db
@@ -261,11 +281,11 @@ def test_remember_never_deduplicates_against_another_models_vector(
         assert response.status_code in (200, 201), response.json()
         return response.json()
 
-    use_model(ConstantProvider("openai:constant-a", 384))
-    remember("Orla books the crane inspections.")
-    use_model(ConstantProvider("openai:constant-b", 384))
+    first, other = "Orla books the crane inspections.", "Orla prefers tea over coffee."
+    remember(first)
+    use_model(CollidingProvider("openai:model-b", text=other, twin=first))
 
-    second = remember("Orla prefers tea over coffee.")
+    second = remember(other)
 
     assert second["status"] != "duplicate", second
     assert Fact.objects.count() == 2
