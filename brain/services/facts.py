@@ -463,6 +463,12 @@ def _supersede(*, old: Fact, new: Fact, actor: str, now: datetime) -> None:
         target_id=str(old.pk),
         extra_data={
             "superseded_by": new.pk,
+            # A correction (``fact_correct``) names who corrected.
+            **(
+                {"corrected_by": actor}
+                if (new.evidence or {}).get("corrects") == old.pk
+                else {}
+            ),
             "old_text": old.text,
             "slot": new.slot,
             "old_value": old.value,
@@ -754,8 +760,10 @@ def fact_correct(*, caller: Caller, fact_id: str | int, text: str) -> Fact:
                 detail={"id": str(old.pk)},
             )
         now = timezone.now()
-        # fact_remember may have superseded it already (same slot, other value):
-        # then only the reason changes, to name who corrected it.
+        # fact_remember may have superseded it already (same slot, other value, or
+        # the meaning stage): then only the reason changes, to name who corrected
+        # it, and its audit row (which names the corrector) stands alone.
+        already = Fact.objects.filter(pk=old.pk, superseded_by=new).exists()
         Fact.objects.filter(pk=old.pk).filter(
             Q(expired_at__isnull=True) | Q(superseded_by=new)
         ).update(
@@ -764,6 +772,8 @@ def fact_correct(*, caller: Caller, fact_id: str | int, text: str) -> Fact:
             expired_reason=f"corrected by {caller.actor}"[:REASON_MAX],
             updated_at=now,
         )
+        if already:
+            return new
         AuditEvent.objects.create(
             actor=caller.actor,
             action=AuditEvent.Action.FACT_SUPERSEDED,

@@ -11,9 +11,8 @@ from django.db import connection
 from accounts.models import ApiKey
 from accounts.services import RateLimited, apikey_rate_check
 
-pytestmark = pytest.mark.django_db
 
-
+@pytest.mark.django_db
 def test_a_key_over_its_rate_limit_gets_the_error_envelope(
     make_key, source_a, api_client
 ) -> None:  # type: ignore[no-untyped-def]
@@ -28,11 +27,13 @@ def test_a_key_over_its_rate_limit_gets_the_error_envelope(
     assert body["suggestion"]
 
 
+@pytest.mark.django_db
 def test_keys_without_a_limit_are_unlimited(make_key, source_a, api_client) -> None:  # type: ignore[no-untyped-def]
     client = api_client(make_key(source_a).plaintext)
     assert {client.get("/api/whoami").status_code for _ in range(5)} == {200}
 
 
+@pytest.mark.django_db
 def test_the_rate_limit_is_shared_by_every_worker_process(make_key, source_a) -> None:  # type: ignore[no-untyped-def]
     """Issue 46: the budget was counted per process (local-memory cache), so the
     two-worker web unit allowed twice the limit. A process's in-memory state is
@@ -50,9 +51,12 @@ def test_the_rate_limit_is_shared_by_every_worker_process(make_key, source_a) ->
     apikey_rate_check(api_key=key, now=now + 60)  # the next minute starts afresh
 
 
-@pytest.mark.django_db(transaction=True)
-def test_two_connections_share_one_budget(make_key, source_a) -> None:  # type: ignore[no-untyped-def]
-    """Two threads, each with its own database connection, spend one budget of 4."""
+def test_two_connections_share_one_budget(  # type: ignore[no-untyped-def]
+    restore_migrated_rows, transactional_db, make_key, source_a
+) -> None:
+    """Two threads, each with its own database connection, spend one budget of 4
+    (committed rows: a transactional test, not marked ``django_db`` so that the
+    migrated rows ``restore_migrated_rows`` puts back after its flush stay)."""
     key = make_key(source_a).api_key
     ApiKey.objects.filter(pk=key.pk).update(rate_limit_per_minute=4)
     key.refresh_from_db()

@@ -21,7 +21,6 @@ from connectors.imap.sync import imap_sync
 from connectors.models import ImportedItem, SharedMailbox
 from connectors.services_shared import shared_mailbox_create
 from tests.connectors.dovecot import PASSWORD, DovecotServer, make_account
-from tests.jobs.conftest import restore_migrated_rows  # noqa: F401 - a fixture
 from tests.jobs.test_worker_kill import child_env
 
 pytestmark = pytest.mark.slow
@@ -56,7 +55,7 @@ def _messages() -> list[bytes]:
 
 
 def test_a_killed_sync_source_resumes_without_duplicates(
-    restore_migrated_rows: None,  # noqa: F811
+    restore_migrated_rows: None,
     transactional_db: None,
     dovecot: DovecotServer,
 ) -> None:

@@ -14,7 +14,6 @@ from django.core.management import CommandError, call_command
 from django.db import OperationalError, connection
 
 from tests.factories import one_message_mbox
-from tests.jobs.conftest import restore_migrated_rows  # noqa: F401 - a fixture
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -22,7 +21,7 @@ if TYPE_CHECKING:
 
 @pytest.mark.parametrize("command", ["import_mail", "import_markdown"])
 def test_an_import_command_ends_with_one_line_and_how_to_resume_on_a_database_failure(
-    restore_migrated_rows: None,  # noqa: F811
+    restore_migrated_rows: None,
     transactional_db: None,
     command: str,
     tmp_path: Path,

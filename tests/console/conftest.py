@@ -12,8 +12,6 @@ from typing import Any
 import pytest
 from selenium import webdriver
 
-from tests.jobs.conftest import restore_migrated_rows  # noqa: F401 (a fixture)
-
 ARTIFACTS = Path(__file__).resolve().parents[2] / "var" / "test-artifacts"
 
 
