@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 from django.db import connection, transaction
-from django.db.models import Count, F, Max, Min, Q, QuerySet, Value
+from django.db.models import Count, F, Max, Min, Q, QuerySet
 from django.db.models.fields.json import KT
-from django.db.models.functions import Coalesce, Lower, Trim
+from django.db.models.functions import Lower, Trim
 from django.utils import timezone
 from django_q.tasks import async_task
 
@@ -447,12 +447,26 @@ def fact_remember(
     )
 
 
-def _supersede(*, old: Fact, new: Fact, actor: str, now: datetime) -> None:
-    """Expire ``old`` in favour of ``new`` (``superseded_by``), with an audit row."""
+def _supersede(
+    *,
+    old: Fact,
+    new: Fact,
+    actor: str,
+    now: datetime,
+    corrected: bool | None = None,
+) -> None:
+    """Expire ``old`` in favour of ``new`` (``superseded_by``), with an audit row.
+    A correction (``corrected``; by default: ``new`` says it corrects ``old``,
+    ``evidence.corrects``, as ``fact_correct`` writes it) is expired "corrected by
+    <actor>" and its audit row names the corrector."""
+    if corrected is None:
+        corrected = (new.evidence or {}).get("corrects") == old.pk
     Fact.objects.filter(pk=old.pk, expired_at__isnull=True).update(
         expired_at=now,
         superseded_by=new,
-        expired_reason=f"superseded by #{new.pk}",
+        expired_reason=(
+            f"corrected by {actor}" if corrected else f"superseded by #{new.pk}"
+        )[:REASON_MAX],
         updated_at=now,
     )
     AuditEvent.objects.create(
@@ -463,13 +477,9 @@ def _supersede(*, old: Fact, new: Fact, actor: str, now: datetime) -> None:
         target_id=str(old.pk),
         extra_data={
             "superseded_by": new.pk,
-            # A correction (``fact_correct``) names who corrected.
-            **(
-                {"corrected_by": actor}
-                if (new.evidence or {}).get("corrects") == old.pk
-                else {}
-            ),
+            **({"corrected_by": actor} if corrected else {}),
             "old_text": old.text,
+            "new_text": new.text,
             "slot": new.slot,
             "old_value": old.value,
             "new_value": new.value,
@@ -759,34 +769,12 @@ def fact_correct(*, caller: Caller, fact_id: str | int, text: str) -> Fact:
                 suggestion="Write the corrected fact, or forget it instead.",
                 detail={"id": str(old.pk)},
             )
-        now = timezone.now()
         # fact_remember may have superseded it already (same slot, other value, or
-        # the meaning stage): then only the reason changes, to name who corrected
-        # it, and its audit row (which names the corrector) stands alone.
-        already = Fact.objects.filter(pk=old.pk, superseded_by=new).exists()
-        Fact.objects.filter(pk=old.pk).filter(
-            Q(expired_at__isnull=True) | Q(superseded_by=new)
-        ).update(
-            expired_at=Coalesce(F("expired_at"), Value(now)),
-            superseded_by=new,
-            expired_reason=f"corrected by {caller.actor}"[:REASON_MAX],
-            updated_at=now,
-        )
-        if already:
-            return new
-        AuditEvent.objects.create(
-            actor=caller.actor,
-            action=AuditEvent.Action.FACT_SUPERSEDED,
-            source_id=old.source_id,
-            target_type="fact",
-            target_id=str(old.pk),
-            extra_data={
-                "superseded_by": new.pk,
-                "corrected_by": caller.actor,
-                "old_text": old.text,
-                "new_text": new.text,
-            },
-        )
+        # the meaning stage): its row then says "corrected by" already.
+        if not Fact.objects.filter(pk=old.pk, superseded_by=new).exists():
+            _supersede(
+                old=old, new=new, actor=caller.actor, now=timezone.now(), corrected=True
+            )
     return new
 
 
