@@ -716,6 +716,35 @@ class LoopBatch:
         return count
 
 
+def spec_loop(
+    *,
+    source: Source,
+    spec: LoopSpec,
+    page: Page | None = None,
+    evidence: list[dict[str, Any]] | None = None,
+) -> OpenLoop:
+    """The unsaved ``OpenLoop`` a detector verdict's ``spec`` opens (SPEC §5.2): the
+    row ``loop_upsert`` writes for an unknown key, with ``evidence`` (default the
+    spec's, at most ``MAX_EVIDENCE``), confidence 1.0 until decided. Used by the
+    batched import and by the ``--as-of`` replay's decision."""
+    return OpenLoop(
+        source=source,
+        dedup_key=spec.dedup_key,
+        loop_type=spec.loop_type,
+        summary=spec.summary,
+        detector=Detector.DETERMINISTIC_THREAD,
+        opened_at=spec.opened_at,
+        last_activity_at=spec.last_activity_at,
+        evidence=(spec.evidence if evidence is None else evidence)[-MAX_EVIDENCE:],
+        thread_id=spec.thread_id,
+        page=page,
+        counterparty_email=(spec.counterparty_email or "").lower(),
+        counterparty_name=(spec.counterparty_name or "")[:200],
+        due_at=due_end_of_day(spec.due) if spec.due else None,
+        confidence=1.0,
+    )
+
+
 def _batched_open(
     *,
     batch: LoopBatch,
@@ -727,23 +756,8 @@ def _batched_open(
 ) -> None:
     """Queue a new detector loop in ``batch``: the row and event ``loop_upsert``
     would have written for an unknown key."""
-    due_at = due_end_of_day(spec.due) if spec.due else None
-    loop = OpenLoop(
-        source=source,
-        dedup_key=spec.dedup_key,
-        loop_type=spec.loop_type,
-        summary=spec.summary,
-        detector=Detector.DETERMINISTIC_THREAD,
-        opened_at=spec.opened_at,
-        last_activity_at=spec.last_activity_at,
-        evidence=evidence[-MAX_EVIDENCE:],
-        thread_id=spec.thread_id,
-        page=page,
-        counterparty_email=(spec.counterparty_email or "").lower(),
-        counterparty_name=(spec.counterparty_name or "")[:200],
-        due_at=due_at,
-        confidence=1.0,
-    )
+    loop = spec_loop(source=source, spec=spec, page=page, evidence=evidence)
+    due_at = loop.due_at
     event = _event_row(
         loop=None,
         source_id=source.id,

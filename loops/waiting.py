@@ -69,7 +69,7 @@ from loops.selectors import (
     threads_messages,
     undeliverable,
 )
-from loops.services import due_end_of_day, stale_at
+from loops.services import due_end_of_day, spec_loop, stale_at
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -388,7 +388,8 @@ def _replay_decided(
     stored extracted loops (view id: their pk)."""
     by_id = {str(loop.pk): loop for loop in stored}
     loops = [
-        _spec_loop(source, specs[v.id]) if v.id in specs else by_id[v.id] for v in views
+        spec_loop(source=source, spec=specs[v.id]) if v.id in specs else by_id[v.id]
+        for v in views
     ]
     decided = replay_decide(source=source, now=as_of, loops=loops)
     if decided is None:
@@ -398,23 +399,6 @@ def _replay_decided(
         for view, (probability, kept) in zip(views, decided, strict=True)
         if kept
     ]
-
-
-def _spec_loop(source: Source, spec: LoopSpec) -> OpenLoop:
-    """An unsaved ``OpenLoop`` of a replayed detector loop, for its features."""
-    return OpenLoop(
-        source=source,
-        loop_type=spec.loop_type,
-        thread_id=spec.thread_id,
-        counterparty_email=spec.counterparty_email,
-        counterparty_name=spec.counterparty_name,
-        summary=spec.summary,
-        evidence=spec.evidence,
-        opened_at=spec.opened_at,
-        last_activity_at=spec.last_activity_at,
-        due_at=due_end_of_day(spec.due) if spec.due else None,
-        detector=Detector.DETERMINISTIC_THREAD,
-    )
 
 
 def _settle(
