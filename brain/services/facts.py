@@ -262,6 +262,81 @@ def _entity_target(
     return None, ref
 
 
+def _stamped_evidence(
+    caller: Caller,
+    evidence: dict[str, Any] | None,
+    now: datetime,
+    entity_ref: str | None,
+    entity: Page | str | None,
+) -> dict[str, Any]:
+    """A new fact's ``evidence``: the caller's own plus who wrote it and when
+    (``stamped``), and, for a fact about a name without a page (``entity_ref``,
+    the slug it waits on), the name as given, resolved again on attach."""
+    out = {
+        **(evidence or {}),
+        "stamped": {
+            "actor": caller.actor,
+            "client": caller.client,
+            "remote": caller.remote,
+            "at": now.isoformat(),
+        },
+    }
+    if entity_ref:
+        out["entity_ref"] = entity_ref
+        if isinstance(entity, str):
+            out["entity_name"] = " ".join(entity.split())[:255]
+    return out
+
+
+def _slot_read(
+    bucket: QuerySet[Fact],
+    clean: str,
+    entity_name: str | None,
+    kind: str,
+    slot: str | None,
+    value: str | None,
+    use_llm: bool,  # noqa: FBT001 - private stage of fact_remember
+) -> FactSlot:
+    """The new fact's slot and value (``fact_slot_derive``, knowing the bucket's
+    slots), its subject read relative to the entity (SPEC §2.4)."""
+    known = list(bucket.exclude(slot="").values_list("slot", flat=True)[:50])
+    read = fact_slot_derive(
+        text=clean,
+        entity=entity_name,
+        kind=kind,
+        slot=slot,
+        value=value,
+        known_slots=known,
+        use_llm=use_llm,
+    )
+    return replace(read, subject=_relative_subject(read.subject, entity_name))
+
+
+def _remembered_audit(
+    caller: Caller,
+    fact: Fact,
+    entity_slug: str | None,
+    read: FactSlot,
+    *,
+    degraded: bool,
+) -> None:
+    """The ``fact_remembered`` audit row of a new fact."""
+    AuditEvent.objects.create(
+        actor=caller.actor,
+        action=AuditEvent.Action.FACT_REMEMBERED,
+        source=fact.source,
+        target_type="fact",
+        target_id=str(fact.pk),
+        extra_data={
+            "kind": fact.kind,
+            "entity": entity_slug,
+            "slot": read.slot,
+            "slot_method": read.method,
+            "degraded_dedup": degraded,
+        },
+    )
+
+
 def fact_remember(
     *,
     caller: Caller,
@@ -347,17 +422,9 @@ def fact_remember(
     )
     vectors, model_name = embed_texts([clean])
     vector = vectors[0] if vectors else None
-    stamped = {
-        "actor": caller.actor,
-        "client": caller.client,
-        "remote": caller.remote,
-        "at": now.isoformat(),
-    }
-    facts_evidence = {**(evidence or {}), "stamped": stamped}
-    if page is None and entity_slug:
-        facts_evidence["entity_ref"] = entity_slug
-        if isinstance(entity, str):  # the name as given: resolved again on attach
-            facts_evidence["entity_name"] = " ".join(entity.split())[:255]
+    facts_evidence = _stamped_evidence(
+        caller, evidence, now, entity_slug if page is None else None, entity
+    )
 
     with transaction.atomic():
         # Serialise writers per (source, entity) so two equal facts cannot both insert.
@@ -370,18 +437,7 @@ def fact_remember(
             caller=caller, source=source, page=page, entity_ref=entity_slug, now=now
         )
         entity_name = _entity_name(page, entity_slug)
-        known = list(bucket.exclude(slot="").values_list("slot", flat=True)[:50])
-        read = fact_slot_derive(
-            text=clean,
-            entity=entity_name,
-            kind=kind,
-            slot=slot,
-            value=value,
-            known_slots=known,
-            use_llm=use_llm,
-        )
-        subject = _relative_subject(read.subject, entity_name)
-        read = replace(read, subject=subject)
+        read = _slot_read(bucket, clean, entity_name, kind, slot, value, use_llm)
         duplicate, stale = _slot_match(
             bucket=bucket,
             entity_name=entity_name,
@@ -419,20 +475,7 @@ def fact_remember(
             slot=read.slot,
             value=read.stored_value,
         )
-        AuditEvent.objects.create(
-            actor=caller.actor,
-            action=AuditEvent.Action.FACT_REMEMBERED,
-            source=source,
-            target_type="fact",
-            target_id=str(fact.pk),
-            extra_data={
-                "kind": kind,
-                "entity": entity_slug,
-                "slot": read.slot,
-                "slot_method": read.method,
-                "degraded_dedup": degraded,
-            },
-        )
+        _remembered_audit(caller, fact, entity_slug, read, degraded=degraded)
         for old in stale:
             _supersede(old=old, new=fact, actor=caller.actor, now=now)
     first = stale[0] if stale else None
